@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -196,7 +197,10 @@ def build_llama_cpp(cache: Path, cuda_arch: str | None) -> str | None:
 
 
 def shared_libs(bin_dir: Path) -> list[Path]:
-    return sorted(p for p in bin_dir.iterdir() if p.name.startswith("lib") and ".so" in p.name)
+    """The libraries the Python bindings load (libllama, libmtmd) and what they link (libggml*),
+    under the two names the loader asks for (libX.so and its soname libX.so.0)."""
+    wanted = re.compile(r"^lib(llama|mtmd|ggml(-[a-z]+)?)\.so(\.0)?$")
+    return sorted(p for p in bin_dir.iterdir() if wanted.match(p.name))
 
 
 @step(f"llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} wheel (bindings + the same libraries)")

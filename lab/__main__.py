@@ -1,0 +1,98 @@
+"""python -m lab VERB ... — the lab's command line.
+
+Exit status: 0 all good, 1 the command found a problem (invalid profile, failed notebook, plan
+errors, doctor findings), 2 bad usage (unknown profile, missing file, bad flags).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _cmd_run(args) -> int:
+    from lab import runner
+
+    only = [o.strip().zfill(2) for o in args.only.split(",")] if args.only else None
+    try:
+        result = runner.run(args.profile, only=only, out=args.out)
+    except (ValueError, FileNotFoundError) as exc:  # ProfileError is a ValueError
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"run folder: {result.run_dir}")
+    print(f"report:     {result.run_dir / 'report.html'}")
+    if not result.ok:
+        failed = [r.notebook for r in result.results if r.status != "ok"]
+        print(f"not ok: {', '.join(failed)} (see the report)", file=sys.stderr)
+    return 0 if result.ok else 1
+
+
+def _cmd_validate(args) -> int:
+    from lab import profiles
+
+    bad = 0
+    for item in args.paths:
+        try:
+            prof = profiles.load(item)
+            print(f"ok      {item} ({prof.name})")
+        except profiles.ProfileError as exc:
+            bad += 1
+            print(f"invalid {exc}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def _cmd_plan(args) -> int:
+    from lab import plan, profiles
+
+    try:
+        prof = profiles.load(args.profile)
+    except profiles.ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    result = plan.plan(prof)
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False))
+    else:
+        print(plan.describe(result))
+    return 1 if any(f["severity"] == "error" for f in result["findings"]) else 0
+
+
+def _cmd_report(args) -> int:
+    from lab import report
+
+    print(report.build(args.run_dir))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m lab", description="Budget-GPU LLM lab: run, validate, plan, report.")
+    sub = ap.add_subparsers(dest="verb", required=True)
+
+    p = sub.add_parser("run", help="run the notebooks with papermill into outputs/<profile>/<UTC>_<sha>/")
+    p.add_argument("--profile", default="cpu-default", help="profile name in params/ or a path to a YAML (default cpu-default)")
+    p.add_argument("--only", default=None, help="comma-separated notebook numbers, e.g. 01,02")
+    p.add_argument("--out", default=None, help="parent folder for the run folder (default outputs/<profile>/)")
+    p.set_defaults(fn=_cmd_run)
+
+    p = sub.add_parser("validate", help="check profile files; exit 1 if any is invalid")
+    p.add_argument("paths", nargs="+", help="params/*.yaml files or profile names")
+    p.set_defaults(fn=_cmd_validate)
+
+    p = sub.add_parser("plan", help="what should happen on this profile's hardware (no hardware needed)")
+    p.add_argument("profile", help="profile name or path")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.set_defaults(fn=_cmd_plan)
+
+    p = sub.add_parser("report", help="(re)build report.html of a run folder from its records")
+    p.add_argument("run_dir")
+    p.set_defaults(fn=_cmd_report)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""environment.yml (conda) and pyproject.toml (pip/uv) must pin the same packages at the same versions."""
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pins(items):
+    return {i.split("==")[0].lower(): i.split("==")[1] for i in items if "==" in i}
+
+
+def test_conda_pins_match_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = _pins(project["dependencies"] + project["optional-dependencies"]["dev"])
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_list = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    have = _pins(pip_list)
+    assert have == wanted
+
+
+def test_setup_builds_the_pinned_llama_cpp_python():
+    from lab import setup
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pin = _pins(project["dependencies"])["llama-cpp-python[server]"]
+    assert setup.LLAMA_CPP_PYTHON_VERSION == pin
