@@ -69,7 +69,8 @@ def sh(cmd: list[str], log: Path | None = None, env: dict | None = None, cwd: Pa
     """Run a command; on failure show the log's tail and stop set-up with its exit status."""
     full_env = {**os.environ, **(env or {})}
     if log is None:
-        subprocess.run(cmd, check=True, env=full_env, cwd=cwd)
+        if subprocess.run(cmd, env=full_env, cwd=cwd).returncode != 0:
+            sys.exit(f"[setup] failed: {' '.join(cmd)} (its output is above)")
         return
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as fh:
@@ -223,10 +224,11 @@ def build_wheel(cache: Path, cuda_arch: str | None) -> str | None:
         lib.mkdir(parents=True, exist_ok=True)
         for so in shared_libs(llama_bin_dir(cache, cuda_arch)):
             shutil.copy2(so, lib / so.name, follow_symlinks=True)
+        (tmp / "packed").mkdir()
         sh([vpy, "-m", "wheel", "pack", str(pkg), "-d", str(tmp / "packed")])
         packed = next((tmp / "packed").glob("*.whl"))
-        sh([vpy, "-m", "wheel", "tags", "--remove", "--platform-tag", f"linux_{platform.machine()}",
-            str(packed)])
+        if packed.name.endswith("-any.whl"):  # it now carries native code: say which platform
+            sh([vpy, "-m", "wheel", "tags", "--remove", "--platform-tag", f"linux_{platform.machine()}", str(packed)])
         wheel_dir.mkdir(parents=True, exist_ok=True)
         for whl in (tmp / "packed").glob("*.whl"):
             shutil.copy2(whl, wheel_dir / whl.name)
