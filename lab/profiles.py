@@ -6,6 +6,7 @@ default (papermill itself only warns on unknown parameters).
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from pathlib import Path
@@ -124,7 +125,10 @@ class Profile(BaseModel):
         if self.gpu_count == 0:
             set_ = [f for f in gpu_fields if getattr(self, f) is not None]
             if set_ or self.nvlink_expected or self.tensor_parallel_size > 1:
-                raise ValueError(f"gpu_count is 0 but GPU settings are given ({', '.join(set_) or 'nvlink/tensor parallel'}); "
+                given = [f"{f}={getattr(self, f)!r}" for f in set_]
+                given += ["nvlink_expected=True"] if self.nvlink_expected else []
+                given += [f"tensor_parallel_size={self.tensor_parallel_size}"] if self.tensor_parallel_size > 1 else []
+                raise ValueError(f"gpu_count is 0 but GPU settings are given ({', '.join(given)}); "
                                  "set gpu_count or remove them")
         else:
             missing = [f for f in gpu_fields if getattr(self, f) is None]
@@ -133,14 +137,15 @@ class Profile(BaseModel):
         if self.tensor_parallel_size > max(self.gpu_count, 1):
             raise ValueError(f"tensor_parallel_size {self.tensor_parallel_size} > gpu_count {self.gpu_count}")
         if self.nvlink_expected and self.gpu_count < 2:
-            raise ValueError("nvlink_expected needs gpu_count ≥ 2")
+            raise ValueError(f"nvlink_expected is true but gpu_count is {self.gpu_count}; NVLink needs gpu_count ≥ 2")
         if self.model_stand_in_for and not self.model_stand_in_reason:
             raise ValueError("model_stand_in_for is set: say why in model_stand_in_reason")
         if self.host not in ("127.0.0.1", "localhost", "::1") and not self.api_key_env:
             raise ValueError(f"host {self.host!r} exposes the server beyond this machine; "
                              "set api_key_env (the name of an env var holding the key) or use 127.0.0.1")
         if self.engine in ("llama.cpp", "llama-cpp-python") and self.model_quant in ("AWQ-INT4", "GPTQ-INT4", "GPTQ-INT8", "BNB-NF4"):
-            raise ValueError(f"engine {self.engine} loads GGUF files; quant {self.model_quant} is a vLLM/transformers format")
+            raise ValueError(f"engine {self.engine!r} loads GGUF files; model_quant {self.model_quant!r} is a "
+                             "vLLM/transformers format (use a GGUF type such as Q4_K_M, or engine vllm)")
         return self
 
     @property
@@ -168,10 +173,16 @@ def _format_errors(path: Path, data: dict, exc: ValidationError) -> str:
         field = ".".join(str(x) for x in err["loc"]) or "(whole profile)"
         if err["type"] == "extra_forbidden":
             allowed = ", ".join(Profile.model_fields)
-            lines.append(f"  - field '{field}': not a known setting (found {err['input']!r}); allowed fields: {allowed}")
+            close = difflib.get_close_matches(field, Profile.model_fields, n=1)
+            hint = f" — did you mean '{close[0]}'?" if close else ""
+            lines.append(f"  - field '{field}': not a known setting (found {err['input']!r}){hint}; "
+                         f"allowed fields: {allowed}")
             continue
         if err["type"] == "missing":
             lines.append(f"  - field '{field}': missing; it is required")
+            continue
+        if not err["loc"]:  # a rule across fields: its message names the fields and their values
+            lines.append(f"  - {err['msg'].removeprefix('Value error, ')}")
             continue
         found = data.get(err["loc"][0], "(missing)") if err["loc"] else "(see message)"
         msg = err["msg"].removeprefix("Value error, ")

@@ -1,0 +1,352 @@
+"""Compatibility rules (lab/data/compat_rules.yaml + lab/compat.py) and lab.plan.
+
+Every rule has a passing and a failing case below; the seeds' original set-ups give the errors the
+lab's FACTS predict; every shipped profile plans without errors.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lab import compat, facts, plan, profiles
+
+SEVERITIES = {"error", "warn", "info"}
+
+
+def _by_id(findings: list[compat.Finding], rule_id: str) -> list[compat.Finding]:
+    return [f for f in findings if f.id == rule_id]
+
+
+def _status(fact_dict: dict, rule_id: str) -> str:
+    return next(r.status for r in compat.evaluate_all(fact_dict) if r.id == rule_id)
+
+
+V100 = {"compute_capability": 7.0, "gpu_count": 1}
+VLLM_V100 = {**V100, "engine": "vllm"}
+LLAMA_GPU = {"engine": "llama.cpp", "gpu_count": 1}
+
+# (rule id, facts where it holds, facts where it does not, severity, substrings of the message)
+CASES = [
+    ("driver_for_cuda_toolkit",
+     {"driver_version": "535.129.03", "cuda_toolkit": "12.2"},
+     {"driver_version": "470.82.01", "cuda_toolkit": "12.1"},
+     "error", ["470.82.01", "525", "530.30.02"]),
+    ("driver_for_cuda_toolkit",
+     {"driver_version": "520.61.05", "cuda_toolkit": "11.8"},
+     {"driver_version": "515.65.01", "cuda_toolkit": "11.8"},
+     "warn", ["515.65.01", "520.61.05", "minor-version compatibility"]),
+    ("driver_for_cuda_toolkit",  # 12.6 is not in the table: 12.4's minimum is a lower bound
+     {"driver_version": "560.35.03", "cuda_toolkit": "12.6"},
+     {"driver_version": "535.129.03", "cuda_toolkit": "12.6"},
+     "warn", ["12.6", "12.4", "550.54.14"]),
+    ("driver_for_torch_wheel",
+     {"driver_version": "580.65.06", "torch_cuda_wheel": "cu128"},
+     {"driver_version": "535.129.03", "torch_cuda_wheel": "cu130"},
+     "error", ["535.129.03", "cu130", "580"]),
+    ("cuda13_drops_pre_turing",
+     {"cuda_toolkit": "12.8", "compute_capability": 7.0},
+     {"cuda_toolkit": "13.0", "compute_capability": 7.0},
+     "error", ["13.0", "sm_70", "Unsupported gpu architecture"]),
+    ("cuda13_drops_pre_turing",
+     {"cuda_toolkit": "13.0", "compute_capability": 8.9},
+     {"cuda_toolkit": "13.1", "compute_capability": 6.1},
+     "error", ["sm_61", "7.5"]),
+    ("last_driver_branch_for_volta",
+     {"driver_version": "580.159.04", "compute_capability": 7.0},
+     {"driver_version": "590.44.01", "compute_capability": 7.0},
+     "error", ["590.44.01", "580"]),
+    ("torch_wheel_has_gpu_arch",
+     {"torch_cuda_wheel": "cu126", "torch_version": "2.7.1", "compute_capability": 7.0},
+     {"torch_cuda_wheel": "cu128", "torch_version": "2.11.0", "compute_capability": 7.0},
+     "error", ["2.11.0", "cu128", "sm_70", "2.10"]),
+    ("torch_wheel_has_gpu_arch",
+     {"torch_cuda_wheel": "cu128", "torch_version": "2.10.0", "compute_capability": 7.0},
+     {"torch_cuda_wheel": "cu130", "torch_version": "2.9.0", "compute_capability": 7.0},
+     "error", ["cu130", "sm_70"]),
+    ("torch_wheel_has_gpu_arch",
+     {"torch_cuda_wheel": "cu126", "torch_version": "2.14.0", "compute_capability": 7.0},
+     {"torch_cuda_wheel": "cu126", "torch_version": "2.15.0", "compute_capability": 7.0},
+     "warn", ["2.15.0", "2.14"]),
+    ("torch_wheel_has_gpu_arch",
+     {"torch_cuda_wheel": "cu130", "torch_version": "2.11.0", "compute_capability": 9.0},
+     {"torch_cuda_wheel": "cpu", "torch_version": "2.7.1", "compute_capability": 9.0},
+     "error", ["cpu wheel", "9.0"]),
+    ("torch_arch_list_covers_gpu",
+     {"torch_arch_list": ["sm_70", "sm_75", "sm_80"], "compute_capability": 7.0},
+     {"torch_arch_list": ["sm_75", "sm_80", "sm_90", "compute_90"], "compute_capability": 7.0},
+     "error", ["sm_70", "no kernel image"]),
+    ("torch_arch_list_covers_gpu",  # sm_80 cubins run on 8.6; compute_80 PTX JITs on 8.9; not on 7.5
+     {"torch_arch_list": ["sm_80"], "compute_capability": 8.6},
+     {"torch_arch_list": ["sm_80", "compute_80"], "compute_capability": 7.5},
+     "error", ["sm_75"]),
+    ("vllm_supports_gpu_arch",
+     {**VLLM_V100, "engine_version": "0.10.1.1"},
+     {**VLLM_V100, "engine_version": "0.18.0"},
+     "error", ["0.18.0", "7.0", "sm_70"]),
+    ("vllm_supports_gpu_arch",
+     {**VLLM_V100, "engine_version": "0.4.2"},
+     {**VLLM_V100, "engine_version": "0.11.0"},
+     "warn", ["0.11.0", "V1", "0.10.1.1"]),
+    ("vllm_supports_gpu_arch",
+     {"engine": "vllm", "compute_capability": 9.0, "engine_version": "0.33.0"},
+     {"engine": "vllm", "compute_capability": 6.1, "engine_version": "0.10.1.1"},
+     "error", ["7.0", "6.1"]),
+    ("vllm_supports_model",
+     {"engine": "vllm", "engine_version": "0.10.1.1", "model_architecture": "config:qwen3-32b"},
+     {"engine": "vllm", "engine_version": "0.4.2", "model_architecture": "config:qwen3-32b"},
+     "error", ["0.4.2", "qwen3-32b", "0.8.5"]),
+    ("quant_format_min_capability",
+     {**VLLM_V100, "model_quant": "BNB-NF4"},
+     {**VLLM_V100, "model_quant": "AWQ-INT4"},
+     "error", ["AWQ-INT4", "7.5", "Minimum capability: 75. Current capability: 70."]),
+    ("quant_format_min_capability",
+     {"engine": "vllm", "compute_capability": 8.9, "model_quant": "FP8"},
+     {**VLLM_V100, "model_quant": "FP8"},
+     "error", ["FP8", "8.0"]),
+    ("quant_format_min_capability",
+     {"engine": "vllm", "compute_capability": 8.9, "model_quant": "GPTQ-INT4"},
+     {"engine": "vllm", "compute_capability": 8.6, "model_quant": "FP8"},
+     "info", ["Marlin", "8.9"]),
+    ("vllm_kernel_min_capability",
+     {**VLLM_V100, "vllm_quantization": "gptq"},
+     {**VLLM_V100, "vllm_quantization": "gptq_marlin"},
+     "error", ["gptq_marlin", "8.0", "7.0"]),
+    ("vllm_kernel_min_capability",  # read from a command line
+     {**VLLM_V100, "engine_command": "vllm serve m --quantization gptq"},
+     {**VLLM_V100, "engine_command": "vllm serve m --quantization awq"},
+     "error", ["awq", "7.5"]),
+    ("bf16_needs_ampere",
+     {**VLLM_V100, "dtype": "half"},
+     {**VLLM_V100, "dtype": "bfloat16"},
+     "error", ["bfloat16", "8.0", "7.0"]),
+    ("bf16_needs_ampere",
+     {"engine": "vllm", "compute_capability": 8.0, "dtype": "bfloat16"},
+     {**VLLM_V100, "dtype": "auto"},
+     "warn", ["auto", "half"]),
+    ("fp8_kv_cache_capability",
+     {**VLLM_V100, "kv_cache_dtype": "auto", "engine_version": "0.10.1.1"},
+     {**VLLM_V100, "kv_cache_dtype": "fp8", "engine_version": "0.11.0"},
+     "error", ["fp8", "8.9", "7.0"]),
+    ("fp8_kv_cache_capability",
+     {"engine": "vllm", "compute_capability": 8.9, "kv_cache_dtype": "fp8", "engine_version": "0.18.0"},
+     {**VLLM_V100, "kv_cache_dtype": "fp8_e5m2", "engine_version": "0.4.2"},
+     "warn", ["V0", "8.9"]),
+    ("kv_cache_dtype_for_engine",
+     {"engine": "llama.cpp", "kv_cache_dtype": "q8_0"},
+     {"engine": "llama.cpp", "kv_cache_dtype": "fp8"},
+     "error", ["llama.cpp", "fp8"]),
+    ("kv_cache_dtype_for_engine",
+     {"engine": "vllm", "kv_cache_dtype": "fp8_e4m3"},
+     {"engine": "vllm", "kv_cache_dtype": "q8_0"},
+     "error", ["vllm", "q8_0"]),
+    ("llama_cpp_offloads_layers",
+     {**LLAMA_GPU, "n_gpu_layers": -1},
+     {**LLAMA_GPU, "n_gpu_layers": 0},
+     "error", ["n_gpu_layers is 0", "1 GPU"]),
+    ("llama_cpp_build_has_gpu",
+     {**LLAMA_GPU, "llama_cpp_gpu_offload": True},
+     {**LLAMA_GPU, "llama_cpp_gpu_offload": False},
+     "error", ["llama_supports_gpu_offload() is False"]),
+    ("vllm_flags_current",
+     {"engine": "vllm", "engine_version": "0.18.0", "engine_command": "vllm serve m --tensor-parallel-size 2"},
+     {"engine": "vllm", "engine_version": "0.18.0", "engine_command": "vllm serve m --swap-space 16"},
+     "error", ["--swap-space", "0.18.0", "#36216"]),
+    ("vllm_flags_current",
+     {"engine": "vllm", "engine_version": "0.10.1.1", "engine_command": "vllm serve m --swap-space 16 --disable-log-requests"},
+     {"engine": "vllm", "engine_version": "0.11.0", "engine_command": "vllm serve m --swap-space 16"},
+     "warn", ["--swap-space", "does nothing", "V1"]),
+    ("vllm_flags_current",
+     {"engine": "vllm", "engine_version": "0.10.1.1", "engine_command": "vllm serve m --no-enable-log-requests"},
+     {"engine": "vllm", "engine_version": "0.17.0", "engine_command": "vllm serve m --disable-log-requests"},
+     "error", ["--disable-log-requests", "0.17.0"]),
+    ("llama_cpp_tool_names",
+     {**LLAMA_GPU, "engine_command": "llama-server -m m.gguf -ngl 99 -c 8192"},
+     {**LLAMA_GPU, "engine_command": "./main -m m.gguf -n 128 -ngl 99"},
+     "warn", ["./main", "llama-cli"]),
+    ("llama_cpp_tool_names",
+     {**LLAMA_GPU, "engine_command": "python convert_hf_to_gguf.py /m --outtype f16"},
+     {**LLAMA_GPU, "engine_command": "python convert-hf-to-gguf.py /m --outtype f16"},
+     "warn", ["convert_hf_to_gguf.py"]),
+    ("tensor_parallel_uses_gpus",
+     {"engine": "vllm", "gpu_count": 2, "tensor_parallel_size": 2},
+     {"engine": "vllm", "gpu_count": 2, "tensor_parallel_size": 1},
+     "info", ["tensor_parallel_size 1", "2 GPUs", "idle"]),
+]
+
+
+@pytest.mark.parametrize("rule_id,good,bad,severity,parts", CASES,
+                         ids=[f"{c[0]}-{c[3]}-{i}" for i, c in enumerate(CASES)])
+def test_rule_passes_and_fails(rule_id, good, bad, severity, parts):
+    assert _status(good, rule_id) == "pass", compat.evaluate(good)
+    assert not _by_id(compat.evaluate(good), rule_id)
+    found = _by_id(compat.evaluate(bad), rule_id)
+    assert [f.severity for f in found] == [severity], found
+    for part in parts:
+        assert part in found[0].message, f"{part!r} not in {found[0].message!r}"
+    assert found[0].fix and found[0].source
+
+
+def test_every_rule_has_a_passing_and_a_failing_case():
+    assert {r["id"] for r in compat.rules()} == {c[0] for c in CASES}
+
+
+# ---------------------------------------------------------------- the data and the engine
+def test_rules_are_sourced_data():
+    data = facts.load("compat_rules", "rules")  # refuses an entry without a source
+    assert len(data["rules"]) == len(compat.PREDICATES)
+    for rule in compat.rules():
+        assert rule["source"].strip() and rule["fix"].strip() and rule["description"].strip()
+        assert rule["severity"] in SEVERITIES
+        assert set(rule["inputs"]) <= set(compat.FACT_KEYS)
+
+
+def test_unknown_inputs_skip_rules_instead_of_failing_them():
+    assert compat.evaluate({}) == []
+    results = compat.evaluate_all({})
+    assert {r.status for r in results} == {"skip"}
+    driver = next(r for r in results if r.id == "driver_for_cuda_toolkit")
+    assert driver.missing == ["driver_version", "cuda_toolkit"]
+    check = driver.to_check()
+    assert check.status == "skip" and "driver_version" in check.observed
+
+
+def test_rule_for_another_engine_does_not_apply():
+    result = next(r for r in compat.evaluate_all({"engine": "llama.cpp", "compute_capability": 7.0, "dtype": "bfloat16"})
+                  if r.id == "bf16_needs_ampere")
+    assert result.status == "skip" and "engine is llama.cpp" in result.skip_reason
+
+
+def test_a_typo_in_a_fact_key_is_refused():
+    with pytest.raises(ValueError, match="compute_capabilty"):
+        compat.evaluate({"compute_capabilty": 7.0})
+
+
+def test_bookkeeping_keys_are_ignored():
+    assert compat.evaluate({"origin": {"driver_version": "seen here"}}) == []
+
+
+def test_compute_capability_may_be_a_string():
+    assert _by_id(compat.evaluate({"cuda_toolkit": "13.0", "compute_capability": "7.0"}), "cuda13_drops_pre_turing")
+
+
+def test_findings_are_sorted_worst_first_and_serialisable():
+    found = compat.evaluate({**VLLM_V100, "engine_version": "0.11.0", "model_quant": "GPTQ-INT4",
+                             "dtype": "auto", "kv_cache_dtype": "fp8"})
+    order = [compat.SEVERITY_ORDER[f.severity] for f in found]
+    assert order == sorted(order) and found[0].severity == "error"
+    json.dumps([f.to_dict() for f in found], allow_nan=False)
+
+
+def test_checks_map_severities_to_check_statuses():
+    statuses = {c.name: c.status for c in compat.checks({**VLLM_V100, "dtype": "bfloat16", "model_quant": "GPTQ-INT4"})}
+    assert statuses["bf16_needs_ampere"] == "fail"
+    assert statuses["quant_format_min_capability"] == "pass"  # an info note is not a problem
+    assert statuses["driver_for_cuda_toolkit"] == "skip"
+
+
+def test_version_helpers():
+    assert compat.version_tuple("535.129.03") == (535, 129, 3)
+    assert compat.version_tuple("2.7.1+cu126") == (2, 7, 1)
+    assert compat.version_tuple("0.10.1.1") > compat.version_tuple("0.10.1")
+    assert compat.cc_x10(7.0) == 70 and compat.cc_x10("8.9") == 89 and compat.cc_x10(12.0) == 120
+    assert compat.wheel_cuda("cu126") == "12.6" and compat.wheel_cuda("cu130") == "13.0"
+    assert compat.wheel_cuda("cpu") is None
+
+
+# ---------------------------------------------------------------- the seeds' set-ups as written
+SEED_000_COMMAND = (
+    "python -m vllm.entrypoints.openai.api_server --model ./qwen27b-awq --tensor-parallel-size 2 "
+    "--gpu-memory-utilization 0.92 --max-model-len 65536 --quantization awq --dtype float16 "
+    "--swap-space 16 --disable-log-requests")
+SEED_000 = {  # two V100 32G, driver 535.129.03 + CUDA 12.2, pip install vllm==0.4.2, Qwen3.8-27B-AWQ
+    "compute_capability": 7.0, "gpu_count": 2, "nvlink_expected": True,
+    "driver_version": "535.129.03", "cuda_toolkit": "12.2",
+    "engine": "vllm", "engine_version": "0.4.2", "engine_command": SEED_000_COMMAND,
+    "model_architecture": "config:qwen3-32b",  # the stand-in for "Qwen3.8-27B"
+    "model_quant": "AWQ-INT4", "dtype": "float16", "kv_cache_dtype": "auto", "tensor_parallel_size": 2,
+}
+
+
+def _errors(fact_dict: dict) -> set[str]:
+    return {f.id for f in compat.evaluate(fact_dict) if f.severity == "error"}
+
+
+def test_seed_000_as_written_fails_where_the_facts_say():
+    assert _errors(SEED_000) == {"quant_format_min_capability",  # AWQ needs 7.5
+                                 "vllm_kernel_min_capability",   # --quantization awq
+                                 "vllm_supports_model"}          # 0.4.2 predates Qwen3
+    ids = {f.id for f in compat.evaluate(SEED_000)}
+    assert "driver_for_cuda_toolkit" not in ids  # the seed's 535 + 12.2 is a working pair
+    assert "bf16_needs_ampere" not in ids         # it did pass --dtype float16
+    assert "vllm_flags_current" in ids            # the api_server entry point is deprecated (a note)
+
+
+def test_seed_000_with_its_tuning_advice_on_a_current_vllm():
+    """Section 4's `--kv-cache-dtype fp8`, `auto` dtype and today's vLLM: more errors, not fewer."""
+    tuned = {**SEED_000, "engine_version": "0.18.0", "kv_cache_dtype": "fp8", "dtype": "auto",
+             "engine_command": SEED_000_COMMAND.replace("--dtype float16", "--kv-cache-dtype fp8")}
+    errors = _errors(tuned)
+    assert {"vllm_supports_gpu_arch", "fp8_kv_cache_capability", "quant_format_min_capability",
+            "vllm_flags_current"} <= errors
+    flags = [f.message for f in compat.evaluate(tuned) if f.id == "vllm_flags_current"]
+    assert any("--swap-space" in m for m in flags) and any("--disable-log-requests" in m for m in flags)
+    assert any(f.id == "bf16_needs_ampere" and f.severity == "warn" for f in compat.evaluate(tuned))
+
+
+def test_seed_000_with_bf16():
+    assert "bf16_needs_ampere" in _errors({**SEED_000, "dtype": "bfloat16"})
+
+
+def test_seed_001_driver_advice():
+    """Seed 001: 'use driver 470 or 515 with CUDA 11.8 / 12.1, avoid 535'."""
+    assert "driver_for_cuda_toolkit" in _errors({"driver_version": "470.256.02", "cuda_toolkit": "12.1"})
+    warn = compat.evaluate({"driver_version": "515.105.01", "cuda_toolkit": "11.8"})
+    assert [f.severity for f in warn] == ["warn"]
+
+
+def test_seed_001_llama_cpp_commands():
+    found = compat.evaluate({**LLAMA_GPU, "n_gpu_layers": -1,
+                             "engine_command": "./server -m qwen3.8-27b-q4_k_m.gguf -ngl 99 -c 8192 --host 0.0.0.0"})
+    assert [(f.id, f.severity) for f in found] == [("llama_cpp_tool_names", "warn")]
+
+
+def test_corrected_v100_x2_profile_is_free_of_errors():
+    prof = profiles.load("v100-32g-x2-nvlink")
+    found = compat.evaluate(compat.facts_from_profile(prof))
+    assert not [f for f in found if f.severity in ("error", "warn")], found
+
+
+# ---------------------------------------------------------------- facts_from_profile and plan
+def test_facts_from_profile_declares_what_the_profile_says():
+    f = compat.facts_from_profile(profiles.load("v100-32g-x2-nvlink"))
+    assert set(f) == set(compat.FACT_KEYS)
+    assert f["compute_capability"] == 7.0 and f["gpu_count"] == 2 and f["tensor_parallel_size"] == 2
+    assert f["engine"] == "vllm" and f["engine_version"] == "0.10.1.1" and f["model_quant"] == "GPTQ-INT4"
+    assert f["torch_arch_list"] is None and f["llama_cpp_gpu_offload"] is None  # run-time only
+    cpu = compat.facts_from_profile(profiles.load("cpu-default"))
+    assert cpu["compute_capability"] is None and cpu["gpu_count"] == 0
+
+
+@pytest.mark.parametrize("path", profiles.all_profiles(), ids=lambda p: p.stem)
+def test_plan_on_every_shipped_profile(path):
+    prof = profiles.load(path)
+    result = plan.plan(prof)
+    assert result["profile"] == prof.name
+    assert isinstance(result["findings"], list)
+    for f in result["findings"]:
+        assert set(f) == {"id", "severity", "message", "fix", "source"} and f["severity"] in SEVERITIES
+    assert not [f for f in result["findings"] if f["severity"] == "error"], result["findings"]
+    json.dumps(result, allow_nan=False)
+    text = plan.describe(result)
+    assert prof.name in text and "0 error(s)" in text
+
+
+def test_plan_accepts_a_name_and_reports_errors(tmp_path):
+    assert plan.plan("v100-32g-x1")["profile"] == "v100-32g-x1"
+    broken = profiles.load("v100-32g-x1").model_copy(update={"n_gpu_layers": 0, "cuda_toolkit": "13.0"})
+    result = plan.plan(broken)
+    # CUDA 13 on a V100 is wrong twice: nvcc cannot build sm_70, and driver 535 is below 13.x's floor (580)
+    assert {f["id"] for f in result["findings"]} == {"llama_cpp_offloads_layers", "cuda13_drops_pre_turing",
+                                                     "driver_for_cuda_toolkit"}
+    assert "3 error(s)" in plan.describe(result)
