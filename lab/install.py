@@ -86,12 +86,13 @@ def llama_tools_info() -> dict:
         except paths.SetupMissing as exc:
             out[name] = {"present": False, "reason": str(exc)}
             continue
-        rc, text = _run([str(exe), "--version"])
-        m = re.search(r"version: (\d+) \((\w+)\)", text)
+        # llama-bench has no --version; its --help proves it runs, and it links the same libllama.
+        rc, text = _run([str(exe), "--help" if name == "llama-bench" else "--version"])
+        m = re.search(r"version: (\S+) \(build (\d+), commit (\w+)\)", text)
         built = re.search(r"built with (.+)", text)
-        out[name] = {"present": True, "path": str(exe), "build": int(m.group(1)) if m else None,
-                     "commit": m.group(2) if m else None, "built_with": built.group(1).strip() if built else None,
-                     "cuda": "CUDA" in text or "ggml_cuda" in text}
+        out[name] = {"present": True, "runs": rc == 0, "path": str(exe),
+                     "version": m.group(1) if m else None, "build": int(m.group(2)) if m else None,
+                     "commit": m.group(3) if m else None, "built_with": built.group(1).strip() if built else None}
     try:
         out["build_info"] = paths.setup_paths().get("build_key")
         out["cuda_arch"] = paths.setup_paths().get("cuda_arch")
@@ -180,9 +181,10 @@ def install_checks(profile: Profile, versions: dict) -> list:
     tools = versions["llama_cpp_tools"]
     for name in ("llama-server", "llama-bench", "llama-quantize", "llama-perplexity"):
         t = tools.get(name, {})
-        out.append(Check(f"{name} built", "pass" if t.get("present") and t.get("build") else "fail",
-                         f"build {t.get('build')} ({t.get('commit')})" if t.get("present") else t.get("reason"),
-                         "present, prints its version", "run `make setup`",
+        out.append(Check(f"{name} built", "pass" if t.get("present") and t.get("runs") else "fail",
+                         (f"{t.get('version') or 'runs'} (commit {t.get('commit') or 'see llama-server'})"
+                          if t.get("present") else t.get("reason")),
+                         "present and runs", "run `make setup`",
                          "FACTS.md: binaries renamed to llama-* in llama.cpp PR #7809"))
     same = same_library_as_tools()
     out.append(Check("bindings and tools share one llama.cpp build", "pass" if same["same"] else "fail",
@@ -230,7 +232,7 @@ def versions_rows(versions: dict) -> list[dict]:
          "detail": f"CUDA {torch.get('cuda')}, archs {torch.get('arch_list')}" if torch.get("version") else torch.get("reason")},
         {"what": "llama-cpp-python", "version": lcp.get("version"),
          "detail": f"GPU offload: {lcp.get('gpu_offload')}" if lcp.get("system_info") else lcp.get("reason")},
-        {"what": "llama.cpp tools", "version": f"build {tool.get('build')} ({tool.get('commit')})" if tool.get("present") else None,
+        {"what": "llama.cpp tools", "version": f"{tool.get('version')} (commit {tool.get('commit')})" if tool.get("present") else None,
          "detail": tool.get("built_with") or tool.get("reason")},
         {"what": "vLLM", "version": vllm.get("version"), "detail": vllm.get("reason") or vllm.get("python")},
     ]
@@ -263,7 +265,7 @@ def build_record(profile: Profile, versions: dict, facts: dict, tool_checks: lis
         "summary": {
             "verdict": worst(all_checks),
             "llama-cpp-python": versions["llama_cpp_python"].get("version"),
-            "llama.cpp build": versions["llama_cpp_tools"].get("llama-server", {}).get("build"),
+            "llama.cpp commit": versions["llama_cpp_tools"].get("llama-server", {}).get("commit"),
             "GPU offload available": versions["llama_cpp_python"].get("gpu_offload"),
             "driver": versions["driver"], "nvcc": versions["nvcc"]["version"], "torch": versions["torch"].get("version"),
             "vLLM": versions["vllm"].get("version"),
