@@ -1,0 +1,262 @@
+"""The memory plan of a profile (weights + KV + overhead against the device) and the seeds' KV claims.
+
+Pure arithmetic over lab.kvcache, lab.models and the sourced data in lab/data/ (weight_bits.yaml,
+runtime_overhead.yaml, seed_claims_kv.yaml). The only input it reads besides those is, for a profile
+whose architecture is "gguf:...", the GGUF file's header and tensor table (metadata, not weights).
+
+Semantics by engine:
+* llama.cpp / llama-cpp-python: `context_tokens` is llama.cpp's `-c` (the total over `parallel_slots`),
+  and the cache is exactly what llama.cpp allocates (lab.kvcache.llama_cpp_kv_prediction). With no GPU
+  (or n_gpu_layers 0) the "device" is host RAM: the budget is the profile's host_ram_gib_min.
+* vLLM: `context_tokens` is --max-model-len (per sequence), the budget is VRAM × gpu_memory_utilization
+  per GPU, weights and KV heads are split over tensor_parallel_size.
+"""
+from __future__ import annotations
+
+import math
+
+from lab import facts, kvcache, models
+from lab.checks import Check
+from lab.models import ArchSpec
+
+GB = 1e9
+LLAMA_CPP_ENGINES = ("llama.cpp", "llama-cpp-python")
+LLAMA_CPP_KV = ("f16", "bf16", "f32", "q8_0", "q4_0")
+VLLM_KV = ("auto", "f16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+# ---------------------------------------------------------------- data lookups
+def weight_format(fmt: str) -> dict:
+    for entry in facts.load("weight_bits", "formats")["formats"]:
+        if entry["id"] == fmt:
+            return entry
+    known = ", ".join(e["id"] for e in facts.load("weight_bits", "formats")["formats"])
+    raise KeyError(f"unknown weight format {fmt!r}; known: {known}")
+
+
+def runtime_overhead(overhead_id: str) -> dict:
+    for entry in facts.load("runtime_overhead", "overheads")["overheads"]:
+        if entry["id"] == overhead_id:
+            return entry
+    raise KeyError(f"unknown runtime overhead {overhead_id!r}")
+
+
+def weights_bytes_for(arch: ArchSpec, fmt: str) -> int:
+    """Predicted weight bytes of `arch` stored as `fmt` (e.g. "Q4_K_M", "AWQ-INT4") from its parameter count."""
+    if not arch.params:
+        raise models.ModelConfigError(f"{arch.source}: no parameter count, cannot size weights")
+    entry = weight_format(fmt)
+    if "embedding_bits" in entry and arch.embedding_params:
+        body = arch.params - arch.embedding_params
+        return math.ceil(body * entry["bits"] / 8 + arch.embedding_params * entry["embedding_bits"] / 8)
+    return math.ceil(arch.params * entry["bits"] / 8)
+
+
+# ---------------------------------------------------------------- profile plan
+def _finding(fid: str, severity: str, message: str, fix: str = "", source: str = "") -> dict:
+    return {"id": fid, "severity": severity, "message": message, "fix": fix, "source": source}
+
+
+def _gib(n: float) -> str:
+    return f"{n / kvcache.GIB:.2f} GiB"
+
+
+def _bisect(limit: int, fits) -> int:
+    """Largest t in [1, limit] with fits(t), 0 if none (fits is monotone: True then False)."""
+    if limit < 1 or not fits(1):
+        return 0
+    lo, hi = 1, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
+    """weights_bytes, kv_bytes_per_token, kv_bytes_total, max_context_tokens, max_concurrent_sequences, fits
+    and findings (id/severity/message/fix/source) for a profile; see the module docstring for semantics."""
+    arch = arch or models.arch_for(profile)
+    findings: list[dict] = []
+    llama = profile.engine in LLAMA_CPP_ENGINES
+    kv_dtype = profile.kv_cache_dtype
+    allowed = LLAMA_CPP_KV if llama else VLLM_KV
+    if kv_dtype not in allowed:
+        findings.append(_finding("kv-dtype-engine", "error",
+                                 f"kv_cache_dtype {kv_dtype!r} is not a {profile.engine} KV type",
+                                 f"use one of {', '.join(allowed)}",
+                                 "llama.cpp common/arg.cpp -ctk/-ctv types; vLLM --kv-cache-dtype choices"))
+        kv_dtype = "f16"  # plan on, with the engine's default, so the other numbers still mean something
+
+    # weights: exact from the GGUF when the architecture is read from one, else parameters × bits per weight
+    kind, _, ref = profile.model_architecture.partition(":")
+    if kind == "gguf":
+        from lab import paths
+
+        weights = models.gguf_weights_bytes(paths.model_path(ref))
+        weights_basis = "GGUF tensor data"
+    else:
+        weights = weights_bytes_for(arch, profile.model_quant)
+        weights_basis = f"{arch.params} params × {weight_format(profile.model_quant)['bits']} bits ({profile.model_quant})"
+
+    on_host = profile.gpu_count == 0 or (llama and profile.n_gpu_layers == 0)
+    if on_host:
+        device_bytes = int(profile.host_ram_gib_min * kvcache.GIB)
+        utilization, split = 1.0, 1
+        overhead_id = "llama.cpp-cpu" if llama else "vllm"
+        findings.append(_finding("memory-is-host-ram", "info",
+                                 f"no GPU in this plan: weights and KV live in host RAM; the budget is "
+                                 f"host_ram_gib_min = {profile.host_ram_gib_min} GiB", "",
+                                 f"profile {profile.name}"))
+    else:
+        device_bytes = profile.gpu_vram_mib * kvcache.MIB
+        utilization = profile.gpu_memory_utilization
+        split = profile.tensor_parallel_size if not llama else profile.gpu_count
+        overhead_id = "llama.cpp-gpu" if llama else ("vllm-tp" if split > 1 else "vllm")
+    overhead = runtime_overhead(overhead_id)
+    overhead_bytes = int(overhead["bytes"])
+    budget = int(device_bytes * utilization)
+    # llama.cpp partial offload: only n_gpu_layers of the layers (their weights and KV) sit on the GPU
+    gpu_share = 1.0
+    if llama and not on_host and 0 < profile.n_gpu_layers < arch.n_layers:
+        gpu_share = profile.n_gpu_layers / arch.n_layers
+        findings.append(_finding("partial-offload", "info",
+                                 f"n_gpu_layers {profile.n_gpu_layers} of {arch.n_layers}: the GPU holds "
+                                 f"{gpu_share:.0%} of weights and KV, the rest stays in host RAM"))
+    weights_dev = math.ceil(weights * gpu_share / split)
+    kv_budget = budget - weights_dev - overhead_bytes
+    slots = profile.parallel_slots
+
+    if llama:
+        def kv_total(ctx_total: int) -> int:
+            return kvcache.llama_cpp_kv_prediction(arch, ctx_total, slots, kv_dtype)["total_bytes"]
+
+        alloc = kvcache.llama_cpp_context(profile.context_tokens, slots)
+        per_seq_ctx = alloc["n_ctx_seq"]
+        kv_all = kv_total(profile.context_tokens)
+        kv_dev = math.ceil(kv_all * gpu_share / split)
+        max_ctx_seq = _bisect(arch.max_context, lambda t: math.ceil(kv_total(t * slots) * gpu_share / split) <= kv_budget)
+        per_one = kvcache.llama_cpp_kv_prediction(arch, per_seq_ctx, 1, kv_dtype)["total_bytes"]
+        max_seqs = max(0, kv_budget) // math.ceil(per_one * gpu_share / split)
+    else:
+        per_seq_ctx = profile.context_tokens
+        kv_dev = kvcache.kv_cache_bytes(arch, per_seq_ctx, slots, kv_dtype, split)
+        kv_all = kvcache.kv_cache_breakdown(arch, per_seq_ctx, slots, kv_dtype, split)["total_bytes"]
+        max_ctx_seq = kvcache.max_context_tokens(arch, kv_budget, slots, kv_dtype, split) if kv_budget > 0 else 0
+        max_seqs = kvcache.max_concurrent_sequences(arch, kv_budget, per_seq_ctx, kv_dtype, split)
+    fits = weights_dev + overhead_bytes + kv_dev <= budget
+
+    if per_seq_ctx > arch.max_context:
+        findings.append(_finding("context-beyond-training", "warn",
+                                 f"{per_seq_ctx} tokens per sequence exceeds the model's trained context "
+                                 f"{arch.max_context}", f"keep context per sequence ≤ {arch.max_context}",
+                                 arch.source))
+    if weights_dev + overhead_bytes > budget:
+        findings.append(_finding("weights-do-not-fit", "error",
+                                 f"weights {_gib(weights_dev)} + overhead {_gib(overhead_bytes)} per device exceed "
+                                 f"the budget {_gib(budget)} before any KV cache",
+                                 "use a smaller weight format, more GPUs (tensor_parallel_size), or a smaller model",
+                                 overhead["source"]))
+    elif not fits:
+        findings.append(_finding("kv-does-not-fit", "error",
+                                 f"weights {_gib(weights_dev)} + KV {_gib(kv_dev)} + overhead {_gib(overhead_bytes)} "
+                                 f"= {_gib(weights_dev + kv_dev + overhead_bytes)} per device > budget {_gib(budget)}",
+                                 f"lower context to ≤ {max_ctx_seq} tokens per sequence, or parallel_slots to ≤ "
+                                 f"{max_seqs}, or a smaller KV dtype ({'q8_0' if llama else 'fp8, where supported'})",
+                                 "lab.kvcache (FACTS.md: KV-cache math)"))
+    per_token = kvcache.kv_bytes_per_token(arch, kv_dtype)
+    return {
+        "model": arch.name, "architecture": profile.model_architecture, "engine": profile.engine,
+        "memory_kind": "host RAM" if on_host else "GPU VRAM", "device_bytes": device_bytes,
+        "utilization": utilization, "budget_bytes": budget, "devices": split,
+        "weights_bytes": weights, "weights_basis": weights_basis, "weights_bytes_per_device": weights_dev,
+        "overhead_bytes": overhead_bytes, "overhead_basis": overhead["basis"].strip(),
+        "overhead_source": overhead["source"],
+        "kv_dtype": kv_dtype, "kv_bytes_per_token": per_token,
+        "kv_bytes_per_token_beyond_window": kvcache.kv_bytes_per_token(arch, kv_dtype, "global"),
+        "kv_bytes_total": kv_all, "kv_bytes_per_device": kv_dev,
+        "context_tokens": profile.context_tokens, "context_tokens_per_sequence": per_seq_ctx,
+        "parallel_slots": slots, "max_context_tokens": max_ctx_seq,
+        "max_concurrent_sequences": int(max_seqs), "fits": fits, "findings": findings,
+    }
+
+
+# ---------------------------------------------------------------- the seeds' claims
+def _kv_arithmetic(arch: ArchSpec, tokens: int, kv_dtype: str) -> str:
+    """The sum behind kv_cache_bytes, written out for a reader."""
+    elem = kvcache.bytes_per_element(kv_dtype)
+    head = f"{arch.n_kv_heads} KV heads × {arch.head_dim_k}"
+    parts = [f"2 × {len(arch.global_layers)} layers × {head} × {tokens} tokens × {elem:g} B"]
+    if arch.local_layers:
+        parts.append(f"2 × {len(arch.local_layers)} window layers × {head} × min({tokens}, {arch.sliding_window}) × {elem:g} B")
+    if arch.linear_layers:
+        parts.append(f"{len(arch.linear_layers)} linear layers × {arch.linear_state_bytes_per_layer / kvcache.MIB:.2f} MiB state")
+    total = kvcache.kv_cache_bytes(arch, tokens, 1, kv_dtype)
+    text = " + ".join(parts) + f" = {total / GB:.2f} GB ({total / kvcache.GIB:.2f} GiB)"
+    if arch.local_layers:  # what an engine that ignores the window would need
+        full = kvcache.kv_bytes_per_token(arch, kv_dtype) * tokens + arch.linear_state_bytes_per_seq
+        text += f"; without the sliding window: {full / GB:.2f} GB"
+    return text
+
+
+def _status(matches: list[bool]) -> str:
+    return "pass" if all(matches) else ("warn" if any(matches) else "fail")
+
+
+def check_kv_claims() -> list[dict]:
+    """Each KV claim of the seeds against the real stand-in configs: a row per model, the arithmetic,
+    a status judged on the 27B-class stand-ins (pass: all agree, warn: some, fail: none) and a verdict."""
+    data = facts.load("seed_claims_kv", "claims")
+    stand, neigh = data["stand_ins"], data["neighbours"]
+    out = []
+    for claim in data["claims"]:
+        rows = []
+        for mid in stand + neigh:
+            arch = models.stand_in(mid)
+            rows.append({"model": mid, "stand_in": mid in stand, **_evaluate(claim, arch)})
+        status = _status([r["matches"] for r in rows if r["stand_in"]])
+        out.append({"id": claim["id"], "seed": claim["seed"], "quote": claim["quote"], "claim": claim["claim"],
+                    "status": status, "verdict": _verdict(claim, rows, status), "rows": rows,
+                    "source": claim["source"]})
+    return out
+
+
+def _evaluate(claim: dict, arch: ArchSpec) -> dict:
+    if claim["kind"] == "layers":
+        return {"value": arch.n_layers, "unit": "layers", "matches": abs(arch.n_layers - claim["value"]) <= 0.1 * claim["value"],
+                "arithmetic": f"num_hidden_layers = {arch.n_layers}"}
+    if claim["kind"] == "kv_bytes":
+        n = kvcache.kv_cache_bytes(arch, claim["context_tokens"], 1, claim["kv_dtype"])
+        in_range = any(claim["low_gb"] <= n / unit <= claim["high_gb"] for unit in (GB, kvcache.GIB))
+        return {"value": round(n / GB, 2), "unit": "GB", "bytes": n, "matches": in_range,
+                "arithmetic": _kv_arithmetic(arch, claim["context_tokens"], claim["kv_dtype"])}
+    if claim["kind"] == "total_memory":
+        weights = weights_bytes_for(arch, claim["weights_format"])
+        kv = kvcache.llama_cpp_kv_prediction(arch, claim["context_tokens"], 1, claim["kv_dtype"])["total_bytes"]
+        over = int(runtime_overhead(claim["overhead"])["bytes"])
+        total = weights + kv + over
+        close = any(abs(total / unit - claim["value_gb"]) <= claim["tolerance_gb"] for unit in (GB, kvcache.GIB))
+        return {"value": round(total / GB, 2), "unit": "GB", "bytes": total, "matches": close,
+                "arithmetic": (f"weights {arch.params / 1e9:.2f} billion params × {weight_format(claim['weights_format'])['bits']} "
+                               f"bits = {weights / GB:.2f} GB + KV (llama.cpp, {claim['context_tokens']} ctx, "
+                               f"{claim['kv_dtype']}) {kv / GB:.2f} GB + overhead {over / GB:.2f} GB "
+                               f"= {total / GB:.2f} GB")}
+    raise ValueError(f"claim {claim['id']}: unknown kind {claim['kind']!r}")
+
+
+def _verdict(claim: dict, rows: list[dict], status: str) -> str:
+    stand = ", ".join(f"{r['model']} {r['value']} {r['unit']}" for r in rows if r["stand_in"])
+    fit_others = [f"{r['model']} ({r['value']} {r['unit']})" for r in rows if not r["stand_in"] and r["matches"]]
+    head = {"pass": "Right", "warn": "Partly right", "fail": "Wrong"}[status]
+    text = f"{head} for a 27B-class model: {stand}."
+    if fit_others:
+        text += f" It fits {', '.join(fit_others)} instead." if status == "fail" else f" Also matches {', '.join(fit_others)}."
+    elif status == "fail":
+        text += " None of the neighbouring real configs matches either."
+    return text
+
+
+def claim_checks(results: list[dict]) -> list[Check]:
+    """The claim verdicts as Check records (observed = the stand-ins' values, expected = the claim)."""
+    return [Check(name=f"seed claim {r['id']}: {r['claim']}", status=r["status"],
+                  observed="; ".join(f"{x['model']}: {x['value']} {x['unit']}" for x in r["rows"] if x["stand_in"]),
+                  expected=r["quote"], fix=r["verdict"], source=r["source"]) for r in results]

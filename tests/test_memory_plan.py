@@ -1,0 +1,78 @@
+"""The memory plan of a profile and the seeds' KV claims (pure arithmetic over the shipped data)."""
+import pytest
+
+from lab import memory_plan, models, profiles
+from lab.profiles import Profile
+
+V100_VLLM = dict(
+    name="v100-test", description="test", gpu_name_pattern="V100", gpu_count=2, gpu_vram_mib=32768,
+    gpu_compute_capability="7.0", gpu_memory_bandwidth_gb_s=900, nvlink_expected=True, engine="vllm",
+    engine_version="0.10.2", model_name="Qwen/Qwen3-32B", model_architecture="config:qwen3-32b",
+    model_quant="GPTQ-INT4", context_tokens=32768, tensor_parallel_size=2, gpu_memory_utilization=0.92,
+)
+
+
+def test_vllm_plan_splits_over_tensor_parallel():
+    plan = memory_plan.plan_memory(Profile(**V100_VLLM))
+    assert plan["memory_kind"] == "GPU VRAM" and plan["devices"] == 2
+    assert plan["kv_bytes_per_token"] == 262_144
+    assert plan["kv_bytes_per_device"] == 4 << 30  # 32K × 256 KiB / 2 GPUs
+    assert plan["fits"] and plan["max_concurrent_sequences"] >= 1
+    assert plan["max_context_tokens"] == 40960  # capped at the model's trained context
+    assert plan["findings"] == []
+
+
+def test_context_beyond_training_is_a_warning():
+    plan = memory_plan.plan_memory(Profile(**{**V100_VLLM, "context_tokens": 65536}))
+    assert [f["severity"] for f in plan["findings"] if f["id"] == "context-beyond-training"] == ["warn"]
+
+
+def test_plan_that_does_not_fit_says_what_to_change():
+    plan = memory_plan.plan_memory(Profile(**{**V100_VLLM, "gpu_count": 1, "tensor_parallel_size": 1,
+                                              "nvlink_expected": False, "context_tokens": 40960,
+                                              "parallel_slots": 4}))
+    assert not plan["fits"]
+    finding = next(f for f in plan["findings"] if f["id"] == "kv-does-not-fit")
+    assert finding["severity"] == "error" and "parallel_slots" in finding["fix"]
+    assert plan["max_concurrent_sequences"] < 4
+
+
+def test_kv_dtype_foreign_to_engine_is_a_finding():
+    plan = memory_plan.plan_memory(Profile(**{**V100_VLLM, "kv_cache_dtype": "q8_0"}))
+    assert any(f["id"] == "kv-dtype-engine" for f in plan["findings"])
+
+
+def test_weights_for_formats():
+    arch = models.stand_in("qwen3-32b")
+    q4 = memory_plan.weights_bytes_for(arch, "Q4_K_M")
+    assert 19.5e9 < q4 < 20.5e9  # 32.76e9 × 4.899 / 8
+    awq = memory_plan.weights_bytes_for(arch, "AWQ-INT4")
+    assert awq > arch.params * 4.156 / 8  # embeddings stay at 16 bits
+    with pytest.raises(KeyError, match="unknown weight format"):
+        memory_plan.weights_bytes_for(arch, "Q1_X")
+
+
+def test_cpu_default_uses_host_ram():
+    from lab import paths
+
+    try:
+        paths.embedded_model("smollm2")
+    except paths.SetupMissing as exc:
+        pytest.skip(str(exc))
+    plan = memory_plan.plan_memory(profiles.load("cpu-default"))
+    assert plan["memory_kind"] == "host RAM" and plan["fits"]
+    assert plan["kv_bytes_total"] == 90 * (1 << 20)  # -c 4096 -np 4: 4 × 1024 cells × 30 layers × 384 B × 2
+    assert any(f["id"] == "memory-is-host-ram" for f in plan["findings"])
+
+
+def test_seed_claims_verdicts():
+    results = {r["id"]: r for r in memory_plan.check_kv_claims()}
+    assert results["kv-27b-40-layers"]["status"] == "fail"
+    assert "qwen3-14b" in results["kv-27b-40-layers"]["verdict"]
+    kv64 = results["kv-64k-12-14gb"]
+    assert kv64["status"] == "fail"
+    assert next(r for r in kv64["rows"] if r["model"] == "qwen3-32b")["bytes"] == 16 << 30
+    mem = results["kv-32k-30gb-one-v100"]
+    assert mem["status"] == "fail" and "qwen3-32b" in mem["verdict"]
+    checks = memory_plan.claim_checks(list(results.values()))
+    assert all(c.status == "fail" and c.source.startswith("shared/seeds/") for c in checks)
