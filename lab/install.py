@@ -90,7 +90,9 @@ def llama_tools_info() -> dict:
         rc, text = _run([str(exe), "--help" if name == "llama-bench" else "--version"])
         m = re.search(r"version: (\S+) \(build (\d+), commit (\w+)\)", text)
         built = re.search(r"built with (.+)", text)
-        out[name] = {"present": True, "runs": rc == 0, "path": str(exe),
+        # llama-quantize answers --version with its usage and exit status 1: any output without a
+        # crash (negative status = killed by a signal, e.g. a missing library) counts as "runs".
+        out[name] = {"present": True, "runs": rc >= 0 and bool(text), "path": str(exe),
                      "version": m.group(1) if m else None, "build": int(m.group(2)) if m else None,
                      "commit": m.group(3) if m else None, "built_with": built.group(1).strip() if built else None}
     try:
