@@ -1,0 +1,189 @@
+"""lab.serve against the real llama-server and real processes (needs `make setup`)."""
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from lab import engines, paths, profiles, serve
+from lab.engines import Command
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def smol_model():
+    try:
+        paths.tool("llama-server")
+        return paths.embedded_model("smollm2")
+    except paths.SetupMissing as exc:
+        pytest.skip(str(exc))
+
+
+def smol_command(model, **changes):
+    return engines.build_command(profiles.load("cpu-default"), port=serve.free_port(), model_path=model, **changes)
+
+
+def gone(pid: int, within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def fake_command(code: str, port: int) -> Command:
+    """A real process that is not an LLM server (to test early exits and health time-outs)."""
+    return Command("llama.cpp", (sys.executable, "-c", code), "127.0.0.1", port, "/health", "x", ())
+
+
+def test_server_starts_serves_stops_and_leaves_no_process(smol_model, tmp_path):
+    cmd = smol_command(smol_model)
+    with serve.start(cmd, log_dir=tmp_path / "logs", name="04_serve", health_timeout_s=120) as srv:
+        pid = srv.pid
+        assert srv.alive() and srv.health_s > 0 and srv.base_url == cmd.base_url
+        smoke = serve.smoke_test(srv, max_tokens=4)
+        assert smoke["completions"]["ok"] and smoke["completions"]["usage"]["completion_tokens"] >= 1
+        assert smoke["chat"]["ok"] and smoke["chat"]["text"]
+        reported = srv.reported()
+        assert reported["slots"]["n_slots"] == 4 and reported["kv_caches"][0]["mib"] == 90.0
+        ext = serve.connect(engines.build_command(profiles.Profile(**{**profiles.load("cpu-default").model_dump(),
+                                                                       "engine": "external", "port": cmd.port})))
+        assert ext.external and ext.stop()["external"]  # external: nothing started, nothing stopped
+    report = srv.stop_report
+    assert report["signal"] == "SIGTERM" and report["returncode"] == 0 and report["left_running"] == []
+    assert gone(pid) and not serve._group_members(pid)
+    log = (tmp_path / "logs" / "04_serve.log").read_text()
+    assert "n_slots = 4" in log and not list((tmp_path / "logs").glob(".*partial"))
+    assert srv.stop() is report  # idempotent
+    checks = serve.serve_checks(None, srv, smoke, report)
+    assert [c.status for c in checks] == ["pass"] * 5
+
+
+def test_leaving_the_block_on_an_exception_stops_the_server(smol_model, tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with serve.start(smol_command(smol_model), log_dir=tmp_path, name="s") as srv:
+            pid = srv.pid
+            raise KeyboardInterrupt  # what an interrupted notebook cell raises
+    assert srv.stop_report["signal"] == "SIGTERM" and gone(pid)
+
+
+def test_port_in_use_is_detected_before_starting(smol_model, tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        cmd = engines.build_command(profiles.load("cpu-default"), port=port, model_path=smol_model)
+        before = {p.pid for p in psutil.process_iter()}
+        with pytest.raises(serve.PortInUse) as err:
+            serve.start(cmd, log_dir=tmp_path)
+    msg = str(err.value)
+    assert f"port {port}" in msg and "Fix" in msg and "free_port" in msg
+    assert "python" in msg.lower() or "pytest" in msg.lower()  # names what holds it
+    spawned = {p.pid for p in psutil.process_iter()} - before
+    assert not any("llama-server" in " ".join(psutil.Process(p).cmdline()) for p in spawned if psutil.pid_exists(p))
+
+
+def test_health_timeout_gives_a_clear_error_with_the_log_tail(tmp_path):
+    port = serve.free_port()
+    cmd = fake_command("print('fake server: loading weights', flush=True); import time; time.sleep(60)", port)
+    t0 = time.monotonic()
+    with pytest.raises(serve.StartupFailed) as err:
+        serve.start(cmd, log_dir=tmp_path, name="slow", health_timeout_s=1.5)
+    assert time.monotonic() - t0 < 15
+    assert "did not answer 200 within 2 s" in str(err.value) and "fake server: loading weights" in err.value.log_tail
+    assert (tmp_path / "slow.log").exists() and not serve._LIVE
+
+
+def test_early_exit_gives_the_exit_code_and_log_tail(smol_model, tmp_path):
+    cmd = smol_command("/nonexistent/model.gguf")
+    with pytest.raises(serve.StartupFailed) as err:
+        serve.start(cmd, log_dir=tmp_path, name="bad", health_timeout_s=60)
+    assert "exited with code" in str(err.value)
+    assert "nonexistent/model.gguf" in err.value.log_tail  # llama-server's own complaint
+
+
+def test_binding_all_interfaces_without_a_key_is_refused(smol_model, tmp_path, monkeypatch):
+    monkeypatch.delenv("LAB_TEST_UNSET_KEY", raising=False)
+    prof = profiles.Profile(**{**profiles.load("cpu-default").model_dump(), "host": "0.0.0.0",
+                               "api_key_env": "LAB_TEST_UNSET_KEY"})
+    with pytest.raises(serve.UnsafeBind, match="LAB_TEST_UNSET_KEY is not set"):
+        serve.start(engines.build_command(prof, port=serve.free_port(), model_path=smol_model), log_dir=tmp_path)
+    no_key = smol_command(smol_model, host="0.0.0.0")
+    with pytest.raises(serve.UnsafeBind, match="no api_key_env"):
+        serve.start(no_key, log_dir=tmp_path)
+
+
+CHILD = textwrap.dedent("""
+    import json, sys, time
+    from lab import engines, profiles, serve
+    cmd = engines.build_command(profiles.load("cpu-default"), port=serve.free_port(), model_path=sys.argv[1])
+    srv = serve.start(cmd, log_dir=sys.argv[2], name="child")
+    print(json.dumps({"pid": srv.pid}), flush=True)
+    if sys.argv[3] == "hang":
+        time.sleep(120)
+    # "exit": leave without stop(): atexit must stop it
+""")
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_no_orphan_survives_the_python_process(smol_model, tmp_path, how):
+    """A kernel that exits (atexit) or is SIGKILLed (PR_SET_PDEATHSIG) takes its server with it."""
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(smol_model), str(tmp_path),
+                              "exit" if how == "exit" else "hang"], stdout=subprocess.PIPE, text=True)
+    pid = json.loads(child.stdout.readline())["pid"]
+    if how == "kill":
+        child.kill()
+    child.wait(timeout=60)
+    assert gone(pid, within_s=15), f"llama-server pid {pid} outlived its Python process ({how})"
+
+
+def test_free_port_is_bindable():
+    port = serve.free_port()
+    serve.check_port_free("127.0.0.1", port)
+
+
+# ---------------------------------------------------------------- notebook 04 under papermill
+def run_notebook_04(tmp_path, profile_path):
+    import papermill as pm
+
+    run_dir = tmp_path / "run"
+    pm.execute_notebook(str(paths.NOTEBOOKS / "04_serve.ipynb"), str(tmp_path / "out.ipynb"), kernel_name="llm-lab",
+                        parameters={"profile": str(profile_path), "run_dir": str(run_dir)}, progress_bar=False)
+    return json.loads((run_dir / "records" / "04_serve.json").read_text()), run_dir
+
+
+def test_notebook_04_serves_the_default_profile(smol_model, tmp_path):
+    text = profiles.resolve("cpu-default").read_text().replace("port: 8080", f"port: {serve.free_port()}")
+    (tmp_path / "cpu.yaml").write_text(text)  # the default profile on a free port, so a busy 8080 cannot fail it
+    record, run_dir = run_notebook_04(tmp_path, tmp_path / "cpu.yaml")
+    assert [c["status"] for c in record["checks"]] == ["pass"] * 5
+    s = record["summary"]
+    assert s["completions_ok"] and s["chat_ok"] and s["stopped_clean"] and s["slots"] == 4 and s["kv_cache_mib"] == 90.0
+    assert record["command"]["argv"][0].endswith("llama-server") and record["seed_corrections"]
+    assert (run_dir / "logs" / "04_serve.log").exists()
+    assert not serve._group_members(record["stop"]["pid"])
+
+
+def test_notebook_04_shows_a_gpu_command_and_skips_starting_on_a_cpu_machine(tmp_path):
+    if serve.evidence.gpu_summary()["gpus"]:
+        pytest.skip("this machine has a GPU")
+    prof = {**profiles.load("cpu-default").model_dump(), "name": "v100-x2", "gpu_name_pattern": "V100",
+            "gpu_count": 2, "gpu_vram_mib": 32768, "gpu_compute_capability": "7.0", "gpu_memory_bandwidth_gb_s": 900,
+            "engine": "vllm", "engine_version": "0.18.0", "model_file": None, "model_name": "Qwen/Qwen3-32B-GPTQ",
+            "model_architecture": "config:Qwen/Qwen3-32B", "model_quant": "GPTQ-INT4", "tensor_parallel_size": 2}
+    import yaml
+
+    (tmp_path / "v100.yaml").write_text(yaml.safe_dump(prof))
+    record, _ = run_notebook_04(tmp_path, tmp_path / "v100.yaml")
+    assert {c["status"] for c in record["checks"]} == {"skip"} and "GPU" in record["skip_reason"]
+    assert record["command"]["argv"][:2] == ["vllm", "serve"] and "--swap-space" not in record["command"]["argv"]
+    assert len(record["seed_corrections"]) == 3
