@@ -235,12 +235,12 @@ def model_file_info(profile: Profile) -> dict:
     if path is not None and path.is_file():
         info["size_bytes"], info["how"] = path.stat().st_size, "file"
     else:
-        params = _params_from_name(profile.model_stand_in_for, profile.model_name)
+        params = _params_from_name(profile.model_name, profile.model_stand_in_for)  # the real model first
         bpw = BITS_PER_WEIGHT.get(profile.model_quant)
         if params and bpw:
             info["size_bytes"] = int(params * bpw / 8)
             info["how"] = f"estimate: {params / 1e9:g}e9 params x {bpw:g} bits/weight / 8"
-    target = path.parent if path is not None else _cache_dir() / "models"
+    target = (path.parent if path is not None else _cache_dir() / "models").absolute()
     while not target.exists() and target != target.parent:
         target = target.parent
     usage = shutil.disk_usage(target)
@@ -784,6 +784,8 @@ def psu_advice(inv: dict, profile: Profile, cpu_board_w: float = PSU_CPU_BOARD_W
     return {"gpu_w": per_gpu, "gpu_total_w": gpu_w, "cpu_board_w": float(cpu_board_w), "sustained_w": sustained,
             "load_fraction": load_fraction, "minimum_w": minimum, "recommended_w": size, "how": how,
             "arithmetic": arithmetic, "rows": rows,
+            "consumer_note": "GeForce cards spike well above their power limit for milliseconds: when NVIDIA's "
+                             "'required system power' for the card is higher (RTX 4090: 850 W), use that.",
             "seed_note": "seed 000: 850 W for 2 x V100 PCIe (250 W each): 500 + 150 = 650 W / 0.8 = 812 W -> 850 W "
                          "holds for a desktop CPU; a dual-socket board (+150 W) needs 1000 W."}
 
