@@ -237,7 +237,8 @@ def llama_cpp_kv_prediction(arch: ArchSpec, n_ctx: int, n_parallel: int = 1, kv_
     cells (src/llama-kv-cache-iswa.cpp). Hybrid models add a "recurrent" state (F32, one row per sequence;
     src/llama-memory-recurrent.cpp) — predicted, not yet checked against a real hybrid model."""
     type_v = kv_dtype_v or kv_dtype
-    _dtype(kv_dtype), _dtype(type_v)
+    _dtype(kv_dtype)  # validate both types before any arithmetic
+    _dtype(type_v)
     _positive_int("n_ubatch", n_ubatch)
     ctx = llama_cpp_context(n_ctx, n_parallel, kv_unified)
     cells, n_stream = ctx["n_ctx_seq"], ctx["n_stream"]

@@ -6,10 +6,14 @@ whose architecture is "gguf:...", the GGUF file's header and tensor table (metad
 
 Semantics by engine:
 * llama.cpp / llama-cpp-python: `context_tokens` is llama.cpp's `-c` (the total over `parallel_slots`),
-  and the cache is exactly what llama.cpp allocates (lab.kvcache.llama_cpp_kv_prediction). With no GPU
-  (or n_gpu_layers 0) the "device" is host RAM: the budget is the profile's host_ram_gib_min.
-* vLLM: `context_tokens` is --max-model-len (per sequence), the budget is VRAM × gpu_memory_utilization
-  per GPU, weights and KV heads are split over tensor_parallel_size.
+  and the cache is exactly what llama.cpp allocates up front for all slots
+  (lab.kvcache.llama_cpp_kv_prediction). llama.cpp has no utilisation setting, so the budget is the whole
+  VRAM (split over gpu_count by layers) less the overhead allowance. With no GPU (or n_gpu_layers 0) the
+  "device" is host RAM: the budget is the profile's host_ram_gib_min.
+* vLLM: `context_tokens` is --max-model-len (per sequence) and `parallel_slots` --max-num-seqs; the budget
+  is VRAM × gpu_memory_utilization per GPU, weights and KV heads split over tensor_parallel_size. vLLM
+  starts when one sequence of max-model-len fits (`fits`); more sequences share whatever KV memory is
+  left (`max_concurrent_sequences`), and the rest wait.
 """
 from __future__ import annotations
 
@@ -61,7 +65,7 @@ def _gib(n: float) -> str:
     return f"{n / kvcache.GIB:.2f} GiB"
 
 
-def _bisect(limit: int, fits) -> int:
+def bisect_max(limit: int, fits) -> int:
     """Largest t in [1, limit] with fits(t), 0 if none (fits is monotone: True then False)."""
     if limit < 1 or not fits(1):
         return 0
@@ -109,7 +113,7 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
                                  f"profile {profile.name}"))
     else:
         device_bytes = profile.gpu_vram_mib * kvcache.MIB
-        utilization = profile.gpu_memory_utilization
+        utilization = 1.0 if llama else profile.gpu_memory_utilization
         split = profile.tensor_parallel_size if not llama else profile.gpu_count
         overhead_id = "llama.cpp-gpu" if llama else ("vllm-tp" if split > 1 else "vllm")
     overhead = runtime_overhead(overhead_id)
@@ -134,16 +138,23 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         per_seq_ctx = alloc["n_ctx_seq"]
         kv_all = kv_total(profile.context_tokens)
         kv_dev = math.ceil(kv_all * gpu_share / split)
-        max_ctx_seq = _bisect(arch.max_context, lambda t: math.ceil(kv_total(t * slots) * gpu_share / split) <= kv_budget)
+        max_ctx_seq = bisect_max(arch.max_context, lambda t: math.ceil(kv_total(t * slots) * gpu_share / split) <= kv_budget)
         per_one = kvcache.llama_cpp_kv_prediction(arch, per_seq_ctx, 1, kv_dtype)["total_bytes"]
         max_seqs = max(0, kv_budget) // math.ceil(per_one * gpu_share / split)
+        fits = weights_dev + overhead_bytes + kv_dev <= budget
     else:
         per_seq_ctx = profile.context_tokens
-        kv_dev = kvcache.kv_cache_bytes(arch, per_seq_ctx, slots, kv_dtype, split)
+        kv_dev = kvcache.kv_cache_bytes(arch, per_seq_ctx, 1, kv_dtype, split)  # one full-length sequence
         kv_all = kvcache.kv_cache_breakdown(arch, per_seq_ctx, slots, kv_dtype, split)["total_bytes"]
-        max_ctx_seq = kvcache.max_context_tokens(arch, kv_budget, slots, kv_dtype, split) if kv_budget > 0 else 0
+        max_ctx_seq = kvcache.max_context_tokens(arch, kv_budget, 1, kv_dtype, split) if kv_budget > 0 else 0
         max_seqs = kvcache.max_concurrent_sequences(arch, kv_budget, per_seq_ctx, kv_dtype, split)
-    fits = weights_dev + overhead_bytes + kv_dev <= budget
+        fits = weights_dev + overhead_bytes + kv_dev <= budget
+        if fits and max_seqs < slots:
+            findings.append(_finding("concurrency-limited", "warn",
+                                     f"only {max_seqs} of parallel_slots {slots} sequences of {per_seq_ctx} tokens fit "
+                                     f"in the KV memory at once; vLLM queues or preempts the rest",
+                                     f"expect ≤ {max_seqs} full-length sequences in flight, or shorten max-model-len",
+                                     "vLLM logs 'Maximum concurrency for N tokens per request'"))
 
     if per_seq_ctx > arch.max_context:
         findings.append(_finding("context-beyond-training", "warn",
@@ -160,8 +171,10 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         findings.append(_finding("kv-does-not-fit", "error",
                                  f"weights {_gib(weights_dev)} + KV {_gib(kv_dev)} + overhead {_gib(overhead_bytes)} "
                                  f"= {_gib(weights_dev + kv_dev + overhead_bytes)} per device > budget {_gib(budget)}",
-                                 f"lower context to ≤ {max_ctx_seq} tokens per sequence, or parallel_slots to ≤ "
-                                 f"{max_seqs}, or a smaller KV dtype ({'q8_0' if llama else 'fp8, where supported'})",
+                                 (f"lower context to ≤ {max_ctx_seq * slots} (-c; {max_ctx_seq} per slot), or "
+                                  f"parallel_slots to ≤ {max_seqs}, or use kv_cache_dtype q8_0" if llama else
+                                  f"lower max-model-len (context_tokens) to ≤ {max_ctx_seq}, or use more GPUs or "
+                                  "an fp8 KV cache where the GPU supports it"),
                                  "lab.kvcache (FACTS.md: KV-cache math)"))
     per_token = kvcache.kv_bytes_per_token(arch, kv_dtype)
     return {
@@ -176,6 +189,7 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         "kv_bytes_total": kv_all, "kv_bytes_per_device": kv_dev,
         "context_tokens": profile.context_tokens, "context_tokens_per_sequence": per_seq_ctx,
         "parallel_slots": slots, "max_context_tokens": max_ctx_seq,
+        "max_context_basis": ("per slot, with every slot allocated" if llama else "one sequence (--max-model-len)"),
         "max_concurrent_sequences": int(max_seqs), "fits": fits, "findings": findings,
     }
 

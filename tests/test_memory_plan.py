@@ -33,7 +33,7 @@ def test_plan_that_does_not_fit_says_what_to_change():
                                               "parallel_slots": 4}))
     assert not plan["fits"]
     finding = next(f for f in plan["findings"] if f["id"] == "kv-does-not-fit")
-    assert finding["severity"] == "error" and "parallel_slots" in finding["fix"]
+    assert finding["severity"] == "error" and "max-model-len" in finding["fix"]
     assert plan["max_concurrent_sequences"] < 4
 
 
@@ -76,3 +76,14 @@ def test_seed_claims_verdicts():
     assert mem["status"] == "fail" and "qwen3-32b" in mem["verdict"]
     checks = memory_plan.claim_checks(list(results.values()))
     assert all(c.status == "fail" and c.source.startswith("shared/seeds/") for c in checks)
+
+
+def test_llama_cpp_plan_allocates_every_slot():
+    v100 = profiles.load("v100-32g-x1")  # -c 32768 -np 4, Qwen3-32B Q4_K_M, f16 KV
+    plan = memory_plan.plan_memory(v100)
+    assert plan["kv_bytes_total"] == 8 << 30 and plan["context_tokens_per_sequence"] == 8192
+    assert plan["budget_bytes"] == 32 << 30  # llama.cpp has no utilisation knob: the whole card
+    tight = memory_plan.plan_memory(v100.model_copy(update={"context_tokens": 65536}))
+    assert not tight["fits"]
+    fix = next(f for f in tight["findings"] if f["id"] == "kv-does-not-fit")["fix"]
+    assert f"-c; {tight['max_context_tokens']} per slot" in fix and "q8_0" in fix

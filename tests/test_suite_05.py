@@ -1,0 +1,42 @@
+"""Tier 3: papermill runs notebook 05 (KV-cache math) on cpu-default through the real CLI; assert on its record."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("runs")
+    proc = subprocess.run([sys.executable, "-m", "lab", "run", "--profile", "cpu-default", "--only", "05",
+                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("run folder:"))
+    return json.loads((Path(line.split(":", 1)[1].strip()) / "records" / "05_kv_cache.json").read_text())
+
+
+def test_kv_record_shows_zero_error_against_llama_cpp(record):
+    s = record["summary"]
+    assert s["parity_skipped"] is None
+    assert s["parity_caches_compared"] == s["parity_caches_identical"] >= 18
+    assert s["parity_max_abs_error_pct"] == 0
+    parity = [c for c in record["checks"] if c["name"].startswith("llama.cpp KV parity")]
+    assert parity and all(c["status"] == "pass" for c in parity)
+    # both numbers are kept, for both models, global and SWA caches included
+    assert {(r["model"], r["cache"]) for r in record["kv_grid"]} == {
+        ("smollm2", "kv"), ("gemma3-270m", "global"), ("gemma3-270m", "swa")}
+    assert all(r["predicted_mib"] == r["reported_mib"] for r in record["kv_grid"])
+
+
+def test_kv_record_plan_and_claims(record):
+    s = record["summary"]
+    assert s["memory_kind"] == "host RAM" and s["fits"] is True
+    assert s["kv_bytes_per_token"] == 23_040 and s["kv_bytes_total"] == 90 << 20
+    assert set(s["claims"]) == {"kv-27b-40-layers", "kv-64k-12-14gb", "kv-32k-30gb-one-v100"}
+    assert all(c["verdict"] and c["rows"] for c in record["claims"])
+    assert {c["title"] for c in record["charts"]} >= {"Memory per device vs context", "KV cache: prediction vs llama.cpp"}
