@@ -1,0 +1,98 @@
+"""Roofline arithmetic and calibration (pure): exact values."""
+import pytest
+
+from lab import claims, profiles, roofline
+
+
+def test_single_stream_ceiling_is_bandwidth_over_bytes():
+    assert roofline.decode_ceiling_tok_s(900, 16.5e9) == pytest.approx(54.5454545, rel=1e-9)
+    assert roofline.decode_ceiling_tok_s(4227, roofline.bytes_per_token(18.43e9)) == pytest.approx(229.3543, rel=1e-6)
+    assert roofline.bytes_per_token(10e9, 2e9) == 12e9
+
+
+def test_aggregate_ceiling_reads_weights_once_per_step():
+    # 2 x V100 (perfect scaling), 4-bit payload of 27e9 weights, no KV, 4 streams: 4 x 1800 / 13.5
+    assert roofline.aggregate_ceiling_tok_s(1800, 13.5e9, 0, 4) == pytest.approx(533.3333333, rel=1e-9)
+    # B x bw / (W + B x KV) = 2 x 900 / (10 + 2 x 1) GB
+    assert roofline.aggregate_ceiling_tok_s(900, 10e9, 1e9, 2) == pytest.approx(150.0, rel=1e-12)
+    assert roofline.aggregate_ceiling_tok_s(900, 10e9, 1e9, 1) == roofline.decode_ceiling_tok_s(900, 11e9)
+    rows = roofline.ceilings_by_concurrency(900, 10e9, 1e9, [1, 2])
+    assert rows[1] == {"concurrency": 2, "aggregate_ceiling_tok_s": pytest.approx(150.0), "per_stream_ceiling_tok_s": pytest.approx(75.0)}
+
+
+@pytest.mark.parametrize("args", [(0, 1e9), (900, 0), (-1, 1e9)])
+def test_ceiling_refuses_nonsense(args):
+    with pytest.raises(ValueError):
+        roofline.decode_ceiling_tok_s(*args)
+
+
+def test_unknown_inputs_give_none_not_zero():
+    assert roofline.efficiency(None, 50) is None
+    assert roofline.efficiency(10, None) is None
+    assert roofline.predicted_tok_s(None, 0.5) is None
+    assert roofline.predicted_tok_s(100, None) is None
+    assert roofline.predicted_tok_s(100, 0.25) == 25
+
+
+def test_calibration_efficiencies_from_sourced_numbers():
+    cal = {c.id: c for c in roofline.calibrations()}
+    h200 = cal["h200-llamacpp-tg128-qwen3-32b-shape"]
+    # FACTS.md: "llama.cpp decode ran at ≈ 38 % of the copy roofline" (4227 GB/s ÷ 18.43 GB ≈ 229 tok/s)
+    assert h200.efficiency("copy") == pytest.approx(86.6 * (18436147118 + 16777216) / 4227e9, rel=1e-12)
+    assert h200.efficiency("copy") == pytest.approx(0.378, abs=0.001)
+    cpu = cal["cpu-2core-llamacpp-tg64-smollm2-q4_1"]
+    assert cpu.efficiency("copy") == pytest.approx(141 * (96576768 + 737280) / 41.5e9, rel=1e-12)
+    assert cpu.efficiency("datasheet") is None  # a CPU has no datasheet figure here
+    agg = cal["h200-llama-server-16-streams"]
+    assert agg.ceiling_tok_s("copy") == pytest.approx(16 * 4227e9 / (18436147118 + 16 * 33554432))
+    for c in cal.values():
+        assert c.source and c.quality in ("first_hand", "secondary")
+
+
+def test_pick_calibration_prefers_same_gpu_then_nearest_size():
+    v100 = roofline.pick_calibration("gpu", "llama.cpp", "in_process", "datasheet", "V100.*32GB", weights_bytes=16.5e9)
+    assert v100.id == "v100-llamacpp-27b-q4_k_m"
+    small = roofline.pick_calibration("gpu", "llama.cpp", "in_process", "datasheet", "V100", weights_bytes=4e9)
+    assert small.id == "v100-llamacpp-tg128-llama7b-q4_0"
+    h200 = roofline.pick_calibration("gpu", "llama.cpp", "in_process", "copy", "NVIDIA H200")
+    assert h200.id.startswith("h200-llamacpp-tg")
+    assert roofline.pick_calibration("cpu", "llama.cpp", "in_process", "copy").id == "cpu-2core-llamacpp-tg64-smollm2-q4_1"
+    assert roofline.pick_calibration("cpu", "llama.cpp", "in_process", "datasheet") is None
+
+
+def test_bandwidth_from_record_or_datasheet():
+    v100 = profiles.load("v100-32g-x1")
+    assert roofline.bandwidth_for(v100) == roofline.Bandwidth(900, "datasheet", 900, 1, roofline.bandwidth_for(v100).source)
+    measured = roofline.bandwidth_for(v100, {"bandwidth": {"kind": "gpu", "gb_s": 790.0, "method": "torch copy"}})
+    assert (measured.gb_s, measured.kind) == (790.0, "copy")
+    # a host-RAM measurement says nothing about a GPU profile's decode: fall back to the datasheet
+    assert roofline.bandwidth_for(v100, {"bandwidth": {"kind": "host_ram", "gb_s": 41.5}}).kind == "datasheet"
+    cpu = profiles.load("cpu-default")
+    assert roofline.bandwidth_for(cpu) is None
+    assert roofline.bandwidth_for(cpu, {"bandwidth": {"kind": "host_ram", "gb_s": 41.5}}).gb_s == 41.5
+
+
+def test_profile_ceiling_numbers_and_missing_inputs():
+    v100 = profiles.load("v100-32g-x1")
+    bw = roofline.Bandwidth(900, "datasheet", 900, 1, "test")
+    out = roofline.profile_ceiling(v100, bandwidth=bw, weights_bytes=20e9, kv_bytes_per_seq=0, context_tokens=640)
+    assert out["decode_ceiling_tok_s"] == pytest.approx(45.0)
+    eff = {c.id: c for c in roofline.calibrations()}["v100-llamacpp-27b-q4_k_m"].efficiency("datasheet")
+    assert out["calibration_id"] == "v100-llamacpp-27b-q4_k_m"
+    assert out["predicted_decode_tok_s"] == pytest.approx(45.0 * eff)
+    assert [r["concurrency"] for r in out["by_concurrency"]] == [1, 2, 4]
+    none = roofline.profile_ceiling(profiles.load("cpu-default"), bandwidth=None, weights_bytes=1e8,
+                                    kv_bytes_per_seq=0, context_tokens=160)
+    assert none["decode_ceiling_tok_s"] is None and none["predicted_decode_tok_s"] is None
+    assert "bandwidth" in none["reason"] and "notebook 01" in none["reason"]
+
+
+def test_profile_roofline_for_a_stand_in_profile():
+    v100 = profiles.load("v100-32g-x1")  # config:qwen3-32b, Q4_K_M, no model file on this machine
+    out = claims.profile_roofline(v100)
+    weights = 32762123264 * 4.8944 / 8
+    kv = (512 + 256 // 2) * 262144  # 640 tokens x 256 KiB (64 layers x 8 KV heads x 128 x 2 x f16)
+    assert out["context_tokens"] == 640
+    assert out["weights_bytes"] == pytest.approx(weights)
+    assert out["kv_bytes_per_seq"] == kv
+    assert out["decode_ceiling_tok_s"] == pytest.approx(900e9 / (weights + kv))
