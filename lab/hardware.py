@@ -661,16 +661,19 @@ def check_throttle(gpu: dict) -> Check:
 
 
 def check_display(gpu: dict) -> Check:
+    """Judged on display *active* (memory set aside for a display). NVML's display *mode* alone is
+    not evidence: a headless H200 reported mode Enabled, active Disabled (device run, 2026-11-29)."""
     name = f"GPU {gpu['index']} display attached"
     mode, active = gpu.get("display_mode"), gpu.get("display_active")
-    if mode is None and active is None:
-        return Check(name, "skip", _why(gpu, "display_mode", "display_active"), "no display", "", NVML_SOURCE)
-    if mode or active:
-        return Check(name, "warn", f"display mode {mode}, active {active}", "no display",
+    observed = f"display active {active} (display mode {mode})"
+    if active is None:
+        return Check(name, "skip", _why(gpu, "display_active"), "no active display", "", NVML_SOURCE)
+    if active:
+        return Check(name, "warn", observed, "no active display",
                      "A desktop on this GPU takes VRAM (hundreds of MiB) and adds latency jitter: drive the "
                      "monitor from another GPU or the iGPU. (Tesla V100 has no display output.)",
                      f"{V100_BRIEF}; {NVML_SOURCE}")
-    return Check(name, "pass", f"display mode {mode}, active {active}", "no display", "", NVML_SOURCE)
+    return Check(name, "pass", observed, "no active display", "", NVML_SOURCE)
 
 
 def check_persistence(gpu: dict) -> Check:

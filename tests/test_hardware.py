@@ -151,6 +151,8 @@ def test_power_cap_display_and_persistence_warn():
                                 v100_profile())
     assert sxm2.status == "warn" and "gpu_tdp_w" in sxm2.fix
     assert hardware.check_display(healthy_v100(0) | {"display_active": True}).status == "warn"
+    # a headless H200 reported display mode Enabled with nothing active: not a warning
+    assert hardware.check_display(healthy_v100(0) | {"display_mode": True}).status == "pass"
     assert hardware.check_persistence(healthy_v100(0) | {"persistence_mode": False}).status == "warn"
 
 
@@ -217,6 +219,41 @@ def test_bandwidth_check_against_datasheet():
     host = {"kind": "host_ram", "gb_s": 20.0, "sd": 1.0, "n": 10, "gpu_unmeasured_reason": "torch missing"}
     check = hardware.check_bandwidth(host, v100_profile())
     assert check.status == "warn" and "torch missing" in check.fix
+
+
+# What lab.hardware.gpu_inventory() read on a real H200 (device run, 2026-11-29, driver 580.159.04):
+# Hopper reports remapped rows, not retired pages; a single GPU answers NotSupported for NVLink.
+H200_SEEN = {
+    "index": 0, "name": "NVIDIA H200", "pci_bus_id": "00000000:00:06.0", "memory_total_bytes": 150754820096,
+    "memory_used_bytes": 644939776, "compute_capability": "9.0", "bar1_total_bytes": 274877906944,
+    "ecc_mode_current": True, "ecc_mode_pending": True, "ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 0,
+    "remapped_rows_correctable": 0, "remapped_rows_uncorrectable": 0, "remapped_rows_pending": False,
+    "remapped_rows_failure": False, "retired_pages_sbe": None, "retired_pages_dbe": None, "retired_pages_pending": None,
+    "pcie_gen_current": 5, "pcie_gen_max": 5, "pcie_width_current": 16, "pcie_width_max": 16, "nvlink_links": None,
+    "temperature_c": 35, "temperature_slowdown_c": 89, "temperature_shutdown_c": 95, "power_draw_w": 86.821,
+    "power_limit_w": 700.0, "power_enforced_limit_w": 700.0, "power_default_limit_w": 700.0,
+    "throttle_reasons_mask": 1, "clock_sm_mhz": 345, "clock_sm_max_mhz": 1980, "display_mode": True,
+    "display_active": False, "persistence_mode": True, "vbios": "96.00.A5.00.1A",
+    "unavailable": {"retired_pages_sbe": "NVMLError_NotSupported: Not Supported",
+                    "retired_pages_dbe": "NVMLError_NotSupported: Not Supported",
+                    "retired_pages_pending": "NVMLError_NotSupported: Not Supported",
+                    "nvlink_links": "NVMLError_NotSupported: Not Supported"},
+    "throttle_reasons": ["GPU idle"],
+}
+
+
+def test_real_h200_inventory_passes_an_h200_profile():
+    prof = v100_profile(name="h200", gpu_name_pattern="H200", gpu_count=1, gpu_vram_mib=143771,
+                        gpu_compute_capability="9.0", nvlink_expected=False, gpu_memory_bandwidth_gb_s=4800,
+                        gpu_tdp_w=700, tensor_parallel_size=1)
+    inv = fake_inventory([H200_SEEN])
+    bw = {"kind": "gpu", "gb_s": 4224.4, "sd": 24.1, "n": 10, "samples": [4224.4] * 10}  # measured there
+    found = by_name(hardware.check_all(inv, bw, prof))
+    assert {c.status for c in found.values()} == {"pass", "skip"}
+    assert found["GPU 0 retired pages / remapped rows"].observed.startswith("remapped rows: 0 uncorrectable")
+    assert found["GPU 0 NVLink"].status == "skip"
+    assert found["Memory bandwidth (measured)"].observed.endswith("= 88% of datasheet")
+    assert hardware.psu_advice(inv, prof)["recommended_w"] == 1200
 
 
 # ---------------------------------------------------------------- tier 2: real, on this machine
