@@ -1,8 +1,8 @@
 """What should happen on a profile's hardware, worked out without the hardware.
 
 `plan(profile)` is pure: it reads only the profile object and the lab's own data (lab/data/), never a
-GPU, a process or the network. It composes parts — today the compatibility findings; the memory fit
-and the speed ceiling join the same dict as further keys — so `lab plan --json` and the notebooks
+GPU, a process or the network. It composes parts — the compatibility findings, the memory fit
+(lab.memory_plan), the speed ceiling — so `lab plan --json` and the notebooks
 read one shape.
 """
 from __future__ import annotations
@@ -19,6 +19,21 @@ def compat_part(profile: Profile) -> dict:
     return {"findings": [f.to_dict() for f in findings]}
 
 
+MEMORY_KEYS = ("weights_bytes", "kv_bytes_per_token", "kv_bytes_total", "max_context_tokens",
+               "max_concurrent_sequences", "fits")
+
+
+def memory_part(profile: Profile) -> dict:
+    """Weights + KV cache + runtime overhead against the memory the profile has (lab.memory_plan)."""
+    from lab import memory_plan
+
+    mem = memory_plan.plan_memory(profile)
+    part = {k: mem[k] for k in MEMORY_KEYS}
+    part["memory"] = {k: v for k, v in mem.items() if k != "findings"}
+    part["findings"] = mem.get("findings", [])
+    return part
+
+
 def plan(profile: Profile | str | Path) -> dict:
     """{"profile": name, "findings": [{"id", "severity", "message", "fix", "source"}, ...]}.
 
@@ -26,7 +41,11 @@ def plan(profile: Profile | str | Path) -> dict:
     """
     prof = profile if isinstance(profile, Profile) else load(profile)
     result: dict = {"profile": prof.name}
-    result.update(compat_part(prof))
+    findings = compat_part(prof)["findings"]
+    mem = memory_part(prof)
+    findings += mem.pop("findings")
+    result.update(mem)
+    result["findings"] = sorted(findings, key=lambda f: ("error", "warn", "info").index(f["severity"]))
     return result
 
 
@@ -36,6 +55,12 @@ def describe(result: dict) -> str:
     counts = {s: sum(f["severity"] == s for f in findings) for s in ("error", "warn", "info")}
     lines = [f"profile {result['profile']}: {counts['error']} error(s), {counts['warn']} warning(s), "
              f"{counts['info']} note(s)"]
+    if "fits" in result:
+        gb = 1e9
+        lines.append(f"  memory: weights {result['weights_bytes'] / gb:.2f} GB + KV {result['kv_bytes_total'] / gb:.2f} GB "
+                     f"({result['kv_bytes_per_token'] / 1024:.0f} KiB/token) → fits: {result['fits']}; "
+                     f"max context {result['max_context_tokens']} tokens, max concurrent sequences "
+                     f"{result['max_concurrent_sequences']}")
     for f in findings:
         lines.append(f"  [{f['severity']}] {f['id']}: {f['message']}")
         lines.append(f"      fix:    {f['fix']}")

@@ -351,6 +351,7 @@ def test_plan_accepts_a_name_and_reports_errors(tmp_path):
     broken = profiles.load("v100-32g-x1").model_copy(update={"n_gpu_layers": 0, "cuda_toolkit": "13.0"})
     result = plan.plan(broken)
     # CUDA 13 on a V100 is wrong twice: nvcc cannot build sm_70, and driver 535 is below 13.x's floor (580)
-    assert {f["id"] for f in result["findings"]} == {"llama_cpp_offloads_layers", "cuda13_drops_pre_turing",
-                                                     "driver_for_cuda_toolkit"}
+    # (-ngl 0 also moves the weights to host RAM: the memory plan says so too)
+    assert {f["id"] for f in result["findings"] if f["severity"] == "error"} == {
+        "llama_cpp_offloads_layers", "cuda13_drops_pre_turing", "driver_for_cuda_toolkit"}
     assert "3 error(s)" in plan.describe(result)
