@@ -1,0 +1,632 @@
+"""A streaming load generator for OpenAI-compatible servers, and the in-process speed from llama-bench.
+
+Four layers, kept apart (vLLM's several-hundred-line `benchmark()` is the counter-example):
+
+* measure     `stream_request`: one streamed request → a `RequestResult` (failures recorded, never raised);
+* orchestrate `run_load` / `sweep`: warm-up, then a fixed concurrency or Poisson arrivals under a request
+              or time budget; `llama_bench` runs the real `llama-bench -o json`;
+* summarise   `summarise(results, duration_s, slo, criteria)`: pure arithmetic, `None` where nothing
+              succeeded (never 0), and a validity verdict with reasons (MLPerf-loadgen style);
+* show        `sweep_frame`, `sweep_chart`, `requests_frame`.
+
+Definitions follow `vllm bench serve` (vllm/benchmarks/serve.py `calculate_metrics`): TTFT = send →
+first streamed chunk carrying generated text; ITL = gaps between consecutive such chunks; TPOT =
+(E2EL − TTFT) / (output tokens − 1) per request; E2EL = send → end of stream; goodput = requests/s that
+met every SLO. Output and prompt tokens come from the server's `usage` (requested with
+`stream_options: {include_usage: true}`; llama-server also sends `timings` in its last chunk), never from
+counting chunks. Prompts differ per request from their first word on: llama-server keeps a prompt cache,
+so a repeated prompt set fakes TTFT (shared/FACTS.md); cached prompt tokens are read from the usage.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+# Common one-token English words: prompts made of them land near a target token count on most tokenizers.
+_WORDS = ("the of and to in is was for on are with as his they be at one have this from or had by word but "
+          "what some we can out other were all there when up use your how said an each she which do their "
+          "time if will way about many then them write would like so these her long make thing see him two "
+          "has look more day could go come did number sound no most people my over know water than call "
+          "first who may down side been now find any new work part take get place made live where after "
+          "back little only round man year came show every good me give our under name very through just "
+          "form sentence great think say help low line differ turn cause much mean before move right boy "
+          "old too same tell does set three want air well also play small end put home read hand port large "
+          "spell add even land here must big high such follow act why ask men change went light kind off "
+          "need house picture try us again animal point mother world near build self earth father head stand "
+          "own page should country found answer school grow study still learn plant cover food sun four "
+          "between state keep eye never last let thought city tree cross farm hard start might story saw far "
+          "sea draw left late run while press close night real life few north open seem together next white "
+          "children begin got walk example ease paper group always music those both mark often letter until "
+          "mile river car feet care second book carry took science eat room friend began idea fish mountain "
+          "stop once base hear horse cut sure watch color face wood main enough plain girl usual young ready "
+          "above ever red list though feel talk bird soon body dog family direct pose leave song measure door").split()
+
+
+# ================================================================ records
+@dataclass
+class RequestResult:
+    """One request as the client saw it. Times in seconds; `start_s` from the run's start, the others
+    from this request's send. A failed request keeps what arrived before it failed (partial record)."""
+
+    index: int
+    success: bool = False
+    error: str | None = None
+    start_s: float = 0.0
+    ttft_s: float | None = None
+    chunk_times_s: list[float] = field(default_factory=list)  # arrival of every chunk with generated text
+    e2el_s: float | None = None
+    output_tokens: int | None = None  # usage.completion_tokens
+    prompt_tokens: int | None = None  # usage.prompt_tokens
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (or llama-server timings.cache_n)
+    output_chars: int = 0
+    server_timings: dict | None = None  # llama-server's `timings` of the last chunk
+
+    @property
+    def itl_s(self) -> list[float]:
+        t = self.chunk_times_s
+        return [b - a for a, b in zip(t, t[1:])]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and what to send: an OpenAI-compatible base URL, the model name, and the request shape."""
+
+    base_url: str
+    model: str = "default"
+    max_tokens: int = 64
+    endpoint: str = "completions"  # or "chat"
+    api_key: str | None = None
+    ignore_eos: bool = True  # fixed output length (llama-server and vLLM honour it)
+    timeout_s: float = 300.0
+
+    @property
+    def url(self) -> str:
+        path = "/v1/chat/completions" if self.endpoint == "chat" else "/v1/completions"
+        return self.base_url.rstrip("/") + path
+
+    def headers(self) -> dict:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def payload(self, prompt: str) -> dict:
+        body = {"model": self.model, "max_tokens": self.max_tokens, "stream": True, "temperature": 0,
+                "stream_options": {"include_usage": True}}
+        if self.ignore_eos:
+            body["ignore_eos"] = True
+        if self.endpoint == "chat":
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+        return body
+
+    def __repr__(self) -> str:  # never print the key
+        return f"Target({self.base_url}, model={self.model!r}, max_tokens={self.max_tokens}, endpoint={self.endpoint})"
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """How to load the server: at most `concurrency` requests in flight (None = no cap), arrivals as
+    fast as that allows or Poisson at `request_rate` per second, until `max_requests` were sent or
+    `duration_s` passed (whichever first; requests in flight then finish). Warm-up requests go first,
+    one at a time, and are kept apart from the results."""
+
+    concurrency: int | None = 1
+    request_rate: float | None = None
+    max_requests: int | None = None
+    duration_s: float | None = None
+    warmup_requests: int = 1
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.max_requests is None and self.duration_s is None:
+            raise ValueError("give a budget: max_requests, duration_s or both")
+        if self.concurrency is None and self.request_rate is None:
+            raise ValueError("give concurrency, request_rate or both")
+
+
+@dataclass
+class RunResult:
+    """One load run: what was asked, every request's record, how long it took, and client CPU time."""
+
+    spec: LoadSpec
+    target: str
+    results: list[RequestResult]
+    duration_s: float
+    warmup: list[RequestResult]
+    started_utc: str
+    client_cpu_s: float
+    prompt_words: int
+
+    def to_dict(self) -> dict:
+        return {"spec": asdict(self.spec), "target": self.target, "duration_s": self.duration_s,
+                "started_utc": self.started_utc, "client_cpu_s": self.client_cpu_s,
+                "prompt_words": self.prompt_words, "results": [r.to_dict() for r in self.results],
+                "warmup": [r.to_dict() for r in self.warmup]}
+
+
+# ================================================================ prompts
+def make_prompts(n: int, words: int, seed: int = 0, tag: str | None = None) -> list[str]:
+    """`n` different prompts of `words` words each. Each starts with its own tag and number so no two
+    share a prefix (llama-server's prompt cache matches prefixes); the rest is seeded random words."""
+    rng = random.Random(seed)
+    tag = tag or uuid.uuid4().hex[:8]
+    return [f"Request {tag}-{i}: " + " ".join(rng.choice(_WORDS) for _ in range(max(1, words - 2)))
+            for i in range(n)]
+
+
+def count_tokens(base_url: str, text: str, headers: dict | None = None, timeout_s: float = 10.0) -> int | None:
+    """Tokens the server's tokenizer makes of `text` (llama-server and vLLM `/tokenize`); None if it has no such route."""
+    try:
+        with httpx.Client(timeout=timeout_s, trust_env=False, headers=headers or {}) as client:
+            reply = client.post(base_url.rstrip("/") + "/tokenize", json={"content": text, "prompt": text})
+        data = reply.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    if reply.status_code != 200:
+        return None
+    if isinstance(data.get("tokens"), list):
+        return len(data["tokens"])
+    return data.get("count")
+
+
+def words_for_tokens(base_url: str, target_tokens: int, headers: dict | None = None) -> tuple[int, float | None]:
+    """How many words make a prompt of about `target_tokens` on this server: tokenizes a sample prompt
+    and scales. Returns (words, tokens per word); (target_tokens, None) when the server cannot tokenize."""
+    sample = make_prompts(1, 200, seed=12345, tag="calibrate")[0]
+    n = count_tokens(base_url, sample, headers)
+    if not n:
+        return target_tokens, None
+    per_word = n / 200
+    return max(4, round(target_tokens / per_word)), per_word
+
+
+# ================================================================ measure
+def _text_of(choice: dict) -> str:
+    if "text" in choice:
+        return choice.get("text") or ""
+    delta = choice.get("delta") or {}
+    return (delta.get("content") or "") + (delta.get("reasoning_content") or "")
+
+
+async def stream_request(client: httpx.AsyncClient, target: Target, prompt: str, index: int,
+                         run_t0: float) -> RequestResult:
+    """Send one streaming request and record it. Never raises (except on cancellation): an HTTP error,
+    a dropped connection, a timeout or a malformed stream end as `success=False` with the reason and
+    whatever chunks had arrived."""
+    res = RequestResult(index)
+    sent = time.perf_counter()
+    res.start_s = sent - run_t0
+    done = False
+    try:
+        async with client.stream("POST", target.url, json=target.payload(prompt), headers=target.headers()) as resp:
+            if resp.status_code != 200:
+                body = (await resp.aread()).decode(errors="replace")
+                res.error = f"HTTP {resp.status_code}: {body[:300]}"
+                return res
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
+                    break
+                now = time.perf_counter()
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    res.error = f"malformed chunk: {data[:120]!r}"
+                    continue
+                if "error" in chunk:
+                    res.error = f"server error in stream: {str(chunk['error'])[:300]}"
+                    return res
+                choices = chunk.get("choices")
+                text = _text_of(choices[0]) if choices else ""
+                if text:
+                    if res.ttft_s is None:
+                        res.ttft_s = now - sent
+                    res.chunk_times_s.append(now - sent)
+                    res.output_chars += len(text)
+                usage = chunk.get("usage")
+                if usage:
+                    res.output_tokens = usage.get("completion_tokens")
+                    res.prompt_tokens = usage.get("prompt_tokens")
+                    res.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+                if chunk.get("timings"):
+                    res.server_timings = chunk["timings"]
+                    if res.cached_tokens is None:
+                        res.cached_tokens = chunk["timings"].get("cache_n")
+    except (httpx.HTTPError, OSError, asyncio.TimeoutError) as exc:
+        res.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    finally:
+        res.e2el_s = time.perf_counter() - sent
+    if res.error is None:
+        if not done:
+            res.error = "stream ended without [DONE]"
+        elif not res.chunk_times_s:
+            res.error = "no generated text in the stream"
+        else:
+            res.success = True
+    return res
+
+
+# ================================================================ orchestrate
+def _client(concurrency: int | None, timeout_s: float) -> httpx.AsyncClient:
+    n = max(concurrency or 64, 1)
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10.0), trust_env=False,
+                             limits=httpx.Limits(max_connections=n + 4, max_keepalive_connections=n + 4))
+
+
+async def run_load_async(target: Target, prompts: list[str], spec: LoadSpec) -> RunResult:
+    """Warm-up, then the load of `spec`. Prompts are used in order, each at most once: give at least
+    warmup_requests + max_requests of them (with only a time budget, sending stops when they run out)."""
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    cpu0 = time.process_time()
+    rng = random.Random(spec.seed)
+    queue = list(prompts)
+    async with _client(spec.concurrency, target.timeout_s) as client:
+        warm = []
+        for i in range(min(spec.warmup_requests, len(queue))):
+            warm.append(await stream_request(client, target, queue.pop(0), -1 - i, time.perf_counter()))
+        sem = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
+        t0 = time.perf_counter()
+        deadline = t0 + spec.duration_s if spec.duration_s else math.inf
+        tasks: list[asyncio.Task] = []
+
+        async def one(i: int, prompt: str) -> RequestResult:
+            try:
+                return await stream_request(client, target, prompt, i, t0)
+            finally:
+                if sem:
+                    sem.release()
+
+        i = 0
+        while queue and (spec.max_requests is None or i < spec.max_requests):
+            if spec.request_rate:
+                await asyncio.sleep(rng.expovariate(spec.request_rate))  # Poisson arrivals
+            if sem:
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(sem.acquire(), timeout=None if math.isinf(remaining) else remaining)
+                except asyncio.TimeoutError:
+                    break
+            if time.perf_counter() >= deadline:
+                if sem:
+                    sem.release()
+                break
+            tasks.append(asyncio.create_task(one(i, queue.pop(0))))
+            i += 1
+        results = list(await asyncio.gather(*tasks))
+        duration = time.perf_counter() - t0
+    return RunResult(spec, repr(target), results, duration, warm, started, time.process_time() - cpu0,
+                     len(prompts[0].split()) if prompts else 0)
+
+
+def _run_coro(coro):
+    """Run a coroutine from plain code or from a Jupyter cell (whose event loop is already running):
+    in the latter case on a fresh loop in a worker thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict = {}
+
+    def worker():
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=worker, name="lab-bench")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def run_load(target: Target, prompts: list[str], spec: LoadSpec) -> RunResult:
+    """`run_load_async` for plain code and notebook cells alike."""
+    return _run_coro(run_load_async(target, prompts, spec))
+
+
+def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_words: int,
+          duration_s: float | None = None, warmup_requests: int = 1, seed: int = 0) -> list[RunResult]:
+    """One run per concurrency level, each with its own fresh prompts (no prefix shared with any other
+    run, so the prompt cache cannot help), `requests_per_level` requests or `duration_s`, whichever first."""
+    runs = []
+    for k, level in enumerate(levels):
+        prompts = make_prompts(warmup_requests + requests_per_level, prompt_words, seed=seed + k)
+        spec = LoadSpec(concurrency=level, max_requests=requests_per_level, duration_s=duration_s,
+                        warmup_requests=warmup_requests, seed=seed + k)
+        runs.append(run_load(target, prompts, spec))
+    return runs
+
+
+# ================================================================ summarise (pure)
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0–100) with linear interpolation (numpy's default); None for no values."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def stats_ms(values_s: list[float]) -> dict:
+    """mean, p50, p90, p99 in milliseconds, and n; every value None when there is none."""
+    if not values_s:
+        return {"mean": None, "p50": None, "p90": None, "p99": None, "n": 0}
+    ms = [v * 1000 for v in values_s]
+    return {"mean": sum(ms) / len(ms), "p50": percentile(ms, 50), "p90": percentile(ms, 90),
+            "p99": percentile(ms, 99), "n": len(ms)}
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """When a run counts: long enough, enough successes, few enough errors."""
+
+    min_duration_s: float = 5.0
+    min_successes: int = 4
+    max_error_rate: float = 0.05
+    max_cached_fraction: float = 0.2  # above this the prompt cache, not the model, made TTFT (a warning)
+
+
+def tpot_s(r: RequestResult) -> float | None:
+    """(E2EL − TTFT) / (output tokens − 1): the mean time per generated token after the first."""
+    if not r.success or r.ttft_s is None or r.e2el_s is None or not r.output_tokens or r.output_tokens < 2:
+        return None
+    return (r.e2el_s - r.ttft_s) / (r.output_tokens - 1)
+
+
+def meets_slo(r: RequestResult, slo: dict) -> bool:
+    """Whether a successful request met every SLO given (ttft_ms, tpot_ms, e2el_ms)."""
+    if not r.success:
+        return False
+    measured = {"ttft_ms": r.ttft_s, "tpot_ms": tpot_s(r), "e2el_ms": r.e2el_s}
+    for key, limit in slo.items():
+        if key not in measured:
+            raise ValueError(f"unknown SLO {key!r}; known: {', '.join(measured)}")
+        value = measured[key]
+        if value is None or value * 1000 > limit:
+            return False
+    return True
+
+
+def validity(summary: dict, criteria: Criteria = Criteria()) -> dict:
+    """{"valid": bool, "reasons": [why not, with what to do], "warnings": [...]} for a summary."""
+    reasons, warnings = [], []
+    if summary["successes"] == 0:
+        reasons.append("no request succeeded: read the errors and the server log")
+    elif summary["successes"] < criteria.min_successes:
+        reasons.append(f"{summary['successes']} successful requests < {criteria.min_successes}: send more requests")
+    if summary["duration_s"] < criteria.min_duration_s:
+        reasons.append(f"ran {summary['duration_s']:.2f} s < {criteria.min_duration_s:g} s: raise the request or time budget")
+    if summary["error_rate"] is not None and summary["error_rate"] > criteria.max_error_rate:
+        reasons.append(f"error rate {summary['error_rate']:.0%} > {criteria.max_error_rate:.0%}: "
+                       f"{', '.join(summary['errors']) or 'see errors'}")
+    cached = summary.get("cached_fraction")
+    if cached is not None and cached > criteria.max_cached_fraction:
+        warnings.append(f"{cached:.0%} of prompt tokens came from the server's prompt cache: TTFT is too low; "
+                        "vary the prompts")
+    if summary.get("requests_without_usage"):
+        warnings.append(f"{summary['requests_without_usage']} successful request(s) had no usage: their token "
+                        "counts and TPOT are unknown (the server ignores stream_options.include_usage?)")
+    return {"valid": not reasons, "reasons": reasons, "warnings": warnings}
+
+
+def summarise(results: list[RequestResult], duration_s: float, slo: dict | None = None,
+              criteria: Criteria = Criteria()) -> dict:
+    """The metrics of one run (pure). Latencies in ms; throughputs per second of the run's duration.
+    Every metric is None when no request succeeded — never 0, which would read as "measured: zero"."""
+    ok = [r for r in results if r.success]
+    failed = [r for r in results if not r.success]
+    with_usage = [r for r in ok if r.output_tokens is not None]
+    n = len(results)
+    out_tokens = sum(r.output_tokens for r in with_usage) if with_usage else None
+    prompt_known = [r for r in ok if r.prompt_tokens is not None]
+    prompt_tokens = sum(r.prompt_tokens for r in prompt_known) if prompt_known else None
+    cached_known = [r for r in prompt_known if r.cached_tokens is not None]
+    decode = [(r.output_tokens - 1, r.e2el_s - r.ttft_s) for r in with_usage if tpot_s(r) is not None]
+    decode_time = sum(t for _, t in decode)
+    server_speeds = [r.server_timings["predicted_per_second"] for r in ok
+                     if r.server_timings and r.server_timings.get("predicted_per_second")]
+    per_s = (lambda x: x / duration_s if x is not None and ok and duration_s > 0 else None)
+    summary = {
+        "requests": n, "successes": len(ok), "failures": len(failed), "duration_s": duration_s,
+        "error_rate": len(failed) / n if n else None,
+        "errors": dict(Counter((r.error or "unknown")[:120] for r in failed)),
+        "ttft_ms": stats_ms([r.ttft_s for r in ok]),
+        "tpot_ms": stats_ms([t for r in ok if (t := tpot_s(r)) is not None]),
+        "itl_ms": stats_ms([g for r in ok for g in r.itl_s]),
+        "e2el_ms": stats_ms([r.e2el_s for r in ok]),
+        "request_throughput": per_s(len(ok)) if ok else None,
+        "output_throughput": per_s(out_tokens),
+        "total_token_throughput": per_s(out_tokens + prompt_tokens) if out_tokens is not None and prompt_tokens is not None else None,
+        "stream_decode_tok_s": sum(k for k, _ in decode) / decode_time if decode and decode_time > 0 else None,
+        "server_decode_tok_s": sum(server_speeds) / len(server_speeds) if server_speeds else None,
+        "output_tokens_mean": out_tokens / len(with_usage) if with_usage else None,
+        "prompt_tokens_mean": prompt_tokens / len(prompt_known) if prompt_known else None,
+        "cached_fraction": (sum(r.cached_tokens for r in cached_known) / max(1, sum(r.prompt_tokens for r in cached_known))
+                            if cached_known else None),
+        "requests_without_usage": len(ok) - len(with_usage),
+        "goodput": None,
+    }
+    if slo:
+        good = sum(meets_slo(r, slo) for r in results)
+        summary["goodput"] = {"slo": dict(slo), "good_requests": good,
+                              "goodput_req_s": good / duration_s if ok and duration_s > 0 else None,
+                              "fraction": good / n if ok else None}
+    summary["validity"] = validity(summary, criteria)
+    return summary
+
+
+def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = Criteria()) -> dict:
+    """`summarise` of a RunResult, with its load settings and the client's CPU time."""
+    s = summarise(run.results, run.duration_s, slo, criteria)
+    s.update(concurrency=run.spec.concurrency, request_rate=run.spec.request_rate, client_cpu_s=run.client_cpu_s)
+    return s
+
+
+# ================================================================ in-process speed: llama-bench
+def _bench_stats(row: dict) -> dict:
+    return {"test": row["test"], "n_prompt": row.get("n_prompt"), "n_gen": row.get("n_gen"),
+            "n_depth": row.get("n_depth"), "tok_s_mean": row.get("avg_ts"), "tok_s_sd": row.get("stddev_ts"),
+            "samples_tok_s": row.get("samples_ts"), "samples_ns": row.get("samples_ns")}
+
+
+def llama_bench(model: str | Path, threads: int, n_prompt: int, n_gen: int, depth: int = 0, reps: int = 3,
+                n_gpu_layers: int | None = None, flash_attn: str | None = None, extra_args: tuple = (),
+                timeout_s: float = 600) -> dict:
+    """Run the real `llama-bench -o json` for pp<n_prompt> and tg<n_gen> at context depth `depth`.
+
+    Returns {"command", "pp": {...}, "tg": {...}, "rows" (llama-bench's own JSON: build, CPU/GPU,
+    every setting), "duration_s"}; pp/tg hold mean ± sample sd and the raw per-repetition samples.
+    Raises RuntimeError with llama-bench's stderr tail when it fails."""
+    from lab import paths
+
+    cmd = [str(paths.tool("llama-bench")), "-m", str(model), "-t", str(threads), "-p", str(n_prompt),
+           "-n", str(n_gen), "-d", str(depth), "-r", str(reps), "-o", "json"]
+    if n_gpu_layers is not None:
+        cmd += ["-ngl", str(99 if n_gpu_layers < 0 else n_gpu_layers)]
+    if flash_attn is not None:
+        cmd += ["-fa", flash_attn]
+    cmd += [str(a) for a in extra_args]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        raise RuntimeError(f"llama-bench exited {proc.returncode}: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+    rows = json.loads(proc.stdout)
+    for row in rows:
+        d = f"@d{row.get('n_depth')}" if row.get("n_depth") else ""
+        row["test"] = f"pp{row['n_prompt']}{d}" if row.get("n_gen") == 0 else f"tg{row['n_gen']}{d}"
+    pp = next((r for r in rows if r.get("n_prompt") and not r.get("n_gen")), None)
+    tg = next((r for r in rows if r.get("n_gen") and not r.get("n_prompt")), None)
+    return {"command": cmd, "pp": _bench_stats(pp) if pp else None, "tg": _bench_stats(tg) if tg else None,
+            "rows": rows, "duration_s": time.perf_counter() - t0}
+
+
+def served_ratio(served_tok_s: float | None, in_process_tok_s: float | None) -> float | None:
+    """Served single-stream decode speed ÷ llama-bench tg for the same model and threads (target ≥ 0.95)."""
+    if served_tok_s is None or not in_process_tok_s:
+        return None
+    return served_tok_s / in_process_tok_s
+
+
+# ================================================================ the client's own capacity
+def client_capacity(streams: int = 64, tokens_per_stream: int = 200, paced_interval_ms: float = 20.0,
+                    paced_tokens: int = 50) -> dict:
+    """How much load this client can generate and time, against lab.bench_source (a local SSE server
+    in its own process, sending OpenAI-style chunks): `streams` concurrent streams flat out (parsed
+    tok/s, client CPU seconds per 1000 tokens), then paced at one chunk every `paced_interval_ms` per
+    stream (ITL the client measured minus the interval = what the client adds). Targets: ≥ 64 streams,
+    ≥ 5,000 tok/s parsed on one core, ≤ 1 ms added to ITL."""
+    from lab import bench_source
+
+    out = {"streams": streams, "tokens_per_stream": tokens_per_stream, "paced_interval_ms": paced_interval_ms}
+    with bench_source.running() as base_url:
+        for mode, interval, tokens in (("flat_out", 0.0, tokens_per_stream), ("paced", paced_interval_ms, paced_tokens)):
+            target = Target(f"{base_url}/i{interval:g}", model="source", max_tokens=tokens, ignore_eos=False)
+            prompts = make_prompts(streams + 1, 4, seed=1)
+            run = run_load(target, prompts, LoadSpec(concurrency=streams, max_requests=streams, warmup_requests=1))
+            s = summarise(run.results, run.duration_s)
+            tokens_done = sum(r.output_tokens or 0 for r in run.results if r.success)
+            out[mode] = {"successes": s["successes"], "failures": s["failures"], "duration_s": run.duration_s,
+                         "tokens": tokens_done, "parsed_tok_s": tokens_done / run.duration_s if run.duration_s else None,
+                         "client_cpu_s": run.client_cpu_s,
+                         "client_cpu_ms_per_1000_tok": 1e6 * run.client_cpu_s / tokens_done if tokens_done else None,
+                         "tok_per_client_cpu_s": tokens_done / run.client_cpu_s if run.client_cpu_s else None,
+                         "itl_ms": s["itl_ms"], "errors": s["errors"]}
+    paced = out["paced"]["itl_ms"]
+    out["added_itl_ms_mean"] = paced["mean"] - paced_interval_ms if paced["mean"] is not None else None
+    out["added_itl_ms_p99"] = paced["p99"] - paced_interval_ms if paced["p99"] is not None else None
+    out["targets"] = {"streams": 64, "tok_per_client_cpu_s": 5000, "added_itl_ms": 1.0}
+    flat = out["flat_out"]
+    out["meets_targets"] = (flat["successes"] >= 64 and (flat["tok_per_client_cpu_s"] or 0) >= 5000
+                            and out["added_itl_ms_mean"] is not None and out["added_itl_ms_mean"] <= 1.0)
+    return out
+
+
+# ================================================================ show
+def summary_row(summary: dict) -> dict:
+    """One flat table row of a run's summary (ms and tok/s, rounded for reading)."""
+    def r(x, nd=1):
+        return None if x is None else round(x, nd)
+
+    v = summary["validity"]
+    return {"concurrency": summary.get("concurrency"), "requests": summary["requests"], "ok": summary["successes"],
+            "errors": summary["failures"], "duration_s": r(summary["duration_s"], 2),
+            "output_tok_s": r(summary["output_throughput"]), "stream_decode_tok_s": r(summary["stream_decode_tok_s"]),
+            "server_decode_tok_s": r(summary["server_decode_tok_s"]),
+            "ttft_p50_ms": r(summary["ttft_ms"]["p50"]), "ttft_p99_ms": r(summary["ttft_ms"]["p99"]),
+            "tpot_p50_ms": r(summary["tpot_ms"]["p50"]), "itl_p50_ms": r(summary["itl_ms"]["p50"]),
+            "itl_p99_ms": r(summary["itl_ms"]["p99"]), "e2el_p50_ms": r(summary["e2el_ms"]["p50"]),
+            "prompt_tokens": r(summary["prompt_tokens_mean"]), "cached": r(summary["cached_fraction"], 3),
+            "valid": v["valid"], "why_not": "; ".join(v["reasons"] + v["warnings"])}
+
+
+def sweep_frame(summaries: list[dict]):
+    import pandas as pd
+
+    return pd.DataFrame([summary_row(s) for s in summaries])
+
+
+def requests_frame(run: RunResult):
+    """Every request of a run: start, TTFT, E2EL, tokens, error — for a closer look."""
+    import pandas as pd
+
+    return pd.DataFrame([{"index": r.index, "success": r.success, "start_s": r.start_s, "ttft_s": r.ttft_s,
+                          "e2el_s": r.e2el_s, "chunks": len(r.chunk_times_s), "output_tokens": r.output_tokens,
+                          "prompt_tokens": r.prompt_tokens, "cached_tokens": r.cached_tokens, "error": r.error}
+                         for r in run.results])
+
+
+def sweep_chart(summaries: list[dict], ceilings: list[dict] | None = None, predicted_single: float | None = None,
+                title: str = "Throughput and latency by concurrency"):
+    """Two panels: output tok/s (measured aggregate, and the roofline's aggregate ceiling when known)
+    and latency (TTFT p50, TPOT p50, E2EL p50) against concurrency."""
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    xs = [s.get("concurrency") for s in summaries]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("output tokens per second (all streams)", "latency, p50 (ms)"))
+    fig.add_trace(go.Scatter(x=xs, y=[s["output_throughput"] for s in summaries], mode="lines+markers",
+                             name="measured (served)"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=xs, y=[s["stream_decode_tok_s"] for s in summaries], mode="lines+markers",
+                             name="per-stream decode", line={"dash": "dot"}), row=1, col=1)
+    if ceilings:
+        fig.add_trace(go.Scatter(x=[c["concurrency"] for c in ceilings], y=[c["aggregate_ceiling_tok_s"] for c in ceilings],
+                                 mode="lines+markers", name="roofline ceiling", line={"dash": "dash"}), row=1, col=1)
+    if predicted_single is not None:
+        fig.add_trace(go.Scatter(x=[1], y=[predicted_single], mode="markers", marker={"symbol": "x", "size": 11},
+                                 name="calibrated prediction (1 stream)"), row=1, col=1)
+    for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2el_ms", "E2E latency")):
+        fig.add_trace(go.Scatter(x=xs, y=[s[key]["p50"] for s in summaries], mode="lines+markers", name=name),
+                      row=1, col=2)
+    fig.update_xaxes(title_text="concurrent streams", type="log", tickvals=xs)
+    fig.update_yaxes(type="log", row=1, col=1)
+    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_layout(title=title, height=420)
+    return fig
+
+
+__all__ = ["RequestResult", "Target", "LoadSpec", "RunResult", "Criteria", "make_prompts", "count_tokens",
+           "words_for_tokens", "stream_request", "run_load_async", "run_load", "sweep", "percentile", "stats_ms",
+           "tpot_s", "meets_slo", "validity", "summarise", "summarise_run", "llama_bench", "served_ratio",
+           "client_capacity", "summary_row", "sweep_frame", "requests_frame", "sweep_chart"]

@@ -1,0 +1,253 @@
+"""The load generator: metric arithmetic on hand-made traces (exact), stream parsing, load shapes
+against a local source, and a real llama-server killed mid-sweep (integration)."""
+import asyncio
+import os
+import signal
+import threading
+import time
+
+import httpx
+import pytest
+
+from lab import bench, bench_source
+from lab.bench import Criteria, RequestResult
+
+
+def ok(index, start, ttft, chunks, e2el, out, prompt=10, cached=0, timings=None):
+    return RequestResult(index, True, None, start, ttft, list(chunks), e2el, out, prompt, cached, 0, timings)
+
+
+def failed(index, error="ConnectError", chunks=()):
+    return RequestResult(index, False, error, 0.0, None, list(chunks), 0.1)
+
+
+TRACE = [
+    ok(0, 0.0, 0.5, [0.5, 0.6, 0.8, 1.0], 1.1, 4, prompt=10, timings={"predicted_per_second": 10.0}),
+    ok(1, 0.2, 0.3, [0.3, 0.5], 0.5, 2, prompt=20, cached=5, timings={"predicted_per_second": 20.0}),
+    failed(2),
+]
+
+
+# ---------------------------------------------------------------- summarise: exact arithmetic
+def test_summary_metrics_exact():
+    s = bench.summarise(TRACE, duration_s=2.0)
+    assert (s["requests"], s["successes"], s["failures"]) == (3, 2, 1)
+    assert s["error_rate"] == pytest.approx(1 / 3)
+    assert s["errors"] == {"ConnectError": 1}
+    assert s["ttft_ms"] == {"mean": pytest.approx(400), "p50": pytest.approx(400), "p90": pytest.approx(480),
+                            "p99": pytest.approx(498), "n": 2}
+    # TPOT: (1.1 - 0.5) / (4 - 1) = 0.2 s and (0.5 - 0.3) / (2 - 1) = 0.2 s
+    assert s["tpot_ms"]["mean"] == pytest.approx(200) and s["tpot_ms"]["n"] == 2
+    # ITL: gaps 0.1, 0.2, 0.2 and 0.2 s
+    assert s["itl_ms"]["mean"] == pytest.approx(175) and s["itl_ms"]["p50"] == pytest.approx(200)
+    assert s["itl_ms"]["n"] == 4
+    assert s["e2el_ms"]["mean"] == pytest.approx(800)
+    assert s["request_throughput"] == pytest.approx(1.0)        # 2 successes / 2 s
+    assert s["output_throughput"] == pytest.approx(3.0)         # (4 + 2) tokens / 2 s
+    assert s["total_token_throughput"] == pytest.approx(18.0)   # (6 + 30) / 2 s
+    assert s["stream_decode_tok_s"] == pytest.approx(5.0)       # (3 + 1) tokens / (0.6 + 0.2) s
+    assert s["server_decode_tok_s"] == pytest.approx(15.0)
+    assert s["prompt_tokens_mean"] == pytest.approx(15.0) and s["output_tokens_mean"] == pytest.approx(3.0)
+    assert s["cached_fraction"] == pytest.approx(5 / 30)
+    assert s["goodput"] is None
+
+
+def test_goodput_counts_requests_meeting_every_slo():
+    s = bench.summarise(TRACE, 2.0, slo={"ttft_ms": 400})
+    assert s["goodput"] == {"slo": {"ttft_ms": 400}, "good_requests": 1, "goodput_req_s": pytest.approx(0.5),
+                            "fraction": pytest.approx(1 / 3)}
+    both = bench.summarise(TRACE, 2.0, slo={"ttft_ms": 600, "tpot_ms": 150})
+    assert both["goodput"]["good_requests"] == 0  # both TPOTs are 200 ms
+    with pytest.raises(ValueError, match="unknown SLO"):
+        bench.summarise(TRACE, 2.0, slo={"latency": 1})
+
+
+def test_nothing_succeeded_gives_none_never_zero():
+    s = bench.summarise([failed(0), failed(1, "HTTP 503: loading")], duration_s=3.0, slo={"ttft_ms": 1000})
+    for key in ("request_throughput", "output_throughput", "total_token_throughput", "stream_decode_tok_s",
+                "server_decode_tok_s", "output_tokens_mean", "prompt_tokens_mean", "cached_fraction"):
+        assert s[key] is None, key
+    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
+        assert s[key] == {"mean": None, "p50": None, "p90": None, "p99": None, "n": 0}
+    assert s["goodput"]["goodput_req_s"] is None and s["goodput"]["fraction"] is None
+    assert s["error_rate"] == 1.0
+    assert not s["validity"]["valid"]
+    assert any("no request succeeded" in r for r in s["validity"]["reasons"])
+    empty = bench.summarise([], 1.0)
+    assert empty["error_rate"] is None and empty["request_throughput"] is None
+
+
+def test_validity_reasons():
+    short = bench.summarise(TRACE, 2.0, criteria=Criteria(min_duration_s=5, min_successes=4, max_error_rate=0.05))
+    reasons = " | ".join(short["validity"]["reasons"])
+    assert "2.00 s < 5 s" in reasons
+    assert "2 successful requests < 4" in reasons
+    assert "error rate 33% > 5%" in reasons
+    assert short["validity"]["valid"] is False
+    fine = bench.summarise(TRACE[:2], 10.0, criteria=Criteria(min_duration_s=5, min_successes=2, max_cached_fraction=0.1))
+    assert fine["validity"]["valid"] is True
+    assert "prompt cache" in fine["validity"]["warnings"][0]  # 5 of 30 prompt tokens were cached
+
+
+def test_missing_usage_is_a_warning_and_tpot_unknown():
+    r = ok(0, 0.0, 0.1, [0.1, 0.2], 0.3, None)
+    s = bench.summarise([r], 10.0, criteria=Criteria(min_successes=1))
+    assert s["tpot_ms"]["n"] == 0 and s["output_throughput"] is None
+    assert s["requests_without_usage"] == 1 and "no usage" in s["validity"]["warnings"][0]
+
+
+def test_percentile_matches_linear_interpolation():
+    xs = [3.0, 1.0, 4.0, 1.5, 9.0]
+    assert bench.percentile(xs, 50) == 3.0
+    assert bench.percentile(xs, 90) == pytest.approx(7.0)  # numpy: 4 + 0.6 x (9 - 4)
+    assert bench.percentile([], 50) is None
+    assert bench.percentile([2.0], 99) == 2.0
+
+
+# ---------------------------------------------------------------- measure: stream parsing
+def run_mock(handler, endpoint="completions"):
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            target = bench.Target("http://mock", max_tokens=8, endpoint=endpoint)
+            return await bench.stream_request(client, target, "hi", 0, time.perf_counter())
+    return asyncio.run(go())
+
+
+def sse(*events):
+    return "".join(f"data: {e}\n\n" for e in events).encode()
+
+
+def test_tokens_come_from_usage_not_chunks():
+    body = sse('{"choices":[{"text":"Hello"}]}', '{"choices":[{"text":" world"}]}',
+               '{"choices":[{"text":"","finish_reason":"length"}],"usage":{"completion_tokens":7,"prompt_tokens":3,'
+               '"prompt_tokens_details":{"cached_tokens":2}},"timings":{"predicted_per_second":99.0,"cache_n":2}}',
+               "[DONE]")
+    r = run_mock(lambda req: httpx.Response(200, content=body))
+    assert r.success and r.error is None
+    assert (r.output_tokens, r.prompt_tokens, r.cached_tokens) == (7, 3, 2)
+    assert len(r.chunk_times_s) == 2 and r.ttft_s == r.chunk_times_s[0]
+    assert r.output_chars == len("Hello world") and r.server_timings["predicted_per_second"] == 99.0
+
+
+def test_chat_deltas_are_parsed():
+    body = sse('{"choices":[{"delta":{"role":"assistant"}}]}', '{"choices":[{"delta":{"content":"Hi"}}]}',
+               '{"choices":[],"usage":{"completion_tokens":1,"prompt_tokens":30}}', "[DONE]")
+    r = run_mock(lambda req: httpx.Response(200, content=body), endpoint="chat")
+    assert r.success and len(r.chunk_times_s) == 1 and r.output_tokens == 1  # the role-only chunk is not a token
+
+
+@pytest.mark.parametrize("response,error", [
+    (httpx.Response(503, content=b'{"error":"Loading model"}'), "HTTP 503"),
+    (httpx.Response(200, content=sse('{"choices":[{"text":"a"}]}')), "without [DONE]"),
+    (httpx.Response(200, content=sse('{"error":{"message":"context full"}}')), "server error in stream"),
+    (httpx.Response(200, content=sse("[DONE]")), "no generated text"),
+])
+def test_failures_are_recorded_not_raised(response, error):
+    r = run_mock(lambda req: response)
+    assert not r.success and error in r.error
+    assert r.e2el_s is not None
+
+
+def test_connection_failure_is_recorded():
+    def refuse(request):
+        raise httpx.ConnectError("connection refused")
+    r = run_mock(refuse)
+    assert not r.success and r.error.startswith("ConnectError")
+
+
+# ---------------------------------------------------------------- orchestrate: against the local source
+def max_in_flight(results):
+    events = sorted([(r.start_s, 1) for r in results] + [(r.start_s + r.e2el_s, -1) for r in results],
+                    key=lambda e: (e[0], e[1]))
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def test_fixed_concurrency_and_request_budget():
+    with bench_source.running() as url:
+        target = bench.Target(url + "/i5", max_tokens=10, ignore_eos=False)
+        run = bench.run_load(target, bench.make_prompts(10, 6), bench.LoadSpec(concurrency=3, max_requests=9))
+    assert len(run.warmup) == 1 and len(run.results) == 9
+    assert all(r.success and r.output_tokens == 10 for r in run.results)
+    assert max_in_flight(run.results) <= 3
+    assert bench.summarise_run(run)["concurrency"] == 3
+
+
+def test_time_budget_stops_sending():
+    with bench_source.running() as url:
+        target = bench.Target(url + "/i20", max_tokens=10, ignore_eos=False)  # ~0.2 s per request
+        run = bench.run_load(target, bench.make_prompts(100, 6),
+                             bench.LoadSpec(concurrency=1, duration_s=0.5, warmup_requests=0))
+    assert 2 <= len(run.results) <= 4 and all(r.success for r in run.results)
+    assert run.duration_s < 1.5
+
+
+def test_poisson_arrivals_are_seeded():
+    with bench_source.running() as url:
+        target = bench.Target(url + "/i0", max_tokens=2, ignore_eos=False)
+        spec = bench.LoadSpec(concurrency=None, request_rate=50.0, max_requests=8, warmup_requests=0, seed=7)
+        runs = [bench.run_load(target, bench.make_prompts(8, 4), spec) for _ in range(2)]
+    starts = [[r.start_s for r in run.results] for run in runs]
+    assert all(b > a for a, b in zip(starts[0], starts[0][1:]))
+    gaps = [[b - a for a, b in zip(s, s[1:])] for s in starts]
+    assert gaps[0] == pytest.approx(gaps[1], abs=0.03)  # same seed, same arrival gaps (within scheduling noise)
+
+
+def test_load_spec_needs_a_budget_and_a_shape():
+    with pytest.raises(ValueError, match="budget"):
+        bench.LoadSpec(concurrency=1)
+    with pytest.raises(ValueError, match="concurrency, request_rate"):
+        bench.LoadSpec(concurrency=None, max_requests=3)
+
+
+def test_prompts_differ_from_the_first_word():
+    prompts = bench.make_prompts(5, 20, seed=1)
+    assert len({p.split(":")[0] for p in prompts}) == 5
+    assert all(len(p.split()) == 20 for p in prompts)
+    assert bench.make_prompts(3, 10, seed=1, tag="x") == bench.make_prompts(3, 10, seed=1, tag="x")
+
+
+def test_run_load_works_inside_a_running_event_loop():
+    async def inside_loop():  # what a notebook cell is
+        with bench_source.running() as url:
+            target = bench.Target(url + "/i0", max_tokens=3, ignore_eos=False)
+            return bench.run_load(target, bench.make_prompts(3, 4), bench.LoadSpec(concurrency=2, max_requests=2))
+    run = asyncio.run(inside_loop())
+    assert [r.success for r in run.results] == [True, True]
+
+
+# ---------------------------------------------------------------- integration: a real server dies mid-sweep
+@pytest.mark.integration
+def test_server_killed_mid_run_counts_failures_and_keeps_records(tmp_path):
+    from lab import engines, profiles, serve
+
+    prof = profiles.load("cpu-default")
+    cmd = engines.build_command(prof, port=serve.free_port())
+    srv = serve.start(cmd, log_dir=tmp_path, name="bench_kill")
+    try:
+        target = bench.Target(srv.base_url, model=serve.model_name(srv), max_tokens=24)
+        one = bench.run_load(target, bench.make_prompts(1, 32, seed=3),
+                             bench.LoadSpec(concurrency=1, max_requests=1, warmup_requests=0))
+        assert one.results[0].success, one.results[0].error
+        per_request = one.results[0].e2el_s
+        box = {}
+        worker = threading.Thread(target=lambda: box.update(run=bench.run_load(
+            target, bench.make_prompts(6, 32, seed=4), bench.LoadSpec(concurrency=1, max_requests=6, warmup_requests=0))))
+        worker.start()
+        time.sleep(2.5 * per_request)  # request 0 done, request 2 or so in flight
+        os.killpg(srv.pid, signal.SIGKILL)
+        worker.join(timeout=120)
+        assert not worker.is_alive()
+    finally:
+        report = srv.stop()
+    run = box["run"]
+    s = bench.summarise_run(run)
+    assert len(run.results) == 6  # every request has a record, none raised
+    assert s["successes"] >= 1 and s["failures"] >= 1 and s["successes"] + s["failures"] == 6
+    assert all(r.error for r in run.results if not r.success)
+    assert s["error_rate"] == pytest.approx(s["failures"] / 6)
+    assert s["validity"]["valid"] is False and any("error rate" in x for x in s["validity"]["reasons"])
+    assert report["left_running"] == []
