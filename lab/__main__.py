@@ -64,8 +64,26 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _cmd_compare(args) -> int:
+    from lab import report
+
+    try:
+        rows = report.compare_rows(args.run_dirs)
+    except (FileNotFoundError, ValueError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.html:
+        print(report.build_compare(args.run_dirs, args.html))
+    else:
+        import pandas as pd
+
+        with pd.option_context("display.max_rows", None, "display.max_colwidth", 40, "display.width", 200):
+            print(pd.DataFrame(rows).to_string(index=False))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m lab", description="Budget-GPU LLM lab: run, validate, plan, report.")
+    ap = argparse.ArgumentParser(prog="python -m lab", description="Budget-GPU LLM lab: run, validate, plan, report, compare, doctor, synth.")
     sub = ap.add_subparsers(dest="verb", required=True)
 
     p = sub.add_parser("run", help="run the notebooks with papermill into outputs/<profile>/<UTC>_<sha>/")
@@ -86,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="(re)build report.html of a run folder from its records")
     p.add_argument("run_dir")
     p.set_defaults(fn=_cmd_report)
+    p = sub.add_parser("compare", help="key results of several run folders side by side")
+    p.add_argument("run_dirs", nargs="+")
+    p.add_argument("--html", default=None, help="write an HTML table to this file instead of printing")
+    p.set_defaults(fn=_cmd_compare)
     return ap
 
 

@@ -125,3 +125,39 @@ def build(run_dir: str | Path) -> Path:
     out = run_dir / "report.html"
     out.write_text("\n".join(parts), encoding="utf-8")
     return out
+
+
+def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
+    """One row per (record, result) with one column per run: many runs' key results side by side."""
+    runs = []
+    for rd in run_dirs:
+        rd = Path(rd)
+        if not (rd / "records").is_dir():
+            raise FileNotFoundError(f"{rd}: not a run folder (no records/); give folders under outputs/<profile>/")
+        manifest_path = rd / "manifest.json"
+        label = rd.name
+        if manifest_path.exists():
+            label = f"{json.loads(manifest_path.read_text())['profile']['name']}/{rd.name}"
+        runs.append((label, evidence.read_records(rd)))
+    keys: list[tuple[str, str]] = []
+    for _, records in runs:
+        for name, rec in records.items():
+            for k in (rec.get("summary") or {}):
+                if (name, k) not in keys:
+                    keys.append((name, k))
+    rows = []
+    for name, k in keys:
+        row = {"record": name, "result": k}
+        for label, records in runs:
+            row[label] = (records.get(name, {}).get("summary") or {}).get(k)
+        rows.append(row)
+    return rows
+
+
+def build_compare(run_dirs: list[str | Path], out: str | Path) -> Path:
+    rows = compare_rows(run_dirs)
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>LLM lab: compare runs</title>"
+            f"<style>{CSS}</style></head><body><h1>Compare runs</h1>{html_table(rows, None)}</body></html>")
+    out = Path(out)
+    out.write_text(page, encoding="utf-8")
+    return out
