@@ -1,0 +1,201 @@
+"""lab.synth: the shape and exact size of a synthetic GGUF (pure), valid random blocks, and a tiny file
+that the real llama.cpp loads and generates from (integration, needs `make setup`)."""
+import json
+import math
+import subprocess
+
+import numpy as np
+import pytest
+
+from lab import models, paths, synth
+from lab.models import ArchSpec
+
+TINY = ArchSpec(name="tiny", family="llama", source="tests/test_synth.py", n_layers=2, n_heads=4, n_kv_heads=2,
+                head_dim_k=64, head_dim_v=64, hidden_size=256, ffn_size=768, vocab_size=151936, max_context=4096)
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    try:
+        return synth.default_vocab_path()
+    except synth.SynthError as exc:
+        pytest.skip(str(exc))
+
+
+# ---------------------------------------------------------------- pure: shapes and sizes
+def test_qwen3_32b_plan_matches_facts():
+    # FACTS.md: the H200 model was "every matrix Q4_K: 17.17 GiB, 32.76 B params".
+    plan = synth.tensor_plan(models.stand_in("qwen3-32b"), "Q4_K")
+    arch = models.stand_in("qwen3-32b")
+    matrices = [t for t in plan if t.layout is not synth.F32]
+    n_matrix = sum(t.n_elements for t in matrices)
+    assert n_matrix == 32_761_446_400
+    # The HF count adds Qwen3's q/k norms (2 x 128 per layer), which a llama file has no place for.
+    assert arch.params - n_matrix - sum(t.n_elements for t in plan if t.layout is synth.F32) == 64 * 2 * 128
+    assert sum(t.nbytes for t in matrices) == n_matrix * 144 // 256
+    assert round(sum(t.nbytes for t in plan) / 2**30, 2) == 17.17
+    assert len(plan) == 2 + 64 * 9 + 1
+    q = next(t for t in plan if t.name == "blk.0.attn_q.weight")
+    assert q.ne == (5120, 8192) and q.byte_shape == (8192, 5120 // 256 * 144)
+
+
+def test_layers_override_and_q8_0():
+    plan = synth.tensor_plan(models.stand_in("qwen3-32b"), "Q8_0", layers=2)
+    assert {t.name.split(".")[1] for t in plan if t.name.startswith("blk.")} == {"0", "1"}
+    down = next(t for t in plan if t.name == "blk.1.ffn_down.weight")
+    assert down.ne == (25600, 5120) and down.nbytes == 25600 * 5120 // 32 * 34
+
+
+def test_refuses_what_llama_cannot_express():
+    with pytest.raises(synth.SynthError, match="linear-attention"):
+        synth.tensor_plan(models.stand_in("qwen3.5-27b"))
+    with pytest.raises(synth.SynthError, match="not supported"):
+        synth.tensor_plan(TINY, "Q3_K")
+    with pytest.raises(synth.SynthError, match="multiple of Q4_K's block"):
+        synth.tensor_plan(ArchSpec(**{**TINY.to_dict(), "hidden_size": 320}))
+
+
+def test_tied_embeddings_have_no_output_head():
+    gemma = models.stand_in("gemma-3-27b")  # tie_word_embeddings: the output head is token_embd
+    names = {t.name for t in synth.tensor_plan(gemma)}
+    assert "output.weight" not in names and "token_embd.weight" in names
+    keys = {kv.key for kv in synth.model_kvs(gemma, "Q4_K", 0, None, "v.gguf")}
+    assert "lab.synthetic.dropped" in keys  # the sliding window cannot be kept: said in the file
+
+
+def test_predict_bytes_counts_every_field():
+    VT = synth._vt()
+    kvs = [synth.KV("general.architecture", "llama", VT.STRING),
+           synth.KV("a.list", ["ab", "c"], VT.ARRAY, VT.STRING),
+           synth.KV("a.ints", [1, 2, 3], VT.ARRAY, VT.INT32), synth.KV("a.flag", True, VT.BOOL)]
+    plan = [synth.TensorPlan("w", (256, 2), synth.QUANTS["Q4_K"])]
+    size = synth.predict_bytes(kvs, plan)
+    meta = (8 + 20 + 4 + 8 + 5) + (8 + 6 + 4 + 12 + 10 + 9) + (8 + 6 + 4 + 12 + 12) + (8 + 6 + 4 + 1)
+    table = 8 + 1 + 4 + 16 + 4 + 8
+    assert size["header_bytes"] == math.ceil((24 + meta + table) / 32) * 32
+    assert size["tensor_bytes"] == 288 and size["total_bytes"] == size["header_bytes"] + 288
+
+
+# ---------------------------------------------------------------- random blocks are valid and small
+@pytest.mark.parametrize("quant,n_in", [("Q4_K", 5120), ("Q8_0", 25600)])
+def test_random_blocks_dequantize_to_small_zero_mean_weights(quant, n_in):
+    from gguf import GGMLQuantizationType, quants
+
+    t = synth.TensorPlan("w", (n_in, 64), synth.QUANTS[quant])
+    raw = synth.tensor_data(t, np.random.Generator(np.random.PCG64(1)))
+    assert raw.shape == t.byte_shape and raw.dtype == np.uint8
+    w = quants.dequantize(raw, GGMLQuantizationType(t.layout.ggml_type))
+    assert w.shape == (64, n_in) and np.isfinite(w).all()
+    target = synth.weight_std(n_in)
+    assert abs(w.mean()) < 0.05 * target
+    assert 0.8 < w.std() / target < 1.25
+
+
+def test_q4_k_scales_decode_as_packed():
+    from gguf import GGMLQuantizationType, quants
+
+    raw = synth.tensor_data(synth.TensorPlan("w", (256, 1), synth.QUANTS["Q4_K"]),
+                            np.random.Generator(np.random.PCG64(3)))
+    block = raw.reshape(144)
+    d = float(block[0:2].view(np.float16)[0])
+    # An all-zero nibble sub-block decodes to -dmin * m; all 15s to d*sc*15 - dmin*m: recover sc and m.
+    zeros, fifteen = block.copy(), block.copy()
+    zeros[16:] = 0
+    fifteen[16:] = 0xFF
+    w0 = quants.dequantize(zeros.reshape(1, 144), GGMLQuantizationType.Q4_K).reshape(8, 32)[:, 0]
+    w15 = quants.dequantize(fifteen.reshape(1, 144), GGMLQuantizationType.Q4_K).reshape(8, 32)[:, 0]
+    m = np.rint(-w0 / d)
+    sc = np.rint((w15 - w0) / (15 * d))
+    assert set(sc.tolist()) <= set(range(4, 9)) and np.array_equal(m, np.rint(sc * 7.5))
+
+
+# ---------------------------------------------------------------- the vocabulary
+def test_vocab_parser_matches_gguf_reader(vocab):
+    from gguf import GGUFReader
+
+    ours = {kv.key: kv for kv in synth.vocab_kvs(vocab)}
+    reader = GGUFReader(str(vocab))
+    theirs = {k: f for k, f in reader.fields.items() if k.startswith("tokenizer.")}
+    assert set(ours) == set(theirs)
+    for key, field in theirs.items():
+        assert ours[key].vtype == field.types[0]
+        assert ours[key].value == field.contents(), key
+
+
+def test_pad_vocab_fills_to_the_embedding_rows():
+    VT = synth._vt()
+    kvs = [synth.KV("tokenizer.ggml.tokens", ["a", "b"], VT.ARRAY, VT.STRING),
+           synth.KV("tokenizer.ggml.token_type", [1, 1], VT.ARRAY, VT.INT32)]
+    padded = {kv.key: kv.value for kv in synth.pad_vocab(kvs, 4)}
+    assert padded["tokenizer.ggml.tokens"] == ["a", "b", "[PAD2]", "[PAD3]"]
+    assert padded["tokenizer.ggml.token_type"] == [1, 1, 5, 5]  # TokenType.UNUSED
+    with pytest.raises(synth.SynthError, match="3 tokens"):
+        synth.pad_vocab([synth.KV("tokenizer.ggml.tokens", ["a", "b", "c"], VT.ARRAY, VT.STRING)], 2)
+
+
+# ---------------------------------------------------------------- command line
+def test_cli_dry_run_and_bad_usage(vocab, capsys, tmp_path):
+    out = tmp_path / "m.gguf"
+    assert synth.main(["--arch", "qwen3-32b", "--out", str(out), "--vocab", str(vocab), "--dry-run"]) == 0
+    assert "17.17 GiB" in capsys.readouterr().out and not out.exists()
+    assert synth.main(["--arch", "no-such-model", "--out", str(out)]) == 2
+    assert "qwen3-32b" in capsys.readouterr().err  # the error lists the known ids
+
+
+def test_cli_refuses_when_the_disk_is_too_small(vocab, monkeypatch, capsys, tmp_path):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10 << 30, 9 << 30, 1 << 30))
+    out = tmp_path / "m.gguf"
+    assert synth.main(["--arch", "qwen3-32b", "--out", str(out), "--vocab", str(vocab), "--no-progress"]) == 1
+    assert "GiB free" in capsys.readouterr().err and not out.exists()
+    assert not list(tmp_path.iterdir())
+
+
+# ---------------------------------------------------------------- integration: the real llama.cpp
+@pytest.fixture(scope="module")
+def tiny_file(vocab, tmp_path_factory):
+    path = tmp_path_factory.mktemp("synth") / "tiny-Q4_K.gguf"
+    _, kvs, plan, size = synth.plan_file(TINY, "Q4_K", vocab)
+    synth.write_file(path, TINY, kvs, plan, size, progress=False)
+    return path, size
+
+
+@pytest.mark.integration
+def test_tiny_file_size_and_header_are_as_predicted(tiny_file):
+    path, size = tiny_file
+    assert path.stat().st_size == size["total_bytes"]
+    header = models.read_gguf_header(path)
+    assert header.tensor_bytes == size["tensor_bytes"] and header.n_params == size["params"]
+    assert header.metadata["lab.synthetic"] is True and "garbage" in header.metadata["lab.synthetic.note"]
+    arch = models.from_gguf(path)
+    assert (arch.n_layers, arch.n_heads, arch.n_kv_heads, arch.head_dim_k, arch.hidden_size, arch.ffn_size,
+            arch.vocab_size) == (2, 4, 2, 64, 256, 768, 151936)
+
+
+@pytest.mark.integration
+def test_llama_bench_runs_the_tiny_file(tiny_file):
+    try:
+        bench = paths.tool("llama-bench")
+    except paths.SetupMissing as exc:
+        pytest.skip(str(exc))
+    path, size = tiny_file
+    proc = subprocess.run([str(bench), "-m", str(path), "-t", "2", "-p", "32", "-n", "8", "-r", "1", "-o", "json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(proc.stdout)
+    assert [(r["n_prompt"], r["n_gen"]) for r in rows] == [(32, 0), (0, 8)]
+    assert all(r["avg_ts"] > 0 for r in rows)
+    assert rows[0]["model_size"] == size["tensor_bytes"] and rows[0]["model_n_params"] == size["params"]
+
+
+@pytest.mark.integration
+def test_llama_cpp_generates_tokens_from_the_tiny_file(tiny_file):
+    llama_cpp = pytest.importorskip("llama_cpp")
+    path, _ = tiny_file
+    llm = llama_cpp.Llama(str(path), n_ctx=256, n_threads=2, verbose=False)
+    out = llm.create_completion("Hello, world", max_tokens=8, temperature=0)
+    assert out["usage"]["completion_tokens"] == 8 and out["usage"]["prompt_tokens"] >= 3
+    assert llm.metadata["lab.synthetic"] == "true"
