@@ -522,6 +522,28 @@ def llama_bench(model: str | Path, threads: int, n_prompt: int, n_gen: int, dept
             "rows": rows, "duration_s": time.perf_counter() - t0}
 
 
+def in_process_for(profile, depth: int, reps: int = 3) -> tuple[dict | None, str | None]:
+    """llama-bench for the profile's own model, threads and GPU layers, at pp<bench_prompt_tokens> and
+    tg<bench_output_tokens> at context depth `depth`; (None, why) when this machine cannot run it."""
+    from lab import evidence, paths
+
+    if profile.engine not in ("llama.cpp", "llama-cpp-python"):
+        return None, f"llama-bench measures llama.cpp only; this profile serves with {profile.engine}"
+    if profile.gpu_count > 0 and len(evidence.gpu_summary()["gpus"]) < profile.gpu_count:
+        return None, f"profile {profile.name} needs {profile.gpu_count} GPU(s); this machine has fewer"
+    try:
+        model = paths.model_path(profile.model_file) if profile.model_file else None
+        tool = paths.tool("llama-bench")
+    except Exception as exc:
+        return None, str(exc)
+    if model is None or not model.is_file():
+        return None, f"model file {model} not found"
+    del tool  # located above only to give a clear reason when set-up has not built it
+    result = llama_bench(model, profile.threads, profile.bench_prompt_tokens, profile.bench_output_tokens, depth, reps,
+                         n_gpu_layers=profile.n_gpu_layers if profile.gpu_count > 0 else None)
+    return result, None
+
+
 def served_ratio(served_tok_s: float | None, in_process_tok_s: float | None) -> float | None:
     """Served single-stream decode speed ÷ llama-bench tg for the same model and threads (target ≥ 0.95)."""
     if served_tok_s is None or not in_process_tok_s:
@@ -619,14 +641,175 @@ def sweep_chart(summaries: list[dict], ceilings: list[dict] | None = None, predi
     for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2el_ms", "E2E latency")):
         fig.add_trace(go.Scatter(x=xs, y=[s[key]["p50"] for s in summaries], mode="lines+markers", name=name),
                       row=1, col=2)
-    fig.update_xaxes(title_text="concurrent streams", type="log", tickvals=xs)
+    ticks = xs or [c["concurrency"] for c in ceilings or []]
+    fig.update_xaxes(title_text="concurrent streams", type="log", tickvals=ticks)
     fig.update_yaxes(type="log", row=1, col=1)
     fig.update_yaxes(type="log", row=1, col=2)
     fig.update_layout(title=title, height=420)
     return fig
 
 
+# ================================================================ notebook 06: checks, record, advice
+# Interactive use: the first token within 2 s, then at least 10 tokens/s per stream (faster than reading).
+DEFAULT_SLO = {"ttft_ms": 2000.0, "tpot_ms": 100.0}
+SERVED_RATIO_TARGET = 0.95
+
+
+def criteria_for(profile) -> Criteria:
+    """Validity criteria that the profile's own benchmark plan can meet (small plans, small minimums)."""
+    return Criteria(min_duration_s=3.0, min_successes=min(4, profile.bench_requests), max_error_rate=0.05)
+
+
+def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: float | None,
+                 capacity: dict | None, skip_reason: str | None = None) -> list:
+    """The benchmark's verdicts as lab.checks.Check: each run valid, served ≈ in-process, measured
+    below the roofline, and the client fast enough to measure what it measures."""
+    from lab.checks import Check
+
+    out = []
+    if skip_reason:
+        out.append(Check("benchmark ran", "skip", "skipped", "a server to measure", skip_reason))
+    for s in summaries:
+        v = s["validity"]
+        out.append(Check(f"run at concurrency {s.get('concurrency')} valid", "pass" if v["valid"] and not v["warnings"]
+                         else ("warn" if v["valid"] else "fail"),
+                         f"{s['successes']}/{s['requests']} ok in {s['duration_s']:.1f} s", "valid run",
+                         "; ".join(v["reasons"] + v["warnings"]), "lab.bench.validity (MLPerf-loadgen style)"))
+    single = summaries[0]["stream_decode_tok_s"] if summaries else None
+    if ratio is None:
+        out.append(Check("served ÷ in-process decode", "skip", "unknown", f"≥ {SERVED_RATIO_TARGET}",
+                         "needs both a served single stream and llama-bench", "issue 4"))
+    else:
+        out.append(Check("served ÷ in-process decode", "pass" if ratio >= SERVED_RATIO_TARGET else "warn",
+                         round(ratio, 3), f"≥ {SERVED_RATIO_TARGET}",
+                         "" if ratio >= SERVED_RATIO_TARGET else
+                         "the server and this client share the CPU cores, and HTTP/JSON streaming costs per token; "
+                         "compare the server-reported decode speed (timings) to separate the two", "issue 4"))
+    if single is not None and ceiling_tok_s is not None:
+        out.append(Check("single-stream decode ≤ roofline", "pass" if single <= ceiling_tok_s else "fail",
+                         round(single, 1), f"≤ {ceiling_tok_s:.1f} tok/s",
+                         "" if single <= ceiling_tok_s else "faster than memory allows: the bandwidth or the bytes per "
+                         "token used for the ceiling are wrong (is part of the model in a cache?)",
+                         "shared/FACTS.md 'Physics: decode is memory-bound'"))
+    if capacity:
+        flat = capacity["flat_out"]
+        for name, got, want, ok in (
+                ("client: concurrent streams", flat["successes"], "≥ 64", flat["successes"] >= 64),
+                ("client: tokens parsed per CPU second", round(flat["tok_per_client_cpu_s"] or 0),
+                 "≥ 5000", (flat["tok_per_client_cpu_s"] or 0) >= 5000),
+                ("client: added inter-token latency", None if capacity["added_itl_ms_mean"] is None
+                 else round(capacity["added_itl_ms_mean"], 3), "≤ 1 ms (mean)",
+                 capacity["added_itl_ms_mean"] is not None and capacity["added_itl_ms_mean"] <= 1.0)):
+            out.append(Check(name, "pass" if ok else "warn", got, want,
+                             "" if ok else "the client may limit what it measures: fewer streams, or a client on "
+                             "another machine", "issue 4 (client capacity)"))
+    return out
+
+
+def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama_bench_result: dict | None,
+                 roofline_result: dict, capacity: dict | None, verdicts: list, found: list, charts: list,
+                 skip_reason: str | None, llama_bench_skip: str | None, server: dict | None) -> dict:
+    """The 06_benchmark record: summary, checks, tables, charts, every request, the sweep's summaries,
+    llama-bench's rows, the roofline, the client's capacity and the claims' verdicts."""
+    from lab import evidence
+
+    single = summaries[0] if summaries else None
+    tg = (llama_bench_result or {}).get("tg") or {}
+    served = single["stream_decode_tok_s"] if single else None
+    ratio = served_ratio(served, tg.get("tok_s_mean"))
+    best = max(summaries, key=lambda s: s["output_throughput"] or 0) if summaries else None
+    counts = {v: sum(x.verdict == v for x in verdicts) for v in dict.fromkeys(x.verdict for x in verdicts)}
+    summary = {
+        "served_single_stream_decode_tok_s": served,
+        "server_reported_decode_tok_s": single["server_decode_tok_s"] if single else None,
+        "llama_bench_tg_tok_s": tg.get("tok_s_mean"), "llama_bench_test": tg.get("test"),
+        "served_over_in_process": ratio,
+        "decode_ceiling_tok_s": roofline_result.get("decode_ceiling_tok_s"),
+        "predicted_decode_tok_s": roofline_result.get("predicted_decode_tok_s"),
+        "served_fraction_of_ceiling": (served / roofline_result["decode_ceiling_tok_s"]
+                                       if served and roofline_result.get("decode_ceiling_tok_s") else None),
+        "best_aggregate_tok_s": best["output_throughput"] if best else None,
+        "best_aggregate_concurrency": best.get("concurrency") if best else None,
+        "ttft_p50_ms_single": single["ttft_ms"]["p50"] if single else None,
+        "client_parsed_tok_per_cpu_s": capacity["flat_out"]["tok_per_client_cpu_s"] if capacity else None,
+        "client_added_itl_ms": capacity["added_itl_ms_mean"] if capacity else None,
+        "claims": counts, "benchmark_skipped": skip_reason, "llama_bench_skipped": llama_bench_skip,
+    }
+    tables = [evidence.table_entry("Sweep by concurrency", [summary_row(s) for s in summaries]),
+              evidence.table_entry("Roofline inputs and outputs", roofline_rows(roofline_result)),
+              evidence.table_entry("Claims ledger", [v.row() for v in verdicts])]
+    if llama_bench_result:
+        tables.insert(1, evidence.table_entry("llama-bench (in-process)", llama_bench_rows(llama_bench_result)))
+    if capacity:
+        tables.append(evidence.table_entry("Client capacity", capacity_rows(capacity)))
+    return {"title": "Benchmark: served and in-process speed, the roofline, and the seeds' claims",
+            "summary": summary, "checks": [c.to_dict() for c in found], "tables": tables, "charts": charts,
+            "runs": [r.to_dict() for r in runs], "sweep": summaries, "llama_bench": llama_bench_result,
+            "roofline": roofline_result, "client_capacity": capacity,
+            "claims": [v.to_dict() for v in verdicts], "server": server}
+
+
+def roofline_rows(rl: dict) -> list[dict]:
+    """The roofline's inputs and results as (quantity, value, where it comes from) rows."""
+    def gb(x):
+        return None if x is None else round(x / 1e9, 4)
+
+    return [
+        {"quantity": "bandwidth (GB/s)", "value": rl.get("bandwidth_gb_s"), "from": rl.get("bandwidth_source") or rl.get("reason")},
+        {"quantity": "weights read per token (GB)", "value": gb(rl.get("weights_bytes")), "from": rl.get("weights_how")},
+        {"quantity": f"KV read per token at {rl.get('context_tokens')} tokens (GB)", "value": gb(rl.get("kv_bytes_per_seq")),
+         "from": "lab.kvcache"},
+        {"quantity": "decode ceiling, one stream (tok/s)", "value": rl.get("decode_ceiling_tok_s"), "from": "bandwidth ÷ bytes per token"},
+        {"quantity": "efficiency (calibrated)", "value": rl.get("efficiency"), "from": rl.get("calibration_id")},
+        {"quantity": "predicted decode, one stream (tok/s)", "value": rl.get("predicted_decode_tok_s"),
+         "from": "ceiling × efficiency"},
+    ]
+
+
+def llama_bench_rows(result: dict) -> list[dict]:
+    return [{"test": r["test"], "tok_s_mean": r["tok_s_mean"], "tok_s_sd": r["tok_s_sd"],
+             "samples_tok_s": r["samples_tok_s"]} for r in (result.get("pp"), result.get("tg")) if r]
+
+
+def capacity_rows(capacity: dict) -> list[dict]:
+    flat, paced = capacity["flat_out"], capacity["paced"]
+    return [{"measure": "concurrent streams served", "value": flat["successes"], "target": "≥ 64"},
+            {"measure": "tokens parsed per second (flat out)", "value": flat["parsed_tok_s"], "target": ""},
+            {"measure": "tokens parsed per client CPU second", "value": flat["tok_per_client_cpu_s"], "target": "≥ 5000"},
+            {"measure": f"ITL mean at {capacity['paced_interval_ms']:g} ms pacing (ms)", "value": paced["itl_ms"]["mean"],
+             "target": f"{capacity['paced_interval_ms']:g}"},
+            {"measure": "added ITL, mean (ms)", "value": capacity["added_itl_ms_mean"], "target": "≤ 1"},
+            {"measure": "added ITL, p99 (ms; includes the source's own jitter)", "value": capacity["added_itl_ms_p99"],
+             "target": ""}]
+
+
+def advice(record: dict) -> str:
+    """What the benchmark means for the reader, from the record alone."""
+    s = record["summary"]
+
+    def f(x, nd=1):
+        return "unknown" if x is None else f"{x:.{nd}f}"
+
+    lines = []
+    if s["benchmark_skipped"]:
+        lines.append(f"No server was measured here: {s['benchmark_skipped']}")
+    else:
+        lines.append(f"One stream decoded at {f(s['served_single_stream_decode_tok_s'])} tok/s through the server "
+                     f"(llama-bench in-process: {f(s['llama_bench_tg_tok_s'])} tok/s; ratio {f(s['served_over_in_process'], 2)}). "
+                     f"The first token took {f(s['ttft_p50_ms_single'], 0)} ms (p50).")
+        lines.append(f"With batching the server reached {f(s['best_aggregate_tok_s'])} tok/s in total at "
+                     f"{s['best_aggregate_concurrency']} concurrent streams: that total, not one stream's speed, is the "
+                     "kind of number the seeds' \"280 tok/s\" can only be.")
+    if s["decode_ceiling_tok_s"] is not None:
+        lines.append(f"The memory-bandwidth ceiling for one stream of this model here is {f(s['decode_ceiling_tok_s'])} tok/s; "
+                     f"the calibrated prediction is {f(s['predicted_decode_tok_s'])} tok/s. No engine beats the ceiling.")
+    c = s["claims"]
+    lines.append("Seed claims: " + ", ".join(f"{n} {v}" for v, n in c.items()) + ".")
+    return "\n".join(lines)
+
+
 __all__ = ["RequestResult", "Target", "LoadSpec", "RunResult", "Criteria", "make_prompts", "count_tokens",
            "words_for_tokens", "stream_request", "run_load_async", "run_load", "sweep", "percentile", "stats_ms",
            "tpot_s", "meets_slo", "validity", "summarise", "summarise_run", "llama_bench", "served_ratio",
-           "client_capacity", "summary_row", "sweep_frame", "requests_frame", "sweep_chart"]
+           "client_capacity", "summary_row", "sweep_frame", "requests_frame", "sweep_chart", "DEFAULT_SLO",
+           "criteria_for", "in_process_for", "bench_checks", "build_record", "roofline_rows", "llama_bench_rows", "capacity_rows", "advice"]

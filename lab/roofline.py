@@ -182,7 +182,7 @@ def bandwidth_for(profile, hardware_record: dict | None = None) -> Bandwidth | N
     if measured.get("gb_s") and measured.get("kind") == ("gpu" if on_gpu else "host_ram"):
         n = tp if on_gpu else 1
         return Bandwidth(measured["gb_s"] * n, "copy", measured["gb_s"], n,
-                         f"measured by notebook 01 ({measured.get('method', measured['kind'])})")
+                         f"measured copy bandwidth x {n}: {measured.get('method', measured['kind'])}")
     if on_gpu and profile.gpu_memory_bandwidth_gb_s:
         return Bandwidth(profile.gpu_memory_bandwidth_gb_s * tp, "datasheet", profile.gpu_memory_bandwidth_gb_s, tp,
                          f"profile {profile.name}: gpu_memory_bandwidth_gb_s (datasheet) x tensor_parallel_size {tp}")

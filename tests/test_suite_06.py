@@ -1,0 +1,53 @@
+"""Tier 3: papermill runs notebook 06 (benchmarking) on cpu-default through the real CLI; assert on its record."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("runs")
+    proc = subprocess.run([sys.executable, "-m", "lab", "run", "--profile", "cpu-default", "--only", "06",
+                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("run folder:"))
+    return json.loads((Path(line.split(":", 1)[1].strip()) / "records" / "06_benchmark.json").read_text())
+
+
+def test_sweep_ran_on_the_real_server(record):
+    s = record["summary"]
+    assert s["benchmark_skipped"] is None and s["llama_bench_skipped"] is None
+    assert [x["concurrency"] for x in record["sweep"]] == [1, 2, 4]
+    assert all(x["successes"] > 0 and x["output_throughput"] > 0 for x in record["sweep"])
+    assert record["server"]["stop"]["left_running"] == []
+    for run in record["runs"]:
+        done = [r for r in run["results"] if r["success"]]
+        assert done and all(r["output_tokens"] == 64 for r in done)  # from usage; ignore_eos keeps the length
+        assert all(100 <= r["prompt_tokens"] <= 160 for r in done)     # ≈ 128 tokens, sized with /tokenize
+        assert all(len(r["chunk_times_s"]) >= 1 for r in done)
+
+
+def test_in_process_ratio_and_roofline_are_recorded(record):
+    s = record["summary"]
+    tg = record["llama_bench"]["tg"]
+    assert tg["test"].startswith("tg64@d") and len(tg["samples_tok_s"]) == 3
+    assert s["llama_bench_tg_tok_s"] == tg["tok_s_mean"] > 0
+    assert s["served_over_in_process"] == pytest.approx(s["served_single_stream_decode_tok_s"] / tg["tok_s_mean"])
+    assert s["decode_ceiling_tok_s"] is not None and s["served_single_stream_decode_tok_s"] < s["decode_ceiling_tok_s"]
+    assert record["roofline"]["bandwidth_kind"] == "copy"
+    assert any(c["title"].startswith("Throughput and latency by concurrency") for c in record["charts"])
+
+
+def test_client_capacity_and_claims(record):
+    cap = record["client_capacity"]
+    assert cap["flat_out"]["successes"] == 64 and cap["flat_out"]["tok_per_client_cpu_s"] > 0
+    verdicts = {c["id"]: c["verdict"] for c in record["claims"]}
+    assert verdicts["s0-vllm-single-stream-280"] == "impossible by physics"
+    assert verdicts["s1-llamacpp-45-55"] == "not testable here"  # a V100 claim on a CPU box
+    assert {t["title"] for t in record["tables"]} >= {"Sweep by concurrency", "Claims ledger", "Client capacity"}
