@@ -3,7 +3,9 @@
 It answers `POST /i<ms>/v1/completions` (and `/i<ms>/v1/chat/completions`) with an OpenAI-style SSE
 stream of `max_tokens` one-word chunks, a final chunk with `usage`, and `data: [DONE]` — the shape
 llama-server sends. `<ms>` paces the chunks: 0 writes them as fast as the socket takes them, 20 sends
-one every 20 ms (scheduled from the request's arrival, so the source does not drift). Raw asyncio
+one every 20 ms (scheduled from the request's arrival, so the source does not drift). The last chunk's
+`timings.send_gaps_ms` lists the gaps between the source's own sends, so the client's ITL can be
+compared chunk by chunk with what was sent (the difference is what the client adds). Raw asyncio
 sockets keep the source cheap; it runs in its own process (`running()`) so it does not steal the
 client's core:
 
@@ -43,6 +45,7 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                      b"Connection: close\r\n\r\n")
         t0 = time.perf_counter()
+        sent = []
         for k in range(tokens):
             if interval:
                 delay = t0 + (k + 1) * interval - time.perf_counter()
@@ -50,9 +53,13 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
                     await asyncio.sleep(delay)
             writer.write(_chunk(" tok"))
             await writer.drain()
+            sent.append(time.perf_counter())
         usage = {"prompt_tokens": len(str(body.get("prompt", "")).split()), "completion_tokens": tokens,
                  "total_tokens": tokens, "prompt_tokens_details": {"cached_tokens": 0}}
-        final = {"choices": [{"text": "", "index": 0, "finish_reason": "length"}], "usage": usage}
+        # the source's own gaps between chunk sends: the client's ITL minus these is what the client adds
+        gaps = [round((b - a) * 1000, 4) for a, b in zip(sent, sent[1:])]
+        final = {"choices": [{"text": "", "index": 0, "finish_reason": "length"}], "usage": usage,
+                 "timings": {"predicted_n": tokens, "send_gaps_ms": gaps}}
         writer.write(b"data: " + json.dumps(final).encode() + b"\n\ndata: [DONE]\n\n")
         await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError, ValueError):
