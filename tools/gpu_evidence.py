@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -46,7 +47,8 @@ LEVEL_REQUESTS = {1: 4, 2: 4, 4: 8, 8: 16, 16: 32}  # two waves per level; lab.b
 def checkout() -> dict:
     """The lab commit this ran from: git when the tree has .git, else what the caller passed in LAB_GIT_SHA."""
     state = evidence.git_state()
-    if not state.get("sha") and os.environ.get("LAB_GIT_SHA"):
+    # Outside a git tree `git rev-parse HEAD` prints "HEAD" and fails: only a 40-hex answer is a commit.
+    if not re.fullmatch(r"[0-9a-f]{40}", str(state.get("sha"))) and os.environ.get("LAB_GIT_SHA"):
         state = {"sha": os.environ["LAB_GIT_SHA"], "short": os.environ["LAB_GIT_SHA"][:8],
                  "dirty": os.environ.get("LAB_GIT_DIRTY"), "how": "LAB_GIT_SHA from the caller (no .git on the GPU machine)"}
     return state

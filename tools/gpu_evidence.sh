@@ -4,10 +4,11 @@
 # with tools/gpu_evidence.py. Writes records/ and logs/ under OUT_DIR; creates DONE in WORK_DIR at the end.
 #
 #   tools/gpu_evidence.sh WORK_DIR OUT_DIR [PROFILE] [ARCH] [CUDA_ARCH]
-# Environment: SKIP_WHEELS=1 (the Python here has them), LAYERS (fewer layers: a quick trial), EVIDENCE_ARGS (more gpu_evidence.py flags, e.g.
-# "--skip bench --levels 1,2 --output-tokens 16" for a CPU trial of the whole path).
+# Environment: SKIP_WHEELS=1 (the Python here has them), LAYERS (fewer layers: a quick trial),
+# EVIDENCE_ARGS (more gpu_evidence.py flags, e.g. "--skip bench --levels 1,2 --output-tokens 16" for a CPU
+# trial of the whole path), LAB_GIT_SHA / LAB_GIT_DIRTY (the lab commit, where the tree has no .git).
 #
-# Needs, next to the checkout (ignored, carried to the device machine; see evidence/h200-x1/*/README.md):
+# Needs, in the checkout (ignored, carried to the device machine; evidence/h200-x1/*/README.md shows how to make them):
 #   .device/llama-src   llama.cpp from the llama-cpp-python sdist (shared/tools/llama-src-for-device.sh)
 #   .device/vocab/ggml-vocab-qwen2.gguf   the tokenizer to copy into the synthetic model
 #   .device/whl/*.whl   Python packages the machine lacks (gguf, pydantic and its needs)
