@@ -55,12 +55,15 @@ def redact(text: str) -> str:
 
 def git_state() -> dict:
     """The checkout's commit and whether it had uncommitted changes (a dirty run is not reproducible)."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+    def git(*args: str) -> str | None:
+        proc = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        return proc.stdout.strip() if proc.returncode == 0 else None  # e.g. a copy without .git
 
     try:
-        sha = git("rev-parse", "HEAD") or None
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        sha = git("rev-parse", "HEAD")
+        sha = sha if sha and re.fullmatch(r"[0-9a-f]{40}", sha) else None
+        status = git("status", "--porcelain", "--untracked-files=no") if sha else None
+        dirty = bool(status) if status is not None else None
     except (OSError, subprocess.SubprocessError):
         sha, dirty = None, None
     return {"sha": sha, "short": sha[:8] if sha else "nogit", "dirty": dirty}
