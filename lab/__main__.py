@@ -104,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="(re)build report.html of a run folder from its records")
     p.add_argument("run_dir")
     p.set_defaults(fn=_cmd_report)
+    p = sub.add_parser("synth", add_help=False,
+                       help="write a random-weight GGUF of a real model's shape (speed/memory tests only); "
+                            "see `python -m lab synth --help`")
+
     p = sub.add_parser("compare", help="key results of several run folders side by side")
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--html", default=None, help="write an HTML table to this file instead of printing")
@@ -112,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["synth"]:  # lab.synth owns its options (argparse cannot forward "--x" through a subparser)
+        from lab import synth
+
+        return synth.main(argv[1:])
     args = build_parser().parse_args(argv)
     return args.fn(args)
 
