@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def _cmd_run(args) -> int:
@@ -82,6 +83,33 @@ def _cmd_compare(args) -> int:
     return 0
 
 
+def _cmd_doctor(args) -> int:
+    from lab import troubleshoot
+
+    sources = []
+    if args.log:
+        sources += [("log", p) for p in args.log]
+    if args.run:
+        sources.append(("run", args.run))
+    if not sources:
+        if sys.stdin.isatty():
+            print("error: give --log FILE, --run DIR, or pipe a log into `python -m lab doctor`", file=sys.stderr)
+            return 2
+        sources.append(("stdin", sys.stdin.read()))
+    findings = []
+    for kind, src in sources:
+        if kind != "stdin" and not Path(src).exists():
+            print(f"error: {src}: no such {'folder' if kind == 'run' else 'file'}", file=sys.stderr)
+            return 2
+        findings += troubleshoot.diagnose(Path(src) if kind != "stdin" else src)
+    findings = troubleshoot.rank(findings)
+    if args.json:
+        print(json.dumps([f.to_dict() for f in findings], indent=2, ensure_ascii=False))
+    else:
+        print(troubleshoot.format_findings(findings))
+    return troubleshoot.doctor_exit_code(findings, "info" if args.strict else "warn")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m lab", description="Budget-GPU LLM lab: run, validate, plan, report, compare, doctor, synth.")
     sub = ap.add_subparsers(dest="verb", required=True)
@@ -104,6 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="(re)build report.html of a run folder from its records")
     p.add_argument("run_dir")
     p.set_defaults(fn=_cmd_report)
+    p = sub.add_parser("doctor", help="recognise known problems in logs or a run folder; exit 1 if any")
+    p.add_argument("--log", action="append", help="a log file (repeatable); or pipe a log on stdin")
+    p.add_argument("--run", help="a run folder: its logs, failed checks and notebook errors")
+    p.add_argument("--json", action="store_true", help="print findings as JSON")
+    p.add_argument("--strict", action="store_true", help="count informational notes as problems too")
+    p.set_defaults(fn=_cmd_doctor)
+
     p = sub.add_parser("synth", add_help=False,
                        help="write a random-weight GGUF of a real model's shape (speed/memory tests only); "
                             "see `python -m lab synth --help`")
