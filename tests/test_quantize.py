@@ -1,0 +1,348 @@
+"""lab.quantize: exact size arithmetic, llama.cpp's per-tensor choice, output parsers, verdicts (pure);
+the F16 reference and the real llama-quantize ladder (integration)."""
+from fractions import Fraction
+
+import pytest
+
+from lab import models, profiles
+from lab import quantize as q
+from lab.quantize import TensorSpec
+
+GB = 10**9
+GIB = 1 << 30
+
+
+# ---------------------------------------------------------------- type table
+def test_bits_per_weight_from_block_layouts():
+    assert q.bits_per_weight("Q4_K") == 4.5          # 144 bytes / 256 weights
+    assert q.bits_per_weight("Q4_K_M") == 4.5        # a mix's nominal width is its base type's
+    assert q.bits_per_weight("Q6_K") == 6.5625       # 210 / 256
+    assert q.bits_per_weight("Q8_0") == 8.5          # 34 / 32
+    assert q.bits_per_weight("Q4_0") == 4.5          # 18 / 32
+    assert q.bits_per_weight("Q5_K_M") == 5.5        # 176 / 256
+    assert q.bits_per_weight("F16") == 16
+
+
+def test_type_table_agrees_with_gguf_py():
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    for t in q.tensor_types().values():
+        assert GGML_QUANT_SIZES[GGMLQuantizationType[t.id]] == (t.block_weights, t.block_bytes), t.id
+
+
+def test_unknown_quant_type_is_a_clear_error():
+    with pytest.raises(q.QuantError, match=r"unknown quant type 'Q4_K_X'; known: .*Q4_K_M"):
+        q.bits_per_weight("Q4_K_X")
+    with pytest.raises(q.QuantError, match="unknown quant type"):
+        q.naive_weight_bytes(1000, "INT3")
+    with pytest.raises(q.QuantError, match="unknown quant type"):
+        q.choose_tensor_types([TensorSpec("a.weight", (256, 2), "F16")], "Q9_9", 1)
+    with pytest.raises(q.QuantError, match="unknown quant type 'Q4_K_X' for llama-quantize"):
+        q.build_ladder(None, types=["Q8_0", "Q4_K_X"])  # refused before any file is touched
+
+
+def test_unmodelled_mix_and_bad_shapes_are_refused():
+    with pytest.raises(q.QuantError, match="does not model"):
+        q.choose_tensor_types([TensorSpec("a.weight", (256, 2), "F16")], "Q3_K_M", 1)
+    with pytest.raises(q.QuantError, match="row length 576 is not a multiple of Q4_K's block of 256"):
+        q.tensor_nbytes("Q4_K", (576, 576))
+    with pytest.raises(q.QuantError, match="positive integer"):
+        q.naive_weight_bytes(0, "Q4_0")
+
+
+def test_tensor_and_naive_bytes_are_exact():
+    assert q.tensor_nbytes("Q4_K", (256, 2)) == 288
+    assert q.tensor_nbytes("Q8_0", (576, 192)) == 576 * 192 // 32 * 34
+    assert q.tensor_nbytes("F32", (576,)) == 2304
+    assert q.naive_weight_bytes(27_000_000_000, "Q4_K_M") == 15_187_500_000     # 27e9 × 4.5 / 8
+    assert q.naive_weight_bytes(27_000_000_000, "Q8_0") == 28_687_500_000       # 27e9 × 34 / 32
+    assert q.naive_weight_bytes(27_000_000_000, "F16") == 54_000_000_000
+    assert q.naive_weight_bytes(134_515_008, "Q6_K") == round(Fraction(134_515_008 * 210, 256))
+
+
+# ---------------------------------------------------------------- llama.cpp's per-tensor choice
+def _toy_llama(n_layers=8, hidden=512, ffn=1024, vocab=1024, tied=True):
+    specs = [TensorSpec("token_embd.weight", (hidden, vocab), "F16"), TensorSpec("output_norm.weight", (hidden,), "F32")]
+    if not tied:
+        specs.append(TensorSpec("output.weight", (hidden, vocab), "F16"))
+    for i in range(n_layers):
+        b = f"blk.{i}."
+        specs += [TensorSpec(b + "attn_norm.weight", (hidden,), "F32"),
+                  TensorSpec(b + "attn_q.weight", (hidden, hidden), "F16"),
+                  TensorSpec(b + "attn_k.weight", (hidden, hidden // 4), "F16"),
+                  TensorSpec(b + "attn_v.weight", (hidden, hidden // 4), "F16"),
+                  TensorSpec(b + "attn_output.weight", (hidden, hidden), "F16"),
+                  TensorSpec(b + "ffn_norm.weight", (hidden,), "F32"),
+                  TensorSpec(b + "ffn_gate.weight", (hidden, ffn), "F16"),
+                  TensorSpec(b + "ffn_up.weight", (hidden, ffn), "F16"),
+                  TensorSpec(b + "ffn_down.weight", (ffn, hidden), "F16")]
+    return specs
+
+
+def test_q4_k_m_mix_on_a_toy_llama():
+    choice = {c.name: (c.type, c.reason) for c in q.choose_tensor_types(_toy_llama(), "Q4_K_M", 8)}
+    # tied embedding is the output head: Q6_K
+    assert choice["token_embd.weight"] == ("Q6_K", "output")
+    # use_more_bits(i, 8): i < 1, i >= 7, (i - 1) % 3 == 2 → layers 0, 3, 6, 7
+    more = {0, 3, 6, 7}
+    for i in range(8):
+        want = "Q6_K" if i in more else "Q4_K"
+        assert choice[f"blk.{i}.attn_v.weight"][0] == want
+        assert choice[f"blk.{i}.ffn_down.weight"][0] == want
+        assert choice[f"blk.{i}.attn_q.weight"] == ("Q4_K", "base")
+        assert choice[f"blk.{i}.attn_norm.weight"] == ("F32", "kept")
+
+
+def test_untied_output_and_q4_0_and_q8_0():
+    specs = _toy_llama(tied=False)
+    c40 = {c.name: c.type for c in q.choose_tensor_types(specs, "Q4_0", 8)}
+    assert c40["output.weight"] == "Q6_K" and c40["token_embd.weight"] == "Q4_0"
+    assert c40["blk.3.ffn_down.weight"] == "Q4_0"
+    c80 = {c.name: c.type for c in q.choose_tensor_types(specs, "Q8_0", 8)}
+    assert c80["output.weight"] == "Q8_0"  # the output rule leaves Q8_0 alone
+
+
+def test_rows_not_a_multiple_of_256_fall_back():
+    specs = _toy_llama(hidden=576, ffn=1536)
+    c = {x.name: (x.type, x.reason) for x in q.choose_tensor_types(specs, "Q4_K_M", 8)}
+    assert c["token_embd.weight"] == ("Q8_0", "output_shape")   # 576 % 256 → Q8_0 for the output head
+    assert c["blk.1.attn_q.weight"] == ("Q5_0", "fallback")      # Q4_K → Q5_0
+    assert c["blk.0.attn_v.weight"] == ("Q8_0", "fallback")      # Q6_K → Q8_0
+    assert c["blk.1.ffn_down.weight"] == ("Q4_K", "base")        # 1536 = 6 × 256 fits
+    c5 = {x.name: x.type for x in q.choose_tensor_types(specs, "Q5_K_M", 8)}
+    assert c5["blk.1.attn_q.weight"] == "Q5_1"                   # Q5_K → Q5_1
+
+
+def test_llama_cpp_visits_tensors_by_layer_number():
+    names = ["blk.10.ffn_down.weight", "blk.2.ffn_down.weight", "output_norm.weight", "blk.1.attn_v.weight",
+             "blk.1.attn_k.weight", "token_embd.weight"]
+    order = [t.name for t in q.llama_cpp_order([TensorSpec(n, (256, 2), "F16") for n in names])]
+    assert order == ["output_norm.weight", "token_embd.weight", "blk.1.attn_k.weight", "blk.1.attn_v.weight",
+                     "blk.2.ffn_down.weight", "blk.10.ffn_down.weight"]
+
+
+# ---------------------------------------------------------------- 27B-class predictions, by hand
+def test_qwen3_32b_q8_0_by_hand():
+    specs = q.arch_tensor_specs("qwen3-32b")
+    one_d = 64 * (2 * 5120 + 2 * 128) + 5120          # attn/ffn norms + q/k norms per layer, output norm
+    two_d = 32_762_123_264 - one_d
+    assert q.predict_size(specs, "Q8_0", 64).tensor_bytes == two_d * 34 // 32 + one_d * 4
+
+
+def test_qwen3_32b_q4_k_m_by_hand():
+    h, ffn, vocab, kv = 5120, 25600, 151936, 8 * 128
+    more = [i for i in range(64) if i < 8 or i >= 56 or (i - 8) % 3 == 2]
+    assert len(more) == 32
+    one_d = 64 * (2 * h + 2 * 128) + h
+    q6k = h * vocab + len(more) * (h * kv + ffn * h)    # output head, attn_v and ffn_down in those layers
+    q4k = 32_762_123_264 - one_d - q6k
+    want = q6k * 210 // 256 + q4k * 144 // 256 + one_d * 4
+    pred = q.predict_size(q.arch_tensor_specs("qwen3-32b"), "Q4_K_M", 64)
+    assert pred.tensor_bytes == want
+    assert 19.7 * GB < want < 19.8 * GB
+
+
+@pytest.mark.parametrize("model_id", models.stand_in_ids())
+def test_tensor_lists_count_the_same_parameters_as_lab_models(model_id):
+    assert sum(t.n_elements for t in q.arch_tensor_specs(model_id)) == models.stand_in(model_id).params
+
+
+def test_size_model_matches_published_sizes():
+    rows = q.published_size_checks()
+    assert len(rows) >= 12
+    for r in rows:
+        assert abs(r["diff_pct"]) < 0.25, r
+
+
+def test_int4_group_arithmetic():
+    out = q.int4_group_bytes([TensorSpec("blk.0.attn_q.weight", (128, 8), "F16"),
+                              TensorSpec("token_embd.weight", (128, 4), "F16")])
+    assert out["quantized_bytes"] == 1024 * 4 // 8 + 8 * 2 + 8 * 4 // 8   # weights + fp16 scales + 4-bit zeros
+    assert out["other_bytes"] == 512 * 2
+
+
+def test_seed_claims_get_verdicts():
+    targets = q.target_sizes(profiles.load("v100-32g-x1"))
+    verdicts = {v["claim_id"]: v for v in q.seed_claim_verdicts(targets)}
+    assert verdicts["seed001-q4km-15gb"]["verdict"] == "too low"        # 16.5 GB for both 27B stand-ins
+    assert verdicts["seed001-int4-13.5-15gb"]["verdict"] == "too low"
+    assert verdicts["seed001-fp16-54gb"]["verdict"] == "holds"
+    assert any("27.0e9 × 4.5 bits / 8 = 15.19 GB" in line for line in verdicts["seed001-q4km-15gb"]["arithmetic"])
+    own = [r for r in targets if r["profile_model"]]
+    assert own and all(r["model_id"] == "qwen3-32b" for r in own)
+
+
+def test_vllm_plan_for_a_v100():
+    plan = q.vllm_quant_plan(profiles.load("v100-32g-x1"), gpu_present=False)
+    runs = {r["format"]: r["runs_here"] for r in plan["rows"]}
+    assert runs["AWQ-INT4"] == "no" and runs["GGUF"] == "yes"
+    assert runs["GPTQ-INT4"].startswith("yes")
+    assert plan["status"].startswith("plan")
+    assert any("Qwen/Qwen3-32B" in c for r in plan["rows"] for c in r["commands"])
+
+
+def test_free_disk_error_names_needed_and_free(tmp_path):
+    with pytest.raises(q.DiskSpaceError, match=r"needs 1,000,000,000,000,000,000 bytes .* only [\d,]+ bytes"):
+        q.check_free_disk(tmp_path, 10**18)
+    assert q.check_free_disk(tmp_path, 1) > 1
+
+
+# ---------------------------------------------------------------- tool output parsing
+KLD_OUT = """
+kl_divergence: computing over 12 chunks, n_ctx=128, batch_size=512, n_seq=4
+chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS            Same top p
+   1      22.8073 ±    7.4139       0.11059 ±    0.08189       0.26497 ±    0.02319    12.982 ±  2.061 %    82.540 ±  4.821 %
+   2      27.5790 ±    6.0369       0.15501 ±    0.06085       0.27481 ±    0.01486    11.408 ±  1.293 %    69.841 ±  4.105 %
+
+====== Perplexity statistics ======
+Mean PPL(Q)                   :  33.516923 ±   3.234533
+Mean PPL(base)                :  26.081616 ±   2.567308
+Cor(ln(PPL(Q)), ln(PPL(base))):  95.17%
+Mean ln(PPL(Q)/PPL(base))     :   0.250820 ±   0.030366
+Mean PPL(Q)/PPL(base)         :   1.285078 ±   0.039023
+Mean PPL(Q)-PPL(base)         :   7.435308 ±   1.117143
+
+====== KL divergence statistics ======
+Mean    KLD:   0.323204 ±   0.012704
+Maximum KLD:   3.951942
+99.9%   KLD:   2.992814
+99.0%   KLD:   1.848862
+Median  KLD:   0.233778
+Minimum KLD:   0.000173
+
+====== Token probability statistics ======
+Mean    Δp: -4.584 ± 0.449 %
+RMS Δp    : 13.162 ± 0.794 %
+Same top p: 68.254 ± 1.694 %
+"""
+
+
+def test_parse_kld_output():
+    out = q.parse_kld_output(KLD_OUT)
+    assert out["kld"] == 0.323204 and out["kld_unc"] == 0.012704
+    assert out["top1_pct"] == 68.254 and out["ppl"] == 33.516923 and out["ppl_base"] == 26.081616
+    assert out["kld_p99"] == 1.848862 and out["kld_median"] == 0.233778
+    assert out["chunks"] == 12 and out["n_ctx"] == 128
+    chunks = q.parse_kld_chunks(KLD_OUT)
+    assert [c["chunk"] for c in chunks] == [1, 2]
+    assert chunks[1] == {"chunk": 2, "ppl": 27.579, "ln_ppl_ratio": 0.15501, "kld": 0.27481,
+                         "delta_p_rms_pct": 11.408, "top1_pct": 69.841}
+
+
+def test_parse_errors_are_clear():
+    with pytest.raises(q.ToolError, match="no 'ppl' line"):
+        q.parse_kld_output("llama_model_load: error loading model")
+    with pytest.raises(q.ToolError, match="no final PPL"):
+        q.parse_base_output("nothing")
+    with pytest.raises(q.ToolError, match="no JSON"):
+        q.parse_bench_json("error: unknown argument")
+    assert q.parse_base_output("calculating perplexity over 12 chunks, n_ctx=128, batch_size=512\n"
+                               "Final estimate: PPL = 26.0816 +/- 2.56731")["ppl"] == 26.0816
+
+
+def test_parse_bench_json():
+    rows = q.parse_bench_json('main: warm-up\n[{"model_filename": "a.gguf", "n_prompt": 64, "n_gen": 0, '
+                              '"avg_ts": 100.0, "stddev_ts": 1.0, "samples_ts": [99, 101]}]')
+    assert rows[0]["avg_ts"] == 100.0
+
+
+def test_kld_stats_of_identical_and_shifted_logits():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(5, 50))
+    same = q.kld_stats(logits, logits + 3.0, np.arange(5))  # a constant shift changes no probability
+    assert abs(same["kld"]) < 1e-12 and same["top1_pct"] == 100.0 and abs(same["ppl"] - same["ppl_base"]) < 1e-9
+    other = q.kld_stats(logits, rng.normal(size=(5, 50)), np.arange(5))
+    assert other["kld"] > 0.1
+
+
+def test_recommendation_rule_picks_q4_k_m_for_a_27b_on_a_v100():
+    profile = profiles.load("v100-32g-x1")
+    rows = [{"type": t, "file_mib": m, "kld": k, "top1_pct": 90.0, "ppl_ratio": 1.0, "tg_tok_s": 100.0}
+            for t, m, k in (("Q8_0", 138, 0.006), ("Q6_K", 132, 0.012), ("Q5_K_M", 107, 0.15),
+                            ("Q4_K_M", 100, 0.077), ("Q4_0", 87, 0.32))]
+    rec = q.recommend(rows, q.target_sizes(profile), profile)
+    assert rec["type"] == "Q4_K_M"   # Qwen3-32B: 19.8 GB, 13.6 GiB of 32 left; Q4_0 misses the Δppl bar
+    assert "Q4_K_M (100.0 MiB) has lower KLD than Q5_K_M (107.0 MiB)" in rec["text"]
+    assert {r["type"] for r in rec["table"] if r["meets_rule"]} == {"Q4_K_M"}  # Q5_K_M leaves 10.4 GiB < 1/3 of 32
+
+
+# ---------------------------------------------------------------- integration: the real files and tools
+@pytest.fixture(scope="module")
+def ladder():
+    profile = profiles.load("cpu-default")
+    ref = q.f16_reference(profile, progress=False)
+    return q.build_ladder(ref, progress=False)
+
+
+@pytest.mark.integration
+def test_f16_reference_keeps_every_metadata_key(ladder):
+    import gguf
+    import numpy as np
+    from gguf import GGUFReader
+
+    ref = ladder.reference
+    src, out = GGUFReader(ref.source), GGUFReader(ref.path)
+    assert set(src.fields) == set(out.fields)
+    for key, field in src.fields.items():
+        if key.startswith("GGUF.") or key == "general.file_type":
+            continue
+        assert out.fields[key].contents() == field.contents(), key
+    assert out.fields["general.file_type"].contents() == int(gguf.LlamaFileType.MOSTLY_F16)
+    assert [(t.name, list(t.shape)) for t in src.tensors] == [(t.name, list(t.shape)) for t in out.tensors]
+    s, o = src.tensors[2], out.tensors[2]        # a Q4_1 matrix: the reference holds its exact values in F16
+    assert s.tensor_type.name == "Q4_1" and o.tensor_type.name == "F16"
+    want = gguf.quants.dequantize(s.data, s.tensor_type).astype(np.float16)
+    assert np.array_equal(np.asarray(o.data).reshape(want.shape), want)
+
+
+@pytest.mark.integration
+def test_ladder_files_load_and_are_ordered_by_size(ladder):
+    import llama_cpp
+
+    assert [f.qtype for f in ladder.files] == list(q.DEFAULT_LADDER)
+    sizes = [f.bytes for f in ladder.files]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes)
+    assert ladder.reference.bytes > sizes[0]
+    for f in ladder.files:
+        assert q.gguf_info(f.path).tensor_bytes == f.tensor_bytes
+        llm = llama_cpp.Llama(model_path=str(f.path), vocab_only=True, verbose=False)
+        assert llm.n_vocab() == 49152
+        del llm
+    small = llama_cpp.Llama(model_path=str(ladder.files[-1].path), n_ctx=32, n_threads=2, verbose=False)
+    small.eval(small.tokenize(b"Hello"))     # one real forward pass on the smallest file
+    assert small.n_tokens > 0
+
+
+@pytest.mark.integration
+def test_llama_quantize_choices_are_reproduced_exactly(ladder):
+    sizes = q.size_check(ladder)
+    assert all(not bad for bad in sizes.mismatches.values()), sizes.mismatches
+    assert all(r["predicted_equals_file"] for r in sizes.rows)
+
+
+@pytest.mark.integration
+def test_notebook_03_writes_its_record(tmp_path):
+    """Tier 3: papermill runs notebook 03 on cpu-default; assert on the record, not only that it ran."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "papermill", str(root / "notebooks" / "03_quantize.ipynb"),
+                           str(tmp_path / "out.ipynb"), "-k", "llm-lab", "-p", "run_dir", str(run)],
+                          capture_output=True, text=True, cwd=root / "notebooks", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = json.loads((run / "records" / "03_quantize.json").read_text())
+    assert {"title", "summary", "checks", "tables", "charts", "ladder", "claims", "vllm_plan"} <= set(rec)
+    assert {c["name"]: c["status"] for c in rec["checks"]}["llama.cpp's per-tensor types reproduced"] == "pass"
+    assert all(c["status"] in ("pass", "warn") for c in rec["checks"])
+    kinds = [r["type"] for r in rec["ladder"]["quality"]["rows"]]
+    assert kinds[1:] == list(q.DEFAULT_LADDER) and kinds[0].startswith("shipped")
+    assert all(r["agree"] for r in rec["ladder"]["crosscheck"])
+    assert {v["claim_id"]: v["verdict"] for v in rec["claims"]}["seed001-q4km-15gb"] == "too low"
+    assert rec["recommendation"]["type"] == "Q4_K_M"
+    assert rec["charts"][0]["figure"]["data"]
