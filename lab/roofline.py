@@ -172,12 +172,19 @@ class Bandwidth:
     source: str
 
 
+def runs_on_gpu(profile) -> bool:
+    """Whether the profile decodes on its GPUs (llama.cpp engines only with layers offloaded)."""
+    if profile.gpu_count == 0:
+        return False
+    return profile.engine not in ("llama.cpp", "llama-cpp-python") or profile.n_gpu_layers != 0
+
+
 def bandwidth_for(profile, hardware_record: dict | None = None) -> Bandwidth | None:
     """Measured bandwidth from notebook 01's record (`bandwidth` key) when it fits the profile (a GPU
     measurement for a GPU profile, host RAM for a CPU one); else the profile's datasheet figure; else
     None. Perfect tensor parallelism multiplies by tensor_parallel_size."""
     tp = profile.tensor_parallel_size
-    on_gpu = profile.gpu_count > 0 and profile.n_gpu_layers != 0
+    on_gpu = runs_on_gpu(profile)
     measured = (hardware_record or {}).get("bandwidth") or {}
     if measured.get("gb_s") and measured.get("kind") == ("gpu" if on_gpu else "host_ram"):
         n = tp if on_gpu else 1
@@ -210,7 +217,7 @@ def profile_ceiling(profile, *, bandwidth: Bandwidth | None, weights_bytes: floa
         return out
     bpt = bytes_per_token(weights_bytes, kv_bytes_per_seq)
     ceiling = decode_ceiling_tok_s(bandwidth.gb_s, bpt)
-    device_kind = "gpu" if profile.gpu_count > 0 and profile.n_gpu_layers != 0 else "cpu"
+    device_kind = "gpu" if runs_on_gpu(profile) else "cpu"
     cal = pick_calibration(device_kind, profile.engine, "in_process", bandwidth.kind,
                            profile.gpu_name_pattern or "", entries, weights_bytes)
     eff = cal.efficiency(bandwidth.kind) if cal else None
@@ -226,4 +233,4 @@ def profile_ceiling(profile, *, bandwidth: Bandwidth | None, weights_bytes: floa
 
 __all__ = ["bytes_per_token", "decode_ceiling_tok_s", "aggregate_ceiling_tok_s", "efficiency", "predicted_tok_s",
            "ceilings_by_concurrency", "Calibration", "calibrations", "gpu_specs", "gpu_spec", "pick_calibration",
-           "Bandwidth", "bandwidth_for", "profile_ceiling"]
+           "Bandwidth", "runs_on_gpu", "bandwidth_for", "profile_ceiling"]
