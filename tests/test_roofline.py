@@ -96,3 +96,10 @@ def test_profile_roofline_for_a_stand_in_profile():
     assert out["weights_bytes"] == pytest.approx(weights)
     assert out["kv_bytes_per_seq"] == kv
     assert out["decode_ceiling_tok_s"] == pytest.approx(900e9 / (weights + kv))
+
+
+def test_tensor_parallel_vllm_profile_uses_both_gpus():
+    x2 = profiles.load("v100-32g-x2-nvlink")  # vLLM, tensor_parallel_size 2 (n_gpu_layers is llama.cpp's)
+    assert roofline.runs_on_gpu(x2)
+    bw = roofline.bandwidth_for(x2)
+    assert (bw.gb_s, bw.kind, bw.devices) == (1800, "datasheet", 2)
