@@ -161,4 +161,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `python -m lab plan x | head` closed the pipe early: not an error
+        sys.stderr.close()
+        sys.exit(0)

@@ -56,6 +56,18 @@ def weights_bytes_for(arch: ArchSpec, fmt: str) -> int:
     return math.ceil(arch.params * entry["bits"] / 8)
 
 
+def exact_gguf_weights(model_id: str, qtype: str) -> int | None:
+    """Tensor bytes of stand-in `model_id` quantized by llama.cpp to `qtype`, when lab.quantize models
+    that mix (GGUF types only; AWQ/GPTQ and unmodelled mixes → None, and bits per weight are used)."""
+    from lab import quantize
+
+    try:
+        return quantize.predict_size(quantize.arch_tensor_specs(model_id), qtype,
+                                     models.stand_in(model_id).n_layers).tensor_bytes
+    except (quantize.QuantError, models.ModelConfigError, KeyError, ValueError):
+        return None
+
+
 # ---------------------------------------------------------------- profile plan
 def _finding(fid: str, severity: str, message: str, fix: str = "", source: str = "") -> dict:
     return {"id": fid, "severity": severity, "message": message, "fix": fix, "source": source}
@@ -98,6 +110,10 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
 
         weights = models.gguf_weights_bytes(paths.model_path(ref))
         weights_basis = "GGUF tensor data"
+    elif (exact := exact_gguf_weights(ref, profile.model_quant)) is not None:
+        weights = exact
+        weights_basis = (f"llama.cpp's per-tensor types for {profile.model_quant} over {ref}'s tensors "
+                         "(lab.quantize.predict_size, exact against llama-quantize)")
     else:
         weights = weights_bytes_for(arch, profile.model_quant)
         weights_basis = f"{arch.params} params × {weight_format(profile.model_quant)['bits']} bits ({profile.model_quant})"
