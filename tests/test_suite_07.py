@@ -1,0 +1,74 @@
+"""Tier 3: papermill runs notebook 07 (troubleshooting) on cpu-default through the real CLI; assert on its
+record, then run `lab doctor` on that run folder: the pitfalls reproduced on purpose must not count."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parent.parent
+EXPECTED = {"port-conflict-precheck": "port-in-use", "port-conflict-llama-server": "port-in-use",
+            "truncated-gguf": "gguf-truncated", "rejected-flag": "llamacpp-invalid-argument",
+            "context-overflow": "llamacpp-context-exceeded", "kv-cache-too-big": "llamacpp-kv-alloc-failed"}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("runs")
+    proc = subprocess.run([sys.executable, "-m", "lab", "run", "--profile", "cpu-default", "--only", "07",
+                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("run folder:"))
+    run_dir = Path(line.split(":", 1)[1].strip())
+    return run_dir, json.loads((run_dir / "records" / "07_troubleshooting.json").read_text())
+
+
+def test_every_reproduction_is_diagnosed_as_its_entry(run):
+    run_dir, record = run
+    reps = {r["id"]: r for r in record["reproductions"]}
+    assert set(reps) == set(EXPECTED)
+    for rid, entry in EXPECTED.items():
+        r = reps[rid]
+        assert r["skipped"] is None, (rid, r["skipped"])
+        assert r["expected_entry"] == entry and r["diagnosed_as"] == entry and r["correct"], (rid, r["findings"][:1])
+        assert r["error_text"].strip() and (run_dir / r["log"]).is_file()
+        assert r["log"].startswith("logs/repro/")
+    assert record["summary"]["reproductions_diagnosed"] == f"{len(EXPECTED)}/{len(EXPECTED)}"
+    assert all(c["status"] == "pass" for c in record["checks"])
+
+
+def test_the_real_error_texts_were_captured(run):
+    _, record = run
+    reps = {r["id"]: r for r in record["reproductions"]}
+    assert "is already in use" in reps["port-conflict-precheck"]["error_text"]
+    assert "couldn't bind HTTP server socket" in reps["port-conflict-llama-server"]["error_text"]
+    assert "not within the file bounds" in reps["truncated-gguf"]["error_text"]
+    assert "invalid argument: --swap-space" in reps["rejected-flag"]["error_text"]
+    overflow = reps["context-overflow"]
+    assert overflow["details"]["http_status"] == 400 and "exceed_context_size_error" in overflow["error_text"]
+    assert overflow["details"]["prompt_tokens"] > overflow["details"]["context_tokens"]
+    kv = reps["kv-cache-too-big"]
+    assert "failed to allocate buffer for kv cache" in kv["error_text"]
+    assert kv["details"]["prediction_matches"] is True  # lab.kvcache's bytes == what llama.cpp tried to allocate
+
+
+def test_record_shows_findings_captured_texts_and_a_chart(run):
+    run_dir, record = run
+    assert record["summary"]["captured_diagnosed"].split("/")[0] == record["summary"]["captured_diagnosed"].split("/")[1]
+    assert {t["title"] for t in record["tables"]} >= {"This run: findings", "Pitfalls reproduced here",
+                                                      "GPU-only pitfalls, from captured logs"}
+    assert record["charts"][0]["title"] == "Findings by severity"
+    assert not (run_dir / "scratch").exists()  # the truncated model copy is removed
+
+
+def test_doctor_finds_nothing_alarming_in_the_run(run):
+    run_dir, _ = run
+    proc = subprocess.run([sys.executable, "-m", "lab", "doctor", "--run", str(run_dir)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    counted = subprocess.run([sys.executable, "-c", "import sys; from lab import troubleshoot as t; "
+                              "print(' '.join(sorted({f.entry_id for f in t.diagnose(sys.argv[1], include_repro=True)})))",
+                              str(run_dir)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert set(EXPECTED.values()) <= set(counted.stdout.split())  # they are there, only not counted
