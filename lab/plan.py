@@ -34,6 +34,14 @@ def memory_part(profile: Profile) -> dict:
     return part
 
 
+def speed_part(profile: Profile) -> dict:
+    """Decode ceiling (bandwidth ÷ bytes read per token), the calibrated prediction, and the seeds'
+    claims judged for this profile on physics and arithmetic (lab.claims; a plan measures nothing)."""
+    from lab import claims
+
+    return claims.plan_part(profile)
+
+
 def plan(profile: Profile | str | Path) -> dict:
     """{"profile": name, "findings": [{"id", "severity", "message", "fix", "source"}, ...]}.
 
@@ -45,6 +53,7 @@ def plan(profile: Profile | str | Path) -> dict:
     mem = memory_part(prof)
     findings += mem.pop("findings")
     result.update(mem)
+    result.update(speed_part(prof))
     result["findings"] = sorted(findings, key=lambda f: ("error", "warn", "info").index(f["severity"]))
     return result
 
@@ -67,4 +76,11 @@ def describe(result: dict) -> str:
         lines.append(f"      source: {f['source']}")
     if not findings:
         lines.append("  no compatibility problems found in what the profile declares")
+    if result.get("decode_ceiling_tok_s") is not None:
+        lines.append(f"  speed: single-stream decode ceiling {result['decode_ceiling_tok_s']:.0f} tok/s, "
+                     f"predicted {result['predicted_decode_tok_s'] or float('nan'):.0f} tok/s "
+                     f"({result['roofline'].get('bandwidth_source')})")
+    for c in result.get("claims", []):
+        if c["verdict"] not in ("consistent", "not testable here"):
+            lines.append(f"  claim {c['id']}: {c['verdict']} — {c['why']}")
     return "\n".join(lines)
