@@ -655,6 +655,37 @@ def sweep_chart(summaries: list[dict], ceilings: list[dict] | None = None, predi
     return fig
 
 
+# ================================================================ was the machine quiet?
+def cpu_snapshot(server_pid: int | None = None) -> dict:
+    """CPU seconds so far: the whole machine's busy time, this process's, and the server's (with its
+    children). Two snapshots around a run tell how much *other* work shared the cores (`contention`)."""
+    import psutil
+
+    t = psutil.cpu_times()
+    busy = t.user + t.nice + t.system + getattr(t, "irq", 0) + getattr(t, "softirq", 0) + getattr(t, "steal", 0)
+    server = None
+    if server_pid:
+        try:
+            c = psutil.Process(server_pid).cpu_times()
+            server = c.user + c.system + c.children_user + c.children_system
+        except psutil.Error:
+            server = None
+    return {"wall": time.monotonic(), "machine_busy_s": busy, "client_s": time.process_time(), "server_s": server,
+            "cpus": psutil.cpu_count()}
+
+
+def contention(before: dict, after: dict) -> dict:
+    """CPU time used by processes other than this client and the server between two snapshots, as
+    cores' worth of work: on a 2-core box, 0.5 means a quarter of the machine was busy with something else."""
+    wall = after["wall"] - before["wall"]
+    machine = after["machine_busy_s"] - before["machine_busy_s"]
+    client = after["client_s"] - before["client_s"]
+    server = (after["server_s"] - before["server_s"]) if after["server_s"] is not None and before["server_s"] is not None else None
+    others = machine - client - (server or 0)
+    return {"wall_s": wall, "cpus": after["cpus"], "machine_busy_s": machine, "client_s": client, "server_s": server,
+            "others_s": max(others, 0.0), "others_cores": max(others, 0.0) / wall if wall > 0 else None}
+
+
 # ================================================================ notebook 06: checks, record, advice
 # Interactive use: the first token within 2 s, then at least 10 tokens/s per stream (faster than reading).
 DEFAULT_SLO = {"ttft_ms": 2000.0, "tpot_ms": 100.0}
@@ -667,7 +698,7 @@ def criteria_for(profile) -> Criteria:
 
 
 def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: float | None,
-                 capacity: dict | None, skip_reason: str | None = None) -> list:
+                 capacity: dict | None, skip_reason: str | None = None, busy: dict | None = None) -> list:
     """The benchmark's verdicts as lab.checks.Check: each run valid, served ≈ in-process, measured
     below the roofline, and the client fast enough to measure what it measures."""
     from lab.checks import Check
@@ -681,6 +712,13 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
                          else ("warn" if v["valid"] else "fail"),
                          f"{s['successes']}/{s['requests']} ok in {s['duration_s']:.1f} s", "valid run",
                          "; ".join(v["reasons"] + v["warnings"]), "lab.bench.validity (MLPerf-loadgen style)"))
+    if busy and busy.get("others_cores") is not None:
+        quiet = busy["others_cores"] <= 0.1
+        out.append(Check("machine quiet during the sweep", "pass" if quiet else "warn",
+                         f"{busy['others_cores']:.2f} cores of other work", "≤ 0.10 cores",
+                         "" if quiet else f"other processes used {busy['others_s']:.1f} CPU s during the "
+                         f"{busy['wall_s']:.0f} s sweep on {busy['cpus']} cores: every speed here is lower than this "
+                         "machine can do; rerun when it is idle", "lab.bench.contention (psutil CPU times)"))
     single = summaries[0]["stream_decode_tok_s"] if summaries else None
     if ratio is None:
         out.append(Check("served ÷ in-process decode", "skip", "unknown", f"≥ {SERVED_RATIO_TARGET}",
@@ -714,7 +752,7 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
 
 def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama_bench_result: dict | None,
                  roofline_result: dict, capacity: dict | None, verdicts: list, found: list, charts: list,
-                 skip_reason: str | None, llama_bench_skip: str | None, server: dict | None) -> dict:
+                 skip_reason: str | None, llama_bench_skip: str | None, server: dict | None, busy: dict | None = None) -> dict:
     """The 06_benchmark record: summary, checks, tables, charts, every request, the sweep's summaries,
     llama-bench's rows, the roofline, the client's capacity and the claims' verdicts."""
     from lab import evidence
@@ -740,6 +778,7 @@ def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama
         "client_parsed_tok_per_cpu_s": capacity["flat_out"]["tok_per_client_cpu_s"] if capacity else None,
         "client_added_itl_ms": capacity["added_itl_ms_mean"] if capacity else None,
         "claims": counts, "benchmark_skipped": skip_reason, "llama_bench_skipped": llama_bench_skip,
+        "other_work_cores_during_sweep": busy.get("others_cores") if busy else None,
     }
     tables = [evidence.table_entry("Sweep by concurrency", [summary_row(s) for s in summaries]),
               evidence.table_entry("Roofline inputs and outputs", roofline_rows(roofline_result)),
@@ -752,7 +791,7 @@ def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama
             "summary": summary, "checks": [c.to_dict() for c in found], "tables": tables, "charts": charts,
             "runs": [r.to_dict() for r in runs], "sweep": summaries, "llama_bench": llama_bench_result,
             "roofline": roofline_result, "client_capacity": capacity,
-            "claims": [v.to_dict() for v in verdicts], "server": server}
+            "claims": [v.to_dict() for v in verdicts], "server": server, "contention": busy}
 
 
 def roofline_rows(rl: dict) -> list[dict]:
@@ -810,6 +849,9 @@ def advice(record: dict) -> str:
     if s["decode_ceiling_tok_s"] is not None:
         lines.append(f"The memory-bandwidth ceiling for one stream of this model here is {f(s['decode_ceiling_tok_s'])} tok/s; "
                      f"the calibrated prediction is {f(s['predicted_decode_tok_s'])} tok/s. No engine beats the ceiling.")
+    if (s.get("other_work_cores_during_sweep") or 0) > 0.1:
+        lines.append(f"Other processes kept {s['other_work_cores_during_sweep']:.2f} cores busy during the sweep: "
+                     "the served numbers are lower than this machine can do when idle.")
     c = s["claims"]
     lines.append("Seed claims: " + ", ".join(f"{n} {v}" for v, n in c.items()) + ".")
     return "\n".join(lines)
@@ -819,4 +861,4 @@ __all__ = ["RequestResult", "Target", "LoadSpec", "RunResult", "Criteria", "make
            "words_for_tokens", "stream_request", "run_load_async", "run_load", "sweep", "percentile", "stats_ms",
            "tpot_s", "meets_slo", "validity", "summarise", "summarise_run", "llama_bench", "served_ratio",
            "client_capacity", "summary_row", "sweep_frame", "requests_frame", "sweep_chart", "DEFAULT_SLO",
-           "criteria_for", "in_process_for", "bench_checks", "build_record", "roofline_rows", "llama_bench_rows", "capacity_rows", "advice"]
+           "criteria_for", "in_process_for", "cpu_snapshot", "contention", "bench_checks", "build_record", "roofline_rows", "llama_bench_rows", "capacity_rows", "advice"]
