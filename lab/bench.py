@@ -71,6 +71,11 @@ class RequestResult:
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (or llama-server timings.cache_n)
     output_chars: int = 0
     server_timings: dict | None = None  # llama-server's `timings` of the last chunk
+    # First and last chunk carrying `choices` at all, text or not: where `vllm bench serve` starts TTFT and
+    # ends latency (vllm/benchmarks/lib/endpoint_request_func.py), for comparing with it (lab.peer_bench).
+    first_choice_s: float | None = None
+    last_choice_s: float | None = None
+    choice_chunks: int = 0
 
     @property
     def itl_s(self) -> list[float]:
@@ -234,6 +239,10 @@ async def stream_request(client: httpx.AsyncClient, target: Target, prompt: str,
                     return res
                 choices = chunk.get("choices")
                 text = _text_of(choices[0]) if choices else ""
+                if choices:
+                    res.first_choice_s = now - sent if res.first_choice_s is None else res.first_choice_s
+                    res.last_choice_s = now - sent
+                    res.choice_chunks += 1
                 if text:
                     if res.ttft_s is None:
                         res.ttft_s = now - sent
@@ -666,8 +675,16 @@ def cpu_snapshot(server_pid: int | None = None) -> dict:
     server = None
     if server_pid:
         try:
-            c = psutil.Process(server_pid).cpu_times()
-            server = c.user + c.system + c.children_user + c.children_system
+            proc = psutil.Process(server_pid)
+            c = proc.cpu_times()
+            server = c.user + c.system + c.children_user + c.children_system  # children_*: exited ones only
+            # live children count too: vLLM's API server does little itself, its EngineCore and worker decode
+            for child in proc.children(recursive=True):
+                try:
+                    cc = child.cpu_times()
+                    server += cc.user + cc.system
+                except psutil.Error:
+                    pass
         except psutil.Error:
             server = None
     return {"wall": time.monotonic(), "machine_busy_s": busy, "client_s": time.process_time(), "server_s": server,
@@ -752,10 +769,12 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
 
 def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama_bench_result: dict | None,
                  roofline_result: dict, capacity: dict | None, verdicts: list, found: list, charts: list,
-                 skip_reason: str | None, llama_bench_skip: str | None, server: dict | None, busy: dict | None = None) -> dict:
+                 skip_reason: str | None, llama_bench_skip: str | None, server: dict | None, busy: dict | None = None,
+                 peer: dict | None = None) -> dict:
     """The 06_benchmark record: summary, checks, tables, charts, every request, the sweep's summaries,
-    llama-bench's rows, the roofline, the client's capacity and the claims' verdicts."""
-    from lab import evidence
+    llama-bench's rows, the roofline, the client's capacity, the claims' verdicts and (vLLM profiles) the
+    peer check against `vllm bench serve` (lab.peer_bench)."""
+    from lab import evidence, peer_bench
 
     single = summaries[0] if summaries else None
     tg = (llama_bench_result or {}).get("tg") or {}
@@ -787,11 +806,16 @@ def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama
         tables.insert(1, evidence.table_entry("llama-bench (in-process)", llama_bench_rows(llama_bench_result)))
     if capacity:
         tables.append(evidence.table_entry("Client capacity", capacity_rows(capacity)))
+    if peer is not None:
+        summary["peer_check"] = peer_bench.summary(peer)
+        if peer["rows"]:
+            tables += [evidence.table_entry("Peer check: lab client vs vllm bench serve (same server, same load)", peer["rows"]),
+                       evidence.table_entry("Peer check: where the definitions differ", peer["definitions"])]
     return {"title": "Benchmark: served and in-process speed, the roofline, and the seeds' claims",
             "summary": summary, "checks": [c.to_dict() for c in found], "tables": tables, "charts": charts,
             "runs": [r.to_dict() for r in runs], "sweep": summaries, "llama_bench": llama_bench_result,
             "roofline": roofline_result, "client_capacity": capacity,
-            "claims": [v.to_dict() for v in verdicts], "server": server, "contention": busy}
+            "claims": [v.to_dict() for v in verdicts], "server": server, "contention": busy, "peer_check": peer}
 
 
 def roofline_rows(rl: dict) -> list[dict]:
@@ -849,6 +873,14 @@ def advice(record: dict) -> str:
     if s["decode_ceiling_tok_s"] is not None:
         lines.append(f"The memory-bandwidth ceiling for one stream of this model here is {f(s['decode_ceiling_tok_s'])} tok/s; "
                      f"the calibrated prediction is {f(s['predicted_decode_tok_s'])} tok/s. No engine beats the ceiling.")
+    peer = s.get("peer_check")
+    if peer and not peer["skipped"] and peer["metrics_judged"]:
+        (lab_tok, vllm_tok) = peer["output_tok_s_lab_vs_vllm"]
+        lines.append(f"Peer check: on the same server and load, the lab's client and `vllm bench serve` agree on "
+                     f"{peer['metrics_agreeing']} of {peer['metrics_judged']} metrics within the noise "
+                     f"(output {lab_tok} vs {vllm_tok} tok/s), so the sweep above measures the server, not the client.")
+    elif peer and peer["skipped"] is None:
+        lines.append("Peer check: `vllm bench serve` did not produce a result; see the checks.")
     if (s.get("other_work_cores_during_sweep") or 0) > 0.1:
         lines.append(f"Other processes kept {s['other_work_cores_during_sweep']:.2f} cores busy during the sweep: "
                      "the served numbers are lower than this machine can do when idle.")

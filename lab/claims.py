@@ -435,7 +435,18 @@ def profile_roofline(profile, hardware_record: dict | None = None, context_token
         arch = models.arch_for(profile)
     except Exception as exc:  # the GGUF is not there yet (set-up not run, or a bring-your-own model)
         notes.append(f"model architecture unknown: {exc}")
-    if profile.model_file:
+    if profile.engine == "vllm" and profile.model_dir:
+        # vLLM reads the HF-format folder it serves (cpu-vllm: float32, ~5x the GGUF it was made from)
+        from lab import vllm_env
+
+        try:
+            folder = vllm_env.served_model_path(profile)
+            files = sorted(folder.glob("*.safetensors"))
+            if files:
+                weights, how = float(sum(f.stat().st_size for f in files)), f"safetensors of {folder.name} (what vLLM serves)"
+        except vllm_env.VllmMissing as exc:
+            notes.append(f"served model folder not found: {exc}")
+    elif profile.model_file:
         try:
             path = paths.model_path(profile.model_file)
             if path.is_file() and path.suffix == ".gguf":
@@ -446,8 +457,12 @@ def profile_roofline(profile, hardware_record: dict | None = None, context_token
         bpw = BITS_PER_WEIGHT[profile.model_quant]
         weights, how = arch.params * bpw / 8, f"{arch.params / 1e9:.2f}e9 params x {bpw:g} bits/weight ÷ 8"
     if arch is not None:
-        kv = float(kvcache.kv_cache_breakdown(arch, ctx, 1, profile.kv_cache_dtype,
-                                              profile.tensor_parallel_size)["total_bytes"])
+        kv_dtype = profile.kv_cache_dtype
+        if profile.engine == "vllm" and kv_dtype == "auto":  # vLLM's "auto" is the model's dtype
+            from lab.memory_plan import VLLM_AUTO_KV
+
+            kv_dtype = VLLM_AUTO_KV.get(profile.dtype, "auto")
+        kv = float(kvcache.kv_cache_breakdown(arch, ctx, 1, kv_dtype, profile.tensor_parallel_size)["total_bytes"])
     result = roofline.profile_ceiling(profile, bandwidth=roofline.bandwidth_for(profile, hardware_record),
                                       weights_bytes=weights, kv_bytes_per_seq=kv, context_tokens=ctx, levels=levels)
     result.update(weights_how=how, model=arch.name if arch else profile.model_name, notes=notes)

@@ -263,13 +263,63 @@ def _llama_cpp_python(profile: Profile, host: str, port: int, model_path, instal
                    version_source="installed" if installed else "declared", serialises_requests=True)
 
 
+def engine_python_path(profile: Profile) -> str | None:
+    """The profile's engine_python as the path to run: a relative one (".venv-vllm/bin/python") is
+    relative to the checkout, not to whatever folder the caller runs in (a notebook runs in notebooks/).
+    Kept as written when it does not exist here, or when the venv here is another build (the CPU
+    vLLM of cpu-vllm is not the vLLM a GPU profile plans for): then it names the venv to make there."""
+    if not profile.engine_python:
+        return None
+    path = Path(profile.engine_python).expanduser()
+    if not path.is_absolute() and (paths.ROOT / path).exists() and _venv_fits(profile, paths.ROOT / path):
+        return str(paths.ROOT / path)
+    return str(path)
+
+
+def _venv_fits(profile: Profile, python: Path) -> bool:
+    """Whether the engine venv holding `python` was built for this kind of profile: set-up records in
+    <venv>/lab-vllm.json whether it installed vLLM's CPU build or the CUDA one (lab/setup_vllm.py)."""
+    info = python.parent.parent / "lab-vllm.json"
+    if profile.engine != "vllm" or not info.exists():
+        return True
+    import json
+
+    try:
+        device = json.loads(info.read_text()).get("device")
+    except (OSError, ValueError):
+        return True
+    return device is None or (device == "cpu") == (profile.gpu_count == 0)
+
+
 def _vllm_entry(profile: Profile, version: str, model: str) -> tuple[list[str], Note]:
+    python = engine_python_path(profile)
     if at_least(version, rule("vllm-serve-cli")["since"]):
-        exe = str(Path(profile.engine_python).parent / "vllm") if profile.engine_python else "vllm"
+        exe = str(Path(python).parent / "vllm") if python else "vllm"
         return [exe, "serve", model], _note("vllm-serve-cli", "vllm serve")
-    python = profile.engine_python or sys.executable
-    return ([python, "-m", "vllm.entrypoints.openai.api_server", "--model", model],
+    return ([python or sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model],
             _note("vllm-serve-cli", "-m vllm.entrypoints.openai.api_server", prefix=f"vLLM {version} predates `vllm serve`."))
+
+
+def _vllm_model(profile: Profile, model_path) -> tuple[str, list[Note]]:
+    """What vLLM serves: an explicit path, else the profile's HF-format model_dir (the embedded GGUF's
+    converted copy for cpu-vllm), else model_file / the Hugging Face id (see `_model_arg`)."""
+    if model_path is not None or not profile.model_dir:
+        return _model_arg(profile, model_path)
+    from lab import vllm_env
+
+    try:
+        return str(vllm_env.served_model_path(profile)), [_note("vllm-model-dir", "MODEL")]
+    except vllm_env.VllmMissing as exc:
+        return profile.model_dir, [_note("vllm-model-dir", "MODEL", "warn", prefix=f"Not on this machine ({exc}).")]
+
+
+def _vllm_env(profile: Profile) -> tuple[dict[str, str], list[Note]]:
+    """Environment variables of the vLLM process (lab.vllm_env.engine_env), each with its reason."""
+    from lab import vllm_env
+
+    env = vllm_env.engine_env(profile)
+    ids = {"VLLM_TARGET_DEVICE": "vllm-cpu-target-device", "VLLM_CPU_KVCACHE_SPACE": "vllm-cpu-kvcache-space"}
+    return env, [_note(ids[k], k) for k in env if k in ids]
 
 
 def _vllm_dtype(profile: Profile, cc: tuple[int, int] | None) -> tuple[list[str], list[Note]]:
@@ -310,9 +360,10 @@ def _vllm_version_notes(profile: Profile, version: str, cc: tuple[int, int] | No
 def _vllm(profile: Profile, host: str, port: int, model_path, installed, cc_value) -> Command:
     version = installed or profile.engine_version
     cc = _cc(cc_value)
-    model, notes = _model_arg(profile, model_path)
+    model, notes = _vllm_model(profile, model_path)
     argv, entry_note = _vllm_entry(profile, version, model)
-    notes = [entry_note, *notes]
+    env, env_notes = _vllm_env(profile)
+    notes = [entry_note, *notes, *env_notes]
     argv += ["--served-model-name", profile.model_name, "--host", host, "--port", str(port),
              "--max-model-len", str(profile.context_tokens),
              "--gpu-memory-utilization", str(profile.gpu_memory_utilization)]
@@ -337,7 +388,7 @@ def _vllm(profile: Profile, host: str, port: int, model_path, installed, cc_valu
     secret = {"VLLM_API_KEY": profile.api_key_env} if profile.api_key_env else {}
     if secret:
         notes.append(_note("vllm-api-key", "VLLM_API_KEY"))
-    return Command("vllm", tuple(argv), host, port, "/health", profile.model_name, tuple(notes),
+    return Command("vllm", tuple(argv), host, port, "/health", profile.model_name, tuple(notes), env=env,
                    secret_env=secret, api_key_env=profile.api_key_env, engine_version=version,
                    version_source="installed" if installed else "declared")
 
@@ -350,13 +401,18 @@ def _external(profile: Profile, host: str, port: int, _model_path, installed, _c
 
 
 def installed_version(profile: Profile) -> str | None:
-    """The engine's version on this machine (in the profile's engine_python when set), or None."""
+    """The engine's version on this machine (in the profile's engine_python when set), or None.
+    vLLM's CPU build answers with its release ("0.32.0"), read from the vllm-cpu distribution."""
     package = {"vllm": "vllm", "llama.cpp": "llama-cpp-python", "llama-cpp-python": "llama-cpp-python"}.get(profile.engine)
     if package is None:
         return None
-    python = profile.engine_python or sys.executable
-    if not Path(python).exists():
+    python = engine_python_path(profile) or sys.executable
+    if not Path(python).exists() or not _venv_fits(profile, Path(python)):
         return None
+    if package == "vllm":
+        from lab import vllm_env
+
+        return vllm_env.vllm_version(python)
     code = f"import importlib.metadata as m; print(m.version({package!r}))"
     try:
         out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=30)
@@ -388,6 +444,7 @@ class SeedCorrection:
     original: tuple[str, ...]
     corrected: tuple[str, ...]
     changes: tuple[Change, ...]
+    label: str = ""  # e.g. "as the seed ran it", "this profile's vLLM", "newest vLLM run here"
 
     @property
     def blockers(self) -> list[Change]:
@@ -397,9 +454,15 @@ class SeedCorrection:
         return [{"action": c.action, "before": c.before, "after": c.after, "why": c.why, "source": c.source}
                 for c in self.changes]
 
+    @property
+    def runs(self) -> bool:
+        """Whether the corrected command can work as written (no blocker, no open check)."""
+        return not any(c.action in ("blocker", "check") for c in self.changes)
+
     def to_record(self) -> dict:
         return {"command_id": self.command_id, "seed_file": self.seed_file, "section": self.section,
-                "engine": self.engine, "kind": self.kind, "target": self.target,
+                "engine": self.engine, "kind": self.kind, "target": self.target, "label": self.label,
+                "runs": self.runs,
                 "original": " ".join(shlex.quote(a) for a in self.original),
                 "corrected": " ".join(shlex.quote(a) for a in self.corrected), "changes": self.rows()}
 
@@ -438,26 +501,72 @@ def _split_options(argv: list[str]) -> tuple[list[str], list[list[str]]]:
     return entry, opts
 
 
+@dataclass(frozen=True)
+class Route:
+    """What a working equivalent swaps in where the seed's choice cannot run: a GPTQ 4-bit checkpoint for
+    AWQ on a GPU below compute capability 7.5, a --max-model-len within the model's own maximum, and the
+    llama.cpp command as the other Volta-safe route."""
+
+    gptq_model: str
+    max_model_len: int | None = None
+    llama_command: str | None = None
+
+
 def correct_seed_command(command_id: str, vllm_version: str | None = None,
-                         compute_capability: str | None = None) -> SeedCorrection:
+                         compute_capability: str | None = None, route: Route | None = None,
+                         label: str = "") -> SeedCorrection:
     """The seed's command rewritten to work (and be safe) with `vllm_version` on a GPU of
-    `compute_capability` (both default to what the seed itself used), each change explained."""
+    `compute_capability` (both default to what the seed itself used), each change explained.
+    Without a `route`, what no flag fixes stays a `blocker`; with one, AWQ on Volta becomes the GPTQ
+    checkpoint it names (and the llama.cpp route is listed as the alternative)."""
     entry = _seed_entry(command_id)
     cc_value = compute_capability or entry.get("compute_capability")
     if entry["engine"] == "vllm":
         version = vllm_version or entry["engine_version"]
-        corrected, changes = _correct_vllm(list(entry["argv"]), version, _cc(cc_value))
+        corrected, changes = _correct_vllm(list(entry["argv"]), version, _cc(cc_value), route,
+                                           entry.get("model_family"))
         target = f"vLLM {version}" + (f" on compute capability {cc_value}" if cc_value else "")
     else:
         corrected, changes = _correct_llama(list(entry["argv"]))
         target = "llama.cpp built by `make setup` (binaries named since PR #7809)"
     return SeedCorrection(command_id, entry["seed"], entry["section"], entry["engine"], entry["kind"], target,
-                          tuple(entry["argv"]), tuple(corrected), tuple(changes))
+                          tuple(entry["argv"]), tuple(corrected), tuple(changes), label)
 
 
-def _correct_vllm(argv: list[str], version: str, cc: tuple[int, int] | None) -> tuple[list[str], list[Change]]:
+def _option_value(argv: list[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
+
+
+def _apply_route(argv: list[str], cc: tuple[int, int] | None, route: Route | None) -> tuple[list[str], list[Change]]:
+    """The route's swaps on the seed's argv (before any version change): AWQ → GPTQ, max-model-len."""
+    if route is None:
+        return argv, []
+    argv, changes = list(argv), []
+    if _option_value(argv, "--quantization") == "awq" and cc and cc < (7, 5):
+        old_model = _option_value(argv, "--model")
+        argv[argv.index("--model") + 1] = route.gptq_model
+        argv[argv.index("--quantization") + 1] = "gptq"
+        changes.append(_change("replace", f"--model {old_model} --quantization awq",
+                               f"--model {route.gptq_model} --quantization gptq", "vllm-awq-to-gptq"))
+        if route.llama_command:
+            changes.append(_change("alternative", "", route.llama_command, "volta-llamacpp-route"))
+    seed_len = _option_value(argv, "--max-model-len")
+    if route.max_model_len and seed_len and int(seed_len) > route.max_model_len:
+        argv[argv.index("--max-model-len") + 1] = str(route.max_model_len)
+        changes.append(_change("replace", f"--max-model-len {seed_len}", f"--max-model-len {route.max_model_len}",
+                               "vllm-max-model-len-native"))
+    return argv, changes
+
+
+def _correct_vllm(argv: list[str], version: str, cc: tuple[int, int] | None,
+                  route: Route | None = None, model_family: str | None = None) -> tuple[list[str], list[Change]]:
+    argv, changes = _apply_route(argv, cc, route)
+    qwen3 = rule("vllm-qwen3-support")
+    if model_family == "qwen3" and not at_least(version, qwen3["since"]):
+        model = _option_value(argv, "--model") or "MODEL"
+        changes.append(_change("blocker", f"--model {model}", f"--model {model}", "vllm-qwen3-support",
+                               f"vLLM {version}:"))
     entry, opts = _split_options(argv)
-    changes: list[Change] = []
     flags = {o[0]: o for o in opts}
     if at_least(version, rule("vllm-serve-cli")["since"]) and "-m" in entry:
         model = flags.pop("--model", ["--model", "MODEL"])[1]
@@ -533,6 +642,59 @@ def seed_corrections_for(profile: Profile, installed_version: str | None = None,
             continue
         out.append(correct_seed_command(entry["id"], version if engine == "vllm" else None, cc))
     return out
+
+
+# The newest vLLM release whose code ran here: vllm-cpu 0.32.0 reports itself as vLLM 0.32.0 (issue 6).
+NEWEST_VLLM = "0.32.0"
+
+
+def route_for(profile: Profile) -> Route:
+    """The Volta-safe swaps for this profile: its own GPTQ checkpoint when it serves one (else a
+    placeholder path), its context as --max-model-len on a GPU profile, and a llama-server command."""
+    gptq = profile.model_quant.startswith("GPTQ")
+    model = (profile.model_dir or profile.model_name) if gptq else "./qwen27b-gptq-int4"
+    gguf = re.sub(r"-GPTQ.*$", "", profile.model_name, flags=re.I) + "-Q4_K_M.gguf" if gptq else "qwen27b-Q4_K_M.gguf"
+    ctx = profile.context_tokens if profile.gpu_count > 0 else None
+    split = " -sm layer" if profile.gpu_count > 1 else ""
+    llama = f"llama-server -m {gguf} -ngl 999{split} -c {ctx or 32768} -np 1 --host 127.0.0.1 --port 8080"
+    return Route(model, ctx, llama)
+
+
+def seed_then_and_now(profile: Profile, installed_version: str | None = None,
+                      compute_capability: str | None = None) -> list[SeedCorrection]:
+    """For a vLLM profile, each of the seeds' vLLM serve commands three times: as the seed ran it (its own
+    vLLM 0.4.2 on its V100: what fails then), for this profile's vLLM, and for the newest vLLM run here
+    (NEWEST_VLLM), the last two with the profile's route (AWQ → GPTQ, context within the model's maximum).
+    Empty for other engines."""
+    if profile.engine != "vllm":
+        return []
+    cc = compute_capability or profile.gpu_compute_capability
+    mine = installed_version or profile.engine_version
+    route = route_for(profile)
+    out = []
+    for entry in seed_commands():
+        if entry["engine"] != "vllm" or entry["kind"] != "serve":
+            continue
+        targets = [(entry["engine_version"], None, "as the seed ran it", entry.get("compute_capability")),
+                   (mine, route, f"this profile's vLLM ({profile.name})", cc)]
+        if version_tuple(NEWEST_VLLM) != version_tuple(mine):
+            targets.append((NEWEST_VLLM, route, "newest vLLM run here", cc))
+        for version, rt, label, target_cc in targets:
+            out.append(correct_seed_command(entry["id"], version, target_cc, route=rt, label=label))
+    return out
+
+
+def then_and_now_rows(corrections: list[SeedCorrection]) -> list[dict]:
+    """One row per (seed command, vLLM version): whether it runs as corrected, and the command."""
+    return [{"command": c.command_id, "when": c.label, "target": c.target, "runs as corrected": c.runs,
+             "blockers / checks": "; ".join(f"{x.action}: {x.before or x.after}" for x in c.changes
+                                            if x.action in ("blocker", "check")) or "",
+             "corrected": " ".join(shlex.quote(a) for a in c.corrected)} for c in corrections]
+
+
+def then_and_now_changes(corrections: list[SeedCorrection]) -> list[dict]:
+    """Every change of every (seed command, version), with its reason and source."""
+    return [{"command": c.command_id, "when": c.label, **row} for c in corrections for row in c.rows()]
 
 
 # ---------------------------------------------------------------- what the server reported
@@ -655,37 +817,61 @@ def _parse_load(lines: list[str]) -> dict:
 
 
 _VLLM_PATTERNS = {
-    "version": re.compile(r"vLLM API server version (\S+)"),
-    "kv_tokens": re.compile(r"GPU KV cache size: ([0-9,]+) tokens"),
+    # "vLLM API server version X" (older releases) or the start-up banner's "version X" (0.11+)
+    "version": re.compile(r"(?:vLLM API server version|█\s+version) (\S+)"),
+    "engine": re.compile(r"Initializing an? (V\d) LLM engine \(v(\S+?)\)"),
+    # one line on current releases ("CPU KV cache size: 23,296 tokens, Maximum concurrency for 4,096 tokens
+    # per request: 5.69x"), two lines on older ones, and "GPU" instead of "CPU" on a GPU
+    "kv_tokens": re.compile(r"\b([A-Z]+)(?: \+ host)? KV cache size: ([0-9,]+) tokens"),
     "max_concurrency": re.compile(r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x"),
     "kv_memory": re.compile(r"Available KV cache memory: ([0-9.]+) GiB"),
+    "kv_memory_cpu": re.compile(r"Explicitly set \(([0-9.]+)/([0-9.]+)\) GiB for KV cache"),
     "blocks": re.compile(r"# GPU blocks: (\d+), # CPU blocks: (\d+)"),
     "weights": re.compile(r"(?:Model loading took|Loading model weights took) ([0-9.]+) ?GiB"),
+    "checkpoint": re.compile(r"Checkpoint size: ([0-9.]+) GiB"),
+    "max_model_len": re.compile(r"Using max model len (\d+)"),
     "attention_backend": re.compile(r"Using (\w+) backend"),
+    "listening": re.compile(r"Starting vLLM (?:API )?server on (\S+)"),
+    "init_engine": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) (?:s|seconds)"),
 }
 
 
 def parse_vllm_log(text: str) -> dict:
-    """What vLLM reported at start-up: version, KV cache tokens (V1) or GPU/CPU blocks (V0), KV
-    memory, max concurrency at max_model_len, weight memory, attention backend, errors."""
+    """What vLLM reported at start-up: version (and engine V0/V1), KV cache tokens and the device that holds
+    them (V1) or GPU/CPU blocks (V0), KV memory, max concurrency at max_model_len, max_model_len, weight
+    memory, attention backend, where it listens, engine start-up time, errors."""
     out: dict = {}
     kv_tokens = []
     for line in text.splitlines():
         p = _VLLM_PATTERNS
         if m := p["version"].search(line):
             out["version"] = m[1]
-        elif m := p["kv_tokens"].search(line):
-            kv_tokens.append(int(m[1].replace(",", "")))
-        elif m := p["max_concurrency"].search(line):
+        if m := p["engine"].search(line):
+            out["engine"] = m[1]
+            out.setdefault("version", m[2])
+        if m := p["kv_tokens"].search(line):
+            kv_tokens.append(int(m[2].replace(",", "")))
+            out["kv_cache_device"] = m[1]
+        if m := p["max_concurrency"].search(line):  # on the KV line itself in current releases
             out["max_concurrency"] = {"tokens_per_request": int(m[1].replace(",", "")), "x": float(m[2])}
-        elif m := p["kv_memory"].search(line):
+        if m := p["kv_memory"].search(line):
             out["kv_cache_memory_gib"] = float(m[1])
-        elif m := p["blocks"].search(line):
+        elif m := p["kv_memory_cpu"].search(line):  # the CPU build: VLLM_CPU_KVCACHE_SPACE of the node's RAM
+            out["kv_cache_memory_gib"] = float(m[1])
+            out["node_memory_gib"] = float(m[2])
+        for key in ("weights", "checkpoint"):
+            if m := p[key].search(line):
+                out[f"{key}_gib"] = float(m[1])
+        if m := p["blocks"].search(line):
             out["blocks"] = {"gpu": int(m[1]), "cpu": int(m[2])}
-        elif m := p["weights"].search(line):
-            out["weights_gib"] = float(m[1])
-        elif m := p["attention_backend"].search(line):
+        if m := p["max_model_len"].search(line):
+            out["max_model_len"] = int(m[1])
+        if m := p["attention_backend"].search(line):
             out["attention_backend"] = m[1]
+        if m := p["listening"].search(line):
+            out["listening"] = m[1]
+        if m := p["init_engine"].search(line):
+            out["init_engine_s"] = float(m[1])
     if kv_tokens:
         out["kv_cache_tokens"] = sum(kv_tokens)  # one line per engine core (data-parallel rank)
     out["errors"] = [ln.strip() for ln in text.splitlines() if re.search(r"\b(ERROR|Traceback)\b", ln)][:50]
@@ -741,9 +927,11 @@ def reported_rows(reported: dict) -> list[dict]:
     thr = reported.get("threads")
     if thr:
         add("threads", f"{thr['n_threads']} of {thr['cpus']} CPUs")
-    for key, what in (("version", "vLLM version"), ("kv_cache_tokens", "KV cache (tokens)"),
-                      ("kv_cache_memory_gib", "KV cache memory (GiB)"), ("weights_gib", "weights (GiB)"),
-                      ("attention_backend", "attention backend")):
+    for key, what in (("version", "vLLM version"), ("engine", "vLLM engine"), ("kv_cache_tokens", "KV cache (tokens)"),
+                      ("kv_cache_device", "KV cache on"), ("kv_cache_memory_gib", "KV cache memory (GiB)"),
+                      ("max_model_len", "max model len (tokens per request)"), ("weights_gib", "weights (GiB)"),
+                      ("checkpoint_gib", "checkpoint size (GiB)"), ("attention_backend", "attention backend"),
+                      ("init_engine_s", "engine init: profile, KV cache, warm-up (s)"), ("listening", "listening on")):
         add(what, reported.get(key))
     if reported.get("max_concurrency"):
         mc = reported["max_concurrency"]

@@ -250,6 +250,15 @@ def what_it_means(record: dict) -> str:
                      f"{s['parity_caches_compared']}** caches (largest error {s['parity_max_abs_error_pct']} %), on a GQA "
                      "model and a sliding-window model, across contexts, slot counts and KV dtypes — so the same "
                      "arithmetic can be trusted for the 27B-class configs below.")
+    vk = s.get("vllm_kv_parity")
+    if vk and vk["skipped"]:
+        lines.append(f"- The vLLM comparison was skipped: {vk['skipped']}")
+    elif vk:
+        lines.append(f"- vLLM reported exactly what the lab predicted for **{vk['identical']} of {vk['compared']}** "
+                     f"quantities: **{vk['reported_tokens']:,} tokens** in {vk['reported_blocks']} blocks of "
+                     f"{vk['bytes_per_block']:,} bytes (predicted {vk['predicted_tokens']:,} tokens, "
+                     f"{vk['predicted_blocks']} blocks) — vLLM allocates whole blocks, so the budget ÷ bytes per "
+                     "block, rounded down, is the cache.")
     for cid, status in s["claims"].items():
         verdict = next(c["verdict"] for c in record["claims"] if c["id"] == cid)
         lines.append(f"- Seed claim `{cid}`: **{status}** — {verdict}")

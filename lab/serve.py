@@ -41,6 +41,15 @@ from lab.profiles import Profile
 _LIVE: "weakref.WeakSet[Server]" = weakref.WeakSet()
 _ATEXIT = {"registered": False}
 DEFAULT_HEALTH_TIMEOUT_S = 120.0  # a 27B GGUF from a cold disk takes tens of seconds; SmolLM2 ~1-3 s
+# vLLM imports torch, spawns an engine core and a worker, loads and profiles the model: 35-82 s here for
+# SmolLM2 on 2 CPU cores with --enforce-eager, ~100-125 s with torch.compile (issue 6); a 27B on GPUs
+# compiles CUDA graphs too. Generous, because a timeout kills a server that was about to answer.
+VLLM_HEALTH_TIMEOUT_S = 420.0
+
+
+def health_timeout_for(command: Command) -> float:
+    """How long `start` waits for the server to answer: longer for vLLM than for llama.cpp."""
+    return VLLM_HEALTH_TIMEOUT_S if command.engine == "vllm" else DEFAULT_HEALTH_TIMEOUT_S
 SMOKE_PROMPT = "The capital of France is"
 SMOKE_CHAT = "Say hello in five words."
 
@@ -257,8 +266,13 @@ class Server:
                 sent = "SIGKILL"
                 _signal_group(pgid, signal.SIGKILL)
                 self.process.wait(timeout=10)
+        # The leader has exited, but its children may still be shutting down on the SIGTERM they got too
+        # (vLLM's EngineCore and worker outlive the API server by a moment): give them the rest of
+        # timeout_s before calling them leftovers and killing them.
+        while _group_members(pgid) and time.monotonic() - t0 < timeout_s:
+            time.sleep(0.1)
         leftovers = _group_members(pgid)
-        if leftovers:  # a child that outlived its parent: kill it, and say so
+        if leftovers:  # a child that outlived its parent and the grace period: kill it, and say so
             _signal_group(pgid, signal.SIGKILL)
             time.sleep(0.2)
         self._finalizer.detach()
@@ -287,13 +301,14 @@ class Server:
 
 # ---------------------------------------------------------------- start, connect, wait
 def start(command: Command, log_dir: str | Path, name: str = "server",
-          health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S) -> Server:
+          health_timeout_s: float | None = None) -> Server:
     """Start `command` on this machine and return once it serves a 1-token completion.
 
     Raises PortInUse / UnsafeBind before starting anything, StartupFailed (with the log tail) when the
-    process exits early or is not healthy within `health_timeout_s` (the process is stopped first).
-    For an external command nothing is started: see `connect`.
+    process exits early or is not healthy within `health_timeout_s` (default: `health_timeout_for`; the
+    process is stopped first). For an external command nothing is started: see `connect`.
     """
+    health_timeout_s = health_timeout_s or health_timeout_for(command)
     if command.external:
         return connect(command, timeout_s=min(health_timeout_s, 30.0))
     check_bind_allowed(command)
@@ -457,9 +472,11 @@ def why_not_startable(profile: Profile, command: Command) -> str | None:
 
 # ---------------------------------------------------------------- checks and record for notebook 04
 def serve_checks(skip_reason: str | None, server: Server | None, smoke: dict | None,
-                 stop_report: dict | None, health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S) -> list[Check]:
+                 stop_report: dict | None, health_timeout_s: float | None = None) -> list[Check]:
     """started, health time, /v1/completions, /v1/chat/completions, stopped with no process left."""
     src = "lab.serve (this run)"
+    if health_timeout_s is None:
+        health_timeout_s = health_timeout_for(server.command) if server else DEFAULT_HEALTH_TIMEOUT_S
     if skip_reason:
         names = ("server started", "health time", "/v1/completions answers", "/v1/chat/completions answers",
                  "stopped, no process left")
@@ -489,18 +506,23 @@ def serve_checks(skip_reason: str | None, server: Server | None, smoke: dict | N
 
 
 def build_record(command: Command, corrections: list, skip_reason: str | None, server: Server | None,
-                 smoke: dict | None, reported: dict, stop_report: dict | None, checks: list[Check]) -> dict:
-    """The 04_serve record: summary, checks, tables, command, seed corrections, reported, smoke, stop."""
+                 smoke: dict | None, reported: dict, stop_report: dict | None, checks: list[Check],
+                 then_and_now: list | None = None) -> dict:
+    """The 04_serve record: summary, checks, tables, command, seed corrections, reported, smoke, stop;
+    for a vLLM profile also the seeds' vLLM commands then (vLLM 0.4.2) and now (engines.seed_then_and_now)."""
     slots = reported.get("slots") or {}
     kv = reported.get("kv_caches") or []
     off = reported.get("offloaded")
+    vllm_kv_gib = reported.get("kv_cache_memory_gib")
     summary = {"engine": command.engine, "engine_version": command.engine_version, "started": server is not None,
                "skipped": skip_reason, "health_s": server.health_s if server else None,
                "completions_ok": smoke["completions"]["ok"] if smoke else None,  # None: not tried
                "chat_ok": smoke["chat"]["ok"] if smoke else None,
                "stopped_clean": None if skip_reason else
                any(c.name.startswith("stopped") and c.status == "pass" for c in checks),
-               "kv_cache_mib": round(sum(k["mib"] for k in kv), 2) if kv else reported.get("kv_cache_memory_gib"),
+               "kv_cache_mib": round(sum(k["mib"] for k in kv), 2) if kv else
+               (round(vllm_kv_gib * 1024, 2) if vllm_kv_gib is not None else None),
+               "kv_cache_tokens": reported.get("kv_cache_tokens"),
                "slots": slots.get("n_slots"), "n_ctx_slot": slots.get("n_ctx_slot"),
                "layers_offloaded": f"{off['layers']}/{off['of']}" if off else None,
                "serialises_requests": command.serialises_requests}
@@ -509,9 +531,16 @@ def build_record(command: Command, corrections: list, skip_reason: str | None, s
               evidence.table_entry("What the server reported", engines.reported_rows(reported))]
     for corr in corrections:
         tables.append(evidence.table_entry(f"Seed command {corr.command_id} corrected for {corr.target}", corr.rows()))
+    then_and_now = then_and_now or []
+    if then_and_now:
+        summary["seed_vllm_then_and_now"] = {f"{c.command_id} @ {c.target}": c.runs for c in then_and_now}
+        tables += [evidence.table_entry("The seeds' vLLM commands, then and now", engines.then_and_now_rows(then_and_now)),
+                   evidence.table_entry("The seeds' vLLM commands, then and now: every change",
+                                        engines.then_and_now_changes(then_and_now))]
     return {"title": f"Serve: {command.engine} on {command.host}:{command.port}", "summary": summary,
             "checks": [c.to_dict() for c in checks], "tables": tables, "command": command.to_record(),
-            "seed_corrections": [c.to_record() for c in corrections], "reported": reported,
+            "seed_corrections": [c.to_record() for c in corrections],
+            "seed_then_and_now": [c.to_record() for c in then_and_now], "reported": reported,
             "smoke": smoke, "stop": stop_report, "skip_reason": skip_reason,
             "log": str(server.log_path) if server and server.log_path else None}
 
@@ -528,7 +557,8 @@ def advice(record: dict) -> str:
         lines.append(f"It runs {s['slots']} slots of {s['n_ctx_slot']} tokens each: one request gets at most "
                      f"{s['n_ctx_slot']} tokens of context (prompt + output), whatever -c says.")
     if s.get("kv_cache_mib") is not None:
-        lines.append(f"Its KV cache takes {s['kv_cache_mib']} MiB (compare with notebook 05's prediction).")
+        tokens = f" = {s['kv_cache_tokens']:,} tokens" if s.get("kv_cache_tokens") else ""
+        lines.append(f"Its KV cache takes {s['kv_cache_mib']} MiB{tokens} (compare with notebook 05's prediction).")
     if s["serialises_requests"]:
         lines.append("llama_cpp.server serialises requests: concurrency numbers from it are not llama.cpp's.")
     lines.append("Stopped cleanly, nothing left running." if s["stopped_clean"] else

