@@ -278,9 +278,10 @@ def _client(concurrency: int | None, timeout_s: float) -> httpx.AsyncClient:
                              limits=httpx.Limits(max_connections=n + 4, max_keepalive_connections=n + 4))
 
 
-async def run_load_async(target: Target, prompts: list[str], spec: LoadSpec) -> RunResult:
+async def run_load_async(target: Target, prompts: list[str], spec: LoadSpec, on_result=None) -> RunResult:
     """Warm-up, then the load of `spec`. Prompts are used in order, each at most once: give at least
-    warmup_requests + max_requests of them (with only a time budget, sending stops when they run out)."""
+    warmup_requests + max_requests of them (with only a time budget, sending stops when they run out).
+    `on_result(result)`, when given, is called as each measured request ends (progress, tests)."""
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     cpu0 = time.process_time()
     rng = random.Random(spec.seed)
@@ -296,7 +297,10 @@ async def run_load_async(target: Target, prompts: list[str], spec: LoadSpec) -> 
 
         async def one(i: int, prompt: str) -> RequestResult:
             try:
-                return await stream_request(client, target, prompt, i, t0)
+                res = await stream_request(client, target, prompt, i, t0)
+                if on_result is not None:
+                    on_result(res)
+                return res
             finally:
                 if sem:
                     sem.release()
@@ -348,9 +352,9 @@ def _run_coro(coro):
     return box["value"]
 
 
-def run_load(target: Target, prompts: list[str], spec: LoadSpec) -> RunResult:
+def run_load(target: Target, prompts: list[str], spec: LoadSpec, on_result=None) -> RunResult:
     """`run_load_async` for plain code and notebook cells alike."""
-    return _run_coro(run_load_async(target, prompts, spec))
+    return _run_coro(run_load_async(target, prompts, spec, on_result))
 
 
 def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_words: int,

@@ -232,12 +232,14 @@ def test_server_killed_mid_run_counts_failures_and_keeps_records(tmp_path):
         one = bench.run_load(target, bench.make_prompts(1, 32, seed=3),
                              bench.LoadSpec(concurrency=1, max_requests=1, warmup_requests=0))
         assert one.results[0].success, one.results[0].error
-        per_request = one.results[0].e2el_s
+        first_done = threading.Event()
         box = {}
         worker = threading.Thread(target=lambda: box.update(run=bench.run_load(
-            target, bench.make_prompts(6, 32, seed=4), bench.LoadSpec(concurrency=1, max_requests=6, warmup_requests=0))))
+            target, bench.make_prompts(6, 32, seed=4), bench.LoadSpec(concurrency=1, max_requests=6, warmup_requests=0),
+            on_result=lambda r: r.success and first_done.set())))
         worker.start()
-        time.sleep(2.5 * per_request)  # request 0 done, request 2 or so in flight
+        assert first_done.wait(timeout=120)  # however loaded the machine is, one request has finished
+        time.sleep(0.3 * one.results[0].e2el_s)  # and the next one is in flight
         os.killpg(srv.pid, signal.SIGKILL)
         worker.join(timeout=120)
         assert not worker.is_alive()
