@@ -716,7 +716,7 @@ _LLAMA_PATTERNS = {
     "slots": re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+), kv_unified = '(\w+)'"),
     "listening": re.compile(r"listening on (\S+)"),
     "flash_attn": re.compile(r"Flash Attention (enabled|disabled)"),
-    "prompt_cache": re.compile(rf"prompt cache is enabled, size limit: (\d+) MiB"),
+    "prompt_cache": re.compile(r"prompt cache is enabled, size limit: (\d+) MiB"),
 }
 _CONTEXT_KEYS = ("n_seq_max", "n_ctx", "n_ctx_seq", "n_batch", "n_ubatch", "flash_attn", "kv_unified")
 _PRINT_INFO_KEYS = ("n_ctx_train", "n_layer", "n_head", "n_head_kv", "n_embd", "n_embd_head_k", "n_swa")

@@ -1,5 +1,4 @@
 """The claims ledger: data checks and exact verdicts (pure: no hardware needed)."""
-from pathlib import Path
 
 import pytest
 

@@ -1,10 +1,9 @@
 """Tier 3: papermill runs notebooks 01 and 02 on cpu-default through the real CLI; assert on records."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import lab_run
 
 from lab import evidence
 
@@ -14,12 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("runs")
-    proc = subprocess.run([sys.executable, "-m", "lab", "run", "--profile", "cpu-default", "--only", "01,02",
-                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("run folder:"))
-    return Path(line.split(":", 1)[1].strip())
+    return lab_run(tmp_path_factory.mktemp("runs"), "cpu-default", "01,02")
 
 
 def test_run_folder_has_everything(run_dir):

@@ -1,10 +1,8 @@
 """Tier 3: papermill runs notebook 06 (benchmarking) on cpu-default through the real CLI; assert on its record."""
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import lab_run, read_record
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent
@@ -12,12 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def record(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("runs")
-    proc = subprocess.run([sys.executable, "-m", "lab", "run", "--profile", "cpu-default", "--only", "06",
-                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("run folder:"))
-    return json.loads((Path(line.split(":", 1)[1].strip()) / "records" / "06_benchmark.json").read_text())
+    return read_record(lab_run(tmp_path_factory.mktemp("runs"), "cpu-default", "06"), "06_benchmark")
 
 
 def test_sweep_ran_on_the_real_server(record):

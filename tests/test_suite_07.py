@@ -1,11 +1,11 @@
 """Tier 3: papermill runs notebook 07 (troubleshooting) on cpu-default through the real CLI; assert on its
 record, then run `lab doctor` on that run folder: the pitfalls reproduced on purpose must not count."""
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import lab_run, read_record
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,13 +16,8 @@ EXPECTED = {"port-conflict-precheck": "port-in-use", "port-conflict-llama-server
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> tuple[Path, dict]:
-    out = tmp_path_factory.mktemp("runs")
-    proc = subprocess.run([sys.executable, "-m", "lab", "run", "--profile", "cpu-default", "--only", "07",
-                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("run folder:"))
-    run_dir = Path(line.split(":", 1)[1].strip())
-    return run_dir, json.loads((run_dir / "records" / "07_troubleshooting.json").read_text())
+    run_dir = lab_run(tmp_path_factory.mktemp("runs"), "cpu-default", "07", timeout=600)
+    return run_dir, read_record(run_dir, "07_troubleshooting")
 
 
 def test_every_reproduction_is_diagnosed_as_its_entry(run):

@@ -6,14 +6,12 @@ to what vLLM reports, to the block (05), the sweep through the lab's client and 
 Part of `make test` (LAB_VLLM=1 and the vLLM engine set up); about 4 minutes on 2 cores, three vLLM starts.
 """
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from lab import serve
-from test_vllm_cpu import _skip_reason
+from conftest import lab_run, vllm_skip_reason
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,15 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    reason = _skip_reason()
+    reason = vllm_skip_reason()
     if reason:
         pytest.skip(reason)
-    out = tmp_path_factory.mktemp("runs")
-    proc = subprocess.run([sys.executable, "-m", "lab", "run", "--profile", "cpu-vllm", "--only", "04,05,06",
-                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("run folder:"))
-    return Path(line.split(":", 1)[1].strip())
+    return lab_run(tmp_path_factory.mktemp("runs"), "cpu-vllm", "04,05,06")
 
 
 def record(run_dir: Path, name: str) -> dict:

@@ -15,6 +15,7 @@ import time
 
 import httpx
 import pytest
+from conftest import vllm_skip_reason
 
 from lab import bench, engines, models, profiles, serve, vllm_env, vllm_kv
 
@@ -23,21 +24,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 START_TIMEOUT_S = 420  # measured 35-82 s here; the box is shared with other work
 
 
-def _skip_reason() -> str | None:
-    if os.environ.get("LAB_VLLM") != "1":
-        return "LAB_VLLM is not 1: `make test` sets it (and sets the vLLM engine up); by hand, export LAB_VLLM=1"
-    try:
-        profile = profiles.load("cpu-vllm")
-        vllm_env.engine_python(profile)
-        vllm_env.served_model_path(profile)
-    except vllm_env.VllmMissing as exc:
-        return f"no vLLM engine venv: {exc}"
-    return None
-
-
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory):
-    reason = _skip_reason()
+    reason = vllm_skip_reason()
     if reason:
         pytest.skip(reason)
     profile = profiles.load("cpu-vllm")
