@@ -11,6 +11,15 @@ import sys
 from pathlib import Path
 
 
+def _check_counts(run_dir) -> str:
+    """'12 pass, 1 warn, 2 fail, 20 skip' over every record's checks: failed checks are evidence, not a
+    failed run (a V100 profile on a box without the V100 fails its GPU checks, on purpose)."""
+    from lab import evidence
+
+    statuses = [c.get("status") for r in evidence.read_records(run_dir).values() for c in r.get("checks") or []]
+    return ", ".join(f"{statuses.count(s)} {s}" for s in ("pass", "warn", "fail", "skip"))
+
+
 def _cmd_run(args) -> int:
     from lab import runner
 
@@ -22,6 +31,7 @@ def _cmd_run(args) -> int:
         return 2
     print(f"run folder: {result.run_dir}")
     print(f"report:     {result.run_dir / 'report.html'}")
+    print(f"checks:     {_check_counts(result.run_dir)}")
     if not result.ok:
         failed = [r.notebook for r in result.results if r.status != "ok"]
         print(f"not ok: {', '.join(failed)} (see the report)", file=sys.stderr)
