@@ -118,11 +118,17 @@ def _params(model_class: str) -> float:
 
 
 def _bits(quant: str) -> float:
-    from lab.hardware import BITS_PER_WEIGHT
+    """Bits per weight of `quant` over a whole model (lab.weights: lab/data/weight_bits.yaml; "INT4" is AWQ)."""
+    from lab import weights
 
-    if quant == "INT4":
-        return BITS_PER_WEIGHT["AWQ-INT4"]
-    return BITS_PER_WEIGHT[quant]
+    return weights.bits_per_weight(quant)
+
+
+def _weights(quant: str, params: float | None = None, arch=None, model_id: str | None = None) -> float:
+    """Weight bytes at `quant` (lab.weights.weights_bytes: exact for a modelled stand-in, else params × bits)."""
+    from lab import weights
+
+    return float(weights.weights_bytes(quant, arch=arch, model_id=model_id, params=params)[0])
 
 
 def _payload_bits(quant: str) -> float:
@@ -182,7 +188,7 @@ def _speed(claim: dict, measured: dict | None, batch: int) -> tuple[str, str, di
     kv = {sid: _kv_bytes(a, ctx) for sid, a in arches.items()}
     quant = cond.get("quant", "Q4_K_M")
     w_min = _params(cond["model"]) * _payload_bits(quant) / 8
-    w_typ = _params(cond["model"]) * _bits(quant) / 8
+    w_typ = _weights(quant, params=_params(cond["model"]))
     ceiling_max = roofline.aggregate_ceiling_tok_s(bw, w_min, min(kv.values()), batch)
     typical = {sid: roofline.aggregate_ceiling_tok_s(bw, w_typ, kv_b, batch) for sid, kv_b in kv.items()}
     lo, hi = _range(claim["value"])
@@ -292,16 +298,15 @@ def _context_fit(claim, _measured):
     gpu = roofline.gpu_spec(cond["gpu"])
     memory = gpu["memory_gib"] * GIB * int(cond.get("gpus", 1))
     tokens, dtype = int(test["tokens"]), test.get("kv_dtype", "f16")
-    bits = _bits(cond["quant"])
     rows = {}
     for sid, arch in _stand_ins(cond["model"]).items():
-        w = arch.params * bits / 8
+        w = _weights(cond["quant"], arch=arch, model_id=sid)
         kv = _kv_bytes(arch, tokens, dtype)
         rows[sid] = {"weights_gib": w / GIB, "kv_gib": kv / GIB, "free_gib": (memory - w - kv) / GIB}
     fits = {sid: r["free_gib"] >= 0 for sid, r in rows.items()}
     claim_fits = bool(test["claim_fits"])
     ok = any(v == claim_fits for v in fits.values())
-    why = (f"{gpu['memory_gib'] * int(cond.get('gpus', 1)):g} GiB vs weights ({cond['quant']}, {bits:g} bits) + KV at "
+    why = (f"{gpu['memory_gib'] * int(cond.get('gpus', 1)):g} GiB vs weights ({cond['quant']}, lab.weights) + KV at "
            f"{tokens} tokens: " + "; ".join(f"{sid} {r['weights_gib']:.1f} + {r['kv_gib']:.1f} GiB → "
                                             f"{'fits' if r['free_gib'] >= 0 else 'does not fit'} ({r['free_gib']:+.1f} GiB)"
                                             for sid, r in rows.items())
@@ -423,11 +428,10 @@ def profile_roofline(profile, hardware_record: dict | None = None, context_token
                      levels: list[int] | None = None) -> dict:
     """The profile's decode ceiling and calibrated prediction (lab.roofline.profile_ceiling) with its
     inputs resolved here: bandwidth from notebook 01's record or the datasheet; weight bytes from the
-    GGUF file when it exists, else parameters x bits per weight; KV bytes from lab.kvcache at
+    GGUF file when it exists, else lab.weights.weights_bytes (what the memory plan uses); KV bytes from lab.kvcache at
     `context_tokens` (default: the benchmark's prompt + half its output, the average depth while it
     decodes). Reads the GGUF header for gguf: profiles; never starts anything."""
-    from lab import kvcache, models, paths
-    from lab.hardware import BITS_PER_WEIGHT
+    from lab import kvcache, models, paths, weights as weights_mod
 
     ctx = context_tokens or profile.bench_prompt_tokens + profile.bench_output_tokens // 2
     notes, weights, how, kv, arch = [], None, None, None, None
@@ -453,9 +457,19 @@ def profile_roofline(profile, hardware_record: dict | None = None, context_token
                 weights, how = float(models.gguf_weights_bytes(path)), f"tensor bytes of {path.name}"
         except Exception as exc:
             notes.append(f"model file unreadable: {exc}")
-    if weights is None and arch is not None and arch.params and profile.model_quant in BITS_PER_WEIGHT:
-        bpw = BITS_PER_WEIGHT[profile.model_quant]
-        weights, how = arch.params * bpw / 8, f"{arch.params / 1e9:.2f}e9 params x {bpw:g} bits/weight ÷ 8"
+    if weights is None and arch is not None:
+        # the same bytes as the memory plan (lab.weights.weights_bytes): exact for a modelled stand-in
+        kind, _, ref = profile.model_architecture.partition(":")
+        try:
+            b, basis = weights_mod.weights_bytes(profile.model_quant, arch=arch,
+                                                 model_id=ref if kind == "config" else None)
+            weights, how = float(b), basis
+        except (KeyError, ValueError) as exc:
+            notes.append(f"weight bytes unknown: {exc}")
+    tp = profile.tensor_parallel_size if profile.engine == "vllm" else 1
+    if weights is not None and tp > 1:
+        how += (f"; all {tp} GPUs' weights, read in parallel: each GPU reads 1/{tp} of them "
+                f"({weights / tp / 1e9:.2f} GB) and the bandwidth is {tp} GPUs' (perfect tensor parallelism)")
     if arch is not None:
         kv_dtype = profile.kv_cache_dtype
         if profile.engine == "vllm" and kv_dtype == "auto":  # vLLM's "auto" is the model's dtype

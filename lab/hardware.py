@@ -34,17 +34,8 @@ PAGE_RETIREMENT_DOC = "NVIDIA 'Dynamic Page Retirement' (docs.nvidia.com/deploy/
 ROW_REMAP_DOC = "NVIDIA 'GPU Memory Error Management' (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt)"
 HBM_ECC_SOURCE = ("NVIDIA HBM2 Tesla product briefs (e.g. Tesla P100 PCIe PB-08248-001: 'native support for ECC "
                   "and no ECC overhead, both in memory capacity and bandwidth')")
-QUANTIZE_README = "ggml-org/llama.cpp tools/quantize/README.md (bits/weight measured on Llama-3.1-8B)"
-
-# Bits per weight, for estimating a model file's size before it exists. K-quants and F16 from
-# llama.cpp's quantize README; Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 from their block layouts (e.g. Q4_0: 32
-# weights in 18 bytes = 4.5 bits); the GPU formats are int4 plus a 16-bit scale per 128 weights.
-BITS_PER_WEIGHT = {
-    "F32": 32.0, "F16": 16.0005, "BF16": 16.0005, "Q8_0": 8.5008, "Q6_K": 6.5633, "Q5_K_M": 5.7036,
-    "Q5_K_S": 5.5704, "Q5_1": 6.0, "Q5_0": 5.5, "Q4_K_M": 4.8944, "Q4_K_S": 4.6672, "Q4_1": 5.0,
-    "Q4_0": 4.5, "Q3_K_M": 3.9, "Q3_K_S": 3.6429, "Q2_K": 3.1593, "IQ4_XS": 4.4597, "IQ4_NL": 4.6818,
-    "AWQ-INT4": 4.25, "GPTQ-INT4": 4.25, "GPTQ-INT8": 8.25, "FP8": 8.0, "BNB-NF4": 4.25,
-}
+WEIGHTS_ESTIMATE_SOURCE = ("lab.weights: lab.quantize per-tensor prediction for a shipped stand-in, else params x "
+                           "lab/data/weight_bits.yaml bits (llama.cpp tools/quantize QUANT_OPTIONS)")
 
 # Clock event ("throttle") reason bits from nvml.h, with how much each should worry a user.
 THROTTLE_REASONS = {
@@ -235,11 +226,22 @@ def model_file_info(profile: Profile) -> dict:
     if path is not None and path.is_file():
         info["size_bytes"], info["how"] = path.stat().st_size, "file"
     else:
-        params = _params_from_name(profile.model_name, profile.model_stand_in_for)  # the real model first
-        bpw = BITS_PER_WEIGHT.get(profile.model_quant)
-        if params and bpw:
-            info["size_bytes"] = int(params * bpw / 8)
-            info["how"] = f"estimate: {params / 1e9:g}e9 params x {bpw:g} bits/weight / 8"
+        from lab import models, weights
+
+        # the file is the architecture's model when that is a shipped stand-in (exact per-tensor bytes for
+        # GGUF mixes), else the size in the name (the real model first) × bits per weight
+        kind, _, ref = profile.model_architecture.partition(":")
+        params = _params_from_name(profile.model_name, profile.model_stand_in_for)
+        try:
+            try:
+                stand_in = models.stand_in(ref) if kind == "config" else None
+            except (KeyError, models.ModelConfigError):  # a config path, not a shipped stand-in id
+                stand_in = None
+            size, basis = weights.weights_bytes(profile.model_quant, arch=stand_in, model_id=ref if stand_in else None,
+                                                params=params)
+            info["size_bytes"], info["how"] = size, f"estimate (tensor data, lab.weights): {basis}"
+        except (KeyError, ValueError, models.ModelConfigError):
+            pass
     target = (path.parent if path is not None else _cache_dir() / "models").absolute()
     while not target.exists() and target != target.parent:
         target = target.parent
@@ -740,7 +742,7 @@ def check_ram(inv: dict, profile: Profile) -> Check:
 def check_disk(inv: dict, profile: Profile) -> Check:
     mf = inv["model_file"]
     size, free = mf.get("size_bytes"), mf.get("disk_free_bytes")
-    src = QUANTIZE_README if (mf.get("how") or "").startswith("estimate") else _profile_source(profile)
+    src = WEIGHTS_ESTIMATE_SOURCE if (mf.get("how") or "").startswith("estimate") else _profile_source(profile)
     if mf.get("how") == "file":
         return Check("Disk for the model file", "pass", f"present: {_gib(size)} at {mf['path']}",
                      "model file on disk", "", _profile_source(profile))

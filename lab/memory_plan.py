@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from lab import facts, kvcache, models
+from lab import weights as weights_mod
 from lab.checks import Check
 from lab.models import ArchSpec
 
@@ -32,12 +33,7 @@ VLLM_AUTO_KV = {"float32": "f32", "bfloat16": "bf16", "half": "f16", "float16": 
 
 
 # ---------------------------------------------------------------- data lookups
-def weight_format(fmt: str) -> dict:
-    for entry in facts.load("weight_bits", "formats")["formats"]:
-        if entry["id"] == fmt:
-            return entry
-    known = ", ".join(e["id"] for e in facts.load("weight_bits", "formats")["formats"])
-    raise KeyError(f"unknown weight format {fmt!r}; known: {known}")
+weight_format = weights_mod.weight_format  # weight_bits.yaml entry (lab.weights owns the table)
 
 
 def runtime_overhead(overhead_id: str) -> dict:
@@ -47,27 +43,25 @@ def runtime_overhead(overhead_id: str) -> dict:
     raise KeyError(f"unknown runtime overhead {overhead_id!r}")
 
 
-def weights_bytes_for(arch: ArchSpec, fmt: str) -> int:
-    """Predicted weight bytes of `arch` stored as `fmt` (e.g. "Q4_K_M", "AWQ-INT4") from its parameter count."""
-    if not arch.params:
+def weights_bytes(arch: ArchSpec | None, quant: str, model_id: str | None = None) -> tuple[int, str]:
+    """(bytes, basis) of the weights of `arch` (stand-in `model_id`) at `quant`: lab.weights.weights_bytes,
+    the one answer the plan, the roofline, the claims and the hardware file estimate share."""
+    if arch is not None and not arch.params and not model_id:
         raise models.ModelConfigError(f"{arch.source}: no parameter count, cannot size weights")
-    entry = weight_format(fmt)
-    if "embedding_bits" in entry and arch.embedding_params:
-        body = arch.params - arch.embedding_params
-        return math.ceil(body * entry["bits"] / 8 + arch.embedding_params * entry["embedding_bits"] / 8)
-    return math.ceil(arch.params * entry["bits"] / 8)
+    try:
+        return weights_mod.weights_bytes(quant, arch=arch, model_id=model_id)
+    except ValueError as exc:
+        raise models.ModelConfigError(f"{arch.source if arch is not None else model_id}: {exc}") from exc
+
+
+def weights_bytes_for(arch: ArchSpec, fmt: str) -> int:
+    """Predicted weight bytes of `arch` stored as `fmt` from its parameter count (no per-tensor mix)."""
+    return weights_bytes(arch, fmt)[0]
 
 
 def exact_gguf_weights(model_id: str, qtype: str) -> int | None:
-    """Tensor bytes of stand-in `model_id` quantized by llama.cpp to `qtype`, when lab.quantize models
-    that mix (GGUF types only; AWQ/GPTQ and unmodelled mixes → None, and bits per weight are used)."""
-    from lab import quantize
-
-    try:
-        return quantize.predict_size(quantize.arch_tensor_specs(model_id), qtype,
-                                     models.stand_in(model_id).n_layers).tensor_bytes
-    except (quantize.QuantError, models.ModelConfigError, KeyError, ValueError):
-        return None
+    """Tensor bytes of stand-in `model_id` quantized by llama.cpp to `qtype` (lab.weights.exact_gguf_bytes)."""
+    return weights_mod.exact_gguf_bytes(model_id, qtype)
 
 
 # ---------------------------------------------------------------- profile plan
@@ -114,13 +108,8 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
 
         weights = models.gguf_weights_bytes(paths.model_path(ref))
         weights_basis = "GGUF tensor data"
-    elif (exact := exact_gguf_weights(ref, profile.model_quant)) is not None:
-        weights = exact
-        weights_basis = (f"llama.cpp's per-tensor types for {profile.model_quant} over {ref}'s tensors "
-                         "(lab.quantize.predict_size, exact against llama-quantize)")
     else:
-        weights = weights_bytes_for(arch, profile.model_quant)
-        weights_basis = f"{arch.params} params × {weight_format(profile.model_quant)['bits']} bits ({profile.model_quant})"
+        weights, weights_basis = weights_bytes(arch, profile.model_quant, ref if kind == "config" else None)
 
     on_host = profile.gpu_count == 0 or (llama and profile.n_gpu_layers == 0)
     if on_host:

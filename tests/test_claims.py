@@ -50,7 +50,8 @@ def test_llama_cpp_180_on_one_v100_is_impossible_and_45_55_is_not():
     assert items["s0-llamacpp-one-v100-180"].numbers["ceiling_max_tok_s"] == pytest.approx(900e9 / 13.5e9)
     v = items["s1-llamacpp-45-55"]
     assert v.verdict == "not testable here"
-    assert v.numbers["ceiling_typical_tok_s"]["qwen3-32b"] == pytest.approx(900e9 / (27e9 * 4.8944 / 8))
+    # 27e9 params x Q4_K_M bits from lab/data/weight_bits.yaml (lab.weights, the one table): 4.899
+    assert v.numbers["ceiling_typical_tok_s"]["qwen3-32b"] == pytest.approx(900e9 / (27e9 * 4.899 / 8))
     assert items["s0-vllm-aggregate-4-400"].verdict == "not testable here"  # 400 < 4 x 1800 / 13.5 = 533
 
 

@@ -87,3 +87,17 @@ def test_llama_cpp_plan_allocates_every_slot():
     assert not tight["fits"]
     fix = next(f for f in tight["findings"] if f["id"] == "kv-does-not-fit")["fix"]
     assert f"-c; {tight['max_context_tokens']} per slot" in fix and "q8_0" in fix
+
+
+def test_weights_bytes_is_exact_for_a_modelled_stand_in_else_params_times_bits():
+    from lab import weights
+
+    arch = models.stand_in("qwen3-32b")
+    exact, basis = memory_plan.weights_bytes(arch, "Q4_K_M", "qwen3-32b")
+    assert exact == 19_756_174_336 and "lab.quantize" in basis
+    naive, basis = memory_plan.weights_bytes(arch, "Q4_K_M")  # no stand-in id: params x weight_bits.yaml bits
+    assert naive == memory_plan.weights_bytes_for(arch, "Q4_K_M") and "weight_bits.yaml" in basis
+    gptq, _ = memory_plan.weights_bytes(arch, "GPTQ-INT4", "qwen3-32b")  # no GGUF mix for GPTQ: bits, embeddings at 16
+    assert gptq == memory_plan.weights_bytes_for(arch, "GPTQ-INT4")
+    assert weights.weights_bytes("Q4_K_M", params=27e9)[0] == pytest.approx(27e9 * 4.899 / 8, abs=1)
+    assert weights.bits_per_weight("INT4") == weights.bits_per_weight("AWQ-INT4")

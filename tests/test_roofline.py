@@ -1,7 +1,7 @@
 """Roofline arithmetic and calibration (pure): exact values."""
 import pytest
 
-from lab import claims, profiles, roofline
+from lab import claims, memory_plan, models, profiles, roofline, weights
 
 
 def test_single_stream_ceiling_is_bandwidth_over_bytes():
@@ -90,12 +90,20 @@ def test_profile_ceiling_numbers_and_missing_inputs():
 def test_profile_roofline_for_a_stand_in_profile():
     v100 = profiles.load("v100-32g-x1")  # config:qwen3-32b, Q4_K_M, no model file on this machine
     out = claims.profile_roofline(v100)
-    weights = 32762123264 * 4.8944 / 8
+    weights = 19_756_174_336  # llama.cpp's Q4_K_M mix over qwen3-32b's tensors (lab.quantize, exact), not params x bpw
     kv = (512 + 256 // 2) * 262144  # 640 tokens x 256 KiB (64 layers x 8 KV heads x 128 x 2 x f16)
     assert out["context_tokens"] == 640
     assert out["weights_bytes"] == pytest.approx(weights)
     assert out["kv_bytes_per_seq"] == kv
     assert out["decode_ceiling_tok_s"] == pytest.approx(900e9 / (weights + kv))
+    assert out["weights_bytes"] == memory_plan.plan_memory(v100)["weights_bytes"]  # one answer (lab.weights)
+
+
+def test_roofline_and_memory_plan_share_weight_bytes_under_tensor_parallelism():
+    x2 = profiles.load("v100-32g-x2-nvlink")  # vLLM GPTQ-INT4, tensor_parallel_size 2
+    out, plan = claims.profile_roofline(x2), memory_plan.plan_memory(x2)
+    assert out["weights_bytes"] == plan["weights_bytes"] == weights.weights_bytes("GPTQ-INT4", arch=models.stand_in("qwen3-32b"))[0]
+    assert "each GPU reads 1/2" in out["weights_how"] and "(perfect tensor parallelism)" in out["weights_how"]
 
 
 def test_tensor_parallel_vllm_profile_uses_both_gpus():
