@@ -752,7 +752,7 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
                          "inside llama-server, not HTTP or this client. Measured here (2026-11-29, SmolLM2, -t 2, quiet "
                          "2-core box): server 150 vs llama-bench 170 tok/s (0.88) with greedy or default sampling and "
                          "with -fa on or off alike: ~0.8 ms of per-token server work outside the graph. The H200 shows the "
-                         "same fixed cost (llama-bench 87.6 vs served 81.5 tok/s = 0.85 ms/token, evidence/h200-x1), so "
+                         "same fixed cost (llama-bench 87.6 vs served 81.5 tok/s = 0.85 ms/token, outputs/h200-x1), so "
                          "the ratio rises as tokens get slower: ~0.97 for a 27B at ~33 tok/s on a V100", "issue 4; measured here"))
     if single is not None and ceiling_tok_s is not None:
         out.append(Check("single-stream decode ≤ roofline", "pass" if single <= ceiling_tok_s else "fail",

@@ -1,6 +1,6 @@
 """Measure a GPU box with the lab's own code and write the results as lab records.
 
-Runs on the GPU machine after llama.cpp is built and the synthetic model is written (tools/gpu_evidence.sh
+Runs on the GPU machine after llama.cpp is built and the synthetic model is written (lab/gpu_evidence.sh
 does all three). Steps, each recorded even when a later one fails:
 
   01_hardware            lab.hardware inventory + checks against the profile, GPU copy-bandwidth probe
@@ -10,7 +10,7 @@ does all three). Steps, each recorded even when a later one fails:
 
 Every record compares with shared/FACTS.md's earlier H200 measurements where there is one.
 
-    python3 tools/gpu_evidence.py --profile h200-x1 --model M.gguf --llama-bin build/bin --out DIR
+    python3 -m lab.gpu_evidence --profile h200-x1 --model M.gguf --llama-bin build/bin --out DIR
 """
 from __future__ import annotations
 
@@ -25,10 +25,7 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from lab import evidence  # noqa: E402
+from lab import evidence
 
 # shared/FACTS.md, "Physics: decode is memory-bound" (measured 2026-11-29 on an H200, same model shape).
 FACTS_H200 = {

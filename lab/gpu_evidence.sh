@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The lab's GPU evidence run, on a GPU machine, from the repo root: build llama.cpp for this GPU, write the
 # synthetic model with lab.synth (while the build runs: one core against all the others), then measure
-# with tools/gpu_evidence.py. Writes records/ and logs/ under OUT_DIR; creates DONE in WORK_DIR at the end.
+# with lab/gpu_evidence.py. Writes records/ and logs/ under OUT_DIR; creates DONE in WORK_DIR at the end.
 #
-#   tools/gpu_evidence.sh WORK_DIR OUT_DIR [PROFILE] [ARCH] [CUDA_ARCH]
+#   lab/gpu_evidence.sh WORK_DIR OUT_DIR [PROFILE] [ARCH] [CUDA_ARCH]
 # Environment: SKIP_WHEELS=1 (the Python here has them), LAYERS (fewer layers: a quick trial),
 # EVIDENCE_ARGS (more gpu_evidence.py flags, e.g. "--skip bench --levels 1,2 --output-tokens 16" for a CPU
 # trial of the whole path), LAB_GIT_SHA / LAB_GIT_DIRTY (the lab commit, where the tree has no .git).
 #
-# Needs, in the checkout (ignored, carried to the device machine; evidence/h200-x1/*/README.md shows how to make them):
+# Needs, in the checkout (ignored, carried to the device machine; outputs/h200-x1/*/README.md shows how to make them):
 #   .device/llama-src   llama.cpp from the llama-cpp-python sdist (shared/tools/llama-src-for-device.sh)
 #   .device/vocab/ggml-vocab-qwen2.gguf   the tokenizer to copy into the synthetic model
 #   .device/whl/*.whl   Python packages the machine lacks (gguf, pydantic and its needs)
@@ -56,7 +56,7 @@ read -r synth_rc synth_s < "$work/synth.status" || true
 say "synth rc=$synth_rc in ${synth_s} s"; cat "$out/logs/synth.log"
 [ "${synth_rc:-1}" = 0 ] || { touch "$work/DONE"; exit 1; }
 
-python3 tools/gpu_evidence.py --profile "$profile" --model "$model" --arch "$arch" --vocab "$vocab" \
+python3 -m lab.gpu_evidence --profile "$profile" --model "$model" --arch "$arch" --vocab "$vocab" \
   --llama-bin "$work/build/bin" --out "$out" --synth-seconds "$synth_s" ${LAYERS:+--layers $LAYERS} ${EVIDENCE_ARGS:-}
 say "evidence rc=$?"
 touch "$work/DONE"
