@@ -22,6 +22,7 @@ touch no files or processes; the tests exercise them exactly.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -174,10 +175,7 @@ class TensorSpec:
 
     @property
     def n_elements(self) -> int:
-        n = 1
-        for d in self.ne:
-            n *= d
-        return n
+        return math.prod(self.ne)
 
 
 @dataclass(frozen=True)
@@ -191,10 +189,7 @@ class TensorChoice:
 
     @property
     def n_elements(self) -> int:
-        n = 1
-        for d in self.ne:
-            n *= d
-        return n
+        return math.prod(self.ne)
 
     @property
     def nbytes(self) -> int:
