@@ -84,6 +84,23 @@ def bisect_max(limit: int, fits) -> int:
     return lo
 
 
+def _served_safetensors_bytes(profile) -> tuple[int, str] | None:
+    """What vLLM really loads when the profile serves an HF folder (cpu-vllm: a float32 copy of the
+    GGUF, 5.6x its size): the safetensors' bytes. None when there is no such folder (yet)."""
+    if profile.engine != "vllm" or not getattr(profile, "model_dir", None):
+        return None
+    from lab import vllm_env
+
+    try:
+        folder = vllm_env.served_model_path(profile)
+    except vllm_env.VllmMissing:
+        return None
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    return sum(f.stat().st_size for f in files), f"the safetensors vLLM loads from {folder.name}"
+
+
 def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
     """weights_bytes, kv_bytes_per_token, kv_bytes_total, max_context_tokens, max_concurrent_sequences, fits
     and findings (id/severity/message/fix/source) for a profile; see the module docstring for semantics."""
@@ -103,7 +120,10 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
 
     # weights: exact from the GGUF when the architecture is read from one, else parameters × bits per weight
     kind, _, ref = profile.model_architecture.partition(":")
-    if kind == "gguf":
+    served = _served_safetensors_bytes(profile)
+    if served is not None:
+        weights, weights_basis = served
+    elif kind == "gguf":
         from lab import paths
 
         weights = models.gguf_weights_bytes(paths.model_path(ref))
