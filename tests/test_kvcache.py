@@ -24,6 +24,11 @@ def qwen35_27b():
 
 
 @pytest.fixture(scope="module")
+def qwen38_27b():
+    return models.stand_in("qwen3.8-27b")
+
+
+@pytest.fixture(scope="module")
 def llama31_8b():
     return models.stand_in("llama-3.1-8b")
 
@@ -89,6 +94,32 @@ def test_qwen35_two_sequences(qwen35_27b):
 
 def test_qwen35_tp8_replicates_kv_heads(qwen35_27b):
     assert kvcache.kv_cache_breakdown(qwen35_27b, 1024, 1, "f16", 8)["kv_heads_per_gpu"] == 1
+
+
+# ---------------------------------------------------------------- Qwen3.8-27B (the seeds' model): same hybrid shape
+def test_qwen38_kv_per_token_counts_only_full_attention_layers(qwen38_27b):
+    # 16 full-attention layers × (K and V) × 4 KV heads × 256 × 2 B (f16); the 48 Gated DeltaNet layers add nothing
+    assert qwen38_27b.global_layers == tuple(range(3, 64, 4)) and len(qwen38_27b.linear_layers) == 48
+    assert kvcache.kv_bytes_per_token(qwen38_27b, "f16") == 16 * 2 * 4 * 256 * 2 == 65_536
+
+
+def test_qwen38_recurrent_state_per_sequence_is_llama_cpps(qwen38_27b):
+    # llama.cpp src/llama-hparams.cpp, per recurrent layer, F32 (src/llama-model.cpp create_memory):
+    #   n_embd_r = (ssm_d_conv - 1) * (ssm_d_inner + 2 * ssm_n_group * ssm_d_state)   (conv state)
+    #   n_embd_s = ssm_d_state * ssm_d_inner                                          (delta-net state)
+    # with, for LLM_ARCH_QWEN35 (src/models/qwen35.cpp): d_conv 4, d_inner = 48 V heads × 128 = 6144,
+    # n_group = 16 K heads, d_state = 128
+    n_embd_r = (4 - 1) * (6144 + 2 * 16 * 128)
+    n_embd_s = 128 * 6144
+    assert (n_embd_r, n_embd_s) == (30_720, 786_432)
+    assert qwen38_27b.linear_state_bytes_per_layer == (n_embd_r + n_embd_s) * 4 == 3_268_608
+    assert qwen38_27b.linear_state_bytes_per_seq == 48 * 3_268_608 == 156_893_184  # 149.625 MiB
+
+
+def test_qwen38_64k_one_sequence(qwen38_27b):
+    b = kvcache.kv_cache_breakdown(qwen38_27b, 65_536)
+    assert b["global_bytes"] == 65_536 * 65_536 == 4 * GIB
+    assert b["linear_state_bytes"] == 156_893_184 and b["per_gpu_bytes"] == 4 * GIB + 156_893_184
 
 
 # ---------------------------------------------------------------- Llama-3.1-8B: 32 layers, 8 KV heads × 128

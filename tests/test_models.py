@@ -8,6 +8,7 @@ from lab.models import ModelConfigError
 
 # FACTS.md, "Model shapes for KV-cache math": layers, q heads, KV heads, head_dim
 FACTS_TABLE = {
+    "qwen3.8-27b": (64, 24, 4, 256),
     "qwen2.5-32b": (64, 40, 8, 128),
     "qwen3-32b": (64, 64, 8, 128),
     "qwen3-14b": (40, 40, 8, 128),
@@ -28,6 +29,17 @@ def test_stand_in_matches_facts_and_published_params(model_id):
     entry = models.stand_in_entry(model_id)
     assert entry["source"].startswith("https://huggingface.co/") and entry["source"].endswith("config.json")
     assert abs(arch.params / entry["params_published"] - 1) < 0.015  # formula vs model card, within 1.5 %
+
+
+def test_qwen38_27b_is_first_class():
+    """The seeds' model is a real entry (not a stand-in) with its hybrid layer split and sources."""
+    arch = models.stand_in("qwen3.8-27b")
+    entry = models.stand_in_entry("qwen3.8-27b")
+    assert entry["hf_repo"] == "Qwen/Qwen3.8-27B" and models.stand_in_ids()[0] == "qwen3.8-27b"
+    assert (arch.hidden_size, arch.ffn_size, arch.vocab_size, arch.max_context) == (5120, 17408, 248_320, 262_144)
+    assert (len(arch.global_layers), len(arch.linear_layers)) == (16, 48)
+    assert entry["config"]["mtp_num_hidden_layers"] == 1
+    assert all(s["url"].startswith("https://") and s["supports"] for s in entry["sources"])
 
 
 def test_exact_param_counts():
@@ -71,8 +83,8 @@ def test_bad_layer_types_and_sources(tmp_path):
     cfg = dict(models.stand_in_entry("llama-3.1-8b")["config"], layer_types=["full_attention"] * 3)
     with pytest.raises(ModelConfigError, match="layer_types has 3 entries"):
         models.from_hf_config(cfg)
-    with pytest.raises(KeyError, match="unknown stand-in config 'qwen3.8-27b'"):
-        models.stand_in("qwen3.8-27b")
+    with pytest.raises(KeyError, match="unknown stand-in config 'qwen3.8-14b'"):
+        models.stand_in("qwen3.8-14b")
     (tmp_path / "x.gguf").write_bytes(b"NOPE" + bytes(40))
     with pytest.raises(ModelConfigError, match="not a GGUF file"):
         models.from_gguf(tmp_path / "x.gguf")
