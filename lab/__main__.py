@@ -1,7 +1,8 @@
 """python -m lab VERB ... — the lab's command line.
 
-Exit status: 0 all good, 1 the command found a problem (invalid profile, failed notebook, plan
-errors, doctor findings), 2 bad usage (unknown profile, missing file, bad flags).
+Exit status: 0 all good, 1 the command found a problem (invalid or unknown profile, failed notebook, plan
+errors, doctor findings, a folder that is not a run), 2 bad usage (missing file, bad flags), 130 / 143 a
+run cut by SIGINT / SIGTERM. A bad file or path never prints a traceback (LAB_DEBUG=1 shows one).
 """
 from __future__ import annotations
 
@@ -21,14 +22,24 @@ def _check_counts(run_dir) -> str:
 
 
 def _cmd_run(args) -> int:
-    from lab import runner
+    from lab import profiles, runner
 
     only = [o.strip().zfill(2) for o in args.only.split(",")] if args.only else None
     try:
         result = runner.run(args.profile, only=only, out=args.out)
-    except (ValueError, FileNotFoundError) as exc:  # ProfileError is a ValueError
+    except profiles.ProfileError as exc:  # an invalid profile is a found problem (README: exit 1)
+        print(f"invalid {exc}", file=sys.stderr)
+        return 1
+    except (ValueError, FileNotFoundError, NotADirectoryError) as exc:  # --only / --out: bad usage
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if result.interrupted:
+        return result.exit_code
+    from lab import manifest
+
+    for change in manifest.read(result.run_dir).get("model_changed") or []:
+        print(f"note: model file changed since run {change['previous_run']}: {change['path']} "
+              f"(sha256 {change['previous_sha256'][:12]}… → {change['sha256'][:12]}…)", file=sys.stderr)
     print(f"run folder: {result.run_dir}")
     print(f"report:     {result.run_dir / 'report.html'}")
     print(f"checks:     {_check_counts(result.run_dir)}")
@@ -46,6 +57,8 @@ def _cmd_validate(args) -> int:
         try:
             prof = profiles.load(item)
             print(f"ok      {item} ({prof.name})")
+            for note in profiles.findings(prof):
+                print(f"  note: {note}")
         except profiles.ProfileError as exc:
             bad += 1
             print(f"invalid {exc}", file=sys.stderr)
@@ -58,8 +71,8 @@ def _cmd_plan(args) -> int:
     try:
         prof = profiles.load(args.profile)
     except profiles.ProfileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        print(f"invalid {exc}", file=sys.stderr)
+        return 1
     result = plan.plan(prof)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False))
@@ -71,7 +84,11 @@ def _cmd_plan(args) -> int:
 def _cmd_report(args) -> int:
     from lab import report
 
-    print(report.build(args.run_dir))
+    try:
+        print(report.build(args.run_dir, require_run=True))
+    except report.NotARun as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -80,9 +97,9 @@ def _cmd_compare(args) -> int:
 
     try:
         rows = report.compare_rows(args.run_dirs)
-    except (FileNotFoundError, ValueError, KeyError) as exc:
+    except report.NotARun as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 1
     if args.html:
         print(report.build_compare(args.run_dirs, args.html))
     else:
@@ -160,6 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["synth"]:  # lab.synth owns its options (argparse cannot forward "--x" through a subparser)
@@ -170,9 +192,35 @@ def main(argv: list[str] | None = None) -> int:
     return args.fn(args)
 
 
-if __name__ == "__main__":
+def entry(argv: list[str] | None = None) -> int:
+    """main() with the user-facing rules: one line instead of a traceback (LAB_DEBUG=1 shows it), 130 on
+    Ctrl-C, 0 on a closed pipe."""
+    import os
+
+    import signal
+
+    from lab.runner import raise_terminated
+
+    old_term = signal.signal(signal.SIGTERM, raise_terminated)  # SIGTERM unwinds like Ctrl-C: one line
     try:
-        sys.exit(main())
+        return main(argv)
     except BrokenPipeError:  # `python -m lab plan x | head` closed the pipe early: not an error
         sys.stderr.close()
-        sys.exit(0)
+        return 0
+    except KeyboardInterrupt as exc:
+        from lab.runner import Terminated
+
+        term = isinstance(exc, Terminated)
+        print(f"interrupted ({'SIGTERM' if term else 'SIGINT'})", file=sys.stderr)
+        return 143 if term else 130
+    except (OSError, UnicodeError, ValueError) as exc:  # a bad path or file the user gave
+        if os.environ.get("LAB_DEBUG") == "1":
+            raise
+        print(f"error: {type(exc).__name__}: {_one_line(exc)} (LAB_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+
+
+if __name__ == "__main__":
+    sys.exit(entry())

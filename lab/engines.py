@@ -221,10 +221,12 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
     ngl = "999" if profile.n_gpu_layers == -1 else str(profile.n_gpu_layers)
     argv = [binary, "-m", model, "-c", str(profile.context_tokens), "-np", str(profile.parallel_slots),
             "-t", str(profile.threads), "-ngl", ngl, "-ctk", kv, "-ctv", kv, "-fa", fa,
-            "--host", host, "--port", str(port), "-lv", str(LLAMA_LOG_VERBOSITY)]
+            "--host", host, "--port", str(port), "--cors-origins", "localhost", "--no-cors-credentials",
+            "-lv", str(LLAMA_LOG_VERBOSITY)]
     notes += [_note("llama-ctx", "-c"), _note("llama-np", "-np"), _note("llama-threads", "-t"),
               _note("llama-ngl", "-ngl"), _note("llama-kv-type", "-ctk/-ctv"), _note("llama-fa", "-fa"),
-              *_host_notes(profile, host, "llama-host"), _note("llama-verbosity", "-lv")]
+              *_host_notes(profile, host, "llama-host"), _note("llama-cors", "--cors-origins"),
+              _note("llama-verbosity", "-lv")]
     secret = {}
     if profile.api_key_env:
         secret["LLAMA_API_KEY"] = profile.api_key_env
@@ -941,12 +943,42 @@ def reported_rows(reported: dict) -> list[dict]:
     return rows
 
 
-def env_with_secrets(command: Command, base: dict | None = None) -> dict[str, str]:
-    """The environment the server process gets: `base` (default os.environ) + command.env + keys."""
-    env = dict(os.environ if base is None else base)
+# What a server process inherits from the user's environment: what it needs to find its libraries, GPUs,
+# caches and locale, and how the user tunes the engine. Nothing else: HF_TOKEN, OPENAI_API_KEY, cloud
+# credentials and whatever else a shell holds stay out of /proc/<pid>/environ of a process that serves
+# a network port.
+ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "SHELL",
+             "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+             "HF_HUB_CACHE", "XDG_CACHE_HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+ENV_ALLOW_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "OMP_", "KMP_", "MKL_", "OPENBLAS_", "GGML_", "NCCL_", "TORCH_",
+                      "VLLM_", "LAB_")
+# ...except a name that says it is a secret, whatever its prefix (VLLM_API_KEY is set by the lab itself).
+_SECRET_NAME = re.compile(r"(?i)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)")
+# The variable each engine reads its API key from (llama.cpp common/arg.cpp: --api-key, env LLAMA_API_KEY;
+# vLLM: VLLM_API_KEY; llama_cpp.server's settings: API_KEY).
+# The runner's per-run key for the lab's own servers travels to kernels in this variable (lab.serve.run_api_key).
+RUN_KEY_ENV = "LAB_RUN_API_KEY"
+API_KEY_VARIABLE = {"llama.cpp": "LLAMA_API_KEY", "vllm": "VLLM_API_KEY", "llama-cpp-python": "API_KEY"}
+MIN_API_KEY_CHARS = 16  # a key guarding a network-facing server: shorter ones are guessed
+
+
+def minimal_env(base: dict | None = None) -> dict[str, str]:
+    """The allow-listed part of `base` (default os.environ): see ENV_ALLOW."""
+    src = os.environ if base is None else base
+    return {k: v for k, v in src.items()
+            if (k in ENV_ALLOW or k.startswith(ENV_ALLOW_PREFIXES)) and not _SECRET_NAME.search(k)}
+
+
+def env_with_secrets(command: Command, base: dict | None = None, api_key: str | None = None) -> dict[str, str]:
+    """The environment the server process gets: the allow-listed part of `base` (default os.environ) +
+    command.env + the key: `api_key` if given (the lab's per-run key), else the profile's variable."""
+    src = os.environ if base is None else base
+    env = minimal_env(src)
     env.update(command.env)
     for target, source in command.secret_env.items():
-        value = env.get(source) if base is not None else os.environ.get(source)
+        value = src.get(source)
         if value:
             env[target] = value
+    if api_key and command.engine in API_KEY_VARIABLE:
+        env[API_KEY_VARIABLE[command.engine]] = api_key
     return env

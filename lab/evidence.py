@@ -150,16 +150,27 @@ def _lab_version() -> str:
 
 # ---------------------------------------------------------------- run folders
 def new_run_dir(profile_name: str, out_root: str | Path | None = None) -> Path:
-    """outputs/<profile>/<UTC time>_<git sha>/ with records/, notebooks/ and logs/ inside."""
+    """outputs/<profile>/<UTC time>_<git sha>/ with records/, notebooks/ and logs/ inside.
+
+    The folder is claimed with one mkdir that fails if it exists (never check-then-create): two runs
+    started in the same second get `..._sha` and `..._sha-2`, never one folder between them."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     base = Path(out_root) if out_root else OUTPUTS / profile_name
-    run = base / f"{stamp}_{git_state()['short']}"
-    n = 1
-    while run.exists():  # two runs in the same second stay apart
-        n += 1
-        run = base / f"{stamp}_{git_state()['short']}-{n}"
+    if base.exists() and not base.is_dir():
+        raise NotADirectoryError(f"{base}: exists and is not a folder; --out takes the folder that will hold run folders")
+    base.mkdir(parents=True, exist_ok=True)
+    short = git_state()["short"]
+    for n in range(1, 1000):
+        run = base / (f"{stamp}_{short}" if n == 1 else f"{stamp}_{short}-{n}")
+        try:
+            run.mkdir()
+        except FileExistsError:
+            continue
+        break
+    else:
+        raise FileExistsError(f"{base}: 999 run folders named {stamp}_{short}* already; is something looping?")
     for sub in ("records", "notebooks", "logs"):
-        (run / sub).mkdir(parents=True, exist_ok=True)
+        (run / sub).mkdir()
     return run
 
 
@@ -214,12 +225,40 @@ def write_record(run_dir: str | Path, name: str, data: dict, profile_path: str |
     return path
 
 
+MAX_RECORD_BYTES = 64 << 20  # a record holds samples and charts; 64 MB is far past any the lab writes
+
+
+def read_record_file(path: Path) -> dict:
+    """One record file; a record that cannot be used (truncated, not JSON, not an object, too big) comes
+    back as a stand-in with `problem` saying why, so a report shows it flagged and renders the rest."""
+    def flagged(why: str) -> dict:
+        return {"record": path.stem, "title": f"{path.stem}: record not readable", "problem": why,
+                "summary": {}, "checks": [], "tables": [], "charts": []}
+
+    try:
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            return flagged(f"{path.stat().st_size:,} bytes, more than the {MAX_RECORD_BYTES:,} a record may hold")
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        return flagged(f"cannot read: {exc}")
+    except json.JSONDecodeError as exc:
+        return flagged(f"not valid JSON (truncated or corrupt?): {exc}")
+    if not isinstance(data, dict):
+        return flagged(f"a record is a JSON object; this file holds a {type(data).__name__}")
+    for key, kind in (("summary", dict), ("checks", list), ("tables", list), ("charts", list)):
+        if key in data and data[key] is not None and not isinstance(data[key], kind):
+            return flagged(f"field {key!r} is a {type(data[key]).__name__}, not a {kind.__name__}")
+    for key in ("checks", "tables", "charts"):  # entries that are not objects cannot be shown: drop them
+        if data.get(key):
+            data[key] = [item for item in data[key] if isinstance(item, dict)]
+    data.setdefault("record", path.stem)
+    return data
+
+
 def read_records(run_dir: str | Path) -> dict[str, dict]:
-    """All records of a run, by name, in order."""
-    out = {}
-    for path in sorted((Path(run_dir) / "records").glob("*.json")):
-        out[path.stem] = json.loads(path.read_text())
-    return out
+    """All records of a run, by name, in order (unusable ones flagged: see read_record_file)."""
+    folder = Path(run_dir) / "records"
+    return {path.stem: read_record_file(path) for path in sorted(folder.glob("*.json")) if path.is_file()}
 
 
 def chart_entry(title: str, fig) -> dict:

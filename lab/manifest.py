@@ -18,7 +18,8 @@ def _hash_cache_file() -> Path:
 def model_file_sha256(path: Path) -> str:
     """sha256 of a model file, cached by (path, size, mtime): a 17 GB GGUF takes a minute to hash."""
     stat = path.stat()
-    key = f"{path.resolve()}|{stat.st_size}|{int(stat.st_mtime)}"
+    # inode and nanosecond mtime too: a file replaced in the same second with the same size is a new file
+    key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ino}"
     cache_file = _hash_cache_file()
     try:
         cache = json.loads(cache_file.read_text())
@@ -44,12 +45,39 @@ def model_files(profile: Profile) -> list[dict]:
         return [{"spec": profile.model_file, "path": None, "present": False, "reason": str(exc)}]
     if not path.exists():
         return [{"spec": profile.model_file, "path": str(path), "present": False, "reason": "file not found"}]
+    if not path.is_file():  # never hash a device (/dev/zero never ends) or a folder
+        return [{"spec": profile.model_file, "path": str(path), "present": False, "reason": "not a regular file"}]
     return [{"spec": profile.model_file, "path": str(path), "present": True, "bytes": path.stat().st_size,
              "sha256": model_file_sha256(path)}]
 
 
-def write(run_dir: Path, profile: Profile, profile_path: Path, started_utc: str, notebooks: list[dict]) -> Path:
+def previous_run(run_dir: Path) -> Path | None:
+    """The newest other run folder beside this one (same profile, same parent) that has a manifest."""
+    runs = sorted((p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir
+                   and (p / "manifest.json").is_file() and p.name < run_dir.name), key=lambda p: p.name)
+    return runs[-1] if runs else None
+
+
+def model_changes(run_dir: Path, files: list[dict]) -> list[dict]:
+    """Model files whose sha256 differs from the previous run of this profile: the same path holding other
+    bytes makes two runs' numbers incomparable, so it is said, not left for a user to notice."""
+    prev = previous_run(run_dir)
+    if prev is None:
+        return []
+    try:
+        before = {f.get("path"): f.get("sha256") for f in json.loads((prev / "manifest.json").read_text()).get("model_files") or []}
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [{"path": f["path"], "previous_run": prev.name, "previous_sha256": before[f["path"]], "sha256": f.get("sha256")}
+            for f in files if f.get("path") in before and before[f["path"]] and f.get("sha256")
+            and before[f["path"]] != f.get("sha256")]
+
+
+def write(run_dir: Path, profile: Profile, profile_path: Path, started_utc: str, notebooks: list[dict],
+          interrupted: dict | None = None) -> Path:
     gpu = evidence.gpu_summary()
+    files = model_files(profile)
+    status = "interrupted" if interrupted else ("ok" if all(n["status"] == "ok" for n in notebooks) else "failed")
     body = {
         "schema_version": MANIFEST_VERSION,
         "run_id": run_dir.name,
@@ -64,9 +92,11 @@ def write(run_dir: Path, profile: Profile, profile_path: Path, started_utc: str,
         "gpu_note": gpu["reason"],
         "packages": evidence.package_versions(),
         "llama_cpp_build": _llama_build_info(),
-        "model_files": model_files(profile),
+        "model_files": files,
+        "model_changed": model_changes(run_dir, files),
         "notebooks": notebooks,
-        "status": "ok" if all(n["status"] == "ok" for n in notebooks) else "failed",
+        "status": status,
+        "interrupted": interrupted,
     }
     path = run_dir / "manifest.json"
     path.write_text(json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False))

@@ -283,6 +283,8 @@ class GgufHeader:
     metadata: dict
     tensors: tuple[tuple[str, tuple[int, ...], int], ...]  # (name, shape, ggml type)
     array_lengths: dict  # key -> length, for every array (also the skipped ones)
+    tensor_offsets: tuple[int, ...] = ()  # each tensor's offset into the data section
+    header_bytes: int = 0  # where the header ends (the data section starts at the next alignment)
 
     @property
     def n_params(self) -> int:
@@ -356,15 +358,69 @@ def _read_gguf_header_cached(path: str, size: int, mtime_ns: int) -> GgufHeader:
                 items.append(item)
             if keep:
                 metadata[key] = items
-        tensors = []
+        tensors, offsets = [], []
         for _ in range(n_tensors):
             name, off = string(off)
             (n_dims,) = struct.unpack_from("<I", buf, off)
             dims = struct.unpack_from(f"<{n_dims}Q", buf, off + 4)
-            ggml_type, _offset = struct.unpack_from("<IQ", buf, off + 4 + 8 * n_dims)
+            ggml_type, offset = struct.unpack_from("<IQ", buf, off + 4 + 8 * n_dims)
             off += 4 + 8 * n_dims + 12
             tensors.append((name, tuple(int(d) for d in dims), int(ggml_type)))
-    return GgufHeader(path, metadata, tuple(tensors), lengths)
+            offsets.append(int(offset))
+    return GgufHeader(path, metadata, tuple(tensors), lengths, tuple(offsets), off)
+
+
+def gguf_problem(path: str | Path) -> str | None:
+    """Why the pinned llama.cpp would refuse this file, or None: missing, not a regular file, empty, not GGUF,
+    a header or tensor data cut short (an interrupted download), an architecture or tensor type it does not
+    know (lab/data/llama_cpp_gguf.yaml, taken from its source). Reads the header only."""
+
+    p = Path(path)
+    try:
+        info = p.stat()
+    except OSError as exc:
+        return f"{p}: {exc.strerror or exc}"
+    if not p.is_file():
+        return f"{p}: not a regular file"
+    if info.st_size == 0:
+        return f"{p}: empty file (0 bytes): an interrupted download or copy; fetch it again"
+    with open(p, "rb") as fh:
+        magic = fh.read(4)
+    if magic != b"GGUF":
+        return f"{p}: not a GGUF file (starts with {magic!r}, not b'GGUF'); llama.cpp loads .gguf files only"
+    try:
+        header = read_gguf_header(p)
+    except ModelConfigError as exc:
+        return str(exc)
+    except (struct.error, ValueError, OverflowError, MemoryError):
+        return (f"{p}: the GGUF header is cut short or corrupt ({info.st_size:,} bytes): an interrupted "
+                "download; fetch the file again and compare its sha256 with the publisher's")
+    known = facts.load("llama_cpp_gguf")
+    arch = header.metadata.get("general.architecture")
+    if arch not in known["architectures"]:
+        return (f"{p}: architecture {arch!r} is not one the pinned llama.cpp (llama-cpp-python "
+                f"{known['llama_cpp_python']}) knows; a newer llama.cpp may, or the file is not a language model")
+    removed = {int(k): v for k, v in known["removed_ggml_types"].items()}
+    for (name, _shape, ggml_type) in header.tensors:
+        if ggml_type >= known["ggml_type_count"] or ggml_type in removed:
+            what = f"removed type {removed[ggml_type]}" if ggml_type in removed else "an unknown type"
+            return (f"{p}: tensor {name!r} has ggml type {ggml_type} ({what}); llama.cpp "
+                    f"{known['llama_cpp_python']} cannot load it: re-quantize with a current llama-quantize")
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    align = int(header.metadata.get("general.alignment", known["default_alignment"]))
+    data_start = -(-header.header_bytes // align) * align
+    need = data_start
+    for (name, shape, ggml_type), offset in zip(header.tensors, header.tensor_offsets):
+        try:
+            block, size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
+        except (ValueError, KeyError):
+            return f"{p}: tensor {name!r} has ggml type {ggml_type}, unknown to the gguf package"
+        need = max(need, data_start + offset + math.prod(shape) // block * size)
+    if info.st_size < need:
+        return (f"{p}: truncated: {info.st_size:,} bytes, but its tensors need {need:,}: an interrupted "
+                "download; fetch the file again and compare its sha256 with the publisher's")
+    return None
 
 
 def _uniform(value: Any, key: str, source: str) -> int:

@@ -23,7 +23,6 @@ the like-for-like comparison is "lab client, vLLM definitions" against `vllm ben
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import time
@@ -125,12 +124,18 @@ def vllm_bench_command(profile, base_url: str, model: str, load: PeerLoad, resul
     return argv, env
 
 
-def run_vllm_bench(argv: list[str], env: dict[str, str], result_path: Path, log_path: Path) -> dict:
-    """Run `vllm bench serve`; its saved JSON (detailed), exit status, seconds and output tail."""
+def run_vllm_bench(argv: list[str], env: dict[str, str], result_path: Path, log_path: Path,
+                   api_key: str | None = None) -> dict:
+    """Run `vllm bench serve`; its saved JSON (detailed), exit status, seconds and output tail.
+    `api_key` (the server's) reaches it as OPENAI_API_KEY, the variable vllm/benchmarks/lib/
+    endpoint_request_func.py reads; it is not part of the recorded command."""
+    from lab import engines
+
     t0 = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    full_env = {**engines.minimal_env(), **env, **({"OPENAI_API_KEY": api_key} if api_key else {})}
     with open(log_path, "w") as log:
-        proc = subprocess.run(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.run(argv, env=full_env, stdout=log, stderr=subprocess.STDOUT,
                               cwd=result_path.parent, timeout=VLLM_BENCH_TIMEOUT_S)
     out = {"command": " ".join(f"{k}={v}" for k, v in env.items()) + " " + " ".join(shlex.quote(a) for a in argv),
            "returncode": proc.returncode, "seconds": round(time.monotonic() - t0, 1), "log": str(log_path),
@@ -166,7 +171,8 @@ def run(profile, server, out_dir: str | Path, load: PeerLoad | None = None) -> d
     out_dir.mkdir(parents=True, exist_ok=True)
     argv, env = vllm_bench_command(profile, server.base_url, server.command.served_model or profile.model_name,
                                    load, out_dir, "vllm_bench_serve.json")
-    peer["vllm_bench"] = run_vllm_bench(argv, env, out_dir / "vllm_bench_serve.json", out_dir / "vllm_bench_serve.log")
+    peer["vllm_bench"] = run_vllm_bench(argv, env, out_dir / "vllm_bench_serve.json", out_dir / "vllm_bench_serve.log",
+                                        api_key=server.api_key)
     lab_run = run_lab_client(server, load)
     peer["lab"] = {"run": lab_run.to_dict(), "summary": bench.summarise(lab_run.results, lab_run.duration_s),
                    "vllm_definitions": lab_with_vllm_definitions(lab_run.results, lab_run.duration_s),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
+import stat
 from pathlib import Path
 from typing import Literal
 
@@ -25,6 +26,11 @@ QUANT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_0",
                "AWQ-INT4", "GPTQ-INT4", "GPTQ-INT8", "FP8", "BNB-NF4")
 
 
+# A profile is a page of settings; anything bigger is not one (and is not parsed: YAML parsing is
+# where a hostile file costs memory and time).
+MAX_PROFILE_BYTES = 64 * 1024
+
+
 class ProfileError(ValueError):
     """A profile file could not be used; the message says where and how to fix it."""
 
@@ -32,7 +38,9 @@ class ProfileError(ValueError):
 class Profile(BaseModel):
     """One box: what hardware we expect, which engine and model, how to serve, what to measure."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: `threads: true` or `port: "8080"` is a mistake to name, not a value to coerce (an int
+    # is still accepted where a float is expected).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     # --- identity
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
@@ -41,12 +49,12 @@ class Profile(BaseModel):
     # --- expected hardware
     gpu_name_pattern: str | None = None  # regex over the NVML name, e.g. "V100.*32GB"
     gpu_count: int = Field(ge=0, le=16)
-    gpu_vram_mib: int | None = Field(default=None, gt=0)
+    gpu_vram_mib: int | None = Field(default=None, gt=0, le=1 << 22)
     gpu_compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
     nvlink_expected: bool = False
-    gpu_memory_bandwidth_gb_s: float | None = Field(default=None, gt=0)  # datasheet, per GPU
-    gpu_tdp_w: int | None = Field(default=None, gt=0)  # per GPU, for PSU advice
-    host_ram_gib_min: float = Field(default=8, gt=0)
+    gpu_memory_bandwidth_gb_s: float | None = Field(default=None, gt=0, le=100_000)  # datasheet, per GPU
+    gpu_tdp_w: int | None = Field(default=None, gt=0, le=10_000)  # per GPU, for PSU advice
+    host_ram_gib_min: float = Field(default=8, gt=0, le=65_536)
 
     # --- declared software (what the user installs or plans to; checked by `lab plan` without hardware)
     driver_version: str | None = Field(default=None, pattern=r"^\d+(\.\d+){0,2}$")
@@ -77,20 +85,20 @@ class Profile(BaseModel):
     kv_cache_dtype: KvDtype = "f16"
     dtype: Dtype = "auto"
     tensor_parallel_size: int = Field(default=1, ge=1, le=16)
-    n_gpu_layers: int = Field(default=0, ge=-1)  # -1 = all layers
+    n_gpu_layers: int = Field(default=0, ge=-1, le=100_000)  # -1 = all layers
     threads: int = Field(default=2, ge=1, le=512)
     enforce_eager: bool = False
-    vllm_cpu_kvcache_gib: int | None = Field(default=None, ge=1)  # vLLM CPU build: VLLM_CPU_KVCACHE_SPACE (whole GiB)
-    host: str = "127.0.0.1"
+    vllm_cpu_kvcache_gib: int | None = Field(default=None, ge=1, le=65_536)  # vLLM CPU build: VLLM_CPU_KVCACHE_SPACE (whole GiB)
+    host: str = Field(default="127.0.0.1", pattern=r"^[A-Za-z0-9.:-]{1,253}$")  # an address or host name, nothing else
     port: int = Field(default=8080, ge=1024, le=65535)
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")  # name of the env var
 
     # --- benchmark plan
-    bench_prompt_tokens: int = Field(default=128, gt=0)
-    bench_output_tokens: int = Field(default=64, gt=0)
-    bench_concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4], min_length=1)
-    bench_requests: int = Field(default=16, gt=0)
-    bench_duration_s: float = Field(default=30, gt=0)
+    bench_prompt_tokens: int = Field(default=128, gt=0, le=1_048_576)
+    bench_output_tokens: int = Field(default=64, gt=0, le=131_072)
+    bench_concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4], min_length=1, max_length=32)
+    bench_requests: int = Field(default=16, gt=0, le=100_000)
+    bench_duration_s: float = Field(default=30, gt=0, le=86_400)
 
     @field_validator("model_quant")
     @classmethod
@@ -112,8 +120,8 @@ class Profile(BaseModel):
     @field_validator("bench_concurrency")
     @classmethod
     def _positive_levels(cls, v: list[int]) -> list[int]:
-        if any(c < 1 for c in v):
-            raise ValueError("every concurrency level must be ≥ 1")
+        if any(c < 1 or c > 4096 for c in v):
+            raise ValueError("every concurrency level must be ≥ 1 and ≤ 4096")
         return v
 
     @field_validator("model_architecture")
@@ -162,7 +170,7 @@ class Profile(BaseModel):
 def resolve(name_or_path: str | Path) -> Path:
     """A profile name ("cpu-default") or a path to a YAML file → the file's path."""
     p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.exists():
+    if p.suffix in (".yaml", ".yml") or p.exists() or "/" in str(name_or_path):
         if not p.exists():
             raise ProfileError(f"{p}: no such file")
         return p
@@ -173,6 +181,11 @@ def resolve(name_or_path: str | Path) -> Path:
     return candidate
 
 
+def _clip(value, width: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def _format_errors(path: Path, data: dict, exc: ValidationError) -> str:
     lines = [f"{path}: {exc.error_count()} problem(s)"]
     for err in exc.errors():
@@ -181,7 +194,7 @@ def _format_errors(path: Path, data: dict, exc: ValidationError) -> str:
             allowed = ", ".join(Profile.model_fields)
             close = difflib.get_close_matches(field, Profile.model_fields, n=1)
             hint = f" — did you mean '{close[0]}'?" if close else ""
-            lines.append(f"  - field '{field}': not a known setting (found {err['input']!r}){hint}; "
+            lines.append(f"  - field '{field}': not a known setting (found {_clip(err['input'])}){hint}; "
                          f"allowed fields: {allowed}")
             continue
         if err["type"] == "missing":
@@ -192,26 +205,171 @@ def _format_errors(path: Path, data: dict, exc: ValidationError) -> str:
             continue
         found = data.get(err["loc"][0], "(missing)") if err["loc"] else "(see message)"
         msg = err["msg"].removeprefix("Value error, ")
-        lines.append(f"  - field '{field}': found {found!r}; {msg}")
+        lines.append(f"  - field '{field}': found {_clip(found)}; {msg}")
     return "\n".join(lines)
+
+
+class _YamlRefused(yaml.YAMLError):
+    """A YAML feature a profile may not use (the message says which, and where)."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader without the two features that make a short file mean something else or something huge:
+    anchors/aliases (refused before expansion, so a 'billion laughs' file costs nothing) and duplicate
+    keys (PyYAML keeps the last one silently)."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise _YamlRefused(f"line {event.start_mark.line + 1}: YAML anchors and aliases (&name, *name) are "
+                               "not allowed in a profile; write each value out")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise _YamlRefused(f"line {line}: duplicate key {key!r} (first on line {seen[key]}); "
+                                   "give each setting once")
+            if isinstance(key, (str, int, float, bool)):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_text(path: Path) -> str:
+    """The profile file's text: a regular, small, UTF-8 text file, or a ProfileError saying what it is."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ProfileError(f"{path}: is a folder, not a profile file; give a .yaml file such as params/cpu-default.yaml")
+    if not stat.S_ISREG(info.st_mode):
+        raise ProfileError(f"{path}: not a regular file (a device, pipe or socket); give a .yaml file")
+    if info.st_size > MAX_PROFILE_BYTES:
+        raise ProfileError(f"{path}: {info.st_size:,} bytes; a profile is at most {MAX_PROFILE_BYTES:,} bytes "
+                           "(one page of settings)")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_PROFILE_BYTES + 1)
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        raise ProfileError(f"{path}: binary data (a NUL byte at offset {nul}), not YAML text")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                           "save the file as UTF-8") from None
+    if not text.strip():
+        raise ProfileError(f"{path}: empty file; a profile is a mapping of settings (see params/cpu-default.yaml)")
+    return text
+
+
+def parse(path: Path) -> dict:
+    """The profile's YAML as a dict (anchors, duplicate keys, non-mappings refused)."""
+    text = read_text(path)
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except _YamlRefused as exc:
+        raise ProfileError(f"{path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        flat = " ".join(str(exc).replace('"<unicode string>", ', "").split())
+        raise ProfileError(f"{path}: not valid YAML: {flat[:400]}") from None
+    except RecursionError:
+        raise ProfileError(f"{path}: nested too deeply to be a profile") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected a mapping of settings at the top level, found "
+                           f"{type(data).__name__} {_clip(data, 60)}")
+    return data
+
+
+# Relative model paths in a profile are resolved from the project folder (the one holding the Makefile and
+# params/, so `model_file: models/x.gguf` means <project>/models/x.gguf), once, here: the manifest, the
+# server command and every notebook then see the same absolute path whatever folder they run in (the
+# notebooks run in notebooks/). "embedded:..." / "hf:..." names are left as they are.
+PROJECT_DIR = PARAMS_DIR.parent
+_PATH_FIELDS = {"model_file": "embedded:", "model_dir": "hf:"}
+
+
+def _absolute(spec: str, base: Path) -> str:
+    p = Path(spec).expanduser()
+    return str(p if p.is_absolute() else (base / p).resolve())
+
+
+def _resolve_paths(profile: Profile) -> Profile:
+    base = PROJECT_DIR
+    update = {}
+    for name, keep_prefix in _PATH_FIELDS.items():
+        spec = getattr(profile, name)
+        if spec and not spec.startswith(keep_prefix):
+            update[name] = _absolute(spec, base)
+    kind, _, ref = profile.model_architecture.partition(":")
+    if kind == "gguf" and not ref.startswith("embedded:"):
+        update["model_architecture"] = f"gguf:{_absolute(ref, base)}"
+    return profile.model_copy(update=update) if update else profile
+
+
+def _model_file_problem(profile: Profile, path: Path) -> str | None:
+    """A model path that exists but cannot be a model (a device such as /dev/zero, a folder for a GGUF):
+    refused here, before anything hashes or loads it. A *missing* file is not an error here: GPU profiles
+    name files of another machine (see `findings`)."""
+    checks = [("model_file", profile.model_file, "embedded:")]
+    if profile.model_architecture.startswith("gguf:"):
+        checks.append(("model_architecture", profile.model_architecture[5:], "embedded:"))
+    for name, spec, keep_prefix in checks:
+        if not spec or spec.startswith(keep_prefix):
+            continue
+        p = Path(spec)
+        try:
+            info = p.stat()
+        except OSError:
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            what = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file (a device, pipe or socket)"
+            return f"{path}: field '{name}': found {spec!r}; it is {what}; give the path of a .gguf file"
+        with open(p, "rb") as fh:
+            magic = fh.read(4)
+        if magic != b"GGUF":
+            return (f"{path}: field '{name}': found {spec!r}; it is not a GGUF file (first bytes {magic!r}, "
+                    f"expected b'GGUF'); relative paths are resolved from the project folder {PROJECT_DIR}")
+    return None
 
 
 def load(name_or_path: str | Path) -> Profile:
     """Load and validate a profile; raise ProfileError with a message fit to show a user."""
     path = resolve(name_or_path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ProfileError(f"{path}: expected a mapping of settings at the top level, found {type(data).__name__}")
+    data = parse(path)
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
         raise ProfileError(_format_errors(path, data, exc)) from None
     if profile.name != path.stem and path.parent.resolve() == PARAMS_DIR.resolve():
         raise ProfileError(f"{path}: field 'name': found {profile.name!r}; must equal the file name {path.stem!r}")
+    profile = _resolve_paths(profile)
+    problem = _model_file_problem(profile, path)
+    if problem:
+        raise ProfileError(problem)
     return profile
+
+
+def findings(profile: Profile) -> list[str]:
+    """What is valid but will not work on *this* machine as written (a missing model file): notes for
+    `lab validate` and `lab plan`, not errors, because a V100 profile names a file on the V100 box."""
+    from lab import paths
+
+    out = []
+    if profile.model_file and profile.engine != "external":
+        try:
+            p = paths.model_path(profile.model_file)
+            if not p.exists():
+                out.append(f"model_file {profile.model_file!r}: no such file on this machine")
+        except (paths.SetupMissing, KeyError) as exc:
+            out.append(f"model_file {profile.model_file!r}: not available on this machine ({exc})")
+    return out
 
 
 def sha256_of(name_or_path: str | Path) -> str:

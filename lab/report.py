@@ -15,6 +15,23 @@ STATUS_COLOURS = {"pass": "#2ca02c", "ok": "#2ca02c", "warn": "#ff7f0e", "fail":
                   "skip": "#7f7f7f", "skipped": "#7f7f7f", "error": "#d62728", "info": "#1f77b4"}
 MAX_TABLE_ROWS = 60
 
+
+class NotARun(ValueError):
+    """The folder given is not a run folder (missing, a file, or holding no manifest and no records)."""
+
+
+def check_run_dir(run_dir: str | Path) -> Path:
+    """The run folder, or NotARun saying what was given instead."""
+    path = Path(run_dir)
+    if not path.exists():
+        raise NotARun(f"{path}: no such folder; give a run folder such as outputs/cpu-default/<UTC>_<sha>/")
+    if not path.is_dir():
+        raise NotARun(f"{path}: is a file, not a run folder")
+    if not (path / "manifest.json").is_file() and not any((path / "records").glob("*.json")):
+        raise NotARun(f"{path}: not a run folder (no manifest.json and no records/*.json); "
+                      "give a folder under outputs/<profile>/")
+    return path
+
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
 h1{margin-bottom:.2rem} h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.5rem}
@@ -63,6 +80,8 @@ def _chart(figure: dict, first: bool) -> str:
 def record_section(record: dict, plotly_included: bool) -> tuple[str, bool]:
     parts = [f"<h2 id='{_e(record['record'])}'>{_e(record.get('title', record['record']))}</h2>",
              f"<p class='meta'>record <code>records/{_e(record['record'])}.json</code> · {_e(record.get('created_utc'))}</p>"]
+    if record.get("problem"):
+        parts.append(f"<p class='err'>This record could not be used: {_e(record['problem'])}</p>")
     summary = record.get("summary")
     if isinstance(summary, dict) and summary:
         parts.append(html_table([{"result": k, "value": v} for k, v in summary.items()], status_key=None))
@@ -85,18 +104,43 @@ def record_section(record: dict, plotly_included: bool) -> tuple[str, bool]:
     return "\n".join(parts), plotly_included
 
 
-def build(run_dir: str | Path) -> Path:
-    run_dir = Path(run_dir)
-    manifest_path = run_dir / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+def read_manifest(run_dir: Path) -> tuple[dict, str | None]:
+    """manifest.json as a dict, and what was wrong with it (None when fine or absent)."""
+    path = run_dir / "manifest.json"
+    if not path.exists():
+        return {}, None
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        return {}, f"manifest.json is not readable JSON: {exc}"
+    if not isinstance(data, dict):
+        return {}, f"manifest.json holds a {type(data).__name__}, not an object"
+    return data, None
+
+
+def interrupted_banner(manifest: dict) -> str:
+    """'This run was cut …' when the runner recorded an interruption, else ''."""
+    cut = manifest.get("interrupted")
+    if not isinstance(cut, dict):
+        return ""
+    return (f"<p class='err'>This run was cut: {_e(cut.get('signal'))} at {_e(cut.get('utc'))} during "
+            f"{_e(cut.get('notebook') or 'start-up')}. Notebooks after it did not run; records written before "
+            f"the cut are shown below.</p>")
+
+
+def build(run_dir: str | Path, require_run: bool = False) -> Path:
+    """Write report.html of a run folder; with require_run, a folder that is not a run raises NotARun
+    (`lab report` on a typo should not write an empty report into it)."""
+    run_dir = check_run_dir(run_dir) if require_run else Path(run_dir)
+    manifest, manifest_problem = read_manifest(run_dir)
     records = evidence.read_records(run_dir)
     prof = manifest.get("profile", {})
     git = manifest.get("git", {})
     host = manifest.get("host", {})
     gpus = manifest.get("gpus") or []
     gpu_text = ", ".join(f"{g['name']} ({g['compute_capability']})" for g in gpus) or f"none ({manifest.get('gpu_note')})"
-    nb_rows = [{"notebook": n["notebook"], "status": n["status"], "duration_s": n.get("duration_s"),
-                "error": n.get("error") or ""} for n in manifest.get("notebooks", [])]
+    nb_rows = [{"notebook": n.get("notebook"), "status": n.get("status"), "duration_s": n.get("duration_s"),
+                "error": n.get("error") or ""} for n in manifest.get("notebooks") or [] if isinstance(n, dict)]
     overall = manifest.get("status", "unknown")
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
@@ -110,6 +154,11 @@ def build(run_dir: str | Path) -> Path:
         f"host {_e(host.get('hostname'))}: {_e(host.get('cpu_model'))}, {_e(host.get('cpu_logical_cores'))} cores, "
         f"{_e(round((host.get('ram_bytes') or 0) / 2**30, 1))} GiB RAM · GPUs: {_e(gpu_text)} · "
         f"driver {_e(manifest.get('driver'))} · CUDA {_e(manifest.get('cuda_driver'))}</p>",
+        interrupted_banner(manifest),
+        *(f"<p class='err'>Model file changed since run {_e(c.get('previous_run'))}: {_e(c.get('path'))} had sha256 "
+          f"{_e(str(c.get('previous_sha256'))[:16])}…, now {_e(str(c.get('sha256'))[:16])}…; numbers of the two runs "
+          "are not comparable.</p>" for c in manifest.get("model_changed") or [] if isinstance(c, dict)),
+        f"<p class='err'>{_e(manifest_problem)}</p>" if manifest_problem else "",
         "<h2>Notebooks</h2>", html_table(nb_rows),
     ]
     if manifest.get("model_files"):
@@ -131,13 +180,10 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
     """One row per (record, result) with one column per run: many runs' key results side by side."""
     runs = []
     for rd in run_dirs:
-        rd = Path(rd)
-        if not (rd / "records").is_dir():
-            raise FileNotFoundError(f"{rd}: not a run folder (no records/); give folders under outputs/<profile>/")
-        manifest_path = rd / "manifest.json"
-        label = rd.name
-        if manifest_path.exists():
-            label = f"{json.loads(manifest_path.read_text())['profile']['name']}/{rd.name}"
+        rd = check_run_dir(rd)
+        manifest, _ = read_manifest(rd)
+        name = (manifest.get("profile") or {}).get("name") if isinstance(manifest.get("profile"), dict) else None
+        label = f"{name}/{rd.name}" if name else rd.name
         runs.append((label, evidence.read_records(rd)))
     keys: list[tuple[str, str]] = []
     for _, records in runs:
@@ -145,7 +191,9 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
             for k in (rec.get("summary") or {}):
                 if (name, k) not in keys:
                     keys.append((name, k))
-    rows = []
+    rows = [{"record": name, "result": "problem", **{label: recs[name]["problem"] if name in recs else None
+                                                     for label, recs in runs}}
+            for name in dict.fromkeys(n for _, recs in runs for n, r in recs.items() if r.get("problem"))]
     for name, k in keys:
         row = {"record": name, "result": k}
         for label, records in runs:

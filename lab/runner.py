@@ -6,12 +6,16 @@ saying why). The run exits non-zero when anything failed; the report shows what 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import evidence, profiles
+from lab import engines, evidence, profiles
 from lab.paths import NOTEBOOKS
 
 KERNEL_NAME = "llm-lab"
@@ -19,10 +23,24 @@ KERNEL_NAME = "llm-lab"
 DEPENDS_ON: dict[str, tuple[str, ...]] = {"06": ("04",)}
 
 
+# The per-run API key the lab's own servers get (lab.serve reads it; see serve.run_api_key): made here so
+# the runner can redact it from logs a cut run leaves behind, handed to kernels through the environment.
+RUN_KEY_ENV = engines.RUN_KEY_ENV
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so papermill and the runner unwind the same way for both."""
+
+
+def raise_terminated(_signum, _frame):
+    raise Terminated()
+
+
 @dataclass
 class NotebookResult:
     notebook: str
-    status: str  # ok | failed | skipped
+    status: str  # ok | failed | skipped | interrupted | not run
     duration_s: float = 0.0
     error: str | None = None
     output: str | None = None
@@ -32,10 +50,17 @@ class NotebookResult:
 class RunResult:
     run_dir: Path
     results: list[NotebookResult] = field(default_factory=list)
+    interrupted: dict | None = None  # {"signal", "utc", "notebook"} when the run was cut
 
     @property
     def ok(self) -> bool:
-        return all(r.status == "ok" for r in self.results)
+        return self.interrupted is None and all(r.status == "ok" for r in self.results)
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return SIGNAL_EXIT.get(self.interrupted["signal"], 130)
+        return 0 if self.ok else 1
 
 
 def discover(only: list[str] | None = None) -> list[Path]:
@@ -110,7 +135,58 @@ def run_notebook(book: Path, run_dir: Path, profile_path: Path) -> NotebookResul
                           str(out.relative_to(run_dir)) if out.exists() else None)
 
 
+def stop_children(grace_s: float = 5.0) -> list[int]:
+    """Stop every process this one started (kernels, the servers they started, their workers): SIGTERM,
+    `grace_s` to exit, then SIGKILL. Returns the pids found."""
+    import psutil
+
+    try:
+        kids = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+    for proc in kids:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(kids, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=3)
+    return [p.pid for p in kids]
+
+
+def finish_partial_files(run_dir: Path, note: str, secrets: tuple[str, ...] = ()) -> list[str]:
+    """What a cut run leaves half-written: owner-only raw server logs (`logs/.NAME.log.partial`) become
+    redacted `logs/NAME.log` with a last line saying they were cut; half-written records are removed (a
+    record is whole or absent). Returns what was done, for the manifest."""
+    done = []
+    for raw in sorted((run_dir / "logs").rglob(".*.log.partial")):
+        final = raw.with_name(raw.name[1:].removesuffix(".partial"))
+        text = evidence.redact(raw.read_text(errors="replace"))
+        for secret in secrets:
+            text = text.replace(secret, "[REDACTED]")
+        if not final.exists():
+            final.write_text(text + f"\n[lab] {note}\n")
+            done.append(f"{final.relative_to(run_dir)}: redacted from the raw log")
+        raw.unlink(missing_ok=True)
+    for partial in sorted((run_dir / "records").glob("*.partial")):
+        partial.unlink(missing_ok=True)
+        done.append(f"{partial.relative_to(run_dir)}: half-written record removed")
+    return done
+
+
 def run(profile: str, only: list[str] | None = None, out: str | None = None) -> RunResult:
+    """Run the notebooks into a fresh run folder, then write the manifest and the report.
+
+    SIGINT (Ctrl-C) or SIGTERM while a notebook runs cuts the run cleanly: every kernel and server it
+    started is stopped, raw logs are redacted, the manifest and report say what was cut, when and where,
+    and `result.interrupted` is set (the CLI exits 130 / 143)."""
+    import secrets
+
     from lab import manifest, report
 
     profile_path = profiles.resolve(profile).resolve()
@@ -119,19 +195,62 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None) -> 
     run_dir = evidence.new_run_dir(prof.name, out)
     started = evidence.utc_now()
     result = RunResult(run_dir)
+    # Kernels write their connection files (which hold the kernel's HMAC key) into a private folder
+    # removed at the end, whatever happens: none is left behind in ~/.local/share/jupyter/runtime.
+    runtime = Path(tempfile.mkdtemp(prefix="lab-run-"))
+    saved_env = {k: os.environ.get(k) for k in ("JUPYTER_RUNTIME_DIR", RUN_KEY_ENV)}
+    os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
+    run_key = os.environ.setdefault(RUN_KEY_ENV, secrets.token_urlsafe(24))
+    old_term = signal.signal(signal.SIGTERM, raise_terminated)
+    current: str | None = None
     print(f"[run] profile {prof.name} → {run_dir}", file=sys.stderr, flush=True)
-    for book in books:
-        prefix = book.name[:2]
-        failed_deps = [r.notebook for r in result.results
-                       if r.notebook[:2] in DEPENDS_ON.get(prefix, ()) and r.status != "ok"]
-        if failed_deps:
-            res = NotebookResult(book.stem, "skipped", error=f"skipped: depends on {', '.join(failed_deps)}, which did not succeed")
-        else:
-            print(f"[run] {book.stem} ...", file=sys.stderr, flush=True)
-            res = run_notebook(book, run_dir, profile_path)
-        result.results.append(res)
-        print(f"[run] {book.stem}: {res.status} ({res.duration_s:.1f} s)" + (f" — {res.error}" if res.error else ""),
-              file=sys.stderr, flush=True)
-    manifest.write(run_dir, prof, profile_path, started, [asdict(r) for r in result.results])
-    report.build(run_dir)
+    try:
+        for book in books:
+            prefix = book.name[:2]
+            failed_deps = [r.notebook for r in result.results
+                           if r.notebook[:2] in DEPENDS_ON.get(prefix, ()) and r.status != "ok"]
+            if failed_deps:
+                res = NotebookResult(book.stem, "skipped", error=f"skipped: depends on {', '.join(failed_deps)}, which did not succeed")
+            else:
+                print(f"[run] {book.stem} ...", file=sys.stderr, flush=True)
+                current = book.stem
+                res = run_notebook(book, run_dir, profile_path)
+                current = None
+            result.results.append(res)
+            print(f"[run] {book.stem}: {res.status} ({res.duration_s:.1f} s)" + (f" — {res.error}" if res.error else ""),
+                  file=sys.stderr, flush=True)
+    except KeyboardInterrupt as exc:
+        # A second Ctrl-C must not cut the clean-up itself.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sig = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+        result.interrupted = {"signal": sig, "utc": evidence.utc_now(), "notebook": current}
+        stopped = stop_children()
+        note = f"log cut: the run was interrupted by {sig} at {result.interrupted['utc']}"
+        result.interrupted["stopped_pids"] = stopped
+        result.interrupted["cleaned"] = finish_partial_files(run_dir, note, (run_key,))
+        done = {r.notebook for r in result.results}
+        for book in books:
+            if book.stem not in done:
+                out_nb = run_dir / "notebooks" / book.name
+                result.results.append(NotebookResult(
+                    book.stem, "interrupted" if book.stem == current else "not run",
+                    error=f"{sig} at {result.interrupted['utc']}" if book.stem == current else f"not run: {sig} earlier",
+                    output=str(out_nb.relative_to(run_dir)) if out_nb.exists() else None))
+        print(f"[run] interrupted by {sig} during {current or 'start-up'}: stopped {len(stopped)} process(es); "
+              f"the manifest and report in {run_dir} say so", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    try:
+        manifest.write(run_dir, prof, profile_path, started, [asdict(r) for r in result.results],
+                       interrupted=result.interrupted)
+        report.build(run_dir)
+    finally:
+        if result.interrupted is None:
+            signal.signal(signal.SIGTERM, old_term)
     return result

@@ -6,7 +6,12 @@
 
 What it guarantees:
 - the port is checked *before* starting (`PortInUse` names the port, what holds it, and the fix);
-- a host other than loopback is refused unless the command names an API-key variable that is set;
+- a host other than loopback is refused unless the command names an API-key variable that holds a key of
+  at least engines.MIN_API_KEY_CHARS characters; on loopback too the server gets a key: the profile's, or a
+  per-run random one (`run_api_key`), so no other program or web page on this machine can use it;
+- the model file is checked before the engine is asked to load it (lab.models.gguf_problem: truncated,
+  empty, not GGUF, an architecture or tensor type the pinned llama.cpp does not know);
+- the server gets a minimal environment (engines.minimal_env): no HF_TOKEN, OPENAI_API_KEY & co.;
 - start-up waits for `/health` (llama-server answers 503 while loading) and then a 1-token request;
   an early exit or a timeout raises `StartupFailed` with the tail of the server's log;
 - the server runs in its own process group and is stopped with SIGTERM, then SIGKILL, for the whole
@@ -23,6 +28,7 @@ import atexit
 import ctypes
 import errno
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -64,6 +70,10 @@ class PortInUse(ServeError):
 
 class UnsafeBind(ServeError):
     pass
+
+
+class BadModelFile(ServeError):
+    """The model file cannot be loaded; found before the engine was started."""
 
 
 class StartupFailed(ServeError):
@@ -117,18 +127,43 @@ def check_port_free(host: str, port: int) -> None:
         f"set `port:` in the profile, or pass port=serve.free_port() to engines.build_command().")
 
 
+_PROCESS_KEY: dict[str, str] = {}
+
+
+def run_api_key() -> str:
+    """The key the lab's own servers get when the profile names none: the runner's per-run key (handed to
+    kernels in engines.RUN_KEY_ENV), else one random key for this Python process."""
+    return os.environ.get(engines.RUN_KEY_ENV) or _PROCESS_KEY.setdefault("key", secrets.token_urlsafe(24))
+
+
 def check_bind_allowed(command: Command) -> None:
-    """Refuse a non-loopback host unless the command names an API-key variable that is set."""
+    """Refuse a non-loopback host unless the command names an API-key variable holding a strong key."""
     if command.host in LOOPBACK:
         return
     if not command.api_key_env:
         raise UnsafeBind(f"refusing to bind {command.host}:{command.port}: that exposes the server to the network "
                          "and the profile sets no api_key_env. Fix: use host 127.0.0.1, or set api_key_env "
                          "to the name of an environment variable holding a key.")
-    if not os.environ.get(command.api_key_env):
+    key = os.environ.get(command.api_key_env) or ""
+    if not key:
         raise UnsafeBind(f"refusing to bind {command.host}:{command.port}: the profile's api_key_env "
                          f"{command.api_key_env} is not set in this environment. Fix: "
                          f"export {command.api_key_env}=<a long random key>, or use host 127.0.0.1.")
+    if len(key) < engines.MIN_API_KEY_CHARS:
+        raise UnsafeBind(f"refusing to bind {command.host}:{command.port}: the key in {command.api_key_env} has "
+                         f"{len(key)} characters; a server on the network needs at least {engines.MIN_API_KEY_CHARS}. "
+                         "Fix: export " + command.api_key_env + '="$(python3 -c \'import secrets; print(secrets.token_urlsafe(24))\')"')
+
+
+def check_model_file(command: Command) -> None:
+    """Raise BadModelFile when llama.cpp's `-m` file cannot be a model it loads (see models.gguf_problem)."""
+    if command.engine != "llama.cpp" or "-m" not in command.argv:
+        return
+    from lab import models
+
+    problem = models.gguf_problem(command.argv[command.argv.index("-m") + 1])
+    if problem:
+        raise BadModelFile(f"not starting {command.engine}: {problem}")
 
 
 # ---------------------------------------------------------------- process control
@@ -313,7 +348,9 @@ def start(command: Command, log_dir: str | Path, name: str = "server",
         return connect(command, timeout_s=min(health_timeout_s, 30.0))
     check_bind_allowed(command)
     check_port_free(command.host, command.port)
+    check_model_file(command)
     api_key = os.environ.get(command.api_key_env) if command.api_key_env else None
+    api_key = api_key or (run_api_key() if command.engine in engines.API_KEY_VARIABLE else None)
     log_path = Path(log_dir) / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     raw = log_path.with_name(f".{name}.log.partial")  # owner-only until redacted into <name>.log
@@ -321,7 +358,7 @@ def start(command: Command, log_dir: str | Path, name: str = "server",
     try:
         with os.fdopen(fd, "wb") as log_fh:
             process = subprocess.Popen(list(command.argv), stdin=subprocess.DEVNULL, stdout=log_fh,
-                                       stderr=subprocess.STDOUT, env=engines.env_with_secrets(command),
+                                       stderr=subprocess.STDOUT, env=engines.env_with_secrets(command, api_key=api_key),
                                        start_new_session=True, preexec_fn=_pdeathsig_preexec(), close_fds=True)
     except FileNotFoundError as exc:
         Path(raw).unlink(missing_ok=True)

@@ -34,3 +34,21 @@ def vllm_skip_reason() -> str | None:
     except vllm_env.VllmMissing as exc:
         return f"no vLLM engine venv: {exc}"
     return None
+
+
+# ---------------------------------------------------------------- reliability figures
+# Tests of bad input, interrupts, exposure and secrets report "N tried / N handled"; the figures are
+# printed at the end of every pytest run (also without -s), so `make test` output carries them.
+FIGURES: list[tuple[str, int, int, str]] = []
+
+
+def record_figure(name: str, tried: int, handled: int, note: str = "") -> None:
+    FIGURES.append((name, tried, handled, note))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not FIGURES:
+        return
+    terminalreporter.section("reliability figures (tried / handled)")
+    for name, tried, handled, note in FIGURES:
+        terminalreporter.write_line(f"{name}: {tried} tried / {handled} handled" + (f" ({note})" if note else ""))

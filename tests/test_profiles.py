@@ -118,7 +118,7 @@ MALFORMED = [
     ("two_problems", _with(CPU, gpu_count="two", port=80), ["2 problem(s)", "field 'gpu_count'", "field 'port'"]),
     ("non_mapping", "- name: cpu-default\n- gpu_count: 0\n", ["expected a mapping", "list"]),
     ("scalar", "just words\n", ["expected a mapping", "str"]),
-    ("empty_file", "", ["expected a mapping", "NoneType"]),
+    ("empty_file", "", ["empty file"]),
     ("invalid_yaml", "name: [cpu-default\ngpu_count: 0\n", ["not valid YAML"]),
     ("tab_indent", "name: x\n\tgpu_count: 0\n", ["not valid YAML"]),
 ]

@@ -45,7 +45,7 @@ def fake_command(code: str, port: int) -> Command:
     return Command("llama.cpp", (sys.executable, "-c", code), "127.0.0.1", port, "/health", "x", ())
 
 
-def test_server_starts_serves_stops_and_leaves_no_process(smol_model, tmp_path):
+def test_server_starts_serves_stops_and_leaves_no_process(smol_model, tmp_path, monkeypatch):
     cmd = smol_command(smol_model)
     with serve.start(cmd, log_dir=tmp_path / "logs", name="04_serve", health_timeout_s=120) as srv:
         pid = srv.pid
@@ -55,8 +55,10 @@ def test_server_starts_serves_stops_and_leaves_no_process(smol_model, tmp_path):
         assert smoke["chat"]["ok"] and smoke["chat"]["text"]
         reported = srv.reported()
         assert reported["slots"]["n_slots"] == 4 and reported["kv_caches"][0]["mib"] == 90.0
+        monkeypatch.setenv("LAB_TEST_EXT_KEY", srv.api_key)  # the lab's servers always have a key (per run)
         ext = serve.connect(engines.build_command(profiles.Profile(**{**profiles.load("cpu-default").model_dump(),
-                                                                       "engine": "external", "port": cmd.port})))
+                                                                       "engine": "external", "port": cmd.port,
+                                                                       "api_key_env": "LAB_TEST_EXT_KEY"})))
         assert ext.external and ext.stop()["external"]  # external: nothing started, nothing stopped
     report = srv.stop_report
     assert report["signal"] == "SIGTERM" and report["returncode"] == 0 and report["left_running"] == []
@@ -104,11 +106,17 @@ def test_health_timeout_gives_a_clear_error_with_the_log_tail(tmp_path):
 
 
 def test_early_exit_gives_the_exit_code_and_log_tail(smol_model, tmp_path):
-    cmd = smol_command("/nonexistent/model.gguf")
+    cmd = smol_command(smol_model, extra_args=("--no-such-flag",))
     with pytest.raises(serve.StartupFailed) as err:
         serve.start(cmd, log_dir=tmp_path, name="bad", health_timeout_s=60)
     assert "exited with code" in str(err.value)
-    assert "nonexistent/model.gguf" in err.value.log_tail  # llama-server's own complaint
+    assert "--no-such-flag" in err.value.log_tail  # llama-server's own complaint
+
+
+def test_a_missing_model_file_is_refused_before_the_server_starts(smol_model, tmp_path):
+    with pytest.raises(serve.BadModelFile, match="nonexistent/model.gguf"):
+        serve.start(smol_command("/nonexistent/model.gguf"), log_dir=tmp_path, name="bad")
+    assert not list(tmp_path.glob("*"))  # nothing started, no log
 
 
 def test_binding_all_interfaces_without_a_key_is_refused(smol_model, tmp_path, monkeypatch):
