@@ -169,8 +169,9 @@ def server_record(profile, model: Path, out: Path, levels: list[int], output_tok
     load_s = time.perf_counter() - t0
     summaries, raw = [], []
     try:
-        words, per_word = bench.words_for_tokens(server.base_url, prompt_tokens)
-        target = bench.Target(server.base_url, model=cmd.served_model or "default", max_tokens=output_tokens)
+        words, per_word = bench.words_for_tokens(server.base_url, prompt_tokens, server.headers())
+        target = bench.Target(server.base_url, model=cmd.served_model or "default", max_tokens=output_tokens,
+                              api_key=server.api_key)
         for k, level in enumerate(levels):
             n = LEVEL_REQUESTS.get(level, 2 * level)
             prompts = bench.make_prompts(1 + n, words, seed=100 + k)

@@ -114,6 +114,21 @@ def parameter_problem(book: Path) -> str | None:
     return None
 
 
+def kernel_manager_class(log_path: Path):
+    """nbclient's kernel manager with the kernel's own stdout/stderr in `log_path`, not on the terminal: a
+    kernel shut down mid-cell prints tracebacks there (zmq, asyncio), which a user of `lab run` should not
+    have to read, and which belong with the run's other logs."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class LoggedKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            with open(log_path, "ab") as fh:  # Popen keeps its own copy of the descriptor
+                kw["stdout"] = kw["stderr"] = fh
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return LoggedKernelManager
+
+
 def run_notebook(book: Path, run_dir: Path, profile_path: Path) -> NotebookResult:
     import papermill as pm
 
@@ -125,7 +140,8 @@ def run_notebook(book: Path, run_dir: Path, profile_path: Path) -> NotebookResul
     try:
         pm.execute_notebook(str(book), str(out), parameters={"profile": str(profile_path), "run_dir": str(run_dir)},
                             kernel_name=KERNEL_NAME, progress_bar=True, cwd=str(NOTEBOOKS),
-                            request_save_on_cell_execute=True)
+                            request_save_on_cell_execute=True,
+                            kernel_manager_class=kernel_manager_class(run_dir / "logs" / f"kernel-{book.stem}.log"))
         status, error = "ok", None
     except Exception as exc:  # papermill raises PapermillExecutionError; kernel deaths raise others
         status, error = "failed", _error_text(exc)

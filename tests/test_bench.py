@@ -228,7 +228,7 @@ def test_server_killed_mid_run_counts_failures_and_keeps_records(tmp_path):
     cmd = engines.build_command(prof, port=serve.free_port())
     srv = serve.start(cmd, log_dir=tmp_path, name="bench_kill")
     try:
-        target = bench.Target(srv.base_url, model=serve.model_name(srv), max_tokens=24)
+        target = bench.Target(srv.base_url, model=serve.model_name(srv), max_tokens=24, api_key=srv.api_key)
         one = bench.run_load(target, bench.make_prompts(1, 32, seed=3),
                              bench.LoadSpec(concurrency=1, max_requests=1, warmup_requests=0))
         assert one.results[0].success, one.results[0].error
@@ -247,6 +247,10 @@ def test_server_killed_mid_run_counts_failures_and_keeps_records(tmp_path):
         report = srv.stop()
     run = box["run"]
     s = bench.summarise_run(run)
+    from conftest import record_figure
+
+    record_figure("server SIGKILLed mid-benchmark: requests recorded", 6, len(run.results),
+                  f"{s['successes']} ok, {s['failures']} failures counted, left running: {report['left_running']}")
     assert len(run.results) == 6  # every request has a record, none raised
     assert s["successes"] >= 1 and s["failures"] >= 1 and s["successes"] + s["failures"] == 6
     assert all(r.error for r in run.results if not r.success)

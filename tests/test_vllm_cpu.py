@@ -48,12 +48,31 @@ def vllm_server(tmp_path_factory):
 def test_answers_greedy(vllm_server):
     _, server, _ = vllm_server
     print(f"\nvLLM ready (health + first token) in {server.ready_s} s; argv: {' '.join(server.command.argv)}")
-    reply = httpx.post(server.base_url + "/v1/completions", trust_env=False, timeout=120,
+    reply = httpx.post(server.base_url + "/v1/completions", trust_env=False, timeout=120, headers=server.headers(),
                        json={"model": server.command.served_model, "prompt": "The capital of France is",
                              "max_tokens": 8, "temperature": 0}).json()
     assert "Paris" in reply["choices"][0]["text"], reply
     chat = serve.smoke_test(server, max_tokens=12)
     assert chat["chat"]["ok"] and chat["chat"]["text"].strip(), chat
+
+
+def test_the_real_vllm_server_answers_401_without_its_key(vllm_server):
+    """The lab's vLLM server has a key even on loopback (the per-run one): no key or a wrong one is refused."""
+    from conftest import record_figure
+
+    _, server, _ = vllm_server
+    assert server.api_key and len(server.api_key) >= engines.MIN_API_KEY_CHARS
+    body = {"model": server.command.served_model, "prompt": "Hi", "max_tokens": 1}
+    tried = {"no key": {}, "wrong key": {"Authorization": "Bearer wrong-key-0123456789"}}
+    codes = {k: httpx.post(server.base_url + "/v1/completions", json=body, headers=h, trust_env=False,
+                           timeout=60).status_code for k, h in tried.items()}
+    codes["right key"] = httpx.post(server.base_url + "/v1/completions", json=body, headers=server.headers(),
+                                    trust_env=False, timeout=120).status_code
+    record_figure("vLLM server requests (no key, wrong key refused; right key served)", 3,
+                  (codes["no key"] == 401) + (codes["wrong key"] == 401) + (codes["right key"] == 200), str(codes))
+    assert codes == {"no key": 401, "wrong key": 401, "right key": 200}
+    environ = open(f"/proc/{server.pid}/environ", "rb").read().decode(errors="replace").split("\0")
+    assert not [e for e in environ if e.startswith(("HF_TOKEN=", "OPENAI_API_KEY="))]
 
 
 def test_kv_cache_matches_prediction_to_the_block(vllm_server):
@@ -70,8 +89,8 @@ def test_kv_cache_matches_prediction_to_the_block(vllm_server):
 
 def test_short_sweep_through_the_lab_client(vllm_server):
     _, server, _ = vllm_server
-    target = bench.Target(server.base_url, model=server.command.served_model, max_tokens=16)
-    words, per_word = bench.words_for_tokens(server.base_url, 64)  # vLLM's /tokenize sizes the prompts
+    target = bench.Target(server.base_url, model=server.command.served_model, max_tokens=16, api_key=server.api_key)
+    words, per_word = bench.words_for_tokens(server.base_url, 64, server.headers())  # vLLM's /tokenize sizes the prompts
     assert per_word is not None
     [run] = bench.sweep(target, [2], 4, words, warmup_requests=1)
     summary = bench.summarise_run(run)
