@@ -217,12 +217,15 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
         kv = "f16"
     if kv not in ("f16", "bf16", "q8_0", "q4_0"):
         notes.append(_note("llama-kv-type", "-ctk/-ctv", "error", prefix=f"kv_cache_dtype {kv} is not a llama.cpp type."))
-    fa = "on" if kv in ("q8_0", "q4_0") else "auto"
+    fa = "on" if kv in ("q8_0", "q4_0") or profile.split_mode == "tensor" else "auto"
     ngl = "999" if profile.n_gpu_layers == -1 else str(profile.n_gpu_layers)
     argv = [binary, "-m", model, "-c", str(profile.context_tokens), "-np", str(profile.parallel_slots),
             "-t", str(profile.threads), "-ngl", ngl, "-ctk", kv, "-ctv", kv, "-fa", fa,
             "--host", host, "--port", str(port), "--cors-origins", "localhost", "--no-cors-credentials",
             "-lv", str(LLAMA_LOG_VERBOSITY)]
+    gpu_argv, env, gpu_notes = llama_gpu_settings(profile)
+    argv += gpu_argv
+    notes += gpu_notes
     notes += [_note("llama-ctx", "-c"), _note("llama-np", "-np"), _note("llama-threads", "-t"),
               _note("llama-ngl", "-ngl"), _note("llama-kv-type", "-ctk/-ctv"), _note("llama-fa", "-fa"),
               *_host_notes(profile, host, "llama-host"), _note("llama-cors", "--cors-origins"),
@@ -231,10 +234,42 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
     if profile.api_key_env:
         secret["LLAMA_API_KEY"] = profile.api_key_env
         notes.append(_note("llama-api-key", "LLAMA_API_KEY"))
-    return Command("llama.cpp", tuple(argv), host, port, "/health", profile.model_name, tuple(notes),
+    return Command("llama.cpp", tuple(argv), host, port, "/health", profile.model_name, tuple(notes), env=env,
                    secret_env=secret, api_key_env=profile.api_key_env,
                    engine_version=_installed or profile.engine_version,
                    version_source="installed" if _installed else "declared")
+
+
+def cuda_env(profile: Profile) -> tuple[dict[str, str], list[Note]]:
+    """CUDA_DEVICE_ORDER / CUDA_VISIBLE_DEVICES for a profile with several GPUs (or an explicit GPU list):
+    the engine then numbers the cards as nvidia-smi does."""
+    env, notes = {}, []
+    if profile.gpu_count > 1 or profile.cuda_visible_devices:
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        notes.append(_note("cuda-device-order", "CUDA_DEVICE_ORDER"))
+    if profile.cuda_visible_devices:
+        env["CUDA_VISIBLE_DEVICES"] = profile.cuda_visible_devices
+        notes.append(_note("cuda-visible-devices", "CUDA_VISIBLE_DEVICES"))
+    return env, notes
+
+
+def llama_gpu_settings(profile: Profile) -> tuple[list[str], dict[str, str], list[Note]]:
+    """llama.cpp's multi-GPU flags (-sm, -ts, -mg) and CUDA environment for a profile, with their notes.
+    Shared by llama-server (build_command) and llama-bench (lab.multigpu), so both place the model alike."""
+    argv: list[str] = []
+    env, notes = cuda_env(profile)
+    if profile.split_mode:
+        argv += ["-sm", profile.split_mode]
+        notes.append(_note("llama-split-mode", "-sm"))
+        if profile.split_mode == "tensor":
+            notes.append(_note("llama-split-tensor", "-sm tensor"))
+    if profile.tensor_split:
+        argv += ["-ts", ",".join(f"{x:g}" for x in profile.tensor_split)]
+        notes.append(_note("llama-tensor-split", "-ts"))
+    if profile.main_gpu is not None:
+        argv += ["-mg", str(profile.main_gpu)]
+        notes.append(_note("llama-main-gpu", "-mg"))
+    return argv, env, notes
 
 
 def _llama_cpp_python(profile: Profile, host: str, port: int, model_path, installed, _cc_value) -> Command:
@@ -374,6 +409,17 @@ def _vllm(profile: Profile, host: str, port: int, model_path, installed, cc_valu
     if profile.tensor_parallel_size > 1:
         argv += ["--tensor-parallel-size", str(profile.tensor_parallel_size)]
         notes.append(_note("vllm-tp", "--tensor-parallel-size"))
+    if profile.pipeline_parallel_size > 1:
+        argv += ["--pipeline-parallel-size", str(profile.pipeline_parallel_size)]
+        notes.append(_note("vllm-pipeline-parallel", "--pipeline-parallel-size"))
+    gpu_env, gpu_notes = cuda_env(profile)
+    env = {**env, **gpu_env}
+    notes += gpu_notes
+    if profile.nccl_p2p_disable:
+        env["NCCL_P2P_DISABLE"] = "1"
+        argv.append("--disable-custom-all-reduce")
+        notes += [_note("nccl-p2p-disable", "NCCL_P2P_DISABLE"),
+                  _note("vllm-disable-custom-all-reduce", "--disable-custom-all-reduce")]
     for extra, extra_notes in (_vllm_dtype(profile, cc), _vllm_kv(profile, version, cc)):
         argv += extra
         notes += extra_notes
@@ -712,6 +758,8 @@ _LLAMA_PATTERNS = {
     "iswa": re.compile(r"creating\s+(non-SWA|SWA) KV cache"),
     "model_buffer": re.compile(rf"load_tensors:\s+(\S+) model buffer size =\s+{_NUM} MiB"),
     "kv_buffer": re.compile(rf"llama_kv_cache:\s+(\S+) KV buffer size =\s+{_NUM} MiB"),
+    # hybrid models (qwen35): the recurrent + conv state of the linear-attention layers, per device
+    "rs_buffer": re.compile(rf"llama_memory_recurrent:\s+(\S+) RS buffer size =\s+{_NUM} MiB"),
     "kv_size": re.compile(rf"llama_kv_cache: size =\s+{_NUM} MiB \(\s*(\d+) cells,\s+(\d+) layers,\s+(\d+)/(\d+) seqs\), "
                           rf"K \((\w+)\):\s+{_NUM} MiB, V \((\w+)\):\s+{_NUM} MiB"),
     "compute_buffer": re.compile(rf"(\S+) compute buffer size =\s+{_NUM} MiB"),
@@ -746,7 +794,7 @@ def parse_llama_log(text: str) -> dict:
 
     Keys (absent when the log has no such line): build, threads, model {name, file_type, file_size_mib,
     bpw, params}, hparams {n_layer, n_ctx_train, ...}, offloaded {layers, of}, model_buffers_mib
-    {device: MiB}, kv_buffers_mib, kv_caches [{kind, mib, cells, layers, seqs, streams, total_cells,
+    {device: MiB}, kv_buffers_mib, rs_buffers_mib (recurrent state of hybrid models), kv_caches [{kind, mib, cells, layers, seqs, streams, total_cells,
     k_type, k_mib, v_type, v_mib}] (a global and a sliding-window entry for models like Gemma 3), context {n_ctx, n_ctx_seq, ...},
     slots {n_slots, n_ctx_slot, kv_unified}, flash_attention, listening, warnings, errors.
     `cells` is per stream: with -np N and no -kvu there are N streams of n_ctx/N cells.
@@ -772,7 +820,7 @@ def parse_llama_log(text: str) -> dict:
 
 def _parse_load(lines: list[str]) -> dict:
     out: dict = {"model": {}, "hparams": {}, "context": {}}
-    model_buf, kv_buf, compute_buf, kv_caches = {}, {}, {}, []
+    model_buf, kv_buf, rs_buf, compute_buf, kv_caches = {}, {}, {}, {}, []
     kind = "all layers"
     for line in lines:
         p = _LLAMA_PATTERNS
@@ -791,6 +839,8 @@ def _parse_load(lines: list[str]) -> dict:
             model_buf[m[1]] = float(m[2])
         elif m := p["kv_buffer"].search(line):
             kv_buf[m[1]] = kv_buf.get(m[1], 0.0) + float(m[2])  # one line per cache (global + SWA)
+        elif m := p["rs_buffer"].search(line):
+            rs_buf[m[1]] = rs_buf.get(m[1], 0.0) + float(m[2])
         elif m := p["iswa"].search(line):
             kind = "global" if m[1] == "non-SWA" else "sliding-window"
         elif m := p["kv_size"].search(line):
@@ -811,6 +861,8 @@ def _parse_load(lines: list[str]) -> dict:
         out["model_buffers_mib"] = model_buf
     if kv_buf:
         out["kv_buffers_mib"] = kv_buf
+    if rs_buf:
+        out["rs_buffers_mib"] = rs_buf
     if compute_buf:
         out["compute_buffers_mib"] = compute_buf
     if kv_caches:
@@ -906,6 +958,8 @@ def reported_rows(reported: dict) -> list[dict]:
             f"(K {kv['k_type']} {kv['k_mib']:.2f} MiB, V {kv['v_type']} {kv['v_mib']:.2f} MiB)")
     for dev, mib in reported.get("kv_buffers_mib", {}).items():
         add(f"KV buffer on {dev}", f"{mib:.2f} MiB")
+    for dev, mib in reported.get("rs_buffers_mib", {}).items():
+        add(f"recurrent-state buffer on {dev}", f"{mib:.2f} MiB")
     for dev, mib in reported.get("model_buffers_mib", {}).items():
         add(f"model buffer on {dev}", f"{mib:.2f} MiB")
     slots = reported.get("slots")

@@ -259,3 +259,68 @@ def llama_cpp_kv_prediction(arch: ArchSpec, n_ctx: int, n_parallel: int = 1, kv_
     return {"model": arch.name, "n_ctx_requested": n_ctx, "n_parallel": n_parallel, "kv_unified": kv_unified,
             "n_ubatch": n_ubatch, **ctx, "caches": caches,
             "total_bytes": sum(c["size_bytes"] for c in caches)}
+
+
+# ---------------------------------------------------------------- llama.cpp across several GPUs
+def llama_cpp_layer_devices(n_layers: int, n_devices: int, tensor_split: list[float] | None = None,
+                            n_gpu_layers: int = -1) -> list[int | None]:
+    """The device of each repeating layer, then of the output layer (n_layers + 1 entries; None = CPU),
+    as llama.cpp's load_tensors assigns them for -sm layer and row (src/llama-model.cpp): split points are
+    the cumulative, normalised shares, and layer il goes to the first device whose split point exceeds
+    il / act_gpu_layers (float32 arithmetic, as in C++). Without -ts llama.cpp uses each GPU's free
+    memory; for identical, idle GPUs that is an equal split, which is what `None` assumes here."""
+    _positive_int("n_layers", n_layers)
+    _positive_int("n_devices", n_devices)
+    shares = list(tensor_split) if tensor_split else [1.0] * n_devices
+    if len(shares) != n_devices or any(s < 0 for s in shares) or not sum(shares):
+        raise KvCacheError(f"tensor_split {tensor_split}: need {n_devices} non-negative shares, not all zero")
+    total, splits = 0.0, []
+    for s in shares:
+        total = _f32(total + s)
+        splits.append(total)
+    splits = [_f32(x / total) for x in splits]
+    ngl = n_layers + 1 if n_gpu_layers < 0 else n_gpu_layers
+    start = max(n_layers + 1 - ngl, 0)
+    active = min(ngl, n_layers + 1)
+    out: list[int | None] = []
+    for il in range(n_layers + 1):
+        if il < start or il - start >= active:
+            out.append(None)
+            continue
+        x = _f32(_f32(float(il - start)) / _f32(float(active)))
+        out.append(min(next((i for i, s in enumerate(splits) if s > x), n_devices), n_devices - 1))
+    return out
+
+
+def llama_cpp_device_split(arch: ArchSpec, n_ctx: int, n_parallel: int = 1, kv_dtype: str = "f16",
+                           n_devices: int = 1, split_mode: str | None = "layer",
+                           tensor_split: list[float] | None = None) -> list[dict]:
+    """Per GPU: which layers it holds and the KV cache and recurrent state (hybrid models) it allocates,
+    in bytes and as llama.cpp's `KV buffer size` / `RS buffer size` lines print them.
+
+    layer and row: the cache of a layer lives on that layer's device (llama_cpp_layer_devices).
+    tensor: llama.cpp's meta device splits the KV heads and the recurrent heads evenly across the GPUs.
+    none (or one GPU): everything on device 0."""
+    pred = llama_cpp_kv_prediction(arch, n_ctx, n_parallel, kv_dtype)
+    kv_total = sum(c["size_bytes"] for c in pred["caches"] if c["cache"] != "recurrent")
+    rs_total = sum(c["size_bytes"] for c in pred["caches"] if c["cache"] == "recurrent")
+    if split_mode in (None, "none") or n_devices == 1:
+        placement = [0] * (arch.n_layers + 1)
+    elif split_mode == "tensor":
+        return [{"device": i, "layers": "all (heads split)", "kv_bytes": kv_total // n_devices,
+                 "rs_bytes": rs_total // n_devices, "kv_mib": llama_cpp_mib(kv_total // n_devices),
+                 "rs_mib": llama_cpp_mib(rs_total // n_devices)} for i in range(n_devices)]
+    elif split_mode in ("layer", "row"):
+        placement = llama_cpp_layer_devices(arch.n_layers, n_devices, tensor_split)
+    else:
+        raise KvCacheError(f"split_mode {split_mode!r}: expected none, layer, row or tensor")
+    kv_layers, linear = set(arch.kv_layers), set(arch.linear_layers)
+    rows = []
+    for dev in range(n_devices):
+        mine = [il for il in range(arch.n_layers) if placement[il] == dev]
+        kv = kv_total * sum(il in kv_layers for il in mine) // max(len(kv_layers), 1)
+        rs = rs_total * sum(il in linear for il in mine) // max(len(linear), 1)
+        rows.append({"device": dev, "layers": f"{mine[0]}-{mine[-1]}" if mine else "none",
+                     "n_layers": len(mine), "output_layer": placement[arch.n_layers] == dev,
+                     "kv_bytes": kv, "rs_bytes": rs, "kv_mib": llama_cpp_mib(kv), "rs_mib": llama_cpp_mib(rs)})
+    return rows

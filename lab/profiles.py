@@ -21,6 +21,7 @@ PARAMS_DIR = Path(__file__).resolve().parent.parent / "params"
 Engine = Literal["llama.cpp", "llama-cpp-python", "vllm", "external"]
 KvDtype = Literal["f16", "bf16", "q8_0", "q4_0", "fp8", "fp8_e5m2", "fp8_e4m3", "auto"]
 Dtype = Literal["auto", "half", "float16", "bfloat16", "float32"]
+SplitMode = Literal["none", "layer", "row", "tensor"]  # llama.cpp -sm (common/arg.cpp of the pinned release)
 QUANT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_0", "Q5_1", "Q4_K_M",
                "Q4_K_S", "Q4_0", "Q4_1", "Q3_K_M", "Q3_K_S", "Q2_K", "IQ4_XS", "IQ4_NL",
                "AWQ-INT4", "GPTQ-INT4", "GPTQ-INT8", "FP8", "BNB-NF4")
@@ -93,6 +94,14 @@ class Profile(BaseModel):
     port: int = Field(default=8080, ge=1024, le=65535)
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")  # name of the env var
 
+    # --- several GPUs (lab/data/engine_rules.yaml says what each does, with sources)
+    split_mode: SplitMode | None = None  # llama.cpp -sm; None = llama.cpp's default (layer)
+    tensor_split: list[float] | None = None  # llama.cpp -ts: one share per visible GPU, e.g. [1, 1]
+    main_gpu: int | None = Field(default=None, ge=0)  # llama.cpp -mg
+    cuda_visible_devices: str | None = Field(default=None, pattern=r"^\d+(,\d+)*$")  # e.g. "0,1"
+    pipeline_parallel_size: int = Field(default=1, ge=1, le=16)  # vLLM --pipeline-parallel-size
+    nccl_p2p_disable: bool = False  # vLLM on a PCIe pair whose P2P hangs: NCCL_P2P_DISABLE=1 + --disable-custom-all-reduce
+
     # --- benchmark plan
     bench_prompt_tokens: int = Field(default=128, gt=0, le=1_048_576)
     bench_output_tokens: int = Field(default=64, gt=0, le=131_072)
@@ -146,8 +155,10 @@ class Profile(BaseModel):
             missing = [f for f in gpu_fields if getattr(self, f) is None]
             if missing:
                 raise ValueError(f"gpu_count is {self.gpu_count} so these are required: {', '.join(missing)}")
-        if self.tensor_parallel_size > max(self.gpu_count, 1):
-            raise ValueError(f"tensor_parallel_size {self.tensor_parallel_size} > gpu_count {self.gpu_count}")
+        if self.tensor_parallel_size * self.pipeline_parallel_size > max(self.gpu_count, 1):
+            raise ValueError(f"tensor_parallel_size {self.tensor_parallel_size} x pipeline_parallel_size "
+                             f"{self.pipeline_parallel_size} > gpu_count {self.gpu_count}")
+        self._check_multi_gpu()
         if self.nvlink_expected and self.gpu_count < 2:
             raise ValueError(f"nvlink_expected is true but gpu_count is {self.gpu_count}; NVLink needs gpu_count ≥ 2")
         if self.vllm_cpu_kvcache_gib is not None and (self.engine != "vllm" or self.gpu_count > 0):
@@ -161,6 +172,27 @@ class Profile(BaseModel):
             raise ValueError(f"engine {self.engine!r} loads GGUF files; model_quant {self.model_quant!r} is a "
                              "vLLM/transformers format (use a GGUF type such as Q4_K_M, or engine vllm)")
         return self
+
+    def _check_multi_gpu(self) -> None:
+        llama = self.engine in ("llama.cpp", "llama-cpp-python")
+        llama_set = [f for f in ("split_mode", "tensor_split", "main_gpu") if getattr(self, f) is not None]
+        if llama_set and self.engine != "llama.cpp":
+            raise ValueError(f"{', '.join(llama_set)}: llama-server settings (-sm/-ts/-mg); engine is {self.engine!r}")
+        if (self.pipeline_parallel_size > 1 or self.nccl_p2p_disable) and self.engine != "vllm":
+            raise ValueError("pipeline_parallel_size and nccl_p2p_disable are vLLM settings; engine is "
+                             f"{self.engine!r} (llama.cpp spreads layers with split_mode: layer)")
+        visible = len(self.cuda_visible_devices.split(",")) if self.cuda_visible_devices else self.gpu_count
+        if llama_set and self.gpu_count == 0:
+            raise ValueError(f"{', '.join(llama_set)} set but gpu_count is 0")
+        if self.tensor_split is not None and (len(self.tensor_split) != visible or any(x < 0 for x in self.tensor_split)
+                                              or not sum(self.tensor_split)):
+            raise ValueError(f"tensor_split {self.tensor_split}: give one non-negative share per visible GPU "
+                             f"({visible}), not all zero, e.g. {[1] * visible}")
+        if self.main_gpu is not None and self.main_gpu >= visible:
+            raise ValueError(f"main_gpu {self.main_gpu} but only {visible} GPU(s) visible (indices 0..{visible - 1})")
+        if self.split_mode == "tensor" and llama and self.kv_cache_dtype not in ("f16", "bf16", "auto"):
+            raise ValueError(f"split_mode tensor needs an unquantized KV cache (f16 or bf16), found kv_cache_dtype "
+                             f"{self.kv_cache_dtype!r} (llama.cpp docs/multi-gpu.md)")
 
     @property
     def bench_levels(self) -> list[int]:
