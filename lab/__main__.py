@@ -170,6 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write a random-weight GGUF of a real model's shape (speed/memory tests only); "
                             "see `python -m lab synth --help`")
 
+    sub.add_parser("multigpu", add_help=False,
+                   help="one GPU against two: llama.cpp split modes, scaling ratios, KV split, TP cost model; "
+                        "see `python -m lab multigpu --help`")
+
     p = sub.add_parser("compare", help="key results of several run folders side by side")
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--html", default=None, help="write an HTML table to this file instead of printing")
@@ -188,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         from lab import synth
 
         return synth.main(argv[1:])
+    if argv[:1] == ["multigpu"]:  # lab.multigpu owns its options too
+        from lab import multigpu
+
+        return multigpu.main(argv[1:])
     args = build_parser().parse_args(argv)
     return args.fn(args)
 

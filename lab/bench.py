@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import random
 import subprocess
 import threading
@@ -506,11 +507,12 @@ def _bench_stats(row: dict) -> dict:
 
 def llama_bench(model: str | Path, threads: int, n_prompt: int, n_gen: int, depth: int = 0, reps: int = 3,
                 n_gpu_layers: int | None = None, flash_attn: str | None = None, extra_args: tuple = (),
-                timeout_s: float = 600) -> dict:
+                timeout_s: float = 600, env: dict[str, str] | None = None) -> dict:
     """Run the real `llama-bench -o json` for pp<n_prompt> and tg<n_gen> at context depth `depth`.
 
     Returns {"command", "pp": {...}, "tg": {...}, "rows" (llama-bench's own JSON: build, CPU/GPU,
     every setting), "duration_s"}; pp/tg hold mean ± sample sd and the raw per-repetition samples.
+    `env` is added to this process's environment (e.g. CUDA_VISIBLE_DEVICES for a one-GPU run).
     Raises RuntimeError with llama-bench's stderr tail when it fails."""
     from lab import paths
 
@@ -522,7 +524,8 @@ def llama_bench(model: str | Path, threads: int, n_prompt: int, n_gen: int, dept
         cmd += ["-fa", flash_attn]
     cmd += [str(a) for a in extra_args]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                          env={**os.environ, **env} if env else None)
     if proc.returncode != 0:
         raise RuntimeError(f"llama-bench exited {proc.returncode}: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
     rows = json.loads(proc.stdout)
@@ -531,8 +534,8 @@ def llama_bench(model: str | Path, threads: int, n_prompt: int, n_gen: int, dept
         row["test"] = f"pp{row['n_prompt']}{d}" if row.get("n_gen") == 0 else f"tg{row['n_gen']}{d}"
     pp = next((r for r in rows if r.get("n_prompt") and not r.get("n_gen")), None)
     tg = next((r for r in rows if r.get("n_gen") and not r.get("n_prompt")), None)
-    return {"command": cmd, "pp": _bench_stats(pp) if pp else None, "tg": _bench_stats(tg) if tg else None,
-            "rows": rows, "duration_s": time.perf_counter() - t0}
+    return {"command": cmd, "env": dict(env or {}), "pp": _bench_stats(pp) if pp else None,
+            "tg": _bench_stats(tg) if tg else None, "rows": rows, "duration_s": time.perf_counter() - t0}
 
 
 def in_process_for(profile, depth: int, reps: int = 3) -> tuple[dict | None, str | None]:
