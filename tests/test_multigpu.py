@@ -1,0 +1,155 @@
+"""Several GPUs: profile settings, the commands they give, the per-device KV split, the scaling script on
+this CPU (its GPU modes skipped with the reason) and the all-reduce benchmark on gloo."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab import engines, kvcache, models, multigpu, profiles
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------- profiles and commands
+def test_h200_x2_serves_layer_split_on_both_cards_in_pci_order():
+    cmd = engines.build_command(profiles.load("h200-x2"))
+    argv = list(cmd.argv)
+    assert argv[argv.index("-sm") + 1] == "layer" and argv[argv.index("-ts") + 1] == "1,1"
+    assert cmd.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,1"}
+    flags = {n["flag"] for n in cmd.notes_rows()}
+    assert {"-sm", "-ts", "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES"} <= flags
+
+
+def test_tensor_split_mode_forces_flash_attention_and_notes_its_limits():
+    p = profiles.load("h200-x2").model_copy(update={"split_mode": "tensor"})
+    argv = list(engines.build_command(p).argv)
+    assert argv[argv.index("-fa") + 1] == "on"
+    assert any("unquantized KV" in n.text for n in engines.build_command(p).notes)
+
+
+def test_vllm_pipeline_parallel_and_the_pcie_p2p_workaround():
+    p = profiles.load("v100-32g-x2-nvlink").model_copy(update={"nccl_p2p_disable": True, "tensor_parallel_size": 1,
+                                                                "pipeline_parallel_size": 2})
+    cmd = engines.build_command(p, installed_version="0.10.1.1")
+    argv = list(cmd.argv)
+    assert argv[argv.index("--pipeline-parallel-size") + 1] == "2"
+    assert "--disable-custom-all-reduce" in argv and cmd.env["NCCL_P2P_DISABLE"] == "1"
+    assert cmd.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert any("#631" in n.source for n in cmd.notes)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"tensor_split": [1, 1, 1]}, "one non-negative share per visible GPU (2)"),
+    ({"main_gpu": 2}, "main_gpu 2 but only 2 GPU(s) visible"),
+    ({"split_mode": "tensor", "kv_cache_dtype": "q8_0"}, "split_mode tensor needs an unquantized KV cache"),
+    ({"nccl_p2p_disable": True}, "vLLM settings"),
+    ({"cuda_visible_devices": "0", "tensor_split": [1, 1]}, "visible GPU (1)"),
+])
+def test_bad_multi_gpu_settings_name_the_field(tmp_path, change, message):
+    import yaml
+
+    data = yaml.safe_load((ROOT / "params" / "h200-x2.yaml").read_text()) | change
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data | {"name": "bad"}))
+    with pytest.raises(profiles.ProfileError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        profiles.load(path)
+
+
+# ---------------------------------------------------------------- where the cache lands
+def test_layer_split_places_layers_as_llama_cpp_does():
+    dev = kvcache.llama_cpp_layer_devices(64, 2, [1, 1])
+    assert dev[:33] == [0] * 33 and dev[33:] == [1] * 32  # 65 slots: 64 layers + output, il/65 < 0.5 → GPU 0
+    assert kvcache.llama_cpp_layer_devices(64, 2, [3, 1]).count(0) == 49  # il/65 < 0.75 for il ≤ 48
+    assert kvcache.llama_cpp_layer_devices(4, 2, [1, 1], n_gpu_layers=2) == [None, None, None, 0, 1]
+
+
+def test_hybrid_kv_and_state_split_per_card():
+    arch = models.stand_in("qwen3.5-27b")  # 16 full-attention layers (3, 7, ..., 63), 48 Gated DeltaNet
+    layer = kvcache.llama_cpp_device_split(arch, 32768, 16, "f16", 2, "layer", [1, 1])
+    whole = kvcache.llama_cpp_kv_prediction(arch, 32768, 16, "f16")
+    kv = next(c for c in whole["caches"] if c["cache"] != "recurrent")["size_bytes"]
+    rs = next(c for c in whole["caches"] if c["cache"] == "recurrent")["size_bytes"]
+    assert [r["kv_bytes"] for r in layer] == [kv // 2, kv // 2]  # 8 full-attention layers on each side
+    assert [r["rs_bytes"] for r in layer] == [rs * 25 // 48, rs * 23 // 48]  # layers 0-32 hold 25 of 48
+    assert layer[1]["output_layer"] and not layer[0]["output_layer"]
+    tensor = kvcache.llama_cpp_device_split(arch, 32768, 16, "f16", 2, "tensor")
+    assert [r["kv_bytes"] for r in tensor] == [kv // 2, kv // 2]
+    one = kvcache.llama_cpp_device_split(arch, 32768, 16, "f16", 1, "none")
+    assert one[0]["kv_bytes"] == kv and one[0]["rs_bytes"] == rs
+
+
+def test_kv_split_rows_match_the_log_by_device_name():
+    arch = models.stand_in("qwen3.5-27b")
+    p = profiles.load("h200-x2")
+    pred = kvcache.llama_cpp_device_split(arch, p.context_tokens, p.parallel_slots, "f16", 2, "layer", [1, 1])
+    reported = engines.parse_llama_log("\n".join(
+        [f"llama_kv_cache:      CUDA{r['device']} KV buffer size =  {r['kv_mib']} MiB" for r in pred]
+        + [f"llama_memory_recurrent:      CUDA{r['device']} RS buffer size =  {r['rs_mib']} MiB" for r in pred]))
+    rows = multigpu.kv_split_rows(arch, p, reported, 2)
+    assert [r["log name"] for r in rows] == ["CUDA0", "CUDA1"]
+    assert all(r["KV match"] and r["RS match"] for r in rows)
+
+
+def test_scaling_rows_are_ratios_over_one_gpu():
+    def res(tg, pp, one, agg8):
+        return {"status": "ok", "bench": {"tg": {"tok_s_mean": tg}, "pp": {"tok_s_mean": pp}},
+                "server": {"summaries": [{"concurrency": 1, "stream_decode_tok_s": one, "output_throughput": one},
+                                         {"concurrency": 8, "output_throughput": agg8}]}}
+    rows = multigpu.scaling_rows({"none": res(90, 2500, 86, 280), "tensor": res(120, 3000, 110, 420)}, [1, 8])
+    t = rows[1]
+    assert t["tg ×1-GPU"] == pytest.approx(1.333, abs=1e-3) and t["aggregate_8 ×1-GPU"] == 1.5
+    assert "tg ×1-GPU" not in rows[0]
+
+
+def test_mode_plan_says_why_a_mode_does_not_run():
+    plan = multigpu.mode_plan(profiles.load("h200-x2"), 1, list(multigpu.MODES))
+    assert [p["run"] for p in plan] == [True, False, False, False]
+    assert "1 GPU(s) visible" in plan[1]["why"]
+
+
+# ---------------------------------------------------------------- the script on this CPU
+def test_multigpu_cli_on_cpu_measures_one_device_and_skips_the_splits(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "lab", "multigpu", "--profile", "cpu-default", "--out", str(tmp_path),
+                           "--levels", "1", "--prompt-tokens", "32", "--output-tokens", "8", "--reps", "1"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rec = json.loads((tmp_path / "records" / "08_multigpu_scaling.json").read_text())
+    assert rec["summary"]["modes_run"] == ["none"]
+    assert set(rec["summary"]["modes_skipped"]) == {"layer", "row", "tensor"}
+    none = rec["results"]["none"]
+    assert none["bench"]["tg"]["tok_s_mean"] > 0 and none["server"]["summaries"][0]["successes"] >= 4
+    kv = next(t for t in rec["tables"] if t["title"].startswith("KV cache"))["rows"][0]
+    assert kv["KV match"] is True  # the CPU buffer llama-server printed = lab.kvcache's prediction
+    tp = json.loads((tmp_path / "records" / "08_tp_model.json").read_text())
+    paper = tp["tables"][1]["rows"]
+    assert any("v100-sxm2-nvlink2" in r["set-up"] for r in paper) and any("ethernet-10g" in r["set-up"] for r in paper)
+    from lab import report
+
+    assert "Two GPUs against one" in report.build(tmp_path).read_text()
+
+
+def _torch_python() -> str | None:
+    for python in (sys.executable, str(ROOT / ".venv-vllm" / "bin" / "python")):
+        if Path(python).exists() and subprocess.run([python, "-c", "import torch.distributed as d; "
+                                                     "assert d.is_gloo_available()"], capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+def test_allreduce_bench_runs_on_gloo(tmp_path):
+    python = _torch_python()
+    if python is None:
+        pytest.skip("no Python with PyTorch here (the lab venv has none; `LAB_VLLM=1 make setup` makes .venv-vllm, which does)")
+    proc = subprocess.run([python, "-m", "lab.allreduce_bench", "--backend", "gloo", "--arch", "qwen3.5-27b",
+                           "--batches", "1", "--sizes", "4096", "--samples", "2", "--iters", "2", "--out", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rec = json.loads((tmp_path / "records" / "08_allreduce.json").read_text())
+    rows = rec["tables"][0]["rows"]
+    assert [r["bytes"] for r in rows] == [20480, 10240, 4096]  # 5120 × f32, 5120 × bf16, the sweep size
+    assert all(r["correct_sum"] for r in rows)
+    assert rows[0]["allreduces_per_step"] == 129
+    assert rec["summary"]["fit_latency_at_bytes"] == 4096
