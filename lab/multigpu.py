@@ -69,8 +69,9 @@ def serve_mode(profile, model: Path, logs: Path, mode: str, levels: list[int], o
     load_s = time.perf_counter() - t0
     summaries = []
     try:
-        words, _ = bench.words_for_tokens(server.base_url, prompt_tokens)
-        target = bench.Target(server.base_url, model=cmd.served_model or "default", max_tokens=output_tokens)
+        words, _ = bench.words_for_tokens(server.base_url, prompt_tokens, server.headers())
+        target = bench.Target(server.base_url, model=cmd.served_model or "default", max_tokens=output_tokens,
+                              api_key=server.api_key)
         for k, level in enumerate(levels):
             n = max(4, 2 * level)  # two waves per level (lab.bench calls a run of < 4 requests invalid)
             prompts = bench.make_prompts(1 + n, words, seed=200 + k, tag=f"{mode}-{level}")

@@ -156,8 +156,8 @@ class Profile(BaseModel):
             if missing:
                 raise ValueError(f"gpu_count is {self.gpu_count} so these are required: {', '.join(missing)}")
         if self.tensor_parallel_size * self.pipeline_parallel_size > max(self.gpu_count, 1):
-            raise ValueError(f"tensor_parallel_size {self.tensor_parallel_size} x pipeline_parallel_size "
-                             f"{self.pipeline_parallel_size} > gpu_count {self.gpu_count}")
+            pp = f" x pipeline_parallel_size {self.pipeline_parallel_size}" if self.pipeline_parallel_size > 1 else ""
+            raise ValueError(f"tensor_parallel_size {self.tensor_parallel_size}{pp} > gpu_count {self.gpu_count}")
         self._check_multi_gpu()
         if self.nvlink_expected and self.gpu_count < 2:
             raise ValueError(f"nvlink_expected is true but gpu_count is {self.gpu_count}; NVLink needs gpu_count ≥ 2")
