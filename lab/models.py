@@ -62,6 +62,13 @@ class ArchSpec:
     local_layers: tuple[int, ...] = ()
     linear_layers: tuple[int, ...] = ()
     linear_state_bytes_per_layer: int = 0  # per sequence (F32 conv + recurrent state)
+    # Gated DeltaNet shape (0 when there are no linear layers): K (= Q) heads, V heads, their head dims and
+    # the causal-conv kernel; llama.cpp names them ssm.group_count, ssm.time_step_rank, ssm.state_size, ssm.conv_kernel
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_head_dim_k: int = 0
+    linear_head_dim_v: int = 0
+    linear_conv_kernel: int = 0
     n_experts: int | None = None
     n_experts_used: int | None = None
     params: int | None = None
@@ -234,13 +241,18 @@ def from_hf_config(config: dict | str | Path, name: str | None = None, source: s
     hd_k, hd_v = int(hd), int(cfg.get("v_head_dim") or hd)
     local, linear, window = _layer_kinds_from_config(cfg, n_layers, source)
     state = _linear_state_bytes(cfg, source) if linear else 0
+    lin_shape = ({"linear_key_heads": int(cfg["linear_num_key_heads"]),
+                  "linear_value_heads": int(cfg["linear_num_value_heads"]),
+                  "linear_head_dim_k": int(cfg["linear_key_head_dim"]),
+                  "linear_head_dim_v": int(cfg["linear_value_head_dim"]),
+                  "linear_conv_kernel": int(cfg["linear_conv_kernel_dim"])} if linear else {})
     params, embed = _config_params(cfg, n_layers, hd_k, hd_v, linear)
     return ArchSpec(
         name=name or cfg.get("_name_or_path") or cfg.get("model_type", "model"), family=cfg.get("model_type", ""),
         source=source, n_layers=n_layers, n_heads=heads, n_kv_heads=kv, head_dim_k=hd_k, head_dim_v=hd_v,
         hidden_size=hidden, ffn_size=int(cfg["intermediate_size"]), vocab_size=int(cfg["vocab_size"]),
         max_context=int(cfg["max_position_embeddings"]), sliding_window=int(window) if window else None,
-        local_layers=local, linear_layers=linear, linear_state_bytes_per_layer=state,
+        local_layers=local, linear_layers=linear, linear_state_bytes_per_layer=state, **lin_shape,
         n_experts=cfg.get("num_experts") or cfg.get("num_local_experts"),
         n_experts_used=cfg.get("num_experts_per_tok"), params=params,
         params_basis="config shapes (formula)", embedding_params=embed)
@@ -449,7 +461,9 @@ def from_gguf(path: str | Path, name: str | None = None) -> ArchSpec:
             raise ModelConfigError(f"{path}: GGUF lacks '{arch}.{key}'")
         return get(key)
 
-    n_layers = int(need("block_count"))
+    # A GGUF with multi-token-prediction layers counts them in block_count after the trunk
+    # (convert_hf_to_gguf: block_count += nextn_predict_layers); llama.cpp's n_layer() excludes them.
+    n_layers = int(need("block_count")) - int(get("nextn_predict_layers", 0))
     hidden = int(need("embedding_length"))
     heads = _uniform(need("attention.head_count"), "attention.head_count", source)
     kv = _uniform(get("attention.head_count_kv", heads), "attention.head_count_kv", source)
@@ -475,6 +489,7 @@ def from_gguf(path: str | Path, name: str | None = None) -> ArchSpec:
             local = tuple(i for i in range(n_layers) if n == 0 or i % n < n - 1)
     linear: tuple[int, ...] = ()
     state = 0
+    lin_shape: dict = {}
     if arch in _GGUF_HYBRID_LINEAR:
         recurrent = get("attention.recurrent_layers")
         if isinstance(recurrent, list):
@@ -485,6 +500,10 @@ def from_gguf(path: str | Path, name: str | None = None) -> ArchSpec:
         conv, inner = int(need("ssm.conv_kernel")), int(need("ssm.inner_size"))
         d_state, groups = int(need("ssm.state_size")), int(need("ssm.group_count"))
         state = ((conv - 1) * (inner + 2 * groups * d_state) + d_state * inner) * _LINEAR_STATE_BYTES_PER_ELEMENT
+        # llama.cpp src/models/qwen35.cpp: head_k_dim = head_v_dim = ssm_d_state, K heads = ssm_n_group,
+        # V heads = ssm_dt_rank
+        lin_shape = {"linear_key_heads": groups, "linear_value_heads": int(need("ssm.time_step_rank")),
+                     "linear_head_dim_k": d_state, "linear_head_dim_v": d_state, "linear_conv_kernel": conv}
     embed = sum(math.prod(shape) for tname, shape, _ in header.tensors if tname in ("token_embd.weight", "output.weight"))
     experts, used = get("expert_count"), get("expert_used_count")
     return ArchSpec(
@@ -492,7 +511,7 @@ def from_gguf(path: str | Path, name: str | None = None) -> ArchSpec:
         n_layers=n_layers, n_heads=heads, n_kv_heads=kv, head_dim_k=hd_k, head_dim_v=hd_v, hidden_size=hidden,
         ffn_size=ffn or 1, vocab_size=int(vocab), max_context=int(need("context_length")),
         sliding_window=int(window) if window else None, local_layers=local, linear_layers=linear,
-        linear_state_bytes_per_layer=state, n_experts=int(experts) if experts else None,
+        linear_state_bytes_per_layer=state, **lin_shape, n_experts=int(experts) if experts else None,
         n_experts_used=int(used) if used else None, params=header.n_params, params_basis="gguf tensor shapes",
         embedding_params=embed)
 

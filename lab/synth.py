@@ -8,15 +8,25 @@ blocks, RMSNorm weights F32 ones, and a real vocabulary + chat template copied f
 tokenizer-only GGUFs (`models/ggml-vocab-qwen2.gguf` in the llama-cpp-python sdist). The file says what
 it is (`lab.synthetic` = true and a note): its text is garbage, its tok/s and memory use are the model's.
 
-What a llama-architecture file cannot express, and so is refused or noted: linear-attention (Gated
-DeltaNet) layers and MoE experts are refused; a sliding window is dropped (every layer global, noted in
-the metadata); Qwen3's per-head q/k RMSNorm (2 x head_dim weights per layer, 0.00005 % of the model) is
-left out, so a Qwen3-32B-shaped file has 32,761,446,400 parameters in its matrices.
+What a llama-architecture file cannot express, and so is refused or noted: MoE experts are refused; a
+sliding window is dropped (every layer global, noted in the metadata); Qwen3's per-head q/k RMSNorm
+(2 x head_dim weights per layer, 0.00005 % of the model) is left out, so a Qwen3-32B-shaped file has
+32,761,446,400 parameters in its matrices.
+
+A Qwen3.5-family hybrid (Gated DeltaNet + gated full attention: Qwen3.8-27B, Qwen3.5-27B) is written as
+llama.cpp's own `qwen35` architecture instead, with the exact tensor names, shapes and types its loader
+asks for (src/models/qwen35.cpp load_arch_tensors; names from src/llama-arch.cpp) and the metadata it
+reads (qwen35.ssm.*, full_attention_interval, rope.dimension_sections): matrices Q4_K/Q8_0, the conv
+kernel, the decay A, dt bias and norms F32 (ggml_ssm_conv and the element-wise ops take F32), and the
+tokenizer of llama.cpp's models/ggml-vocab-qwen35.gguf padded to the model's 248,320 embedding rows.
+The multi-token-prediction layer a converted checkpoint may carry (llama.cpp does not run it without
+speculative decoding) is not written.
 
 The file streams out one tensor at a time (the largest, Qwen3's token_embd, is 438 MB of Q4_K), after a
 free-disk check; `predict_bytes` gives its exact size beforehand from the GGUF layout alone.
 
     python -m lab synth --arch qwen3-32b --out /data/qwen3-32b-synthetic-Q4_K.gguf [--layers N]
+    python -m lab synth --arch qwen3.8-27b --out /data/qwen3.8-27b-synthetic-Q4_K.gguf [--layers 4]
 """
 from __future__ import annotations
 
@@ -37,13 +47,20 @@ GGUF_ALIGNMENT = 32  # GGUF's default data alignment (gguf-py constants GGUF_DEF
 RMS_EPS = 1e-6  # Qwen2/3 and Llama 3 use 1e-6 / 1e-5; only numerics, never speed, depends on it
 DEFAULT_ROPE_THETA = 10000.0  # llama.cpp's default for the llama architecture when a config gives none
 DEFAULT_VOCAB = "ggml-vocab-qwen2.gguf"  # 151936 tokens (already padded like Qwen's embeddings)
+# The qwen35 pre-tokenizer (tokenizer.ggml.pre = "qwen35"); 151936 tokens, padded to the model's vocab_size
+QWEN35_VOCAB = "ggml-vocab-qwen35.gguf"
+# llama.cpp conversion/qwen.py _Qwen35MRopeMixin: "the upstream default mrope_section is [11, 11, 10] and
+# llama.cpp's QWEN35 / QWEN35MOE loaders treat qwen35.rope.dimension_sections as required"
+QWEN35_ROPE_SECTIONS = [11, 11, 10, 0]
+QWEN35_PARTIAL_ROTARY = 0.25  # conversion/qwen.py Qwen3NextModel: rope dims = head_dim × partial_rotary_factor (0.25)
+HYBRID_FAMILIES = ("qwen3_5_text", "qwen3_5", "qwen35")  # what the qwen35 writer accepts (dense, not MoE)
 SYNTHETIC_NOTE = ("random weights: for speed and memory tests only, its text is garbage "
                   "(written by lab.synth; the shape is a real model's, the values are not)")
 DISK_MARGIN_BYTES = 256 << 20  # leave this much free after writing
 
 
 class SynthError(ValueError):
-    """The shape cannot be written as a llama-architecture GGUF, or there is no room for it."""
+    """The shape cannot be written as a llama.cpp GGUF (llama or qwen35), or there is no room for it."""
 
 
 # ---------------------------------------------------------------- quant block layouts
@@ -71,6 +88,7 @@ class TensorPlan:
     name: str
     ne: tuple[int, ...]
     layout: QuantLayout
+    fill: float = 1.0  # the value of every element of an F32 tensor (norm weights 1; see tensor_plan)
 
     @property
     def n_elements(self) -> int:
@@ -87,37 +105,84 @@ class TensorPlan:
         return (rows, self.ne[0] // self.layout.block_weights * self.layout.block_bytes)
 
 
+def gguf_arch(arch: ArchSpec) -> str:
+    """The llama.cpp architecture a file of `arch`'s shape is written as: qwen35 for the Gated DeltaNet hybrid."""
+    return "qwen35" if arch.linear_layers else "llama"
+
+
+def _full_attention_interval(arch: ArchSpec) -> int:
+    """n such that every n-th layer (i + 1) % n == 0 is full attention, the others linear: the one layer
+    pattern qwen35.full_attention_interval can express (llama.cpp src/models/qwen35.cpp load_arch_hparams)."""
+    first = min(arch.global_layers) if arch.global_layers else arch.n_layers
+    n = first + 1
+    if tuple(i for i in range(arch.n_layers) if (i + 1) % n != 0) != tuple(arch.linear_layers):
+        raise SynthError(f"{arch.name}: linear layers {list(arch.linear_layers)} are not every layer but each "
+                         f"{n}-th; lab.synth writes qwen35.full_attention_interval only")
+    return n
+
+
+def _hybrid_shape(arch: ArchSpec, layers: int | None) -> ArchSpec:
+    if arch.family not in HYBRID_FAMILIES:
+        raise SynthError(f"{arch.name}: linear-attention layers of family {arch.family!r}; lab.synth writes the "
+                         f"Qwen3.5 hybrid ({', '.join(HYBRID_FAMILIES)}) as llama.cpp's qwen35 architecture only")
+    if not (arch.linear_key_heads and arch.linear_value_heads and arch.linear_head_dim_k and arch.linear_conv_kernel):
+        raise SynthError(f"{arch.name}: the Gated DeltaNet shape (linear heads, head dims, conv kernel) is unknown")
+    if arch.linear_head_dim_k != arch.linear_head_dim_v:
+        raise SynthError(f"{arch.name}: linear key head dim {arch.linear_head_dim_k} != value head dim "
+                         f"{arch.linear_head_dim_v}; llama.cpp's qwen35 uses ssm.state_size for both")
+    if arch.linear_value_heads % arch.linear_key_heads:
+        raise SynthError(f"{arch.name}: {arch.linear_value_heads} linear V heads are not a multiple of "
+                         f"{arch.linear_key_heads} K heads")
+    interval = _full_attention_interval(arch)
+    if layers is not None:
+        arch = replace(arch, n_layers=layers, linear_layers=tuple(i for i in arch.linear_layers if i < layers))
+        if not arch.global_layers:
+            raise SynthError(f"--layers {layers} keeps no full-attention layer (every {interval}-th layer is one): "
+                             f"use a multiple of {interval}, e.g. --layers {interval} or {2 * interval}")
+    return arch
+
+
 def llama_shape(arch: ArchSpec, layers: int | None = None) -> ArchSpec:
-    """The ArchSpec that a llama-architecture file of `arch`'s shape has; refuses what llama cannot express."""
-    if arch.linear_layers:
-        raise SynthError(f"{arch.name}: {len(arch.linear_layers)} linear-attention layers cannot be written as a "
-                         "llama-architecture file (llama.cpp's qwen35 graph needs its own tensors)")
+    """The ArchSpec that the written file has (llama, or qwen35 for the hybrid); refuses what neither
+    architecture can express."""
     if arch.n_experts:
         raise SynthError(f"{arch.name}: mixture-of-experts ({arch.n_experts} experts) is not supported by lab.synth")
     if arch.head_dim_k != arch.head_dim_v:
         raise SynthError(f"{arch.name}: head_dim_k {arch.head_dim_k} != head_dim_v {arch.head_dim_v}; "
-                         "llama.cpp's llama graph needs them equal")
+                         "llama.cpp's llama and qwen35 graphs need them equal")
     if arch.n_heads % arch.n_kv_heads:
         raise SynthError(f"{arch.name}: {arch.n_heads} query heads are not a multiple of {arch.n_kv_heads} KV heads")
+    if layers is not None and layers <= 0:
+        raise SynthError(f"layers must be positive, got {layers}")
+    if arch.linear_layers:
+        return _hybrid_shape(arch, layers)
     if layers is not None:
-        if layers <= 0:
-            raise SynthError(f"layers must be positive, got {layers}")
         arch = replace(arch, n_layers=layers, local_layers=tuple(i for i in arch.local_layers if i < layers))
     return arch
 
 
+def _check_rows(arch: ArchSpec, quant: str, q: QuantLayout, rows: dict[str, int]) -> None:
+    for what, n in rows.items():
+        if n % q.block_weights:  # a row of a quantized matrix is whole blocks (ne0 % block size == 0)
+            raise SynthError(f"{arch.name}: {what} = {n} is not a multiple of {quant}'s block of {q.block_weights}")
+
+
+def _tied(arch: ArchSpec) -> bool:
+    return arch.embedding_params is not None and arch.embedding_params == arch.vocab_size * arch.hidden_size
+
+
 def tensor_plan(arch: ArchSpec, quant: str = "Q4_K", layers: int | None = None) -> list[TensorPlan]:
-    """Every tensor llama.cpp's llama architecture loads (src/models/llama.cpp), in ggml dimensions."""
+    """Every tensor llama.cpp loads for the file's architecture (src/models/llama.cpp, or
+    src/models/qwen35.cpp for the hybrid), in ggml dimensions."""
     if quant not in QUANTS:
         raise SynthError(f"quant {quant!r} not supported; choose one of {', '.join(QUANTS)}")
     arch = llama_shape(arch, layers)
+    if arch.linear_layers:
+        return _qwen35_plan(arch, quant)
     q = QUANTS[quant]
     e, ff, v = arch.hidden_size, arch.ffn_size, arch.vocab_size
     q_out, kv_out = arch.n_heads * arch.head_dim_k, arch.n_kv_heads * arch.head_dim_k
-    for what, n in (("n_embd", e), ("n_ff", ff), ("n_head x head_dim", q_out)):
-        if n % q.block_weights:  # a row of a quantized matrix is whole blocks (ne0 % block size == 0)
-            raise SynthError(f"{arch.name}: {what} = {n} is not a multiple of {quant}'s block of {q.block_weights}")
-    tied = arch.embedding_params is not None and arch.embedding_params == v * e
+    _check_rows(arch, quant, q, {"n_embd": e, "n_ff": ff, "n_head x head_dim": q_out})
     plan = [TensorPlan("token_embd.weight", (e, v), q)]
     for i in range(arch.n_layers):
         b = f"blk.{i}."
@@ -131,8 +196,57 @@ def tensor_plan(arch: ArchSpec, quant: str = "Q4_K", layers: int | None = None) 
                  TensorPlan(b + "ffn_up.weight", (e, ff), q),
                  TensorPlan(b + "ffn_down.weight", (ff, e), q)]
     plan.append(TensorPlan("output_norm.weight", (e,), F32))
-    if not tied:  # tied embeddings (Gemma): llama.cpp reuses token_embd as the output head
+    if not _tied(arch):  # tied embeddings (Gemma): llama.cpp reuses token_embd as the output head
         plan.append(TensorPlan("output.weight", (e, v), q))
+    return plan
+
+
+def _qwen35_plan(arch: ArchSpec, quant: str) -> list[TensorPlan]:
+    """llama.cpp src/models/qwen35.cpp load_arch_tensors, trunk layers only (no MTP block), in its order.
+
+    Full-attention layers: attn_q of n_head × head_dim × 2 rows (query and output gate), attn_k, attn_v,
+    attn_output, per-head q/k norms. Gated DeltaNet layers: attn_qkv (2 × key_dim + value_dim rows),
+    attn_gate (z), ssm_conv1d {kernel, conv_dim} F32, ssm_dt.bias and ssm_a {V heads} F32, ssm_beta and
+    ssm_alpha {n_embd, V heads}, ssm_norm {head dim} F32, ssm_out. Every layer: attn_norm,
+    post_attention_norm, gated FFN. F32 fills keep the recurrence finite: ssm_a (-exp(A_log) in a
+    conversion) is -1 so every decay exp(softplus(.) × a) is below 1, dt bias 0, the conv kernel an average."""
+    q = QUANTS[quant]
+    e, ff, v = arch.hidden_size, arch.ffn_size, arch.vocab_size
+    hd, nh, nkv = arch.head_dim_k, arch.n_heads, arch.n_kv_heads
+    dk, nk, nv = arch.linear_head_dim_k, arch.linear_key_heads, arch.linear_value_heads
+    key_dim, value_dim = nk * dk, nv * dk
+    conv_dim, kernel = 2 * key_dim + value_dim, arch.linear_conv_kernel
+    _check_rows(arch, quant, q, {"n_embd": e, "n_ff": ff, "n_head x head_dim": nh * hd,
+                                 "linear value dim": value_dim})
+    linear = set(arch.linear_layers)
+    plan = [TensorPlan("token_embd.weight", (e, v), q),
+            TensorPlan("output_norm.weight", (e,), F32)]
+    if not _tied(arch):
+        plan.append(TensorPlan("output.weight", (e, v), q))
+    for i in range(arch.n_layers):
+        b = f"blk.{i}."
+        plan += [TensorPlan(b + "attn_norm.weight", (e,), F32),
+                 TensorPlan(b + "post_attention_norm.weight", (e,), F32)]
+        if i not in linear:
+            plan += [TensorPlan(b + "attn_q.weight", (e, nh * hd * 2), q),
+                     TensorPlan(b + "attn_k.weight", (e, nkv * hd), q),
+                     TensorPlan(b + "attn_v.weight", (e, nkv * hd), q),
+                     TensorPlan(b + "attn_output.weight", (nh * hd, e), q),
+                     TensorPlan(b + "attn_q_norm.weight", (hd,), F32),
+                     TensorPlan(b + "attn_k_norm.weight", (hd,), F32)]
+        else:
+            plan += [TensorPlan(b + "attn_qkv.weight", (e, conv_dim), q),
+                     TensorPlan(b + "attn_gate.weight", (e, value_dim), q),
+                     TensorPlan(b + "ssm_conv1d.weight", (kernel, conv_dim), F32, 1.0 / kernel),
+                     TensorPlan(b + "ssm_dt.bias", (nv,), F32, 0.0),
+                     TensorPlan(b + "ssm_a", (nv,), F32, -1.0),
+                     TensorPlan(b + "ssm_beta.weight", (e, nv), q),
+                     TensorPlan(b + "ssm_alpha.weight", (e, nv), q),
+                     TensorPlan(b + "ssm_norm.weight", (dk,), F32),
+                     TensorPlan(b + "ssm_out.weight", (value_dim, e), q)]
+        plan += [TensorPlan(b + "ffn_gate.weight", (e, ff), q),
+                 TensorPlan(b + "ffn_down.weight", (ff, e), q),
+                 TensorPlan(b + "ffn_up.weight", (e, ff), q)]
     return plan
 
 
@@ -158,21 +272,27 @@ def _vt():
     return GGUFValueType
 
 
-def default_vocab_path() -> Path:
-    """ggml-vocab-qwen2.gguf: $LAB_VOCAB_GGUF, else extracted once from the cached llama-cpp-python sdist."""
+def vocab_name_for(arch: ArchSpec) -> str:
+    """The llama.cpp tokenizer GGUF a file of `arch`'s shape copies: the qwen35 one for the hybrid."""
+    return QWEN35_VOCAB if gguf_arch(arch) == "qwen35" else DEFAULT_VOCAB
+
+
+def default_vocab_path(name: str = DEFAULT_VOCAB) -> Path:
+    """llama.cpp's models/<name> (ggml-vocab-qwen2.gguf by default): $LAB_VOCAB_GGUF, else extracted once from
+    the cached llama-cpp-python sdist."""
     if os.environ.get("LAB_VOCAB_GGUF"):
         return Path(os.environ["LAB_VOCAB_GGUF"]).expanduser()
     from lab import setup
 
     ver = setup.LLAMA_CPP_PYTHON_VERSION
-    target = setup.cache_dir() / "vocab" / ver / DEFAULT_VOCAB
+    target = setup.cache_dir() / "vocab" / ver / name
     if target.exists():
         return target
     sdist = setup.cache_dir() / "sdist" / f"llama_cpp_python-{ver}.tar.gz"
     if not sdist.exists():
         raise SynthError(f"no vocabulary GGUF: {sdist} is missing (run `make setup`), or pass --vocab / set "
-                         "LAB_VOCAB_GGUF to a tokenizer GGUF such as llama.cpp's models/ggml-vocab-qwen2.gguf")
-    member = f"llama_cpp_python-{ver}/vendor/llama.cpp/models/{DEFAULT_VOCAB}"
+                         f"LAB_VOCAB_GGUF to a tokenizer GGUF such as llama.cpp's models/{name}")
+    member = f"llama_cpp_python-{ver}/vendor/llama.cpp/models/{name}"
     with tarfile.open(sdist) as tar:
         try:
             src = tar.extractfile(member)
@@ -259,20 +379,56 @@ def pad_vocab(kvs: list[KV], n_vocab: int, source: str = "vocabulary") -> list[K
     return [replace(kv, value=list(kv.value) + fill[kv.key]) if kv.key in fill and extra else kv for kv in kvs]
 
 
-def _rope_theta(arch: ArchSpec) -> float:
+def _config_value(arch: ArchSpec, key: str, default):
+    """A config.json field of the shipped entry `arch` was read from (by source URL), else `default`."""
     for model_id in models.stand_in_ids():
         entry = models.stand_in_entry(model_id)
-        if entry["source"] == arch.source and entry["config"].get("rope_theta"):
-            return float(entry["config"]["rope_theta"])
-    return DEFAULT_ROPE_THETA
+        if entry["source"] == arch.source and entry["config"].get(key) is not None:
+            return entry["config"][key]
+    return default
+
+
+def _rope_theta(arch: ArchSpec) -> float:
+    return float(_config_value(arch, "rope_theta", DEFAULT_ROPE_THETA))
+
+
+def _qwen35_kvs(arch: ArchSpec, shaped: ArchSpec) -> list[KV]:
+    """The qwen35.* keys llama.cpp reads (src/llama-model.cpp load_hparams, src/models/qwen35.cpp
+    load_arch_hparams), written as conversion/qwen.py writes them for Qwen3_5ForConditionalGeneration."""
+    VT = _vt()
+    a = "qwen35"
+    n_rot = int(shaped.head_dim_k * float(_config_value(arch, "partial_rotary_factor", QWEN35_PARTIAL_ROTARY)))
+    sections = list(_config_value(arch, "mrope_section", QWEN35_ROPE_SECTIONS))
+    sections = (sections + [0, 0, 0, 0])[:4]
+    return [
+        KV(f"{a}.vocab_size", shaped.vocab_size, VT.UINT32),
+        KV(f"{a}.context_length", shaped.max_context, VT.UINT32),
+        KV(f"{a}.embedding_length", shaped.hidden_size, VT.UINT32),
+        KV(f"{a}.block_count", shaped.n_layers, VT.UINT32),
+        KV(f"{a}.feed_forward_length", shaped.ffn_size, VT.UINT32),
+        KV(f"{a}.attention.head_count", shaped.n_heads, VT.UINT32),
+        KV(f"{a}.attention.head_count_kv", shaped.n_kv_heads, VT.UINT32),
+        KV(f"{a}.attention.key_length", shaped.head_dim_k, VT.UINT32),
+        KV(f"{a}.attention.value_length", shaped.head_dim_v, VT.UINT32),
+        KV(f"{a}.attention.layer_norm_rms_epsilon", RMS_EPS, VT.FLOAT32),
+        KV(f"{a}.rope.dimension_count", n_rot, VT.UINT32),
+        KV(f"{a}.rope.dimension_sections", sections, VT.ARRAY, VT.INT32),
+        KV(f"{a}.rope.freq_base", _rope_theta(arch), VT.FLOAT32),
+        KV(f"{a}.ssm.conv_kernel", shaped.linear_conv_kernel, VT.UINT32),
+        KV(f"{a}.ssm.inner_size", shaped.linear_value_heads * shaped.linear_head_dim_v, VT.UINT32),
+        KV(f"{a}.ssm.state_size", shaped.linear_head_dim_k, VT.UINT32),
+        KV(f"{a}.ssm.time_step_rank", shaped.linear_value_heads, VT.UINT32),
+        KV(f"{a}.ssm.group_count", shaped.linear_key_heads, VT.UINT32),
+        KV(f"{a}.full_attention_interval", _full_attention_interval(shaped), VT.UINT32),
+    ]
 
 
 def model_kvs(arch: ArchSpec, quant: str, seed: int, layers: int | None, vocab_name: str) -> list[KV]:
-    """The llama.* hyperparameters llama.cpp reads, the lab's synthetic markers, and general.*."""
+    """The llama.* (or qwen35.*) hyperparameters llama.cpp reads, the lab's synthetic markers, and general.*."""
     VT = _vt()
     shaped = llama_shape(arch, layers)
     kvs = [
-        KV("general.architecture", "llama", VT.STRING),  # GGUFWriter adds this one itself; listed for the size
+        KV("general.architecture", gguf_arch(arch), VT.STRING),  # GGUFWriter adds this one itself; listed for the size
         KV("general.type", "model", VT.STRING),
         KV("general.name", f"synthetic {arch.name} shape ({quant}, random weights)", VT.STRING),
         KV("general.description", SYNTHETIC_NOTE, VT.STRING),
@@ -285,6 +441,10 @@ def model_kvs(arch: ArchSpec, quant: str, seed: int, layers: int | None, vocab_n
         KV("lab.synthetic.seed", int(seed), VT.UINT32),
         KV("lab.synthetic.vocab_from", vocab_name, VT.STRING),
         KV("lab.synthetic.layers_of_original", arch.n_layers, VT.UINT32),
+    ]
+    if gguf_arch(arch) == "qwen35":
+        return kvs + _qwen35_kvs(arch, shaped)
+    kvs += [
         KV("llama.vocab_size", shaped.vocab_size, VT.UINT32),
         KV("llama.context_length", shaped.max_context, VT.UINT32),
         KV("llama.embedding_length", shaped.hidden_size, VT.UINT32),
@@ -381,7 +541,7 @@ def tensor_data(t: TensorPlan, rng):
     import numpy as np
 
     if t.layout is F32:
-        return np.ones(t.ne[::-1], dtype=np.float32)
+        return np.full(t.ne[::-1], t.fill, dtype=np.float32)
     n_blocks = t.n_elements // t.layout.block_weights
     return _BLOCK_MAKERS[t.layout.name](rng, n_blocks, t.ne[0]).reshape(t.byte_shape)
 
@@ -400,7 +560,7 @@ def plan_file(arch_id_or_spec: str | ArchSpec, quant: str = "Q4_K", vocab_gguf: 
               layers: int | None = None, seed: int = 0) -> tuple[ArchSpec, list[KV], list[TensorPlan], dict]:
     """Everything `synthesize` will write, and its exact size, without writing: (arch, metadata, tensors, sizes)."""
     arch = _resolve_arch(arch_id_or_spec)
-    vocab = Path(vocab_gguf) if vocab_gguf else default_vocab_path()
+    vocab = Path(vocab_gguf) if vocab_gguf else default_vocab_path(vocab_name_for(arch))
     plan = tensor_plan(arch, quant, layers)
     kvs = model_kvs(arch, quant, seed, layers, vocab.name) + pad_vocab(vocab_kvs(vocab), arch.vocab_size, str(vocab))
     return arch, kvs, plan, predict_bytes(kvs, plan)
@@ -440,7 +600,7 @@ def write_file(out_path: str | Path, arch: ArchSpec, kvs: list[KV], plan: list[T
     check_disk(out, size["total_bytes"])
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".partial")
-    writer = gguf.GGUFWriter(str(tmp), "llama")
+    writer = gguf.GGUFWriter(str(tmp), gguf_arch(arch))
     for kv in kvs:
         if kv.key != "general.architecture":
             writer.add_key_value(kv.key, kv.value, gguf.GGUFValueType(kv.vtype),
@@ -475,7 +635,11 @@ def write_file(out_path: str | Path, arch: ArchSpec, kvs: list[KV], plan: list[T
 
 
 def describe(arch: ArchSpec, plan: list[TensorPlan], size: dict, quant: str) -> str:
-    return (f"{arch.name} shape as llama: {sum(1 for t in plan if t.name.endswith('attn_q.weight'))} layers, "
+    n_attn = sum(1 for t in plan if t.name.endswith("attn_q.weight"))
+    n_linear = sum(1 for t in plan if t.name.endswith("ssm_out.weight"))
+    layers = f"{n_attn + n_linear} layers ({n_attn} full attention, {n_linear} Gated DeltaNet)" if n_linear \
+        else f"{n_attn} layers"
+    return (f"{arch.name} shape as {gguf_arch(arch)}: {layers}, "
             f"n_embd {arch.hidden_size}, n_ff {arch.ffn_size}, {arch.n_heads} heads / {arch.n_kv_heads} KV heads "
             f"x {arch.head_dim_k}, vocab {arch.vocab_size}; {quant}: {size['params'] / 1e9:.3f} B params, "
             f"{size['tensor_bytes'] / 2**30:.2f} GiB of weights, file {size['total_bytes']} bytes")
@@ -488,9 +652,12 @@ def build_parser() -> argparse.ArgumentParser:
                                              "tests only: its text is garbage).")
     ap.add_argument("--arch", required=True, help=f"stand-in id: {', '.join(models.stand_in_ids())}")
     ap.add_argument("--out", required=True, help="the GGUF file to write")
-    ap.add_argument("--layers", type=int, default=None, help="override the layer count (a smaller, quicker file)")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="override the layer count (a smaller, quicker file; for the hybrid a multiple of 4 keeps "
+                         "the 3 Gated DeltaNet : 1 full attention pattern)")
     ap.add_argument("--quant", default="Q4_K", choices=sorted(QUANTS), help="matrix type (default Q4_K)")
-    ap.add_argument("--vocab", default=None, help=f"tokenizer GGUF to copy (default llama.cpp's {DEFAULT_VOCAB})")
+    ap.add_argument("--vocab", default=None, help=f"tokenizer GGUF to copy (default llama.cpp's {DEFAULT_VOCAB}; "
+                                                   f"{QWEN35_VOCAB} for the Qwen3.5 hybrid)")
     ap.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     ap.add_argument("--dry-run", action="store_true", help="print the shape and exact size, write nothing")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -2,6 +2,7 @@
 that the real llama.cpp loads and generates from (integration, needs `make setup`)."""
 import json
 import math
+import re
 import subprocess
 
 import numpy as np
@@ -18,6 +19,14 @@ TINY = ArchSpec(name="tiny", family="llama", source="tests/test_synth.py", n_lay
 def vocab():
     try:
         return synth.default_vocab_path()
+    except synth.SynthError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def vocab_qwen35():
+    try:
+        return synth.default_vocab_path(synth.QWEN35_VOCAB)
     except synth.SynthError as exc:
         pytest.skip(str(exc))
 
@@ -47,12 +56,88 @@ def test_layers_override_and_q8_0():
 
 
 def test_refuses_what_llama_cannot_express():
-    with pytest.raises(synth.SynthError, match="linear-attention"):
-        synth.tensor_plan(models.stand_in("qwen3.5-27b"))
+    with pytest.raises(synth.SynthError, match="mixture-of-experts"):
+        synth.tensor_plan(ArchSpec(**{**TINY.to_dict(), "n_experts": 8, "n_experts_used": 2}))
+    hybrid = models.stand_in("qwen3.8-27b")
+    with pytest.raises(synth.SynthError, match="family 'qwen3_next'"):
+        synth.tensor_plan(ArchSpec(**{**hybrid.to_dict(), "family": "qwen3_next"}))
     with pytest.raises(synth.SynthError, match="not supported"):
         synth.tensor_plan(TINY, "Q3_K")
     with pytest.raises(synth.SynthError, match="multiple of Q4_K's block"):
         synth.tensor_plan(ArchSpec(**{**TINY.to_dict(), "hidden_size": 320}))
+
+
+# ---------------------------------------------------------------- the Qwen3.5 hybrid as llama.cpp's qwen35
+# llama.cpp src/models/qwen35.cpp load_arch_tensors (trunk layers), names from src/llama-arch.cpp
+QWEN35_ATTN = {"attn_norm.weight": (5120,), "post_attention_norm.weight": (5120,),
+               "attn_q.weight": (5120, 24 * 256 * 2), "attn_k.weight": (5120, 4 * 256), "attn_v.weight": (5120, 4 * 256),
+               "attn_output.weight": (24 * 256, 5120), "attn_q_norm.weight": (256,), "attn_k_norm.weight": (256,),
+               "ffn_gate.weight": (5120, 17408), "ffn_down.weight": (17408, 5120), "ffn_up.weight": (5120, 17408)}
+QWEN35_LINEAR = {"attn_norm.weight": (5120,), "post_attention_norm.weight": (5120,),
+                 "attn_qkv.weight": (5120, 2 * 16 * 128 + 48 * 128), "attn_gate.weight": (5120, 48 * 128),
+                 "ssm_conv1d.weight": (4, 10240), "ssm_dt.bias": (48,), "ssm_a": (48,), "ssm_beta.weight": (5120, 48),
+                 "ssm_alpha.weight": (5120, 48), "ssm_norm.weight": (128,), "ssm_out.weight": (48 * 128, 5120),
+                 "ffn_gate.weight": (5120, 17408), "ffn_down.weight": (17408, 5120), "ffn_up.weight": (5120, 17408)}
+
+
+def test_qwen38_plan_has_llama_cpps_qwen35_tensors():
+    arch = models.stand_in("qwen3.8-27b")
+    plan = synth.tensor_plan(arch, "Q4_K")
+    by_name = {t.name: t for t in plan}
+    assert len(plan) == len(by_name) == 3 + 16 * len(QWEN35_ATTN) + 48 * len(QWEN35_LINEAR)
+    assert by_name["token_embd.weight"].ne == by_name["output.weight"].ne == (5120, 248_320)
+    for i in range(64):
+        want = QWEN35_ATTN if (i + 1) % 4 == 0 else QWEN35_LINEAR
+        got = {n.split(".", 2)[2]: t.ne for n, t in by_name.items() if n.startswith(f"blk.{i}.")}
+        assert got == want, i
+    f32 = {re.sub(r"^blk\.\d+\.", "", n) for n, t in by_name.items() if t.layout is synth.F32}
+    assert f32 == {"output_norm.weight", "attn_norm.weight", "post_attention_norm.weight", "attn_q_norm.weight",
+                   "attn_k_norm.weight", "ssm_conv1d.weight", "ssm_dt.bias", "ssm_a", "ssm_norm.weight"}
+    assert by_name["blk.0.ssm_a"].fill < 0  # decay exp(softplus(.) x a) < 1: the recurrence stays finite
+    # the file holds exactly the parameters lab.models and lab.quantize count for Qwen3.8-27B (no MTP layer)
+    assert sum(t.n_elements for t in plan) == arch.params == 26_895_998_464
+
+
+def test_qwen38_metadata_is_what_llama_cpp_reads():
+    kvs = {kv.key: kv.value for kv in synth.model_kvs(models.stand_in("qwen3.8-27b"), "Q4_K", 0, 8, "v.gguf")}
+    assert kvs["general.architecture"] == "qwen35"
+    assert (kvs["qwen35.block_count"], kvs["qwen35.full_attention_interval"]) == (8, 4)
+    assert (kvs["qwen35.ssm.conv_kernel"], kvs["qwen35.ssm.inner_size"], kvs["qwen35.ssm.state_size"],
+            kvs["qwen35.ssm.time_step_rank"], kvs["qwen35.ssm.group_count"]) == (4, 6144, 128, 48, 16)
+    assert (kvs["qwen35.attention.key_length"], kvs["qwen35.rope.dimension_count"]) == (256, 64)
+    assert kvs["qwen35.rope.dimension_sections"] == [11, 11, 10, 0] and kvs["qwen35.rope.freq_base"] == 1e7
+    assert kvs["qwen35.context_length"] == 262_144 and kvs["qwen35.vocab_size"] == 248_320
+
+
+def test_qwen38_layers_keep_the_hybrid_pattern():
+    arch = models.stand_in("qwen3.8-27b")
+    eight = synth.llama_shape(arch, 8)
+    assert eight.global_layers == (3, 7) and eight.linear_layers == (0, 1, 2, 4, 5, 6)
+    with pytest.raises(synth.SynthError, match="--layers 2 keeps no full-attention layer.*multiple of 4"):
+        synth.tensor_plan(arch, "Q4_K", layers=2)
+
+
+def test_qwen38_full_file_size_is_predicted_exactly(vocab_qwen35):
+    # 64 layers, Q4_K: written on the GPU box (lab.gpu_evidence); here only its exact size, from the layout
+    arch, kvs, plan, size = synth.plan_file("qwen3.8-27b", "Q4_K", vocab_qwen35)
+    assert size["params"] == 26_895_998_464
+    matrices = sum(t.nbytes for t in plan if t.layout is not synth.F32)
+    assert size["tensor_bytes"] == matrices + 4 * sum(t.n_elements for t in plan if t.layout is synth.F32)
+    assert size["total_bytes"] == size["header_bytes"] + sum(-(-t.nbytes // 32) * 32 for t in plan)
+    assert round(size["tensor_bytes"] / 2**30, 2) == 14.10
+    tokens = next(kv for kv in kvs if kv.key == "tokenizer.ggml.tokens").value
+    assert len(tokens) == 248_320 and tokens[-1] == "[PAD248319]"  # llama.cpp's qwen35 vocab, padded
+
+
+def test_qwen38_full_file_refused_when_the_disk_is_too_small(vocab_qwen35, monkeypatch, capsys, tmp_path):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(100 << 30, 90 << 30, 10 << 30))
+    out = tmp_path / "q38.gguf"
+    assert synth.main(["--arch", "qwen3.8-27b", "--out", str(out), "--vocab", str(vocab_qwen35), "--no-progress"]) == 1
+    assert "needs 14.11 GiB" in capsys.readouterr().err and not list(tmp_path.iterdir())
 
 
 def test_tied_embeddings_have_no_output_head():
@@ -199,3 +284,53 @@ def test_llama_cpp_generates_tokens_from_the_tiny_file(tiny_file):
     out = llm.create_completion("Hello, world", max_tokens=8, temperature=0)
     assert out["usage"]["completion_tokens"] == 8 and out["usage"]["prompt_tokens"] >= 3
     assert llm.metadata["lab.synthetic"] == "true"
+
+
+# ---------------------------------------------------------------- integration: a 4-layer Qwen3.8-27B served by llama-server
+@pytest.fixture(scope="module")
+def qwen38_4_layers(vocab_qwen35, tmp_path_factory):
+    """Qwen3.8-27B's real per-layer shape, 4 layers (3 Gated DeltaNet + 1 full attention), real vocab size:
+    a 2.3 GB file, ~10 s to write here."""
+    path = tmp_path_factory.mktemp("synth35") / "qwen3.8-27b-4L-Q4_K.gguf"
+    arch, kvs, plan, size = synth.plan_file("qwen3.8-27b", "Q4_K", vocab_qwen35, layers=4)
+    synth.write_file(path, arch, kvs, plan, size, progress=False)
+    return path, size
+
+
+@pytest.mark.integration
+def test_qwen38_file_reads_back_as_the_hybrid(qwen38_4_layers):
+    path, size = qwen38_4_layers
+    assert path.stat().st_size == size["total_bytes"]
+    header = models.read_gguf_header(path)
+    assert header.tensor_bytes == size["tensor_bytes"] and header.n_params == size["params"]
+    arch = models.from_gguf(path)
+    full = models.stand_in("qwen3.8-27b")
+    assert (arch.family, arch.n_layers, arch.global_layers, arch.linear_layers) == ("qwen35", 4, (3,), (0, 1, 2))
+    assert arch.linear_state_bytes_per_layer == full.linear_state_bytes_per_layer == 3_268_608
+    assert (arch.n_heads, arch.n_kv_heads, arch.head_dim_k, arch.vocab_size) == (24, 4, 256, 248_320)
+
+
+@pytest.mark.integration
+def test_llama_server_serves_the_qwen35_file(qwen38_4_layers, tmp_path):
+    """The real llama-server (CPU build) loads the hybrid and answers a completion; its log shows both the
+    attention KV cache (1 layer) and the recurrent state (3 layers)."""
+    import httpx
+
+    from lab import serve
+    from lab.engines import Command
+
+    try:
+        server_bin = paths.tool("llama-server")
+    except paths.SetupMissing as exc:
+        pytest.skip(str(exc))
+    path, _ = qwen38_4_layers
+    port = serve.free_port()
+    cmd = Command(engine="llama.cpp", argv=(str(server_bin), "-m", str(path), "--host", "127.0.0.1", "--port",
+                                            str(port), "-c", "2048", "-np", "1", "-t", "2", "--no-warmup", "-lv", "4"),
+                  host="127.0.0.1", port=port, health_path="/health", served_model=None, notes=())
+    with serve.start(cmd, log_dir=tmp_path, name="qwen35", health_timeout_s=180) as srv:
+        reply = httpx.post(srv.base_url + "/completion", json={"prompt": "Hello, world", "n_predict": 8,
+                                                               "temperature": 0}, timeout=120).json()
+        log = srv.log_text()
+    assert reply["tokens_predicted"] == 8 and isinstance(reply["content"], str)
+    assert "llama_kv_cache: size =" in log and "llama_memory_recurrent: size =" in log
