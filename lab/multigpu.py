@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from lab import evidence
 
-MODES = ("none", "layer", "row", "tensor")
+MODES = ("none", "layer", "tensor", "row")  # row last: deprecated upstream, the first to drop when time runs out
 # V100 + 27B on one card: the lab's calibration entry (lab/data/calibration.yaml) this page scales from
 V100_CALIBRATION = "v100-llamacpp-27b-q4_k_m"
 # the seeds' model, for the on-paper V100 and two-node rows (whatever file was measured here)
@@ -56,7 +57,7 @@ def bench_mode(profile, model: Path, prompt: int, gen: int, reps: int) -> dict:
     argv, env, _ = engines.llama_gpu_settings(profile)
     gpu = profile.gpu_count > 0
     return bench.llama_bench(model, profile.threads, prompt, gen, reps=reps, n_gpu_layers=-1 if gpu else None,
-                             flash_attn="1" if gpu else None, extra_args=tuple(argv), env=env, timeout_s=300)
+                             flash_attn="1" if gpu else None, extra_args=tuple(argv), env=env, timeout_s=180)
 
 
 def serve_mode(profile, model: Path, logs: Path, mode: str, levels: list[int], output_tokens: int,
@@ -65,7 +66,7 @@ def serve_mode(profile, model: Path, logs: Path, mode: str, levels: list[int], o
 
     cmd = engines.build_command(profile, port=serve.free_port(), model_path=model)
     t0 = time.perf_counter()
-    server = serve.start(cmd, logs, name=f"llama-server-{mode}", health_timeout_s=240)
+    server = serve.start(cmd, logs, name=f"llama-server-{mode}", health_timeout_s=180)
     load_s = time.perf_counter() - t0
     summaries = []
     try:
@@ -319,7 +320,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output-tokens", type=int, default=128)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--skip", default="", help="comma-separated: bench,server")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="start no further mode once this many seconds have passed (recorded as skipped)")
     args = ap.parse_args(argv)
+    # llama.cpp's -sm tensor all-reduces through NCCL when built with it. NVLink multicast (NVLS) stays off:
+    # on a shared host a program that uses it can take every GPU out of service. The servers and llama-bench
+    # inherit these (NCCL_* and TORCH_* pass lab.engines.minimal_env).
+    for var, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+        os.environ.setdefault(var, value)
     from lab import models, paths, profiles
 
     try:
@@ -342,8 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     plan = mode_plan(profile, visible, args.modes.split(","))
     arch = models.from_gguf(model, name=profile.model_name)
     results: dict[str, dict] = {}
+    t_start = time.perf_counter()
     for p in plan:
         if not p["run"]:
+            continue
+        if args.budget_s is not None and time.perf_counter() - t_start > args.budget_s:
+            p.update(run=False, why=f"time budget of {args.budget_s:g} s spent before this mode started")
             continue
         v = variant(profile, p["mode"])
         r: dict = {"status": "ok"}

@@ -39,6 +39,7 @@ def test_hardware_record(run_dir):
     assert rec["schema_version"] == 1
     gpu_checks = [c for c in rec["checks"] if c["name"].lower().startswith("gpu")]
     assert gpu_checks and all(c["status"] == "skip" for c in gpu_checks)  # no GPU on cpu-default
+    assert rec["gpu_links"]["pairs"] == [] and "GPU pair link" in {c["name"] for c in gpu_checks}
     assert rec["bandwidth"]["kind"] == "host_ram" and rec["bandwidth"]["gb_s"] > 0.5
     assert len(rec["bandwidth"]["samples"]) >= 3
 
