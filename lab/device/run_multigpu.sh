@@ -25,7 +25,8 @@ if [ -z "$run_dir" ] || [ ! -d "$run_dir" ]; then
   run_dir=$($py -c "from lab import evidence; print(evidence.new_run_dir('$PROFILE'))")
   say "no run folder from call 1: writing into a new one, $run_dir"
 fi
-model=$($py -m lab.standin --profile "$PROFILE" --no-progress 2>&1 | tail -1)
+# lab.standin finds (or writes) the profile's synthetic file: "found|wrote PATH (N bytes, ...)"
+model=$($py -m lab.standin --profile "$PROFILE" --no-progress 2>&1 | sed -n 's/^\(wrote\|found\) \([^ ]*\) (.*/\2/p' | tail -1)
 [ -f "$model" ] || { say "no synthetic model ($model)"; exit 1; }
 say "nvidia-smi topo -m:"; nvidia-smi topo -m 2>&1 | head -12
 say "all-reduce (NCCL, 2 processes) ..."
