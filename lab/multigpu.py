@@ -276,9 +276,11 @@ def scaling_record(profile, plan: list[dict], results: dict, levels: list[int], 
                "failed": {m: r["error"].splitlines()[0] for m, r in results.items() if r.get("error")},
                "best_two_gpu_tg_mode": best["mode"] if best else None,
                "best_two_gpu_tg_ratio": best["tg ×1-GPU"] if best else None}
-    for r in rows:
+    for r in rows:  # stable keys the claims ledger can cite: "<mode>: <metric>" and "<mode>: <metric> ×1-GPU"
         for key in ("tg_tok_s", "served_1_stream_decode_tok_s", *[f"aggregate_{lv}_tok_s" for lv in levels]):
             summary[f"{r['mode']}: {key}"] = r.get(key)
+            if r["mode"] != "none":
+                summary[f"{r['mode']}: {key.removesuffix('_tok_s')} ×1-GPU"] = r.get(f"{key.removesuffix('_tok_s')} ×1-GPU")
     return {"title": "Two GPUs against one: llama.cpp split modes (llama-bench + llama-server sweep)",
             "summary": summary,
             "tables": [{"title": "Modes", "rows": plan}, {"title": "Scaling: each mode and its ratio over one GPU",
@@ -291,6 +293,9 @@ def tp_record(results: dict, arch, weights_bytes: int, copy_gb_s: float | None, 
     paper, basis = paper_rows()
     return {"title": "Tensor parallelism's cost: lab.tp_model predicted vs measured, and on paper for V100s and two nodes",
             "summary": {"weights_bytes": weights_bytes, "copy_gb_s": copy_gb_s, **{f"link_{k}": v for k, v in link_fit.items()},
+                        **{f"{r['mode']}: predicted_tok_s": r.get("predicted_tok_s") for r in here if "mode" in r},
+                        **{f"{r['mode']}: measured_tg_tok_s": r.get("measured_tg_tok_s") for r in here if "mode" in r},
+                        **{f"paper: {r['set-up']}": r["predicted_tok_s"] for r in paper},
                         "allreduces_per_token": 2 * arch.n_layers + 1, "hidden": arch.hidden_size,
                         "on_paper_one_gpu_basis": basis},
             "tables": [{"title": "This box: prediction next to measurement", "rows": here},

@@ -153,3 +153,18 @@ def test_allreduce_bench_runs_on_gloo(tmp_path):
     assert all(r["correct_sum"] for r in rows)
     assert rows[0]["allreduces_per_step"] == 129
     assert rec["summary"]["fit_latency_at_bytes"] == 4096
+
+
+def test_tp_prediction_sits_beside_the_measured_tensor_split():
+    arch = models.stand_in("qwen3.8-27b")
+    results = {"none": {"bench": {"tg": {"tok_s_mean": 90.3}}}, "tensor": {"bench": {"tg": {"tok_s_mean": 101.0}}},
+               "layer": {"bench": {"tg": {"tok_s_mean": 88.0}}}}
+    rows = multigpu.tp_prediction_rows(results, arch, 14_860_000_000, 4227.0,
+                                       {"busbw_peak_gb_s": 350.0, "latency_us": 15.0})
+    tensor, layer = rows
+    lo, hi = (float(x) for x in tensor["predicted_tok_s"].split(".."))
+    assert 90.3 < hi and lo < hi and tensor["measured_tg_tok_s"] == 101.0
+    assert "129 all-reduces of 20480 B" in tensor["model"]  # 2 × 64 layers + 1, 5120 floats each
+    assert float(layer["predicted_tok_s"]) < 90.3  # a pipeline cannot speed one stream up
+    missing = multigpu.tp_prediction_rows(results, arch, 14_860_000_000, None, {})
+    assert missing[0]["prediction"] == "not made"
