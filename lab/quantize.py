@@ -202,7 +202,9 @@ REASONS = {
     "output": "output head (or the token embedding when tied to it) raised to Q6_K",
     "output_shape": "output head / tied embedding: row length not a multiple of the block → Q8_0",
     "more_bits": "attn_v / ffn_down in a 'use_more_bits' layer raised to Q6_K (the _M mixes)",
-    "first_layers": "attn_v / ffn_down of the first layers raised to Q5_K (Q4_K_S)",
+    "first_layers": "attn_v / ffn_down of the first layers raised to Q5_K (Q4_K_S, Q3_K_M)",
+    "attn_v_gqa": "attn_v / attn_qkv raised to Q5_K: IQ4_XS with ≥ 4 query heads per KV head",
+    "q3_k_m": "attn_v / attn_qkv, ffn_down and attn_output raised to Q4_K (Q3_K_M)",
     "fallback": "row length not a multiple of 256: a 32-weight type instead (tensor_type_fallback)",
 }
 # Substrings of tensor names llama.cpp never quantizes (src/llama-quant.cpp tensor_allows_quantization).
@@ -247,16 +249,18 @@ def _use_more_bits(i: int, n: int) -> bool:
 
 
 def choose_tensor_types(tensors: Sequence[TensorSpec], qtype: str, n_layers: int,
-                        pure: bool = False) -> list[TensorChoice]:
+                        pure: bool = False, n_gqa: int | None = None, imatrix: bool = False) -> list[TensorChoice]:
     """The type llama-quantize gives each tensor for file type `qtype` (no imatrix, no overrides).
 
     Reproduces src/llama-quant.cpp for the mixes marked `modelled` in quant_types.yaml: the output rule
     (output.weight, or the token embedding when no output.weight exists, goes to Q6_K — Q8_0 when its
     row length does not fit the block), the _M mixes' extra bits for attn_v and ffn_down in
-    use_more_bits layers, Q4_K_S's first layers, then the fallback of tensor_type_fallback for rows
-    that are not a multiple of the block. `pure` is `llama-quantize --pure`: no mix rules. The result is
-    in llama.cpp's order (`llama_cpp_order`), which is also the quantized file's. MoE models are not
-    modelled."""
+    use_more_bits layers, Q4_K_S's first layers, Q3_K_M's raised attn_v/attn_qkv (Q5_K for the first two,
+    then Q4_K), attn_output and ffn_down (Q5_K for the first 1/16, then Q4_K), IQ4_XS's attn_v/attn_qkv at
+    Q5_K when n_gqa (query heads per KV head) ≥ 4 and its first-1/8 ffn_down at Q5_K without an imatrix,
+    then the fallback of tensor_type_fallback for rows that are not a multiple of the block. `pure` is
+    `llama-quantize --pure`: no mix rules. The result is in llama.cpp's order (`llama_cpp_order`), which is
+    also the quantized file's. MoE models are not modelled."""
     key = qtype.upper()
     if key in tensor_types() and key not in file_types():
         key_base, modelled = key, True
@@ -269,6 +273,8 @@ def choose_tensor_types(tensors: Sequence[TensorSpec], qtype: str, n_layers: int
                          f"modelled: {', '.join(k for k, v in file_types().items() if v.get('modelled'))}")
     if n_layers <= 0:
         raise QuantError(f"n_layers must be positive, found {n_layers}")
+    if key == "IQ4_XS" and not pure and n_gqa is None:
+        raise QuantError("IQ4_XS's mix depends on the query heads per KV head (n_gqa): pass n_gqa")
     base = tensor_type(key_base)
     tied = not any(t.name == "output.weight" for t in tensors)
     n_wv = sum(_category(t.name) == "attn_v" for t in tensors)
@@ -294,13 +300,23 @@ def choose_tensor_types(tensors: Sequence[TensorSpec], qtype: str, n_layers: int
                     new, reason = "Q6_K", "more_bits"
                 elif key == "Q4_K_S" and i_wv < 4:
                     new, reason = "Q5_K", "first_layers"
+                elif key == "Q3_K_M":
+                    new, reason = ("Q5_K", "first_layers") if i_wv < 2 else ("Q4_K", "q3_k_m")
+                elif key == "IQ4_XS" and n_gqa >= 4:
+                    new, reason = "Q5_K", "attn_v_gqa"
                 i_wv += 1
             elif cat == "ffn_down":
                 if key in ("Q4_K_M", "Q5_K_M") and _use_more_bits(i_down, n_layers):
                     new, reason = "Q6_K", "more_bits"
                 elif key == "Q4_K_S" and i_down < n_layers // 8:
                     new, reason = "Q5_K", "first_layers"
+                elif key == "Q3_K_M":  # not Falcon: every other layer Q4_K
+                    new, reason = ("Q5_K", "first_layers") if i_down < n_layers // 16 else ("Q4_K", "q3_k_m")
+                elif key == "IQ4_XS" and i_down < n_layers // 8 and not imatrix:
+                    new, reason = "Q5_K", "first_layers"
                 i_down += 1
+            elif cat == "attn_output" and key == "Q3_K_M":
+                new, reason = "Q4_K", "q3_k_m"
         block = tensor_type(new).block_weights
         if t.ne[0] % block:
             if new in _fallbacks():
@@ -336,9 +352,10 @@ class SizePrediction:
         return " + ".join(parts) + f" = {self.tensor_bytes / GB:.3f} GB"
 
 
-def predict_size(tensors: Sequence[TensorSpec], qtype: str, n_layers: int, pure: bool = False) -> SizePrediction:
+def predict_size(tensors: Sequence[TensorSpec], qtype: str, n_layers: int, pure: bool = False,
+                 n_gqa: int | None = None, imatrix: bool = False) -> SizePrediction:
     """Tensor-data bytes of a GGUF quantized to `qtype` from tensors `tensors` (llama.cpp's choice, exact)."""
-    choices = choose_tensor_types(tensors, qtype, n_layers, pure=pure)
+    choices = choose_tensor_types(tensors, qtype, n_layers, pure=pure, n_gqa=n_gqa, imatrix=imatrix)
     by_type: dict[str, dict] = {}
     by_reason: dict[str, dict] = {}
     for c in choices:
@@ -531,11 +548,54 @@ def published_size_checks() -> list[dict]:
         specs = arch_tensor_specs(entry["model"])
         unit = GIB if entry["unit"] == "GiB" else GB
         for q, published in entry["sizes"].items():
-            pred = predict_size(specs, q, arch.n_layers, pure=bool(entry.get("pure")))
+            pred = predict_size(specs, q, arch.n_layers, pure=bool(entry.get("pure")),
+                                n_gqa=arch.n_heads // arch.n_kv_heads, imatrix=bool(entry.get("imatrix")))
             value = pred.tensor_bytes / unit
             rows.append({"check": entry["id"], "model": entry["model"], "type": q + (" (pure)" if entry.get("pure") else ""),
                          "published": published, "predicted": round(value, 3), "unit": entry["unit"],
                          "diff_pct": 100 * (value - published) / published, "source": entry["source"]})
+    return rows
+
+
+DOWNLOAD_TYPES = ("Q3_K_M", "IQ4_XS", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "BF16")
+
+
+def published_download_table(model_id: str = "qwen3.8-27b", types: Sequence[str] = DOWNLOAD_TYPES) -> list[dict]:
+    """The GGUF sizes users download (quant_types.yaml `published_downloads`, each with its source) beside the
+    lab's exact size for the same llama-quantize type (lab.weights.exact_gguf_bytes, with or without an
+    imatrix as the published file was made): one row per published figure, and one lab-only row for each
+    type nobody published. `verdict`: "exact" (a standard mix, equal to the printed digits), "agrees"
+    (a rounded figure the lab's rounds to), "differs", "custom mix" (unsloth UD / bartowski _L / other
+    overrides: the lab's standard mix is shown for scale) or "no size published"."""
+    from lab import weights
+
+    arch = models.stand_in(model_id)
+    entries = [e for e in facts.load(DATA, "published_downloads")["published_downloads"] if e["model"] == model_id]
+    rows = []
+    for t in types:
+        matched = [e for e in entries if e["type"] == t] or [None]
+        for e in matched:
+            imatrix = bool(e and e.get("imatrix"))
+            lab = weights.exact_gguf_bytes(model_id, t, imatrix=imatrix)
+            if lab is None:
+                raise QuantError(f"{model_id}: the lab has no exact size for {t}")
+            row = {"type": t, "listed_as": e["listed_as"] if e else "(lab only)", "mix": e["mix"] if e else "standard",
+                   "imatrix": imatrix, "published": e and e["size"], "unit": e["unit"] if e else "GB",
+                   "lab_bytes": lab, "lab_gb": round(lab / GB, 3), "lab_gib": round(lab / GIB, 3),
+                   "lab_bpw": round(8 * lab / arch.params, 3), "diff_pct": None, "verdict": "no size published",
+                   "source": e["source"] if e else "lab.quantize.predict_size over lab.models' Qwen3.8-27B tensors"}
+            if e and e["size"] is not None:
+                unit = GIB if e["unit"] == "GiB" else GB
+                digits = 0 if e.get("rounded") else 3
+                lab_in_unit = round(lab / unit, digits)
+                row["diff_pct"] = round(100 * (lab / unit - e["size"]) / e["size"], 2)
+                if e["mix"] != "standard":
+                    row["verdict"] = "custom mix"
+                elif lab_in_unit == e["size"]:
+                    row["verdict"] = "agrees" if e.get("rounded") else "exact"
+                else:
+                    row["verdict"] = "differs"
+            rows.append(row)
     return rows
 
 

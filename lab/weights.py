@@ -48,14 +48,16 @@ def is_known(fmt: str) -> bool:
     return True
 
 
-def exact_gguf_bytes(model_id: str, quant: str) -> int | None:
+def exact_gguf_bytes(model_id: str, quant: str, imatrix: bool = False) -> int | None:
     """Tensor bytes of stand-in `model_id` quantized by llama.cpp to `quant`, when lab.quantize models that
-    mix (GGUF types only; AWQ/GPTQ, MoE and unknown ids → None)."""
+    mix (GGUF types only; AWQ/GPTQ, MoE and unknown ids → None). `imatrix`: made with an importance matrix
+    (changes IQ4_XS's first ffn_down layers; the published i1-/bartowski files are)."""
     from lab import models, quantize
 
     try:
-        return quantize.predict_size(quantize.arch_tensor_specs(model_id), quant,
-                                     models.stand_in(model_id).n_layers).tensor_bytes
+        arch = models.stand_in(model_id)
+        return quantize.predict_size(quantize.arch_tensor_specs(model_id), quant, arch.n_layers,
+                                     n_gqa=arch.n_heads // arch.n_kv_heads, imatrix=imatrix).tensor_bytes
     except (quantize.QuantError, models.ModelConfigError, KeyError, ValueError, FileNotFoundError):
         return None
 

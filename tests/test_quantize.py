@@ -43,7 +43,7 @@ def test_unknown_quant_type_is_a_clear_error():
 
 def test_unmodelled_mix_and_bad_shapes_are_refused():
     with pytest.raises(q.QuantError, match="does not model"):
-        q.choose_tensor_types([TensorSpec("a.weight", (256, 2), "F16")], "Q3_K_M", 1)
+        q.choose_tensor_types([TensorSpec("a.weight", (256, 2), "F16")], "Q2_K", 1)
     with pytest.raises(q.QuantError, match="row length 576 is not a multiple of Q4_K's block of 256"):
         q.tensor_nbytes("Q4_K", (576, 576))
     with pytest.raises(q.QuantError, match="positive integer"):
@@ -346,3 +346,36 @@ def test_notebook_03_writes_its_record(tmp_path):
     assert {v["claim_id"]: v["verdict"] for v in rec["claims"]}["seed001-q4km-15gb"] == "too low"
     assert rec["recommendation"]["type"] == "Q4_K_M"
     assert rec["charts"][0]["figure"]["data"]
+
+
+# ---------------------------------------------------------------- Qwen3.8-27B: the downloads users pick
+def test_qwen38_downloads_beside_the_lab_exact_sizes():
+    rows = q.published_download_table("qwen3.8-27b")
+    by = {(r["type"], r["listed_as"]): r for r in rows}
+    # standard llama-quantize mixes of the same-shape Qwen3.6-27B, as llama.cpp printed them: exact to the digit
+    mrad_q4 = by[("Q4_K_M", "Qwen3.6-27B i1-Q4_K_M (mradermacher)")]
+    assert (mrad_q4["lab_bytes"], mrad_q4["lab_gib"], mrad_q4["lab_bpw"], mrad_q4["verdict"]) == \
+        (16_536_406_016, 15.401, 4.919, "exact")
+    mrad_iq4 = by[("IQ4_XS", "Qwen3.6-27B i1-IQ4_XS (mradermacher)")]
+    assert (mrad_iq4["lab_bytes"], mrad_iq4["lab_bpw"], mrad_iq4["verdict"]) == (15_071_512_576, 4.483, "exact")
+    # rounded press figures agree; custom recipes (UD, _L, overrides) are shown for scale, never "exact"
+    assert by[("Q8_0", 'Qwen3.6-27B Q8_0 ("around 29GB")')]["verdict"] == "agrees"
+    assert {r["verdict"] for r in rows if r["mix"] == "custom" and r["published"]} == {"custom mix"}
+    assert all(r["source"] for r in rows)
+    lab_only = {r["type"]: r["lab_bytes"] for r in rows if r["listed_as"] == "(lab only)"}
+    assert lab_only["Q5_K_M"] == 19_220_105_216 and lab_only["Q6_K"] == 22_071_535_616
+
+
+def test_iq4_xs_and_q3_k_m_mixes_follow_llama_quant():
+    specs = q.arch_tensor_specs("qwen3.8-27b")
+    iq4 = {c.name: c.type for c in q.choose_tensor_types(specs, "IQ4_XS", 64, n_gqa=6)}
+    assert iq4["blk.0.attn_qkv.weight"] == iq4["blk.3.attn_v.weight"] == "Q5_K"  # n_gqa 6 ≥ 4
+    assert iq4["blk.0.ffn_down.weight"] == "Q5_K" and iq4["blk.8.ffn_down.weight"] == "IQ4_XS"  # first 1/8, no imatrix
+    assert {c.name: c.type for c in q.choose_tensor_types(specs, "IQ4_XS", 64, n_gqa=6, imatrix=True)}[
+        "blk.0.ffn_down.weight"] == "IQ4_XS"
+    q3 = {c.name: c.type for c in q.choose_tensor_types(specs, "Q3_K_M", 64)}
+    assert (q3["blk.0.attn_qkv.weight"], q3["blk.1.attn_qkv.weight"], q3["blk.2.attn_qkv.weight"]) == ("Q5_K", "Q5_K", "Q4_K")
+    assert (q3["blk.3.ffn_down.weight"], q3["blk.4.ffn_down.weight"], q3["blk.3.attn_output.weight"]) == ("Q5_K", "Q4_K", "Q4_K")
+    assert q3["output.weight"] == "Q6_K" and q3["token_embd.weight"] == "Q3_K" and q3["blk.0.ffn_up.weight"] == "Q3_K"
+    with pytest.raises(q.QuantError, match="n_gqa"):
+        q.choose_tensor_types(specs, "IQ4_XS", 64)
