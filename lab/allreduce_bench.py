@@ -54,10 +54,12 @@ def _worker(rank: int, world: int, backend: str, port: int, cases: list[dict], s
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group(backend, rank=rank, world_size=world)
     device = torch.device(f"cuda:{rank}") if backend == "nccl" else torch.device("cpu")
-    if backend == "nccl":
+    if backend == "nccl":  # bind the rank to its GPU before NCCL starts (else it guesses, and barriers warn)
         torch.cuda.set_device(device)
+        dist.init_process_group(backend, rank=rank, world_size=world, device_id=device)
+    else:
+        dist.init_process_group(backend, rank=rank, world_size=world)
 
     def sync():
         if backend == "nccl":
@@ -74,7 +76,7 @@ def _worker(rank: int, world: int, backend: str, port: int, cases: list[dict], s
         sync()
         times = []
         for _ in range(samples):
-            dist.barrier()
+            dist.barrier(device_ids=[rank]) if backend == "nccl" else dist.barrier()
             sync()
             t0 = time.perf_counter()
             for _ in range(calls):

@@ -264,7 +264,9 @@ def llama_gpu_settings(profile: Profile) -> tuple[list[str], dict[str, str], lis
         if profile.split_mode == "tensor":
             notes.append(_note("llama-split-tensor", "-sm tensor"))
     if profile.tensor_split:
-        argv += ["-ts", ",".join(f"{x:g}" for x in profile.tensor_split)]
+        # "/" between GPUs: llama-server splits on "," or "/", llama-bench on "/" only (its "," separates
+        # values to test), so one spelling serves both (tools/llama-bench/llama-bench.cpp, common/arg.cpp)
+        argv += ["-ts", "/".join(f"{x:g}" for x in profile.tensor_split)]
         notes.append(_note("llama-tensor-split", "-ts"))
     if profile.main_gpu is not None:
         argv += ["-mg", str(profile.main_gpu)]

@@ -83,8 +83,10 @@ def serve_mode(profile, model: Path, logs: Path, mode: str, levels: list[int], o
     finally:
         stopped = server.stop()
         reported = server.reported()
+        # whether -sm tensor/row reduced through NCCL: a build without it says so once ("NCCL is unavailable")
+        nccl = [ln.strip()[:200] for ln in server.log_text().splitlines() if "NCCL" in ln][:5]
     return {"command": cmd.to_record(), "load_and_health_s": load_s, "summaries": summaries,
-            "reported": reported, "stop": stopped}
+            "reported": reported, "stop": stopped, "nccl_log_lines": nccl}
 
 
 def _step(what: str, fn):
@@ -274,6 +276,8 @@ def scaling_record(profile, plan: list[dict], results: dict, levels: list[int], 
     summary = {"profile": profile.name, "model": str(model), "modes_run": [p["mode"] for p in plan if p["run"]],
                "modes_skipped": {p["mode"]: p["why"] for p in plan if not p["run"]},
                "failed": {m: r["error"].splitlines()[0] for m, r in results.items() if r.get("error")},
+               "nccl_log_lines": {m: (r.get("server") or {}).get("nccl_log_lines") for m, r in results.items()
+                                  if (r.get("server") or {}).get("nccl_log_lines")},
                "best_two_gpu_tg_mode": best["mode"] if best else None,
                "best_two_gpu_tg_ratio": best["tg ×1-GPU"] if best else None}
     for r in rows:  # stable keys the claims ledger can cite: "<mode>: <metric>" and "<mode>: <metric> ×1-GPU"

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_h200_x2_serves_layer_split_on_both_cards_in_pci_order():
     cmd = engines.build_command(profiles.load("h200-x2"))
     argv = list(cmd.argv)
-    assert argv[argv.index("-sm") + 1] == "layer" and argv[argv.index("-ts") + 1] == "1,1"
+    assert argv[argv.index("-sm") + 1] == "layer" and argv[argv.index("-ts") + 1] == "1/1"
     assert cmd.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,1"}
     flags = {n["flag"] for n in cmd.notes_rows()}
     assert {"-sm", "-ts", "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES"} <= flags
