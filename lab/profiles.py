@@ -102,6 +102,10 @@ class Profile(BaseModel):
     pipeline_parallel_size: int = Field(default=1, ge=1, le=16)  # vLLM --pipeline-parallel-size
     nccl_p2p_disable: bool = False  # vLLM on a PCIe pair whose P2P hangs: NCCL_P2P_DISABLE=1 + --disable-custom-all-reduce
 
+    # --- bring your own server: the lab starts nothing and measures this OpenAI-compatible server
+    endpoint_url: str | None = None  # OpenAI-compatible base URL, e.g. http://127.0.0.1:11434/v1
+    served_model: str | None = Field(default=None, min_length=1)  # the `model` name that server expects
+
     # --- benchmark plan
     bench_prompt_tokens: int = Field(default=128, gt=0, le=1_048_576)
     bench_output_tokens: int = Field(default=64, gt=0, le=131_072)
@@ -114,6 +118,14 @@ class Profile(BaseModel):
     def _known_quant(cls, v: str) -> str:
         if v not in QUANT_TYPES:
             raise ValueError(f"unknown quant type {v!r}; allowed: {', '.join(QUANT_TYPES)}")
+        return v
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _valid_url(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"https?://[^\s/?#@]+(/[^\s?#@]*)?", v):
+            raise ValueError("must be an http(s) base URL such as http://127.0.0.1:11434/v1, with no user:password@ "
+                             "(a key goes in the environment variable that api_key_env names)")
         return v
 
     @field_validator("gpu_name_pattern")
@@ -193,6 +205,33 @@ class Profile(BaseModel):
         if self.split_mode == "tensor" and llama and self.kv_cache_dtype not in ("f16", "bf16", "auto"):
             raise ValueError(f"split_mode tensor needs an unquantized KV cache (f16 or bf16), found kv_cache_dtype "
                              f"{self.kv_cache_dtype!r} (llama.cpp docs/multi-gpu.md)")
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> "Profile":
+        """An endpoint profile names a server the user already runs: what the lab needs to reach it, and
+        nothing that only matters for a server the lab starts (that would be silently ignored)."""
+        if self.endpoint_url is None:
+            if self.served_model is not None:
+                raise ValueError("served_model names the model of a server you run: set endpoint_url too, or remove it")
+            return self
+        if self.served_model is None:
+            raise ValueError(f"endpoint_url is {self.endpoint_url!r} so served_model is required: the `model` name "
+                             "that server expects (`ollama list`, LM Studio's model list, or GET <endpoint_url>/models)")
+        start_only = [f for f in ("host", "port", "engine_python", "model_dir", "vllm_cpu_kvcache_gib")
+                      if f in self.model_fields_set]
+        if start_only:
+            raise ValueError(f"endpoint_url is set, so the lab starts no server, and {', '.join(start_only)} only apply "
+                             "to a server the lab starts: remove them (the URL says where the server is)")
+        return self
+
+    @property
+    def endpoint_base(self) -> str | None:
+        """endpoint_url without a trailing "/" or "/v1": the server's root, where the lab adds /v1/... and
+        the engines' own routes (/props, /api/ps, /metrics)."""
+        if self.endpoint_url is None:
+            return None
+        url = self.endpoint_url.rstrip("/")
+        return url[: -len("/v1")] if url.endswith("/v1") else url
 
     @property
     def bench_levels(self) -> list[int]:
