@@ -71,7 +71,8 @@ def _probe(name: str, what: str, a: dict | None, verdict: str, severity: str, ex
     found = troubleshoot.match_text(text + "\n" + verdict)
     return {"probe": name, "request": what, "status": a["status"] if a else None, "answer": text[:300],
             "verdict": verdict, "severity": severity, "kb": [f.entry_id for f in found],
-            "kb_title": found[0].title if found else None, "fix": found[0].fix if found else None, **(extra or {})}
+            "kb_title": found[0].title if found else None,
+            "fix": found[0].fix if found and severity in ("error", "fail", "warn") else None, **(extra or {})}
 
 
 def probe_reach(client: httpx.Client, base: str, key: str | None, key_note: str | None) -> dict:

@@ -544,9 +544,12 @@ def serve_checks(skip_reason: str | None, server: Server | None, smoke: dict | N
 
 def build_record(command: Command, corrections: list, skip_reason: str | None, server: Server | None,
                  smoke: dict | None, reported: dict, stop_report: dict | None, checks: list[Check],
-                 then_and_now: list | None = None) -> dict:
+                 then_and_now: list | None = None, discovery: dict | None = None) -> dict:
     """The 04_serve record: summary, checks, tables, command, seed corrections, reported, smoke, stop;
-    for a vLLM profile also the seeds' vLLM commands then (vLLM 0.4.2) and now (engines.seed_then_and_now)."""
+    for a vLLM profile also the seeds' vLLM commands then (vLLM 0.4.2) and now (engines.seed_then_and_now);
+    `discovery` (lab.endpoint.discover): what the server said about itself through its API."""
+    from lab import endpoint
+
     slots = reported.get("slots") or {}
     kv = reported.get("kv_caches") or []
     off = reported.get("offloaded")
@@ -555,17 +558,24 @@ def build_record(command: Command, corrections: list, skip_reason: str | None, s
                "skipped": skip_reason, "health_s": server.health_s if server else None,
                "completions_ok": smoke["completions"]["ok"] if smoke else None,  # None: not tried
                "chat_ok": smoke["chat"]["ok"] if smoke else None,
-               "stopped_clean": None if skip_reason else
+               "stopped_clean": None if skip_reason or command.external else  # not ours to stop
                any(c.name.startswith("stopped") and c.status == "pass" for c in checks),
                "kv_cache_mib": round(sum(k["mib"] for k in kv), 2) if kv else
                (round(vllm_kv_gib * 1024, 2) if vllm_kv_gib is not None else None),
                "kv_cache_tokens": reported.get("kv_cache_tokens"),
                "slots": slots.get("n_slots"), "n_ctx_slot": slots.get("n_ctx_slot"),
                "layers_offloaded": f"{off['layers']}/{off['of']}" if off else None,
-               "serialises_requests": command.serialises_requests}
+               "serialises_requests": command.serialises_requests, "external": command.external,
+               "endpoint_url": command.base_url if command.external else None,
+               "engine_found": discovery["engine"] if discovery else None,
+               "engine_found_version": discovery["version"] if discovery else None,
+               "context_per_request_reported": ((discovery or {}).get("facts") or {}).get("context_per_request")}
     tables = [evidence.table_entry("Command flags and why", command.notes_rows()),
               evidence.table_entry("Smoke test", smoke_rows(smoke)),
               evidence.table_entry("What the server reported", engines.reported_rows(reported))]
+    if discovery:
+        tables += [evidence.table_entry("What the server says about itself (its API)", endpoint.facts_rows(discovery)),
+                   evidence.table_entry("Routes asked, by engine", endpoint.probe_rows(discovery))]
     for corr in corrections:
         tables.append(evidence.table_entry(f"Seed command {corr.command_id} corrected for {corr.target}", corr.rows()))
     then_and_now = then_and_now or []
@@ -578,7 +588,7 @@ def build_record(command: Command, corrections: list, skip_reason: str | None, s
             "checks": [c.to_dict() for c in checks], "tables": tables, "command": command.to_record(),
             "seed_corrections": [c.to_record() for c in corrections],
             "seed_then_and_now": [c.to_record() for c in then_and_now], "reported": reported,
-            "smoke": smoke, "stop": stop_report, "skip_reason": skip_reason,
+            "smoke": smoke, "stop": stop_report, "skip_reason": skip_reason, "discovery": discovery,
             "log": str(server.log_path) if server and server.log_path else None}
 
 
@@ -590,6 +600,15 @@ def advice(record: dict) -> str:
                 "the seed commands beside it say which of their flags would fail there and why.")
     lines = [f"{s['engine']} {s['engine_version']} answered in {s['health_s']} s; completions "
              f"{'ok' if s['completions_ok'] else 'FAILED'}, chat {'ok' if s['chat_ok'] else 'FAILED'}."]
+    if s.get("external"):
+        found = s.get("engine_found")
+        lines[0] = (f"The server at {s['endpoint_url']} (started by you, not the lab) answered in {s['health_s']} s; "
+                    f"completions {'ok' if s['completions_ok'] else 'FAILED'}, chat {'ok' if s['chat_ok'] else 'FAILED'}. "
+                    + (f"It is {found} {s.get('engine_found_version') or '(version not reported)'}."
+                       if found and found != "unknown" else "Its engine could not be identified from its routes."))
+        if s.get("context_per_request_reported"):
+            lines.append(f"It gives one request {s['context_per_request_reported']} tokens of context (prompt + output), "
+                         "as it reports itself; notebook 05 sets that beside the plan.")
     if s.get("slots"):
         lines.append(f"It runs {s['slots']} slots of {s['n_ctx_slot']} tokens each: one request gets at most "
                      f"{s['n_ctx_slot']} tokens of context (prompt + output), whatever -c says.")
@@ -598,6 +617,7 @@ def advice(record: dict) -> str:
         lines.append(f"Its KV cache takes {s['kv_cache_mib']} MiB{tokens} (compare with notebook 05's prediction).")
     if s["serialises_requests"]:
         lines.append("llama_cpp.server serialises requests: concurrency numbers from it are not llama.cpp's.")
-    lines.append("Stopped cleanly, nothing left running." if s["stopped_clean"] else
-                 "The server did NOT stop cleanly: see the checks.")
+    if not s.get("external"):
+        lines.append("Stopped cleanly, nothing left running." if s["stopped_clean"] else
+                     "The server did NOT stop cleanly: see the checks.")
     return "\n".join(lines)
