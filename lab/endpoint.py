@@ -197,7 +197,8 @@ def _llama_facts(probes: dict, served: str | None) -> dict:
             "slots_endpoint": isinstance(slots, list), "slots_busy": sum(bool(s.get("is_processing")) for s in slots)
             if isinstance(slots, list) else None, "build": props.get("build_info"),
             "sources": {"context_per_request": "GET /props default_generation_settings.n_ctx",
-                        "slots": "GET /props total_slots", "context_trained": "GET /v1/models meta.n_ctx_train",
+                        "slots": "GET /props total_slots", "context_total": "n_ctx per slot × total_slots",
+                        "build": "GET /props build_info", "slots_busy": "GET /slots is_processing", "context_trained": "GET /v1/models meta.n_ctx_train",
                         "model_bytes": "GET /v1/models meta.size", "model_file": "GET /props model_path"}}
 
 
@@ -231,14 +232,14 @@ def _ollama_facts(probes: dict, served: str | None) -> dict:
             "context_trained": info.get(f"{arch}.context_length") if arch else None,
             "layers": info.get(f"{arch}.block_count") if arch else None,
             "quantization": ((mine or {}).get("details") or show.get("details") or {}).get("quantization_level"),
-            "model_bytes": size, "vram_bytes": vram, "gpu_share": round(vram / size, 3) if size and vram is not None else None,
+            "memory_bytes": size, "vram_bytes": vram, "gpu_share": round(vram / size, 3) if size and vram is not None else None,
             "parameters_label": ((mine or {}).get("details") or show.get("details") or {}).get("parameter_size"),
             "num_parallel": None,
             "sources": {"context_per_request": "GET /api/ps context_length (the context Ollama allocated), else "
                         "/api/show parameters num_ctx", "context_trained": "POST /api/show model_info <arch>.context_length",
                         "layers": "POST /api/show model_info <arch>.block_count",
                         "quantization": "GET /api/ps details.quantization_level",
-                        "vram_bytes": "GET /api/ps size_vram", "gpu_share": "size_vram ÷ size (`ollama ps` PROCESSOR)"}}
+                        "vram_bytes": "GET /api/ps size_vram", "memory_bytes": "GET /api/ps size", "gpu_share": "size_vram ÷ size (`ollama ps` PROCESSOR)"}}
 
 
 def _lmstudio_facts(probes: dict, served: str | None) -> dict:
@@ -328,7 +329,8 @@ FACT_LABELS = (("model_ids", "models listed"), ("served_model_listed", "the prof
                ("loaded", "model loaded"), ("context_per_request", "context per request (tokens)"),
                ("slots", "parallel slots"), ("context_total", "context, all slots (tokens)"),
                ("context_trained", "model's trained context (tokens)"), ("quantization", "quantization"),
-               ("layers", "layers"), ("model_bytes", "model size (bytes)"), ("vram_bytes", "in GPU memory (bytes)"),
+               ("layers", "layers"), ("model_bytes", "model size (bytes)"),
+               ("memory_bytes", "in memory: weights + KV + buffers (bytes)"), ("vram_bytes", "of which in GPU memory (bytes)"),
                ("gpu_share", "share of the model on the GPU"), ("kv_cache_tokens", "KV cache (tokens)"),
                ("kv_cache_blocks", "KV cache blocks"), ("kv_block_size", "KV block size (tokens)"),
                ("kv_cache_dtype", "KV cache dtype"), ("max_concurrency", "max concurrency at full context"),
@@ -358,3 +360,70 @@ def probe_rows(found: dict | None) -> list[dict]:
              "answer": a["error"] or (a["text"] or "")[:120]}
             for engine, answers in found["probes"].items() for a in answers.values()
             if isinstance(a, dict) and "route" in a]
+
+
+# ---------------------------------------------------------------- the plan beside what the server says
+def discovery_for(profile, records: dict) -> dict | None:
+    """What the profile's server said about itself: notebook 04's record in this run when there is one,
+    else — for an endpoint profile — asked now (a few GETs); None for a lab-started server not running."""
+    found = (records.get("04_serve") or {}).get("discovery")
+    if found or not profile.endpoint_url:
+        return found
+    from lab.endpoint_diagnose import api_key_for
+
+    return discover(profile.endpoint_base, api_key_for(profile)[0], profile.served_model)
+
+
+def _norm_quant(q) -> str:
+    return re.sub(r"[^A-Z0-9]", "", str(q).upper())
+
+
+def _row(quantity: str, planned, reported, source: str, same=None) -> dict:
+    if reported is None:
+        verdict = "not reported"
+    elif planned is None:
+        verdict = "reported only"
+    else:
+        verdict = "matches" if (same(planned, reported) if same else planned == reported) else "differs"
+    return {"quantity": quantity, "plan": planned, "server": reported, "verdict": verdict, "server's source": source}
+
+
+def _close(rel: float):
+    return lambda a, b: abs(a - b) <= rel * max(abs(a), abs(b), 1)
+
+
+def plan_vs_server(profile, arch, plan: dict, found: dict | None) -> list[dict]:
+    """The plan (profile + lab.memory_plan) beside what the server reports, row by row, where it reports it (pure)."""
+    if not found or not found.get("reachable"):
+        return []
+    f, src = found["facts"], found["facts"].get("sources", {})
+    rows = [_row("context per request (tokens)", plan["context_tokens_per_sequence"], f.get("context_per_request"),
+                 src.get("context_per_request", "")),
+            _row("parallel slots", plan["parallel_slots"], f.get("slots"), src.get("slots", "")),
+            _row("context, all slots (tokens)", plan["context_tokens"], f.get("context_total"), src.get("context_total", "")),
+            _row("model's trained context (tokens)", arch.max_context, f.get("context_trained"), src.get("context_trained", "")),
+            _row("layers", arch.n_layers, f.get("layers"), src.get("layers", "")),
+            _row("quantization", profile.model_quant, f.get("quantization"), src.get("quantization", ""),
+                 lambda a, b: _norm_quant(a) == _norm_quant(b)),
+            _row("weights (bytes)", plan["weights_bytes"], f.get("model_bytes"), src.get("model_bytes", ""), _close(0.02)),
+            _row("in memory: weights + KV + buffers (bytes)",
+                 plan["weights_bytes"] + plan["kv_bytes_total"] + plan["overhead_bytes"], f.get("memory_bytes"),
+                 src.get("memory_bytes", ""), _close(0.25))]
+    if f.get("kv_cache_tokens") and f.get("kv_cache_bytes"):
+        rows.append(_row("KV bytes per token", plan["kv_bytes_per_token"], f["kv_cache_bytes"] / f["kv_cache_tokens"],
+                         "GET /metrics kv_cache_memory_bytes ÷ kv_cache_size_tokens", _close(0.01)))
+    if f.get("gpu_share") is not None:
+        rows.append(_row("share of the model on the GPU", 1.0 if profile.gpu_count else 0.0, f["gpu_share"],
+                         src.get("gpu_share", ""), _close(0.02)))
+    return [r for r in rows if r["verdict"] != "not reported"]
+
+
+def plan_checks(rows: list[dict]):
+    """One check per compared quantity: pass when the server matches the plan, warn when it differs."""
+    from lab.checks import Check
+
+    return [Check(f"plan vs server: {r['quantity']}", "pass" if r["verdict"] == "matches" else "warn",
+                  r["server"], r["plan"], "" if r["verdict"] == "matches" else
+                  "the server was started differently from what the profile says: fix the profile (or the server) so "
+                  "the plan describes what runs", r["server's source"])
+            for r in rows if r["verdict"] in ("matches", "differs")]

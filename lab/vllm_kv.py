@@ -62,6 +62,10 @@ def verify(profile, arch, log_dir, name: str = "05_vllm_kv") -> dict:
     if profile.engine != "vllm":
         out["skipped"] = f"engine {profile.engine}: this check is for vLLM profiles"
         return out
+    if profile.endpoint_url:
+        out["skipped"] = ("endpoint profile: the lab starts no vLLM here; what the running server reports (/metrics) "
+                          "is set beside the plan in section 5")
+        return out
     try:
         pred = vllm_env.predict_for_profile(profile, arch)
     except ValueError as exc:
