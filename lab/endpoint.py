@@ -427,3 +427,17 @@ def plan_checks(rows: list[dict]):
                   "the server was started differently from what the profile says: fix the profile (or the server) so "
                   "the plan describes what runs", r["server's source"])
             for r in rows if r["verdict"] in ("matches", "differs")]
+
+
+def served_by(profile, records: dict) -> dict:
+    """The run's server for the manifest: who started it, where, which engine and version (as the server
+    said, when it was asked), and the NAME of the key variable — never the key."""
+    found = discovery_for(profile, records) if profile.endpoint_url else (records.get("04_serve") or {}).get("discovery")
+    command = (records.get("04_serve") or {}).get("command") or {}
+    return {"started_by_lab": not profile.endpoint_url, "endpoint_url": profile.endpoint_url,
+            "served_model": profile.served_model or command.get("served_model"), "api_key_env": profile.api_key_env,
+            "engine_declared": profile.engine, "engine_version_declared": profile.engine_version,
+            "engine_found": found["engine"] if found else None, "engine_name": found["engine_name"] if found else None,
+            "engine_version_found": found["version"] if found else None,
+            "identified_by": found["identified_by"] if found else None,
+            "engine_version_used": command.get("engine_version"), "version_source": command.get("version_source")}

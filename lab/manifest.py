@@ -94,6 +94,7 @@ def write(run_dir: Path, profile: Profile, profile_path: Path, started_utc: str,
         "llama_cpp_build": _llama_build_info(),
         "model_files": files,
         "model_changed": model_changes(run_dir, files),
+        "server": _server(profile, run_dir),
         "notebooks": notebooks,
         "status": status,
         "interrupted": interrupted,
@@ -101,6 +102,13 @@ def write(run_dir: Path, profile: Profile, profile_path: Path, started_utc: str,
     path = run_dir / "manifest.json"
     path.write_text(json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False))
     return path
+
+
+def _server(profile: Profile, run_dir: Path) -> dict:
+    """Which server the run measured: engine and version as it reported them (lab.endpoint.served_by)."""
+    from lab import endpoint
+
+    return endpoint.served_by(profile, evidence.read_records(run_dir))
 
 
 def _llama_build_info() -> dict | None:
