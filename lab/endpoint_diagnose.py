@@ -65,6 +65,18 @@ def why_unreachable(profile) -> str | None:
     return f"GET {profile.endpoint_base}/v1/models answered HTTP {a['status']}: {a['text'][:200]} (is endpoint_url the server's base URL?)"
 
 
+class EndpointUnreachable(RuntimeError):
+    """The endpoint profile's server does not answer usably; the message says why and what to do."""
+
+
+def require_reachable(profile) -> None:
+    """Raise EndpointUnreachable (the notebook fails, saying why) unless the endpoint answers; a profile
+    whose server the lab starts passes."""
+    reason = why_unreachable(profile)
+    if reason:
+        raise EndpointUnreachable(reason)
+
+
 # ---------------------------------------------------------------- the probes
 def _probe(name: str, what: str, a: dict | None, verdict: str, severity: str, extra: dict | None = None) -> dict:
     text = _answer_text(a) if a else verdict
