@@ -68,7 +68,6 @@ class RequestResult:
     chunk_times_s: list[float] = field(default_factory=list)  # arrival of every chunk with generated text
     e2el_s: float | None = None
     output_tokens: int | None = None  # usage.completion_tokens; chunks with text when the server sends no usage
-    tokens_from: str | None = None  # "usage" (the server's count) or "chunks" (no usage came: one token per chunk assumed)
     prompt_tokens: int | None = None  # usage.prompt_tokens
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (or llama-server timings.cache_n)
     output_chars: int = 0
@@ -78,6 +77,7 @@ class RequestResult:
     first_choice_s: float | None = None
     last_choice_s: float | None = None
     choice_chunks: int = 0
+    tokens_from: str | None = None  # "usage" (the server's count) or "chunks" (no usage came: one token per chunk assumed)
 
     @property
     def itl_s(self) -> list[float]:
