@@ -341,3 +341,18 @@ def pair_table(survey_: dict):
                      "P2P read/write/NVLink": "/".join(str((p.get("p2p") or {}).get(k)) for k in ("read", "write", "nvlink")),
                      **copies})
     return pd.DataFrame(rows)
+
+
+def what_this_means(record: dict) -> str:
+    """Markdown lines about the GPU pairs, built only from notebook 01's record ("" when it has none)."""
+    links = record.get("gpu_links") or {}
+    if not links.get("pairs"):
+        n = len(links.get("gpus") or [])
+        return f"- GPU pairs: none ({n} GPU seen), so nothing is split across cards on this box." if links else ""
+    out = []
+    for p in links["pairs"]:
+        copies = ", ".join(f"{c['src']}→{c['dst']} {c['gb_s']:.0f} GB/s" for c in p.get("copies") or []) or "not measured"
+        out.append(f"- GPU {p['a']}–{p['b']}: **{p['kind']}** ({p['evidence']}); copy {copies}. Splitting a model "
+                   "over them: llama.cpp `-sm layer` barely uses the link; `-sm tensor` and vLLM tensor parallelism "
+                   "all-reduce twice per layer over it (`python -m lab multigpu` measures both).")
+    return "\n".join(out)
