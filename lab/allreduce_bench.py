@@ -96,9 +96,12 @@ def _worker(rank: int, world: int, backend: str, port: int, cases: list[dict], s
 
 def run(cases: list[dict], world: int = 2, backend: str = "nccl", samples: int = 5, iters: int = 20) -> dict:
     """Spawn `world` processes and time every case; the summary per case is rank 0's."""
-    import torch
-    import torch.multiprocessing as mp
-
+    try:
+        import torch
+        import torch.multiprocessing as mp
+    except ImportError as exc:
+        return {"measured": False, "backend": backend, "world": world,
+                "reason": f"PyTorch is not importable here ({exc}): not measured"}
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast off: see the module docstring
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     if backend == "nccl" and torch.cuda.device_count() < world:

@@ -273,7 +273,8 @@ def scaling_record(profile, plan: list[dict], results: dict, levels: list[int], 
                                        "llama-server's log", "rows": kv_split_rows(arch, variant(profile, mode), reported, n)})
     two = [r for r in rows if r["mode"] != "none" and r.get("tg ×1-GPU") is not None]
     best = max(two, key=lambda r: r["tg ×1-GPU"]) if two else None
-    summary = {"profile": profile.name, "model": str(model), "modes_run": [p["mode"] for p in plan if p["run"]],
+    summary = {"profile": profile.name, "model": str(model), "modes_run": list(results),
+               "modes_not_reached": [p["mode"] for p in plan if p["run"] and p["mode"] not in results],
                "modes_skipped": {p["mode"]: p["why"] for p in plan if not p["run"]},
                "failed": {m: r["error"].splitlines()[0] for m, r in results.items() if r.get("error")},
                "nccl_log_lines": {m: (r.get("server") or {}).get("nccl_log_lines") for m, r in results.items()
@@ -316,6 +317,15 @@ def _copy_bandwidth(run_dir: Path) -> float | None:
 def _allreduce_fit(run_dir: Path) -> dict:
     rec = evidence.read_records(run_dir).get("08_allreduce") or {}
     return {k.removeprefix("fit_"): v for k, v in (rec.get("summary") or {}).items() if k.startswith("fit_")}
+
+
+def write_records(out: Path, profile, plan, results, levels, arch, model: Path) -> list[Path]:
+    from lab import models
+
+    weights = models.gguf_weights_bytes(model)
+    return [evidence.write_record(out, "08_multigpu_scaling", scaling_record(profile, plan, results, levels, arch, model)),
+            evidence.write_record(out, "08_tp_model", tp_record(results, arch, weights, _copy_bandwidth(out),
+                                                                _allreduce_fit(out)))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -379,10 +389,9 @@ def main(argv: list[str] | None = None) -> int:
         if r.get("error"):
             r["status"] = "failed"
         results[p["mode"]] = r
-    weights = models.gguf_weights_bytes(model)
-    written = [evidence.write_record(out, "08_multigpu_scaling", scaling_record(profile, plan, results, levels, arch, model)),
-               evidence.write_record(out, "08_tp_model", tp_record(results, arch, weights, _copy_bandwidth(out),
-                                                                   _allreduce_fit(out)))]
+        written = write_records(out, profile, plan, results, levels, arch, model)  # after every mode: a cut-off
+        # run (the device call's time limit) keeps what it measured
+    written = write_records(out, profile, plan, results, levels, arch, model)
     print(json.dumps({"run_dir": str(out), "records": [str(w) for w in written]}))
     return 1 if any(r.get("error") for r in results.values()) else 0
 

@@ -9,6 +9,8 @@
 # the run folder call 1 made (records/08_allreduce.json, 08_multigpu_scaling.json, 08_tp_model.json, the
 # servers' logs), rebuilds report.html and packs the folder into $OUT/run-x2.tar.gz (+ $OUT/multigpu.log).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and friends): the host's GPUs are shared.
+# Environment: WORK (default /root/lab-device), PROFILE (h200-x2), MODEL (a GGUF instead of the stand-in),
+# BUDGET_S (420), ALLREDUCE_BACKEND (nccl; gloo for a CPU trial of this script).
 set -uo pipefail
 WORK=${WORK:-/root/lab-device}
 OUT=${OUT:-$WORK/out}
@@ -25,12 +27,13 @@ if [ -z "$run_dir" ] || [ ! -d "$run_dir" ]; then
   run_dir=$($py -c "from lab import evidence; print(evidence.new_run_dir('$PROFILE'))")
   say "no run folder from call 1: writing into a new one, $run_dir"
 fi
-# lab.standin finds (or writes) the profile's synthetic file: "found|wrote PATH (N bytes, ...)"
-model=$($py -m lab.standin --profile "$PROFILE" --no-progress 2>&1 | sed -n 's/^\(wrote\|found\) \([^ ]*\) (.*/\2/p' | tail -1)
+# lab.standin finds (or writes) the profile's synthetic file: "found|wrote PATH (N bytes, ...)"; MODEL overrides
+model=${MODEL:-}
+[ -n "$model" ] || model=$($py -m lab.standin --profile "$PROFILE" --no-progress 2>&1 | sed -n 's/^\(wrote\|found\) \([^ ]*\) (.*/\2/p' | tail -1)
 [ -f "$model" ] || { say "no synthetic model ($model)"; exit 1; }
 say "nvidia-smi topo -m:"; nvidia-smi topo -m 2>&1 | head -12
 say "all-reduce (NCCL, 2 processes) ..."
-timeout 150 $py -m lab.allreduce_bench --backend nccl --arch qwen3.8-27b --out "$run_dir"; say "all-reduce rc=$?"
+timeout 150 $py -m lab.allreduce_bench --backend "${ALLREDUCE_BACKEND:-nccl}" --arch qwen3.8-27b --out "$run_dir"; say "all-reduce rc=$?"
 say "split modes (budget ${BUDGET_S} s) ..."
 timeout $((BUDGET_S + 150)) $py -m lab multigpu --profile "$PROFILE" --model "$model" --out "$run_dir" \
   --levels 1,8,16 --output-tokens 128 --prompt-tokens 512 --reps 3 --budget-s "$BUDGET_S"; say "multigpu rc=$?"
