@@ -174,14 +174,20 @@ def new_run_dir(profile_name: str, out_root: str | Path | None = None) -> Path:
     return run
 
 
+def interactive_run_dir(profile_name: str, today: str | None = None) -> Path:
+    """outputs/<profile>/interactive-<UTC date>/: the one folder every notebook opened by hand that day
+    writes to, so notebook 06 finds 01's bandwidth and 07 diagnoses what 04 logged (a fresh folder per
+    notebook would split the evidence)."""
+    today = today or dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d")
+    return OUTPUTS / profile_name / f"interactive-{today}"
+
+
 def notebook_run_dir(run_dir: str, profile_name: str) -> Path:
-    """The run folder a notebook writes to: the runner's, or a fresh one for interactive use."""
-    if run_dir:
-        path = Path(run_dir)
-        for sub in ("records", "notebooks", "logs"):
-            (path / sub).mkdir(parents=True, exist_ok=True)
-        return path
-    return new_run_dir(profile_name, OUTPUTS / profile_name / "interactive")
+    """The run folder a notebook writes to: the runner's, or the shared interactive one (empty run_dir)."""
+    path = Path(run_dir) if run_dir else interactive_run_dir(profile_name)
+    for sub in ("records", "notebooks", "logs"):
+        (path / sub).mkdir(parents=True, exist_ok=True)
+    return path
 
 
 # ---------------------------------------------------------------- records

@@ -739,6 +739,9 @@ def _atomic_target(dest: Path) -> Path:
 def _progress(total: float | None, desc: str, unit: str = "it", enabled: bool = True, **kw):
     from tqdm import tqdm
 
+    # TQDM_DISABLE: the runner sets it for executed notebooks (lab.runner.KERNEL_ENV); an explicit
+    # disable= would otherwise override tqdm's own reading of it.
+    enabled = enabled and not os.environ.get("TQDM_DISABLE")
     return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr, dynamic_ncols=True,
                 mininterval=0.5, **kw)
 

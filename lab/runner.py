@@ -5,6 +5,7 @@ saying why). The run exits non-zero when anything failed; the report shows what 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -129,6 +130,26 @@ def kernel_manager_class(log_path: Path):
     return LoggedKernelManager
 
 
+# What the notebook kernels inherit: a progress bar redrawn in a saved notebook is dozens of stale
+# fragments, so tqdm stays off inside executed notebooks (TQDM_DISABLE, read by tqdm ≥ 4.66 at import;
+# lab.progress reads it too). papermill's own bar in this process was created before, so the CLI keeps it.
+KERNEL_ENV = {"TQDM_DISABLE": "1", "LAB_EXECUTED": "1"}
+
+
+@contextlib.contextmanager
+def kernel_environment():
+    saved = {k: os.environ.get(k) for k in KERNEL_ENV}
+    os.environ.update(KERNEL_ENV)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run_notebook(book: Path, run_dir: Path, profile_path: Path) -> NotebookResult:
     import papermill as pm
 
@@ -138,10 +159,11 @@ def run_notebook(book: Path, run_dir: Path, profile_path: Path) -> NotebookResul
     if problem:
         return NotebookResult(book.stem, "failed", 0.0, f"BadParameters: {problem}")
     try:
-        pm.execute_notebook(str(book), str(out), parameters={"profile": str(profile_path), "run_dir": str(run_dir)},
-                            kernel_name=KERNEL_NAME, progress_bar=True, cwd=str(NOTEBOOKS),
-                            request_save_on_cell_execute=True,
-                            kernel_manager_class=kernel_manager_class(run_dir / "logs" / f"kernel-{book.stem}.log"))
+        with kernel_environment():
+            pm.execute_notebook(str(book), str(out), parameters={"profile": str(profile_path), "run_dir": str(run_dir)},
+                                kernel_name=KERNEL_NAME, progress_bar=True, cwd=str(NOTEBOOKS),
+                                request_save_on_cell_execute=True,
+                                kernel_manager_class=kernel_manager_class(run_dir / "logs" / f"kernel-{book.stem}.log"))
         status, error = "ok", None
     except Exception as exc:  # papermill raises PapermillExecutionError; kernel deaths raise others
         status, error = "failed", _error_text(exc)

@@ -1,6 +1,8 @@
-"""What the second cell of every notebook calls: load the profile, find the run folder, set charts
-up so they survive export (plotly's default renderer under papermill keeps only a JSON mimetype that
-nbconvert's HTML export drops; `plotly_mimetype+notebook` also embeds plotly.js, offline)."""
+"""What the second cell of every notebook calls: load the profile, find the run folder, and set the
+display up the lab's way (lab.display: tables that are never truncated; charts stored as plotly figure
+JSON only — `plotly_mimetype` — which JupyterLab draws with the plotly extension the `plotly` package
+ships, so an executed notebook does not carry its own 4.6 MB copy of plotly.js; report.html embeds
+plotly.js once per run and re-draws every chart from the records)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,7 +31,10 @@ def start(profile: str, run_dir: str = "") -> Session:
     """Load and validate `profile` (name or path) and open the run folder (a fresh one if empty)."""
     import plotly.io as pio
 
-    pio.renderers.default = "plotly_mimetype+notebook"
+    from lab import display
+
+    pio.renderers.default = "plotly_mimetype"
+    display.install()
     path = profiles.resolve(profile)
     prof = profiles.load(path)
     return Session(prof, path.resolve(), evidence.notebook_run_dir(run_dir, prof.name))

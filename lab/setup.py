@@ -36,6 +36,7 @@ from pathlib import Path
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 UV_VERSION = "0.13.9"
 KERNEL_NAME = "llm-lab"
+KERNEL_DISPLAY_NAME = "LLM lab (.venv)"  # the one name notebooks' metadata carries too
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 TOOLS = ("llama-server", "llama-bench", "llama-quantize", "llama-perplexity")
@@ -315,7 +316,7 @@ def register_kernel() -> str | None:
     if spec.exists():
         return "cached, skipped"
     sh([str(venv_python()), "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL_NAME,
-        "--display-name", "LLM lab (.venv)"])
+        "--display-name", KERNEL_DISPLAY_NAME])
     return None
 
 

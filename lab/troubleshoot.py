@@ -60,6 +60,9 @@ class Entry:
     facts_alone: bool = False
     info_when: tuple[dict, ...] = ()
     supersedes: tuple[str, ...] = ()
+    # Facts that must not be known false for the entry to apply at all (e.g. "the profile expects a GPU":
+    # a CPU profile's "offloaded 0/31 layers" is by design, not a problem to fix). Unknown still applies.
+    requires: tuple[dict, ...] = ()
 
 
 def _compile(entry_id: str, key: str, patterns) -> tuple[re.Pattern, ...]:
@@ -108,6 +111,7 @@ def _entry(raw: dict) -> Entry:
         conditions_mode=raw.get("conditions_mode", "all"), facts_alone=bool(raw.get("facts_alone")),
         info_when=tuple(_check_condition(eid, c) for c in raw.get("info_when") or ()),
         supersedes=tuple(raw.get("supersedes") or ()),
+        requires=tuple(_check_condition(eid, c) for c in raw.get("requires") or ()),
     )
 
 
@@ -228,6 +232,9 @@ def derive_facts(facts: dict | None) -> dict:
         out.setdefault("is_wsl", bool(re.search(r"microsoft|wsl", os_name, re.I)))
     if isinstance(facts.get("is_wsl"), bool):
         out["is_wsl"] = facts["is_wsl"]
+    expected = facts.get("profile_gpu_count")
+    if isinstance(expected, int) and not isinstance(expected, bool):
+        out["profile_gpu_count"] = expected
     checks = facts.get("checks")
     if isinstance(checks, list):
         out["checks"] = [c for c in checks if isinstance(c, dict) and "name" in c and "status" in c]
@@ -331,6 +338,8 @@ def _prefilter() -> re.Pattern:
 
 def _entry_for_hits(entry: Entry, hits: list[tuple[int, str, str]], text: str, derived: dict) -> Finding | None:
     """The finding for an entry whose matchers hit these (matcher index, line, where) triples."""
+    if entry.requires and conditions_hold(entry.requires, derived) is False:
+        return None
     confirmed = conditions_hold(entry.conditions, derived, entry.conditions_mode) if entry.conditions else None
     in_context = any(p.search(text) for p in entry.context) if entry.context else None
     if entry.context and not in_context and confirmed is not True:
@@ -349,6 +358,8 @@ def _entry_for_hits(entry: Entry, hits: list[tuple[int, str, str]], text: str, d
 
 def _entry_from_facts(entry: Entry, derived: dict) -> Finding | None:
     if not (entry.facts_alone and entry.conditions):
+        return None
+    if entry.requires and conditions_hold(entry.requires, derived) is False:
         return None
     if conditions_hold(entry.conditions, derived, entry.conditions_mode) is not True:
         return None
@@ -478,7 +489,27 @@ def run_folder_inputs(run_dir: str | Path, include_repro: bool = False) -> tuple
         for c in rec.get("checks", []) if isinstance(rec, dict) else []:
             if isinstance(c, dict) and "name" in c and "status" in c:
                 facts["checks"].append({**c, "record": f"records/{path.name}"})
+    expected = _profile_gpu_count(facts)
+    if expected is not None:
+        facts["profile_gpu_count"] = expected
     return chunks, facts
+
+
+def _profile_gpu_count(facts: dict) -> int | None:
+    """How many GPUs the run's profile expects, from the profile file the manifest or a record names
+    (None when no file is named or it cannot be read: then GPU-only entries still apply)."""
+    import yaml
+
+    named = [((facts.get("manifest") or {}).get("profile") or {}).get("file")]
+    named += [(r.get("provenance") or {}).get("profile_file") for r in facts["records"].values() if isinstance(r, dict)]
+    for name in filter(None, named):
+        try:
+            count = (yaml.safe_load(Path(name).read_text()) or {}).get("gpu_count")
+        except (OSError, yaml.YAMLError, AttributeError):
+            continue
+        if isinstance(count, int):
+            return count
+    return None
 
 
 def _merge_facts(found: dict, given: dict | None) -> dict:

@@ -28,3 +28,11 @@ def test_committed_without_outputs_or_functions(book):
         assert not c.get("outputs") and not c.get("execution_count"), f"{book.name} has outputs"
         assert "\ndef " not in "\n" + src and "\nclass " not in "\n" + src, f"{book.name} defines a function"
     assert nb["metadata"]["kernelspec"]["name"] == "llm-lab"
+
+
+@pytest.mark.parametrize("book", NOTEBOOKS, ids=lambda p: p.stem)
+def test_one_kernel_name_everywhere(book):
+    from lab import setup
+
+    spec = json.loads(book.read_text())["metadata"]["kernelspec"]
+    assert (spec["name"], spec["display_name"]) == (setup.KERNEL_NAME, setup.KERNEL_DISPLAY_NAME) == (runner.KERNEL_NAME, spec["display_name"])

@@ -135,6 +135,28 @@ def test_no_offload_is_only_a_note_without_a_gpu():
     assert [f.severity for f in on_gpu_box] == ["warn"] and ts.doctor_exit_code(on_gpu_box) == 1
 
 
+def test_no_offload_never_matches_a_profile_that_expects_no_gpu():
+    """cpu-default runs on the CPU by design: its logs must not tell the user to build with CUDA."""
+    text = (LOGS / "llamacpp-no-gpu-offload__cpu_build_ngl99.txt").read_text()
+    assert ts.match_text(text, {"gpus": [], "profile_gpu_count": 0}) == []
+    expects_gpu = ts.match_text(text, {"gpus": [], "profile_gpu_count": 1})
+    assert [f.entry_id for f in expects_gpu] == ["llamacpp-no-gpu-offload"]
+
+
+def test_run_folder_reads_the_profiles_gpu_count(tmp_path):
+    from lab.paths import ROOT
+
+    (tmp_path / "records").mkdir()
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "04_serve.log").write_text((LOGS / "llamacpp-no-gpu-offload__cpu_build_ngl99.txt").read_text())
+    record = {"record": "01_hardware", "provenance": {"profile_file": str(ROOT / "params" / "cpu-default.yaml")}}
+    (tmp_path / "records" / "01_hardware.json").write_text(__import__("json").dumps(record))
+    assert "llamacpp-no-gpu-offload" not in _ids(ts.diagnose(tmp_path))
+    record["provenance"]["profile_file"] = str(ROOT / "params" / "v100-32g-x1.yaml")
+    (tmp_path / "records" / "01_hardware.json").write_text(__import__("json").dumps(record))
+    assert "llamacpp-no-gpu-offload" in _ids(ts.diagnose(tmp_path))
+
+
 def test_ranking_puts_errors_before_warnings_and_notes():
     text = "\n".join([
         "WARNING custom_all_reduce.py:166] Custom allreduce is disabled because your platform lacks GPU P2P capability",

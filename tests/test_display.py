@@ -1,0 +1,35 @@
+"""lab.display: the one way tables read, in notebooks and in report.html."""
+import pandas as pd
+
+from lab import display
+
+
+def test_labels_are_words_with_units():
+    assert display.label("decode_ceiling_tok_s") == "Decode ceiling (tok/s)"
+    assert display.label("ttft_p50_ms_single") == "TTFT p50 single (ms)"
+    assert display.label("kv_bytes_per_token") == "KV per token"
+    assert display.label("gpu_tdp_w") == "GPU TDP (W)"
+    assert display.label("Already a label") == "Already a label"
+
+
+def test_values_have_three_significant_figures_and_bytes_read_as_gib():
+    assert display.fmt(141.234) == "141"
+    assert display.fmt(0.714285) == "0.714"
+    assert display.fmt(4227.3) == "4,230"
+    assert display.fmt(262144, "kv_bytes_per_token") == "256 KiB"
+    assert display.fmt(18.4e9, "weights_bytes") == "17.1 GiB"
+    assert display.fmt(None) == "—" and display.fmt(True) == "yes"
+    assert display.fmt({"pass": 4, "fail": 1}) == "Pass: 4; Fail: 1"
+
+
+def test_no_truncation_no_index_and_a_scrolling_box():
+    long = "fix: " + "x" * 400
+    page = display.frame_html(pd.DataFrame([{"fix": long, "tok_s": 12.3456}], index=[7]))
+    assert long in page and "…" not in page
+    assert "overflow-x:auto" in page and ">7<" not in page
+    assert ">12.3<" in page
+
+
+def test_an_empty_table_is_one_line():
+    assert display.rows_html([]) == '<p class="lab-empty" style="color:#777">not on this profile</p>'
+    assert repr(display.show(pd.DataFrame())) == display.EMPTY
