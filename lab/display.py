@@ -91,7 +91,8 @@ def fmt(value, key: str = "") -> str:
     if isinstance(value, (int, float)) and _is_bytes_key(key):
         return human_bytes(value)
     if isinstance(value, int):
-        return f"{value:,}" if abs(value) >= 10_000 else str(value)
+        # counts read with separators; identifiers (ports, process ids) do not
+        return str(value) if re.search(r"port|pid|year|index|^id$", str(key)) else f"{value:,}"
     if isinstance(value, float):
         return sig3(value)
     if isinstance(value, dict):

@@ -285,12 +285,13 @@ def build_record(profile: Profile, versions: dict, facts: dict, tool_checks: lis
     }
 
 
-def advice(all_checks: list) -> str:
-    """Plain words from the checks: what to fix first."""
-    bad = [c for c in all_checks if c.status in ("fail", "warn")]
+def what_this_means(record: dict) -> str:
+    """Markdown for the notebook's last cell (and the report), from the record: what to fix first."""
+    bad = [c for c in record.get("checks") or [] if c["status"] in ("fail", "warn")]
     if not bad:
         return "Everything the profile needs is installed and compatible with this machine."
-    lines = [f"{len(bad)} thing(s) to fix, most serious first:"]
-    for c in sorted(bad, key=lambda c: c.status != "fail"):
-        lines.append(f"- [{c.status}] {c.name}: {c.observed} (expected {c.expected}). Fix: {c.fix} [source: {c.source}]")
+    lines = [f"{len(bad)} thing(s) to fix, most serious first:", ""]
+    for c in sorted(bad, key=lambda c: c["status"] != "fail"):
+        lines.append(f"- **{c['status']}: {c['name']}** — {c['observed']} (expected {c['expected']}). "
+                     f"Fix: {c['fix']} *(source: {c['source']})*")
     return "\n".join(lines)

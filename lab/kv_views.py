@@ -235,7 +235,7 @@ def summary(arch: ArchSpec, plan: dict, grid_rows: list[dict], claims: list[dict
     }
 
 
-def what_it_means(record: dict) -> str:
+def what_this_means(record: dict) -> str:
     """A few sentences of Markdown from the written record."""
     s = record["summary"]
     kv_mib = s["kv_bytes_total"] / MIB

@@ -1473,11 +1473,13 @@ def make_checks(reference: Reference, ladder: Ladder, sizes: SizeCheck, quality:
     return out
 
 
-def what_it_means(rows: list[dict], rec: dict, verdicts: list[dict], targets: list[dict], profile) -> str:
-    """Markdown: the short summary the notebook ends with."""
+def what_this_means(record: dict) -> str:
+    """Markdown: the short summary the notebook ends with, from the 03_quantize record."""
+    rows, rec = record["ladder"]["rows"], record["recommendation"]
+    verdicts, targets = record["claims"], record["targets"]
     own = [r for r in targets if r["profile_model"] and r["type"] == "Q4_K_M"]
     q4 = [r for r in targets if r["type"] == "Q4_K_M" and 26e9 <= r["params"] <= 28e9]
-    lines = ["**What this means for you**", "", f"- {rec['text']}"]
+    lines = [f"- {rec['text']}"]
     if q4:
         lines.append("- A 27B-class model at Q4_K_M is " + " and ".join(
             f"{r['predicted_gb']:.1f} GB ({r['model'].split('/')[-1]})" for r in q4) + " of weights — not 15 GB.")
@@ -1587,5 +1589,5 @@ __all__ = [
     "build_ladder", "size_check", "explain_size", "parse_kld_output", "parse_kld_chunks", "parse_base_output",
     "heldout_text", "measure_quality", "read_kld_base", "kld_stats", "crosscheck_kld", "parse_bench_json",
     "measure_speed", "summarise", "ladder_table", "ladder_chart", "recommend", "quality_monotone", "make_checks",
-    "what_it_means", "target_table", "verdict_table", "plan_table", "plan_markdown", "record_body",
+    "what_this_means", "target_table", "verdict_table", "plan_table", "plan_markdown", "record_body",
 ]

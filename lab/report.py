@@ -1,19 +1,28 @@
 """report.html: one self-contained page per run (opens offline; plotly.js embedded once).
 
-Built only from manifest.json and records/*.json, so a report can be rebuilt from a shared run
-folder without re-running anything (`python -m lab report RUN_DIR`).
+Built only from manifest.json, records/*.json and the profiles' plans (pure), so a report can be rebuilt
+from a shared run folder without re-running anything (`python -m lab report RUN_DIR`).
+
+The page reads answer first: the summary (lab.answer) right under the title, then a table of contents,
+then one numbered section per notebook that opens with the notebook's own closing text ("what this means",
+each module's `what_this_means(record)`), then its results, checks and charts; skipped checks and tables
+that do not apply to the profile are one line each; run details (notebooks, files, packages) come last.
+Tables go through lab.display, the same helper the notebooks use.
 """
 from __future__ import annotations
 
 import html
+import importlib
 import json
 from pathlib import Path
 
-from lab import evidence
+from lab import display, evidence
 
-STATUS_COLOURS = {"pass": "#2ca02c", "ok": "#2ca02c", "warn": "#ff7f0e", "fail": "#d62728", "failed": "#d62728",
-                  "skip": "#7f7f7f", "skipped": "#7f7f7f", "error": "#d62728", "info": "#1f77b4"}
-MAX_TABLE_ROWS = 60
+# Which module's `what_this_means(record)` closes each notebook (one name across notebooks).
+CLOSINGS = {"01_hardware": "lab.hardware", "02_install": "lab.install", "03_quantize": "lab.quantize",
+            "04_serve": "lab.serve", "05_kv_cache": "lab.kv_views", "06_benchmark": "lab.bench",
+            "07_troubleshooting": "lab.troubleshoot_repro"}
+STATUS_COLOURS = display.STATUS_COLOURS
 
 
 class NotARun(ValueError):
@@ -32,76 +41,145 @@ def check_run_dir(run_dir: str | Path) -> Path:
                       "give a folder under outputs/<profile>/")
     return path
 
+
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1200px;color:#222;padding:0 1rem}
-h1{margin-bottom:.2rem} h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.5rem}
-table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem;width:100%}
-th,td{border:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-align:top}
-th{background:#f4f4f4} .badge{color:#fff;border-radius:3px;padding:0 .4rem;font-weight:600}
-.meta{color:#555;font-size:.9rem} .err{color:#d62728;white-space:pre-wrap;font-family:monospace}
-code{background:#f4f4f4;padding:0 .2rem}
+html{overflow-x:hidden}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2rem auto;max-width:1200px;color:#222;
+     padding:0 1rem;line-height:1.4}
+h1{margin:.2rem 0;font-size:1.6rem} h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.2rem}
+h3{margin-top:1.4rem}
+.badge{color:#fff;border-radius:3px;padding:0 .4rem;font-weight:600}
+.meta{color:#555;font-size:.85rem} .err{color:#d62728;white-space:pre-wrap;font-family:monospace;overflow-wrap:anywhere}
+code{background:#f4f4f4;padding:0 .2rem;overflow-wrap:anywhere}
+pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;max-width:100%}
+.answer{background:#f3f8ff;border:1px solid #cfe0f5;border-radius:6px;padding:.2rem 1rem .6rem;margin:.6rem 0 1rem}
+.answer table,.closing table{border-collapse:collapse;font-size:.85rem}
+.answer th,.answer td,.closing th,.closing td{border:1px solid #ccd;padding:.2rem .4rem;text-align:left;vertical-align:top}
+.tablebox{overflow-x:auto;max-width:100%}
+.closing{background:#fafafa;border-left:4px solid #1f77b4;padding:.2rem .9rem;margin:.6rem 0}
+nav ol{columns:2;font-size:.95rem} .skipline{color:#666;font-size:.88rem}
+details>summary{cursor:pointer;color:#1f4f8f}
+.js-plotly-plot,.plotly-graph-div{max-width:100%}
 """
 
 
 def _e(value) -> str:
-    if isinstance(value, float):
-        value = f"{value:.4g}"
-    elif isinstance(value, (dict, list)):
-        value = json.dumps(value, ensure_ascii=False)
-    return html.escape("" if value is None else str(value))
+    return html.escape(display.fmt(value))
 
 
 def badge(status: str) -> str:
     colour = STATUS_COLOURS.get(str(status), "#555")
-    return f'<span class="badge" style="background:{colour}">{_e(status)}</span>'
+    return f'<span class="badge" style="background:{colour}">{html.escape(str(status))}</span>'
 
 
 def html_table(rows: list[dict], status_key: str | None = "status") -> str:
-    if not rows:
-        return "<p class='meta'>(no rows)</p>"
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
-    body = []
-    for r in rows[:MAX_TABLE_ROWS]:
-        cells = "".join(f"<td>{badge(r.get(c)) if c in (status_key, 'severity', 'verdict') and r.get(c) in STATUS_COLOURS else _e(r.get(c))}</td>"
-                        for c in cols)
-        body.append(f"<tr>{cells}</tr>")
-    more = f"<p class='meta'>… {len(rows) - MAX_TABLE_ROWS} more rows in the record</p>" if len(rows) > MAX_TABLE_ROWS else ""
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
+    """Rows as the lab shows every table (lab.display): never truncated, scrolling inside its box."""
+    return display.rows_html(rows)
+
+
+def markdown_html(text: str) -> str:
+    """Markdown (the closing texts, the summary) as HTML; raw HTML in it is escaped, tables scroll."""
+    import mistune
+
+    md = mistune.create_markdown(escape=True, plugins=["table", "strikethrough"])
+    out = md(text or "")
+    return out.replace("<table>", '<div class="tablebox"><table>').replace("</table>", "</table></div>")
 
 
 def _chart(figure: dict, first: bool) -> str:
     import plotly.io as pio
 
     fig = pio.from_json(json.dumps(figure), skip_invalid=True)
-    return pio.to_html(fig, include_plotlyjs=True if first else False, full_html=False, config={"displaylogo": False})
+    fig.update_layout(autosize=True, width=None)
+    return pio.to_html(fig, include_plotlyjs=True if first else False, full_html=False,
+                       config={"displaylogo": False, "responsive": True}, default_width="100%")
 
 
-def record_section(record: dict, plotly_included: bool) -> tuple[str, bool]:
-    parts = [f"<h2 id='{_e(record['record'])}'>{_e(record.get('title', record['record']))}</h2>",
-             f"<p class='meta'>record <code>records/{_e(record['record'])}.json</code> · {_e(record.get('created_utc'))}</p>"]
+def closing_text(record: dict) -> str | None:
+    """The notebook's own closing text, from its record (None when the record has no closing function
+    or it cannot read this record: an older record, say)."""
+    module = CLOSINGS.get(record.get("record", ""))
+    if not module:
+        return None
+    try:
+        return importlib.import_module(module).what_this_means(record)
+    except Exception as exc:  # a closing that cannot be written must not hide the rest of the evidence
+        return f"(the closing text could not be written from this record: {type(exc).__name__}: {exc})"
+
+
+def _checks_html(checks: list[dict]) -> str:
+    counts = {s: sum(c.get("status") == s for c in checks) for s in ("pass", "warn", "fail", "skip")}
+    parts = ["<h3>Checks</h3><p>" + " ".join(f"{badge(s)} {n}" for s, n in counts.items() if n) + "</p>"]
+    order = {"fail": 0, "warn": 1, "pass": 2}
+    shown = sorted((c for c in checks if c.get("status") != "skip"), key=lambda c: order.get(c.get("status"), 3))
+    if shown:
+        parts.append(display.rows_html(shown))
+    skipped = [c for c in checks if c.get("status") == "skip"]
+    if skipped:
+        why = sorted({str(c.get("observed") or c.get("fix") or "") for c in skipped} - {""})
+        parts.append(f"<p class='skipline'>{len(skipped)} skipped (not on this profile or machine): "
+                     + html.escape("; ".join(c.get("name", "") for c in skipped))
+                     + (f" — {html.escape(why[0])}" if len(why) == 1 else "") + "</p>")
+    return "\n".join(parts)
+
+
+def record_section(record: dict, plotly_included: bool, number: int | None = None, anchor: str | None = None) -> tuple[str, bool]:
+    title = record.get("title", record["record"])
+    head = f"{number} · {title}" if number is not None else title
+    parts = [f"<h2 id='{html.escape(anchor or record['record'])}'>{html.escape(head)}</h2>",
+             f"<p class='meta'>record <code>records/{html.escape(record['record'])}.json</code> · "
+             f"{html.escape(str(record.get('created_utc')))}</p>"]
     if record.get("problem"):
-        parts.append(f"<p class='err'>This record could not be used: {_e(record['problem'])}</p>")
+        parts.append(f"<p class='err'>This record could not be used: {html.escape(str(record['problem']))}</p>")
+    closing = closing_text(record) if not record.get("problem") else None
+    if closing:
+        parts.append(f"<div class='closing'><h3>What this means</h3>{markdown_html(closing)}</div>")
     summary = record.get("summary")
     if isinstance(summary, dict) and summary:
-        parts.append(html_table([{"result": k, "value": v} for k, v in summary.items()], status_key=None))
+        parts.append("<details><summary>Key results (the record's summary)</summary>"
+                     + display.rows_html(display.as_rows(summary)) + "</details>")
     if record.get("checks"):
-        checks = record["checks"]
-        counts = {s: sum(c.get("status") == s for c in checks) for s in ("pass", "warn", "fail", "skip")}
-        parts.append("<h3>Checks</h3><p>" + " ".join(f"{badge(s)} {n}" for s, n in counts.items()) + "</p>")
-        parts.append(html_table(checks))
-    for finding_key in ("findings",):
-        if record.get(finding_key):
-            parts.append(f"<h3>{finding_key.title()}</h3>" + html_table(record[finding_key], status_key="severity"))
+        parts.append(_checks_html(record["checks"]))
+    if record.get("findings"):
+        parts.append("<h3>Findings</h3>" + display.rows_html(record["findings"]))
+    empty = []
     for tbl in record.get("tables", []) or []:
-        parts.append(f"<h3>{_e(tbl.get('title'))}</h3>" + html_table(tbl.get("rows", [])))
+        rows = tbl.get("rows") or []
+        if rows:
+            parts.append(f"<h3>{html.escape(str(tbl.get('title')))}</h3>" + display.rows_html(rows))
+        else:
+            empty.append(str(tbl.get("title")))
+    if empty:
+        parts.append(f"<p class='skipline'>Not on this profile: {html.escape('; '.join(empty))}.</p>")
     for chart in record.get("charts", []) or []:
         try:
-            parts.append(f"<h3>{_e(chart.get('title'))}</h3>" + _chart(chart["figure"], not plotly_included))
+            parts.append(f"<h3>{html.escape(str(chart.get('title')))}</h3>" + _chart(chart["figure"], not plotly_included))
             plotly_included = True
         except Exception as exc:  # a broken chart must not hide the rest of the evidence
-            parts.append(f"<p class='err'>chart {_e(chart.get('title'))} could not be drawn: {_e(exc)}</p>")
+            parts.append(f"<p class='err'>chart {html.escape(str(chart.get('title')))} could not be drawn: {html.escape(str(exc))}</p>")
     return "\n".join(parts), plotly_included
+
+
+def _answer_html(run_dir: Path) -> str:
+    from lab import answer
+
+    try:
+        facts = answer.for_run(run_dir)
+    except Exception as exc:  # the summary is a view; a failure in it must not lose the report
+        return f"<p class='err'>The summary could not be built: {html.escape(f'{type(exc).__name__}: {exc}')}</p>"
+    if facts is None:
+        return "<p class='err'>The summary needs the run's profile file, which could not be loaded.</p>"
+    return markdown_html(answer.markdown(facts))
+
+
+def _meta_line(manifest: dict) -> str:
+    git, host = manifest.get("git", {}), manifest.get("host", {})
+    gpus = manifest.get("gpus") or []
+    gpu_text = ", ".join(f"{g['name']} ({g['compute_capability']})" for g in gpus) or "no GPU"
+    return (f"run <code>{html.escape(str(manifest.get('run_id')))}</code> · {html.escape(str(manifest.get('finished_utc')))} · "
+            f"git {html.escape(str(git.get('short') or git.get('sha')))}{' (uncommitted changes)' if git.get('dirty') else ''} · "
+            f"{html.escape(str(host.get('cpu_model')))}, {html.escape(str(host.get('cpu_logical_cores')))} cores, "
+            f"{html.escape(display.human_bytes(host.get('ram_bytes') or 0))} RAM · {html.escape(gpu_text)}")
 
 
 def read_manifest(run_dir: Path) -> tuple[dict, str | None]:
@@ -135,41 +213,40 @@ def build(run_dir: str | Path, require_run: bool = False) -> Path:
     manifest, manifest_problem = read_manifest(run_dir)
     records = evidence.read_records(run_dir)
     prof = manifest.get("profile", {})
-    git = manifest.get("git", {})
-    host = manifest.get("host", {})
-    gpus = manifest.get("gpus") or []
-    gpu_text = ", ".join(f"{g['name']} ({g['compute_capability']})" for g in gpus) or f"none ({manifest.get('gpu_note')})"
+    overall = manifest.get("status", "unknown")
+    sections, toc, plotly_included = [], [], False
+    for number, record in enumerate(records.values(), start=1):
+        anchor = f"s{number}"
+        section, plotly_included = record_section(record, plotly_included, number, anchor)
+        sections.append(section)
+        toc.append(f"<li><a href='#{anchor}'>{html.escape(str(record.get('title', record['record'])))}</a></li>")
+    details_n = len(records) + 1
+    toc.append(f"<li><a href='#run'>Run details: notebooks, model files, packages</a></li>")
     nb_rows = [{"notebook": n.get("notebook"), "status": n.get("status"), "duration_s": n.get("duration_s"),
                 "error": n.get("error") or ""} for n in manifest.get("notebooks") or [] if isinstance(n, dict)]
-    overall = manifest.get("status", "unknown")
     parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>LLM lab report · {_e(prof.get('name'))} · {_e(manifest.get('run_id'))}</title>",
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>LLM lab report · {html.escape(str(prof.get('name')))} · {html.escape(str(manifest.get('run_id')))}</title>",
         f"<style>{CSS}</style></head><body>",
-        f"<h1>LLM lab report: {_e(prof.get('name'))} {badge(overall)}</h1>",
-        "<p class='meta'>"
-        f"run <code>{_e(manifest.get('run_id'))}</code> · {_e(manifest.get('started_utc'))} → {_e(manifest.get('finished_utc'))}<br>"
-        f"git {_e(git.get('sha'))}{' (dirty: uncommitted changes)' if git.get('dirty') else ''} · "
-        f"profile sha256 {_e(str(prof.get('sha256'))[:16])}…<br>"
-        f"host {_e(host.get('hostname'))}: {_e(host.get('cpu_model'))}, {_e(host.get('cpu_logical_cores'))} cores, "
-        f"{_e(round((host.get('ram_bytes') or 0) / 2**30, 1))} GiB RAM · GPUs: {_e(gpu_text)} · "
-        f"driver {_e(manifest.get('driver'))} · CUDA {_e(manifest.get('cuda_driver'))}</p>",
+        f"<h1>LLM lab report: {html.escape(str(prof.get('name')))} {badge(overall)}</h1>",
+        f"<p class='meta'>{_meta_line(manifest)}</p>",
         interrupted_banner(manifest),
         *(f"<p class='err'>Model file changed since run {_e(c.get('previous_run'))}: {_e(c.get('path'))} had sha256 "
           f"{_e(str(c.get('previous_sha256'))[:16])}…, now {_e(str(c.get('sha256'))[:16])}…; numbers of the two runs "
           "are not comparable.</p>" for c in manifest.get("model_changed") or [] if isinstance(c, dict)),
         f"<p class='err'>{_e(manifest_problem)}</p>" if manifest_problem else "",
-        "<h2>Notebooks</h2>", html_table(nb_rows),
+        f"<section class='answer' id='answer'><h2 style='margin-top:.6rem;border:0'>The answer</h2>{_answer_html(run_dir)}</section>",
+        "<nav><h2>Contents</h2><ol>" + "".join(toc) + "</ol></nav>",
+        *sections,
     ]
-    if manifest.get("model_files"):
-        parts += ["<h2>Model files</h2>", html_table(manifest["model_files"], status_key=None)]
-    plotly_included = False
-    for record in records.values():
-        section, plotly_included = record_section(record, plotly_included)
-        parts.append(section)
     if not records:
-        parts.append("<p class='err'>No records were written: see the notebooks' errors above.</p>")
-    parts.append(f"<h2>Packages</h2>{html_table([{'package': k, 'version': v} for k, v in (manifest.get('packages') or {}).items()], None)}")
+        parts.append("<p class='err'>No records were written: see the notebooks' errors below.</p>")
+    parts += [f"<h2 id='run'>{details_n} · Run details</h2>", "<h3>Notebooks</h3>", display.rows_html(nb_rows)]
+    if manifest.get("model_files"):
+        parts += ["<h3>Model files</h3>", display.rows_html(manifest["model_files"])]
+    packages = [{"package": k, "version": v} for k, v in (manifest.get("packages") or {}).items() if v]
+    parts.append(f"<details><summary>Packages ({len(packages)})</summary>{display.rows_html(packages)}</details>")
     parts.append("</body></html>")
     out = run_dir / "report.html"
     out.write_text("\n".join(parts), encoding="utf-8")

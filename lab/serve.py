@@ -592,12 +592,13 @@ def build_record(command: Command, corrections: list, skip_reason: str | None, s
             "log": str(server.log_path) if server and server.log_path else None}
 
 
-def advice(record: dict) -> str:
-    """What notebook 04 means for the user, from its record."""
+def what_this_means(record: dict) -> str:
+    """What notebook 04 means for the user, from its record (Markdown, one point per line)."""
     s = record["summary"]
     if s["skipped"]:
-        return (f"Not started here: {s['skipped']}\nOn the target machine, run the command shown above; "
-                "the seed commands beside it say which of their flags would fail there and why.")
+        return (f"- Not started here: {s['skipped']}\n- On the target machine, run the command shown above (or the "
+                "by-hand steps in section 'By hand'); the seed commands beside it say which of their flags would fail "
+                "there and why.")
     lines = [f"{s['engine']} {s['engine_version']} answered in {s['health_s']} s; completions "
              f"{'ok' if s['completions_ok'] else 'FAILED'}, chat {'ok' if s['chat_ok'] else 'FAILED'}."]
     if s.get("external"):
@@ -620,4 +621,4 @@ def advice(record: dict) -> str:
     if not s.get("external"):
         lines.append("Stopped cleanly, nothing left running." if s["stopped_clean"] else
                      "The server did NOT stop cleanly: see the checks.")
-    return "\n".join(lines)
+    return "\n".join(f"- {line}" for line in lines)

@@ -477,8 +477,8 @@ def build_record(findings: list[troubleshoot.Finding], reps: list[Reproduction],
             "captured": captured}
 
 
-def advice(record: dict) -> str:
-    """What notebook 07 means for the user, from its record."""
+def what_this_means(record: dict) -> str:
+    """What notebook 07 means for the user, from its record (Markdown, one point per line)."""
     s = record["summary"]
     lines = []
     if s["run_findings"] == 0:
@@ -498,4 +498,4 @@ def advice(record: dict) -> str:
     lines.append("When something fails on your machine: `python -m lab doctor --log server.log` (or pipe the "
                  "error text into `python -m lab doctor`, or `--run` a run folder); it exits 1 when it recognises "
                  "an error or warning, with the fix and where it comes from.")
-    return "\n".join(lines)
+    return "\n".join(f"- {line}" for line in lines)

@@ -78,7 +78,7 @@ def test_record_checks_and_no_facts_leak_into_doctor():
     # The captured V100 thermal facts must not become this run's facts when `lab doctor --run` reads the record.
     derived = troubleshoot.derive_facts({"records": {"07_troubleshooting": record}})
     assert not {"gpu_count", "thermal_throttle", "min_compute_capability", "driver"} & set(derived)
-    assert "NOT recognised as expected: r (got llamacpp-invalid-argument)" in tr.advice(record)
+    assert "NOT recognised as expected: r (got llamacpp-invalid-argument)" in tr.what_this_means(record)
 
 
 def test_run_summary_says_plainly_when_nothing_was_found(tmp_path):
