@@ -137,8 +137,23 @@ def _cmd_doctor(args) -> int:
     return troubleshoot.doctor_exit_code(findings, "info" if args.strict else "warn")
 
 
+def _cmd_byhand(args) -> int:
+    from lab import byhand, profiles
+
+    try:
+        prof = profiles.load(args.profile)
+        print(byhand.script(prof, args.ubuntu))
+    except profiles.ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # a profile the by-hand track does not cover (no GPU, another engine)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m lab", description="Budget-GPU LLM lab: run, validate, plan, report, compare, doctor, synth.")
+    ap = argparse.ArgumentParser(prog="python -m lab", description="Budget-GPU LLM lab: run, validate, plan, byhand, report, compare, doctor, synth.")
     sub = ap.add_subparsers(dest="verb", required=True)
 
     p = sub.add_parser("run", help="run the notebooks with papermill into outputs/<profile>/<UTC>_<sha>/")
@@ -173,6 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("multigpu", add_help=False,
                    help="one GPU against two: llama.cpp split modes, scaling ratios, KV split, TP cost model; "
                         "see `python -m lab multigpu --help`")
+
+    p = sub.add_parser("byhand", help="the exact commands to set a GPU profile up by hand (driver, CUDA, build, "
+                                      "model, server, smoke test)")
+    p.add_argument("profile", help="a GPU profile name or path, e.g. v100-32g-x1")
+    p.add_argument("--ubuntu", choices=["22.04", "24.04"], default="22.04", help="Ubuntu release (default 22.04)")
+    p.set_defaults(fn=_cmd_byhand)
 
     p = sub.add_parser("compare", help="key results of several run folders side by side")
     p.add_argument("run_dirs", nargs="+")

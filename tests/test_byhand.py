@@ -1,0 +1,85 @@
+"""lab.byhand: the commands a GPU owner types, generated from the profile and the lab's data, each tested."""
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from lab import byhand, profiles
+from lab.paths import ROOT
+
+LLAMA_GPU_PROFILES = [p.stem for p in sorted((ROOT / "params").glob("*.yaml"))
+                      if profiles.load(p).gpu_count > 0 and profiles.load(p).engine in ("llama.cpp", "llama-cpp-python")]
+
+
+def _all(profile_name):
+    prof = profiles.load(profile_name)
+    return [(u, st) for u in byhand.UBUNTU_RELEASES for st in byhand.steps(prof, u)]
+
+
+def test_there_are_gpu_profiles_to_cover():
+    assert "v100-32g-x1" in LLAMA_GPU_PROFILES
+
+
+@pytest.mark.parametrize("name", LLAMA_GPU_PROFILES)
+def test_every_command_parses_as_shell_and_every_step_is_sourced(name):
+    for ubuntu, st in _all(name):
+        assert st.commands and st.sources, st.title
+        for cmd in st.commands:
+            words = shlex.split(cmd)  # raises on an unbalanced quote
+            assert words, cmd
+
+
+
+def test_v100_track_says_what_to_install_and_what_not():
+    v100 = profiles.load("v100-32g-x1")
+    for ubuntu in byhand.UBUNTU_RELEASES:
+        toolkit = byhand.toolkit_for(v100, ubuntu)
+        assert toolkit.startswith("12."), toolkit
+        assert byhand.driver_branch_for(v100, toolkit) <= 580
+        text = byhand.script(v100, ubuntu)
+        assert "-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=70" in text
+        assert f"cuda-toolkit-{toolkit.replace('.', '-')}" in text
+        assert "do not install: CUDA 13.x" in text and "past 580" in text
+        assert "blacklist nouveau" in text and "sha256sum -c -" in text
+        assert "offloaded 65/65 layers to GPU" in text  # Qwen3-32B: 64 blocks + output
+    assert byhand.toolkit_for(v100, "22.04") == v100.cuda_toolkit  # the profile's 12.2 where NVIDIA publishes it
+    assert byhand.toolkit_for(v100, "24.04") >= "12.5"  # ubuntu2404 starts at 12.5
+
+
+def test_profiles_the_track_does_not_cover_say_why():
+    with pytest.raises(ValueError, match="no GPU"):
+        byhand.steps(profiles.load("cpu-default"))
+    assert byhand.card_profile(profiles.load("cpu-default")).name == byhand.data()["default_card_profile"]
+
+
+def _help_flags() -> set[str]:
+    from lab import paths
+
+    try:
+        server = paths.tool("llama-server")
+    except paths.SetupMissing as exc:
+        pytest.skip(str(exc))
+    out = subprocess.run([str(server), "--help"], capture_output=True, text=True, timeout=60)
+    return set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", out.stdout + out.stderr))
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", LLAMA_GPU_PROFILES)
+def test_server_flags_exist_in_the_pinned_llama_server(name):
+    flags = _help_flags()
+    command = byhand.server_command(profiles.load(name))
+    used = [w for w in shlex.split(command.split(" 2>&1")[0]) if w.startswith("-")]
+    assert used and not [f for f in used if f not in flags], f"unknown to llama-server --help: {used}"
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_cli_prints_the_track_and_refuses_a_cpu_profile():
+    ok = run_cli("byhand", "v100-32g-x1", "--ubuntu", "24.04")
+    assert ok.returncode == 0 and "cuda-toolkit-12-" in ok.stdout and "ubuntu2404" in ok.stdout
+    bad = run_cli("byhand", "cpu-default")
+    assert bad.returncode == 1 and "no GPU" in bad.stderr
