@@ -94,7 +94,16 @@ def _ubuntu(release: str) -> dict:
 
 
 def gguf_download(profile) -> dict | None:
-    return next((d for d in data()["gguf_downloads"] if d["model_name"] == profile.model_name), None)
+    """{repo, file, source} for the profile's GGUF: the repository from lab/data/byhand.yaml (by model family),
+    the file name from the profile's model_file. None when the lab knows no repository for the model."""
+    from pathlib import PurePosixPath
+
+    if not profile.model_file or profile.model_file.startswith("embedded:"):
+        return None
+    repo = next((r for r in data()["gguf_repos"] if profile.model_name.startswith(r["model_prefix"])), None)
+    if repo is None:
+        return None
+    return {"repo": repo["repo"], "file": PurePosixPath(profile.model_file).name, "source": repo["source"]}
 
 
 def _model_file(profile) -> str:
