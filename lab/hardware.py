@@ -12,7 +12,7 @@ Three layers, so that the judgement can be tested without hardware:
 
 Bandwidth convention: a copy of B bytes reads B and writes B, and is counted as 2 x B bytes moved
 (STREAM's "Copy" convention, and the one behind the 4227 GB/s H200 device-to-device figure in
-shared/FACTS.md). Decode reads weights only, so read bandwidth is the figure of merit; a copy is a
+the lab's H200 evidence in outputs/h200-x1/). Decode reads weights only, so read bandwidth is the figure of merit; a copy is a
 fair, portable proxy for it.
 """
 from __future__ import annotations
@@ -499,7 +499,7 @@ def _gpu_identity_checks(gpu: dict, profile: Profile) -> list[Check]:
                      profile.gpu_compute_capability,
                      "" if ok_cc else "Another GPU generation than the profile's: builds target the wrong arch "
                      "('no kernel image is available'); rebuild with CMAKE_CUDA_ARCHITECTURES for this card.",
-                     f"{src}; shared/FACTS.md (sm_70 needs CUDA 12.x)"))
+                     f"{src}; NVIDIA CUDA 13.0 release notes, Deprecated Architectures (sm_70 needs CUDA 12.x)"))
     return out
 
 
@@ -820,9 +820,9 @@ def check_bandwidth(bw: dict, profile: Profile) -> Check:
     if ratio < 0.7:
         return Check("Memory bandwidth (measured)", "warn", f"{observed} = {ratio:.0%} of datasheet", expected,
                      "A copy normally reaches 80-90 % of datasheet (H200: 4227 of 4800 GB/s). Look for throttling, "
-                     "a busy GPU or lowered memory clocks.", "shared/FACTS.md (H200 measurement 2026-11-29)")
+                     "a busy GPU or lowered memory clocks.", "outputs/h200-x1/20261129T173230Z_87d3b0f/records/01_hardware.json (H200 copy bandwidth)")
     return Check("Memory bandwidth (measured)", "pass", f"{observed} = {ratio:.0%} of datasheet", expected, "",
-                 "shared/FACTS.md (H200 measurement 2026-11-29)")
+                 "outputs/h200-x1/20261129T173230Z_87d3b0f/records/01_hardware.json (H200 copy bandwidth)")
 
 
 def host_checks(inv: dict, profile: Profile) -> list[Check]:

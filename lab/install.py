@@ -179,7 +179,7 @@ def install_checks(profile: Profile, versions: dict) -> list:
     lcp = versions["llama_cpp_python"]
     out.append(Check("llama-cpp-python imports", "pass" if lcp.get("system_info") else "fail",
                      lcp.get("version") or lcp.get("reason"), "0.3.36, library loads",
-                     "run `make setup`", "pyproject.toml pin; FACTS.md (llama-cpp-python 0.3.36 vendors llama.cpp)"))
+                     "run `make setup`", "pyproject.toml pin; llama-cpp-python 0.3.36 sdist (vendor/llama.cpp)"))
     tools = versions["llama_cpp_tools"]
     for name in ("llama-server", "llama-bench", "llama-quantize", "llama-perplexity"):
         t = tools.get(name, {})
@@ -187,7 +187,7 @@ def install_checks(profile: Profile, versions: dict) -> list:
                          (f"{t.get('version') or 'runs'} (commit {t.get('commit') or 'see llama-server'})"
                           if t.get("present") else t.get("reason")),
                          "present and runs", "run `make setup`",
-                         "FACTS.md: binaries renamed to llama-* in llama.cpp PR #7809"))
+                         "llama.cpp PR #7809 (binaries renamed to llama-*)"))
     same = same_library_as_tools()
     out.append(Check("bindings and tools share one llama.cpp build", "pass" if same["same"] else "fail",
                      same["detail"], "libllama.so identical (sha256) in llama_cpp/lib and the tools' folder",
@@ -203,7 +203,7 @@ def install_checks(profile: Profile, versions: dict) -> list:
         status, fix = "pass", ""
     out.append(Check("llama.cpp can offload to the GPU", status if wants_gpu else "skip",
                      offload, True if wants_gpu else "not needed (CPU profile)", fix,
-                     "llama_cpp.llama_supports_gpu_offload(); FIELD.md: 'not compiled with GPU offload support'"))
+                     "llama_cpp.llama_supports_gpu_offload(); llama.cpp common/arg.cpp ('no usable GPU found, --gpu-layers option will be ignored')"))
     return out
 
 

@@ -1,6 +1,6 @@
 """KV-cache arithmetic and the memory fit solver. Pure: no files, processes or network.
 
-The rule (FACTS.md, "Model shapes for KV-cache math"):
+The rule (llama.cpp src/llama-kv-cache.cpp; HF config.json shapes in lab/data/model_configs.yaml):
 
     KV bytes = Σ over layers that keep KV of (K row + V row) × tokens held × sequences
 

@@ -1,7 +1,7 @@
 """Decode-speed ceilings and predictions (pure: numbers in, numbers out).
 
 Decode is memory-bound: to produce one token a sequence reads every weight once and its own KV cache
-once (shared/FACTS.md "Physics"). So
+once (the memory-bound decode argument; measured on the H200 in outputs/h200-x1/). So
 
     single-stream ceiling  = bandwidth ÷ (weight bytes + KV bytes of that sequence)
     aggregate ceiling (B)  = B × bandwidth ÷ (weight bytes + B × KV bytes per sequence)

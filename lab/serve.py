@@ -48,7 +48,7 @@ _LIVE: "weakref.WeakSet[Server]" = weakref.WeakSet()
 _ATEXIT = {"registered": False}
 DEFAULT_HEALTH_TIMEOUT_S = 120.0  # a 27B GGUF from a cold disk takes tens of seconds; SmolLM2 ~1-3 s
 # vLLM imports torch, spawns an engine core and a worker, loads and profiles the model: 35-82 s here for
-# SmolLM2 on 2 CPU cores with --enforce-eager, ~100-125 s with torch.compile (issue 6); a 27B on GPUs
+# SmolLM2 on 2 CPU cores with --enforce-eager, ~100-125 s with torch.compile (seen here, 2026-11-29); a 27B on GPUs
 # compiles CUDA graphs too. Generous, because a timeout kills a server that was about to answer.
 VLLM_HEALTH_TIMEOUT_S = 420.0
 

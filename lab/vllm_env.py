@@ -97,7 +97,7 @@ def engine_env(profile) -> dict[str, str]:
     env: dict[str, str] = {}
     if profile.gpu_count == 0:
         # Pick the CPU platform outright: otherwise vLLM probes every platform and, on a CPU without
-        # AVX-512, died with SIGILL loading AVX-512 kernels (seen here, issue 6).
+        # AVX-512, died with SIGILL loading AVX-512 kernels (seen here, 2026-11-29).
         env["VLLM_TARGET_DEVICE"] = "cpu"
     if profile.vllm_cpu_kvcache_gib is not None:
         # A fixed KV budget (vllm/platforms/cpu.py reads it as whole GiB): the prediction is then exact.
