@@ -14,7 +14,7 @@ LAB_PORT ?= 8888
 # 1: `make test` sets up .venv-vllm and runs the vLLM tests (tests/test_vllm_cpu.py, tests/test_suite_vllm.py)
 LAB_VLLM ?= 1
 
-.PHONY: setup run test lab validate plan clean help
+.PHONY: setup run test lab browser validate plan clean help
 
 help:
 	@echo "make run   - set up (cached) and run all notebooks on PROFILE=$(PROFILE); prints the report path"
@@ -28,9 +28,16 @@ setup:
 run: setup
 	$(PY) -m lab run --profile $(PROFILE) $(ARGS)
 
-test:
+test: browser
 	@$(PYTHON) -m lab.setup $(if $(filter 1,$(LAB_VLLM)),--engine vllm --profile cpu-vllm)
 	LAB_VLLM=$(LAB_VLLM) $(PY) -m pytest -q -ra $(ARGS)
+
+# Headless Chromium for tests/test_report_browser.py (report.html checked as a person would see it):
+# skipped when installed; as root with apt (CI) it installs Debian's package, otherwise it says how.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null && echo "[setup] chromium installed"; } || \
+	  echo "[setup] chromium missing: sudo apt-get install -y chromium (the browser test is skipped without it)"
 
 lab: setup
 	$(PY) -m jupyter lab --no-browser --ip 127.0.0.1 --port $(LAB_PORT) --notebook-dir notebooks \

@@ -150,6 +150,24 @@ def kernel_environment():
                 os.environ[k] = v
 
 
+def look_at_report(run_dir: Path) -> None:
+    """Open report.html in headless Chromium when it is installed and keep what it showed (report.png,
+    report-check.json); a browser problem is reported, never a reason to fail the run."""
+    from lab import browser
+
+    try:
+        seen = browser.check_run(run_dir)
+    except Exception as exc:  # the report exists either way; say why it was not looked at
+        print(f"[run] report not checked in Chromium: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return
+    if seen is None:
+        print("[run] report not checked in Chromium (not installed: apt-get install -y chromium)", file=sys.stderr)
+    else:
+        found = seen["findings"]
+        print(f"[run] report checked in Chromium: {'reads right' if not found else '; '.join(found)} "
+              f"(page {seen['page_height']} px high; screenshot report.png)", file=sys.stderr, flush=True)
+
+
 def run_notebook(book: Path, run_dir: Path, profile_path: Path) -> NotebookResult:
     import papermill as pm
 
@@ -288,6 +306,8 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None) -> 
         manifest.write(run_dir, prof, profile_path, started, [asdict(r) for r in result.results],
                        interrupted=result.interrupted)
         report.build(run_dir)
+        if result.interrupted is None:
+            look_at_report(run_dir)
     finally:
         if result.interrupted is None:
             signal.signal(signal.SIGTERM, old_term)

@@ -1,0 +1,208 @@
+"""report.html looked at as a person would: in a real headless Chromium, offline, from file://.
+
+`inspect(report)` opens the page in Debian's `chromium` (driven over the DevTools protocol with
+websocket-client), with the network switched off, and returns what a reader would notice: where the summary
+sits (above the fold or not), whether the charts drew (plotly SVG present), console errors, whether the page
+is wider than the window (a table pushing it sideways), the page height, any request that tried to leave
+file://; it also saves a screenshot of the first screen. `lab run` keeps that screenshot and the findings in
+the run folder (report.png, report-check.json) when Chromium is installed.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars", "--mute-audio")
+CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
+
+# Runs in the page after it loaded: the facts the checks below judge.
+PROBE = """(() => {
+  const a = document.getElementById('answer');
+  const r = a ? a.getBoundingClientRect() : null;
+  const plots = document.querySelectorAll('.plotly-graph-div');
+  return {
+    inner_width: window.innerWidth, inner_height: window.innerHeight,
+    scroll_width: document.documentElement.scrollWidth, page_height: document.documentElement.scrollHeight,
+    answer_top: r ? r.top : null, answer_height: r ? r.height : null,
+    answer_text: a ? a.innerText.slice(0, 400) : '',
+    plots: plots.length,
+    plots_with_svg: Array.from(plots).filter(p => p.querySelector('svg.main-svg')).length,
+    tables: document.querySelectorAll('table').length,
+    toc_links: document.querySelectorAll('nav a').length,
+  };
+})()"""
+
+
+class ChromiumMissing(RuntimeError):
+    """No Chromium on this machine: the message says how to install it."""
+
+
+def find_chromium() -> str | None:
+    for name in CANDIDATES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def ensure_chromium() -> str:
+    """Chromium's path; installs Debian's package when it is missing and this is a root shell with apt
+    (CI); otherwise raises ChromiumMissing with the command to run."""
+    found = find_chromium()
+    if found:
+        return found
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "install", "-y", "chromium"], env=env, capture_output=True, timeout=900)
+        found = find_chromium()
+        if found:
+            return found
+    raise ChromiumMissing("Chromium is not installed: `sudo apt-get install -y chromium` (Debian/Ubuntu)")
+
+
+def _devtools_port(profile_dir: Path, proc: subprocess.Popen, timeout: float = 30) -> int:
+    """Chromium writes the port it chose (--remote-debugging-port=0) into DevToolsActivePort."""
+    marker = profile_dir / "DevToolsActivePort"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"chromium exited with {proc.returncode} before opening its DevTools port")
+        if marker.exists() and marker.read_text().strip():
+            return int(marker.read_text().split()[0])
+        time.sleep(0.1)
+    raise TimeoutError("chromium did not open its DevTools port in time")
+
+
+class _Page:
+    """A minimal DevTools client: send a command, wait for its answer, keep the events seen meanwhile."""
+
+    def __init__(self, ws_url: str):
+        import websocket  # websocket-client
+
+        self.ws = websocket.create_connection(ws_url, timeout=60, suppress_origin=True)
+        self.next_id, self.events = 0, []
+
+    def call(self, method: str, **params) -> dict:
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self.next_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self.events.append(msg)
+
+    def wait_for(self, event: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        if any(e.get("method") == event for e in self.events):
+            return
+        while time.monotonic() < deadline:
+            msg = json.loads(self.ws.recv())
+            self.events.append(msg)
+            if msg.get("method") == event:
+                return
+        raise TimeoutError(f"no {event} within {timeout} s")
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+def _console_errors(events: list[dict]) -> list[str]:
+    out = []
+    for e in events:
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.exceptionThrown":
+            d = p.get("exceptionDetails", {})
+            out.append(f"exception: {d.get('text')} {(d.get('exception') or {}).get('description', '')}".strip())
+        elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            out.append("console.error: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
+            out.append(f"log: {p['entry'].get('text')} {p['entry'].get('url', '')}".strip())
+    return out
+
+
+def _requests_off_file(events: list[dict]) -> list[str]:
+    urls = [e["params"]["request"]["url"] for e in events if e.get("method") == "Network.requestWillBeSent"]
+    return [u for u in urls if not u.startswith(("file://", "data:", "about:", "blob:"))]
+
+
+def inspect(report: str | Path, screenshot: str | Path | None = None, width: int = 1400, height: int = 900,
+            settle_s: float = 1.0) -> dict:
+    """Open `report` in headless Chromium (offline) and return what a reader would see (see PROBE), the
+    console errors, the requests that tried to leave file://, and the findings judged on them."""
+    import urllib.request
+
+    report = Path(report).resolve()
+    chromium = ensure_chromium()
+    with tempfile.TemporaryDirectory(prefix="lab-chromium-") as tmp:
+        profile_dir = Path(tmp)
+        proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile_dir}", "--remote-debugging-port=0",
+                                 f"--window-size={width},{height}", "about:blank"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            port = _devtools_port(profile_dir, proc)
+            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+            page = _Page(next(t for t in targets if t.get("type") == "page")["webSocketDebuggerUrl"])
+            try:
+                for domain in ("Page", "Runtime", "Log", "Network"):
+                    page.call(f"{domain}.enable")
+                page.call("Network.emulateNetworkConditions", offline=True, latency=0, downloadThroughput=-1,
+                          uploadThroughput=-1)
+                page.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                          mobile=False)
+                page.call("Page.navigate", url=report.as_uri())
+                page.wait_for("Page.loadEventFired", timeout=120)
+                time.sleep(settle_s)  # plotly draws after load
+                seen = page.call("Runtime.evaluate", expression=PROBE, returnByValue=True)["result"]["value"]
+                if screenshot:
+                    shot = page.call("Page.captureScreenshot", format="png")
+                    Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
+                errors, off_file = _console_errors(page.events), _requests_off_file(page.events)
+            finally:
+                page.close()
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=15)
+    return {"report": str(report), "window": [width, height], **seen, "console_errors": errors,
+            "requests_off_file": off_file, "screenshot": str(screenshot) if screenshot else None,
+            "findings": judge(seen, errors, off_file)}
+
+
+def judge(seen: dict, errors: list[str], off_file: list[str]) -> list[str]:
+    """What a reader would complain about; empty when the page reads right."""
+    out = []
+    if seen.get("answer_top") is None:
+        out.append("no summary (#answer) on the page")
+    elif seen["answer_top"] >= seen["inner_height"]:
+        out.append(f"the summary starts below the first screen (at {seen['answer_top']:.0f} px of {seen['inner_height']})")
+    if seen.get("scroll_width", 0) > seen.get("inner_width", 0):
+        out.append(f"the page is wider than the window ({seen['scroll_width']} px in {seen['inner_width']} px)")
+    if seen.get("plots") and seen.get("plots_with_svg") != seen.get("plots"):
+        out.append(f"{seen['plots'] - seen['plots_with_svg']} of {seen['plots']} charts did not draw")
+    out += [f"console: {e}" for e in errors]
+    out += [f"tried the network: {u}" for u in off_file]
+    return out
+
+
+def check_run(run_dir: str | Path) -> dict | None:
+    """Look at a run's report.html and keep report.png and report-check.json beside it (None when Chromium
+    is not installed: a run does not install system packages; the tests do)."""
+    run_dir = Path(run_dir)
+    if not find_chromium() or not (run_dir / "report.html").exists():
+        return None
+    result = inspect(run_dir / "report.html", run_dir / "report.png")
+    (run_dir / "report-check.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    return result
