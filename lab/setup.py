@@ -320,6 +320,20 @@ def register_kernel() -> str | None:
     return None
 
 
+@step("nbconvert HTML export without CDN scripts (lab/nbconvert/lab-offline)")
+def nbconvert_offline() -> str | None:
+    """`jupyter nbconvert --to html` inside .venv uses the lab's offline template: the stock one loads
+    MathJax, Mermaid and require.js from CDNs, so an exported notebook would not open offline."""
+    config = VENV / "etc" / "jupyter" / "jupyter_nbconvert_config.json"
+    want = {"TemplateExporter": {"extra_template_basedirs": [str(ROOT / "lab" / "nbconvert")]},
+            "HTMLExporter": {"template_name": "lab-offline"}}
+    if config.exists() and json.loads(config.read_text()) == want:
+        return "cached, skipped"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(json.dumps(want, indent=2))
+    return None
+
+
 def write_paths(cache: Path, cuda_arch: str | None) -> None:
     """Tell the lab (inside the venv) where the tools and models are, without re-deriving keys."""
     paths = {"cache": str(cache), "llama_bin": str(llama_bin_dir(cache, cuda_arch)),
@@ -348,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     install_deps(cache, cuda_arch)
     fetch_models(cache)
     register_kernel()
+    nbconvert_offline()
     write_paths(cache, cuda_arch)
     if args.engine == "vllm":  # opt-in: ~3 GB of wheels the first time, so never part of plain `make setup`
         from lab import setup_vllm

@@ -39,3 +39,19 @@ def test_the_pattern_catches_what_it_must_and_spares_public_issue_numbers():
     for ok in ("vllm-project/vllm issue #39583", "https://github.com/ggml-org/llama.cpp/issues/6787",
                "llama.cpp PR #7809"):
         assert not OUTSIDE.search(ok), ok
+
+
+def test_notebooks_exported_to_html_load_nothing_from_the_network():
+    """Set-up makes lab/nbconvert/lab-offline nbconvert's HTML template (no MathJax/Mermaid/require.js CDN)."""
+    from nbconvert import HTMLExporter
+    from traitlets.config import Config
+
+    from lab import setup
+
+    cfg = Config({"TemplateExporter": {"extra_template_basedirs": [str(ROOT / "lab" / "nbconvert")]},
+                  "HTMLExporter": {"template_name": "lab-offline"}})
+    body, _ = HTMLExporter(config=cfg).from_filename(str(ROOT / "notebooks" / "01_hardware_checks.ipynb"))
+    assert "01 · Hardware checks" in body
+    assert not re.search(r"<script[^>]+src=[\"']https?://", body), "a CDN script in the exported notebook"
+    assert "mathjax" not in body.lower().replace("mathjaxconfig", "")
+    assert callable(setup.nbconvert_offline)
