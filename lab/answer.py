@@ -143,10 +143,10 @@ def markdown(f: dict) -> str:
         out.append(f"- notebook **{n['notebook']}** {n['status']}: {n.get('error') or ''}")
     claims = f["claims_not_holding"]
     if claims:
-        out.append(f"**{len(claims)} of the seeds' claims do not hold** for this profile:")
+        out.append(f"**{len(claims)} of the seeds' claims do not hold** for this profile (the numbers behind each "
+                   "verdict are in the claims ledger, notebook 06):")
         out.append(_md_table([{"seed": (c.get("seed") or "")[:3], "claim": c.get("english") or c.get("id"),
-                               "verdict": c["verdict"], "why": c.get("explanation") or c.get("why") or ""}
-                              for c in claims]))
+                               "verdict": c["verdict"]} for c in claims]))
     return _join(out)
 
 

@@ -1,0 +1,29 @@
+"""lab.answer: the summary that opens report.html and every notebook, built from records and plans."""
+from lab import answer, profiles
+
+
+def test_gpu_profile_says_what_fits_and_how_fast():
+    f = answer.facts(profiles.load("v100-32g-x1"), {})
+    assert f["gpu_profile"] and len(f["cards"]) == 1
+    card = f["cards"][0]
+    assert card["fits"] in (True, False) and card["expected, one stream"].endswith("tok/s")
+    text = answer.markdown(f)
+    assert "On this card" in text and "tok/s" in text and "nothing yet" in text
+    assert f["claims_not_holding"] and "do not hold" in text  # the seeds' 280 tok/s cannot hold on a V100
+
+
+def test_cpu_default_measures_here_and_points_at_every_gpu_profile():
+    records = {
+        "01_hardware": {"summary": {"bandwidth_gb_s": 27.4, "bandwidth_kind": "host_ram"}, "checks": []},
+        "06_benchmark": {"summary": {"served_single_stream_decode_tok_s": 79.9, "llama_bench_tg_tok_s": 112.0,
+                                     "decode_ceiling_tok_s": 280.0, "best_aggregate_tok_s": 150.0,
+                                     "best_aggregate_concurrency": 4},
+                         "checks": [{"name": "x", "status": "fail", "fix": "do y"}], "claims": []},
+    }
+    f = answer.facts(profiles.load("cpu-default"), records)
+    assert not f["gpu_profile"] and {c["card (profile)"].split(" · ")[1] for c in f["cards"]} == \
+        {p.name for p in answer.gpu_profiles()}
+    text = answer.markdown(f)
+    assert "79.9 tok/s" in text and "150 tok/s in total at 4" in text and "27.4 GB/s" in text
+    assert "1 failed check(s)" in text and "x (notebook 06): do y" in text
+    assert "do not hold" not in text  # 06's ledger (empty here) wins over the plan's
