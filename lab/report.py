@@ -124,7 +124,7 @@ def _checks_html(checks: list[dict]) -> str:
 
 
 def record_section(record: dict, plotly_included: bool, number: int | None = None, anchor: str | None = None) -> tuple[str, bool]:
-    title = record.get("title", record["record"])
+    title = _title(record)
     head = f"{number} · {title}" if number is not None else title
     parts = [f"<h2 id='{html.escape(anchor or record['record'])}'>{html.escape(head)}</h2>",
              f"<p class='meta'>record <code>records/{html.escape(record['record'])}.json</code> · "
@@ -160,6 +160,13 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
     return "\n".join(parts), plotly_included
 
 
+def _title(record: dict) -> str:
+    """The record's title without a leading notebook number ("02 · Install …"): sections are numbered here."""
+    import re
+
+    return re.sub(r"^\d\d\s*·\s*", "", str(record.get("title") or record["record"]))
+
+
 def _answer_html(run_dir: Path) -> str:
     from lab import answer
 
@@ -173,6 +180,8 @@ def _answer_html(run_dir: Path) -> str:
 
 
 def _meta_line(manifest: dict) -> str:
+    if not manifest:
+        return "no manifest.json in this folder (notebooks run by hand): provenance is in each record"
     git, host = manifest.get("git", {}), manifest.get("host", {})
     gpus = manifest.get("gpus") or []
     gpu_text = ", ".join(f"{g['name']} ({g['compute_capability']})" for g in gpus) or "no GPU"
@@ -212,14 +221,17 @@ def build(run_dir: str | Path, require_run: bool = False) -> Path:
     run_dir = check_run_dir(run_dir) if require_run else Path(run_dir)
     manifest, manifest_problem = read_manifest(run_dir)
     records = evidence.read_records(run_dir)
-    prof = manifest.get("profile", {})
-    overall = manifest.get("status", "unknown")
+    prof = manifest.get("profile") if isinstance(manifest.get("profile"), dict) else {}
+    if not prof.get("name"):  # a folder without a manifest (an interactive session's): the records name the profile
+        named = [(r.get("provenance") or {}).get("profile_file") for r in records.values()]
+        prof = {"name": next((Path(n).stem for n in named if n), run_dir.name)}
+    overall = manifest.get("status", "interactive" if not manifest else "unknown")
     sections, toc, plotly_included = [], [], False
     for number, record in enumerate(records.values(), start=1):
         anchor = f"s{number}"
         section, plotly_included = record_section(record, plotly_included, number, anchor)
         sections.append(section)
-        toc.append(f"<li><a href='#{anchor}'>{html.escape(str(record.get('title', record['record'])))}</a></li>")
+        toc.append(f"<li><a href='#{anchor}'>{html.escape(_title(record))}</a></li>")
     details_n = len(records) + 1
     toc.append(f"<li><a href='#run'>Run details: notebooks, model files, packages</a></li>")
     nb_rows = [{"notebook": n.get("notebook"), "status": n.get("status"), "duration_s": n.get("duration_s"),
@@ -227,7 +239,7 @@ def build(run_dir: str | Path, require_run: bool = False) -> Path:
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        f"<title>LLM lab report · {html.escape(str(prof.get('name')))} · {html.escape(str(manifest.get('run_id')))}</title>",
+        f"<title>LLM lab report · {html.escape(str(prof.get('name')))} · {html.escape(str(manifest.get('run_id') or run_dir.name))}</title>",
         f"<style>{CSS}</style></head><body>",
         f"<h1>LLM lab report: {html.escape(str(prof.get('name')))} {badge(overall)}</h1>",
         f"<p class='meta'>{_meta_line(manifest)}</p>",
