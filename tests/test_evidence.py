@@ -66,3 +66,15 @@ def test_manifest_and_report_from_records(tmp_path):
     html = report.build(run).read_text()
     assert "Boom: x" in html and "fix it" in html
     assert "plotly" in html.lower() and len(html) > 1_000_000  # plotly.js embedded: opens offline
+
+
+def test_interactive_notebooks_share_one_run_folder_per_profile_and_day(tmp_path, monkeypatch):
+    """Opened by hand (run_dir empty), 01 and 06 write to the same folder, so 06 reads 01's bandwidth."""
+    monkeypatch.setattr(evidence, "OUTPUTS", tmp_path)
+    first = evidence.notebook_run_dir("", "cpu-default")
+    again = evidence.notebook_run_dir("", "cpu-default")
+    assert first == again and first.parent == tmp_path / "cpu-default"
+    assert first.name.startswith("interactive-") and (first / "records").is_dir()
+    assert evidence.notebook_run_dir("", "v100-32g-x1") != first
+    given = tmp_path / "given"
+    assert evidence.notebook_run_dir(str(given), "cpu-default") == given
