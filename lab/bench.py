@@ -641,8 +641,10 @@ def served_gap_markdown(single: dict | None, in_process_tok_s: float | None) -> 
     lines = [f"In this run: client-measured **{_f(client)}** tok/s, server-reported **{_f(server)}** tok/s, "
              f"llama-bench **{_f(in_process_tok_s)}** tok/s — served ÷ in-process **{_f(served_ratio(client, in_process_tok_s), 3)}**."]
     if client and server:
-        lines.append(f"The client and HTTP path cost {_f(100 * (1 - client / server))} % (client vs server-reported); "
-                     "the rest of any gap is inside llama-server.")
+        cost_pct = 100 * (1 - client / server)
+        lines.append((f"The client and HTTP path cost {_f(cost_pct)} % (client vs server-reported)" if cost_pct >= 0.5
+                      else "The client and HTTP path cost nothing measurable (client ≈ server-reported)")
+                     + "; the rest of any gap is inside llama-server or taken by other work on the machine.")
     lines.append(f"llama-server spends a fixed ≈ {cost * 1e3:.2f} ms per token outside the compute graph (measured, "
                  f"lab/data/served_overhead.yaml), so at {_f(in_process_tok_s)} tok/s the best reachable ratio is "
                  f"1 ÷ (1 + {cost * 1e3:.2f} ms × {_f(in_process_tok_s)} tok/s) = **{_f(reach, 3)}**"
