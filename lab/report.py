@@ -19,7 +19,8 @@ from pathlib import Path
 from lab import display, evidence
 
 # Which module's `what_this_means(record)` closes each notebook (one name across notebooks).
-CLOSINGS = {"01_hardware": "lab.hardware", "02_install": "lab.install", "03_quantize": "lab.quantize",
+# Notebook 01 closes with two parts (the box, then its GPU pairs), joined the way its last cell joins them.
+CLOSINGS = {"01_hardware": ("lab.hardware", "lab.gpu_links"), "02_install": "lab.install", "03_quantize": "lab.quantize",
             "04_serve": "lab.serve", "05_kv_cache": "lab.kv_views", "06_benchmark": "lab.bench",
             "07_troubleshooting": "lab.troubleshoot_repro"}
 STATUS_COLOURS = display.STATUS_COLOURS
@@ -98,11 +99,13 @@ def _chart(figure: dict, first: bool) -> str:
 def closing_text(record: dict) -> str | None:
     """The notebook's own closing text, from its record (None when the record has no closing function
     or it cannot read this record: an older record, say)."""
-    module = CLOSINGS.get(record.get("record", ""))
-    if not module:
+    modules = CLOSINGS.get(record.get("record", ""))
+    if not modules:
         return None
     try:
-        return importlib.import_module(module).what_this_means(record)
+        parts = [importlib.import_module(m).what_this_means(record)
+                 for m in ((modules,) if isinstance(modules, str) else modules)]
+        return "\n".join(p for p in parts if p)
     except Exception as exc:  # a closing that cannot be written must not hide the rest of the evidence
         return f"(the closing text could not be written from this record: {type(exc).__name__}: {exc})"
 
