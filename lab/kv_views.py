@@ -104,22 +104,30 @@ def memory_stack_chart(arch: ArchSpec, plan: dict, contexts: list[int] | None = 
     return fig
 
 
+# The seeds' model first, then the comparisons (same-shape Qwen3.5-27B, sliding-window Gemma-3-27B, dense Qwen 32Bs)
+TARGET_MODELS = ("qwen3.8-27b", "gemma-3-27b", "qwen3.5-27b", "qwen3-32b", "qwen2.5-32b")
+
+
 def target_rows(device_bytes: int, weights_format: str = "Q4_K_M", kv_dtypes: tuple[str, ...] = ("f16", "q8_0"),
                 contexts: tuple[int, ...] = (4096, 8192, 16384, 32768, 65536, 131072),
                 overhead_id: str = "llama.cpp-gpu") -> list[dict]:
-    """The seeds' target: each real 27-32B stand-in on one card with llama.cpp, one sequence, at each context:
-    weights + KV (as llama.cpp allocates it) + overhead, against the card's memory."""
+    """The seeds' target: Qwen3.8-27B and the real 27-32B comparisons on one card with llama.cpp, one sequence,
+    at each context: weights (lab.weights, exact for the llama-quantize mix) + KV and, for the hybrid, the
+    recurrent state (as llama.cpp allocates them) + overhead, against the card's memory."""
     over = int(memory_plan.runtime_overhead(overhead_id)["bytes"])
     rows = []
-    for mid in ("gemma-3-27b", "qwen3.5-27b", "qwen3-32b", "qwen2.5-32b"):
+    for mid in TARGET_MODELS:
         arch = models.stand_in(mid)
-        weights = memory_plan.weights_bytes_for(arch, weights_format)
+        weights = memory_plan.weights_bytes(arch, weights_format, mid)[0]
         for d in kv_dtypes:
             for ctx in contexts:
-                kv = kvcache.llama_cpp_kv_prediction(arch, ctx, 1, d)["total_bytes"]
+                caches = kvcache.llama_cpp_kv_prediction(arch, ctx, 1, d)["caches"]
+                kv = sum(c["size_bytes"] for c in caches)
+                state = sum(c["size_bytes"] for c in caches if c["cache"] == "recurrent")
                 total = weights + kv + over
                 rows.append({"model": mid, "kv_dtype": d, "context_tokens": ctx, "weights_GiB": round(weights / GIB, 2),
-                             "kv_GiB": round(kv / GIB, 2), "overhead_GiB": round(over / GIB, 2),
+                             "kv_GiB": round((kv - state) / GIB, 2), "recurrent_state_GiB": round(state / GIB, 3),
+                             "overhead_GiB": round(over / GIB, 2),
                              "total_GiB": round(total / GIB, 2), "fits": total <= device_bytes,
                              "beyond_trained_context": ctx > arch.max_context})
     return rows
@@ -130,9 +138,9 @@ def target_max_context_table(device_bytes: int, weights_format: str = "Q4_K_M",
     """Longest single-sequence context (llama.cpp allocation, capped at the trained context) on the card."""
     over = int(memory_plan.runtime_overhead(overhead_id)["bytes"])
     rows = []
-    for mid in ("gemma-3-27b", "qwen3.5-27b", "qwen3-32b", "qwen2.5-32b"):
+    for mid in TARGET_MODELS:
         arch = models.stand_in(mid)
-        weights = memory_plan.weights_bytes_for(arch, weights_format)
+        weights = memory_plan.weights_bytes(arch, weights_format, mid)[0]
         row = {"model": mid, "weights_GiB": round(weights / GIB, 2), "trained_context": arch.max_context}
         for d in kv_dtypes:
             budget = device_bytes - weights - over
@@ -248,8 +256,9 @@ def what_this_means(record: dict) -> str:
     else:
         lines.append(f"- llama.cpp allocated exactly what the lab predicted for **{s['parity_caches_identical']} of "
                      f"{s['parity_caches_compared']}** caches (largest error {s['parity_max_abs_error_pct']} %), on a GQA "
-                     "model and a sliding-window model, across contexts, slot counts and KV dtypes — so the same "
-                     "arithmetic can be trusted for the 27B-class configs below.")
+                     "model, a sliding-window model and a 4-layer synthetic model of Qwen3.8-27B's real per-layer "
+                     "shape (its attention KV cache and its Gated DeltaNet recurrent state), across contexts, slot "
+                     "counts and KV dtypes — so the same arithmetic can be trusted for the 27B-class configs below.")
     vk = s.get("vllm_kv_parity")
     if vk and vk["skipped"]:
         lines.append(f"- The vLLM comparison was skipped: {vk['skipped']}")

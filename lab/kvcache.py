@@ -226,16 +226,43 @@ def _llama_cache(name: str, arch: ArchSpec, layers: int, cells: int, n_seq: int,
             "size_mib": llama_cpp_mib(k + v), "k_mib": llama_cpp_mib(k), "v_mib": llama_cpp_mib(v)}
 
 
+def llama_cpp_recurrent(arch: ArchSpec, n_parallel: int = 1, n_rs_seq: int = 0) -> dict:
+    """The recurrent state llama.cpp allocates for a hybrid (Gated DeltaNet) model, as
+    `llama_memory_recurrent: size = ... MiB (cells, layers, seqs, rs_seq), R (f32): ... MiB, S (f32): ... MiB`
+    prints it (src/llama-memory-recurrent.cpp): mem_size = max(1, n_seq_max) cells, each of 1 + n_rs_seq rows
+    (n_rs_seq > 0 only with MTP / draft speculative decoding: common.h need_n_rs_seq = the draft's n_max), an
+    R row of n_embd_r and an S row of n_embd_s F32 elements per recurrent layer, whatever -ctk/-ctv say
+    (src/llama-model.cpp create_memory passes GGML_TYPE_F32 for both). The printed layer count is every layer
+    of the model; only the recurrent ones hold a state."""
+    _positive_int("n_parallel", n_parallel)
+    if isinstance(n_rs_seq, bool) or not isinstance(n_rs_seq, int) or n_rs_seq < 0:
+        raise KvCacheError(f"n_rs_seq must be an integer ≥ 0, found {n_rs_seq!r}")
+    cells = max(1, n_parallel)
+    rows = cells * (1 + n_rs_seq)
+    n = len(arch.linear_layers)
+    r = arch.linear_conv_elements * 4 * rows * n
+    s = arch.linear_recurrent_elements * 4 * rows * n
+    if r + s != arch.linear_state_bytes_per_seq * rows:
+        raise KvCacheError(f"{arch.name}: Gated DeltaNet shape unknown (R {r} + S {s} bytes disagree with "
+                           f"{arch.linear_state_bytes_per_seq} per sequence)")
+    return {"cache": "recurrent", "cells": cells, "layers": arch.n_layers, "state_layers": n, "seqs": n_parallel,
+            "streams": n_parallel, "rs_seq": n_rs_seq, "type_k": "f32", "type_v": "f32",
+            "k_bytes": r, "v_bytes": s, "size_bytes": r + s, "size_mib": llama_cpp_mib(r + s),
+            "k_mib": llama_cpp_mib(r), "v_mib": llama_cpp_mib(s)}
+
+
 def llama_cpp_kv_prediction(arch: ArchSpec, n_ctx: int, n_parallel: int = 1, kv_dtype: str = "f16",
                             kv_dtype_v: str | None = None, kv_unified: bool = False,
-                            n_ubatch: int = LLAMA_CPP_N_UBATCH, swa_full: bool = False) -> dict:
+                            n_ubatch: int = LLAMA_CPP_N_UBATCH, swa_full: bool = False, n_rs_seq: int = 0) -> dict:
     """What llama.cpp allocates for `-c n_ctx -np n_parallel -ctk kv_dtype -ctv kv_dtype_v [-kvu]`, cache by
     cache, with sizes as `llama_kv_cache: size = ... MiB` prints them.
 
     Models without sliding-window layers get one cache ("kv"); with them, a "global" cache of n_ctx_seq
     cells and an "swa" cache of GGML_PAD(min(n_ctx_seq, n_swa × (n_parallel if unified else 1) + n_ubatch), 256)
-    cells (src/llama-kv-cache-iswa.cpp). Hybrid models add a "recurrent" state (F32, one row per sequence;
-    src/llama-memory-recurrent.cpp) — predicted, not yet checked against a real hybrid model."""
+    cells (src/llama-kv-cache-iswa.cpp). Hybrid models (Qwen3.5 / Qwen3.8: Gated DeltaNet + full attention)
+    get a "kv" cache over the full-attention layers only and a "recurrent" state (`llama_cpp_recurrent`;
+    its K/V columns are R, the conv state, and S, the delta-net state), checked against llama-server in
+    tests/test_kv_parity.py."""
     type_v = kv_dtype_v or kv_dtype
     _dtype(kv_dtype)  # validate both types before any arithmetic
     _dtype(type_v)
@@ -251,11 +278,7 @@ def llama_cpp_kv_prediction(arch: ArchSpec, n_ctx: int, n_parallel: int = 1, kv_
     else:
         caches.append(_llama_cache("kv", arch, len(arch.global_layers), cells, n_parallel, n_stream, kv_dtype, type_v))
     if arch.linear_layers:
-        rows = max(1, n_parallel)
-        state = arch.linear_state_bytes_per_seq * rows
-        caches.append({"cache": "recurrent", "cells": rows, "layers": len(arch.linear_layers), "seqs": n_parallel,
-                       "streams": n_stream, "type_k": "f32", "type_v": "f32", "k_bytes": None, "v_bytes": None,
-                       "size_bytes": state, "size_mib": llama_cpp_mib(state), "k_mib": None, "v_mib": None})
+        caches.append(llama_cpp_recurrent(arch, n_parallel, n_rs_seq))
     return {"model": arch.name, "n_ctx_requested": n_ctx, "n_parallel": n_parallel, "kv_unified": kv_unified,
             "n_ubatch": n_ubatch, **ctx, "caches": caches,
             "total_bytes": sum(c["size_bytes"] for c in caches)}

@@ -215,6 +215,10 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
                                   "an fp8 KV cache where the GPU supports it"),
                                  "lab.kvcache (FACTS.md: KV-cache math)"))
     per_token = kvcache.kv_bytes_per_token(arch, kv_dtype)
+    # A Gated DeltaNet hybrid (Qwen3.8-27B) holds, besides the KV of its full-attention layers, a fixed F32
+    # state per sequence: kv_bytes_total counts both; these say how much of it is state.
+    state_seqs = max(1, slots) if llama else slots
+    state_total = arch.linear_state_bytes_per_seq * state_seqs
     return {
         "model": arch.name, "architecture": profile.model_architecture, "engine": profile.engine,
         "memory_kind": "host RAM" if on_host else "GPU VRAM", "device_bytes": device_bytes,
@@ -225,6 +229,9 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         "kv_dtype": kv_dtype, "kv_bytes_per_token": per_token,
         "kv_bytes_per_token_beyond_window": kvcache.kv_bytes_per_token(arch, kv_dtype, "global"),
         "kv_bytes_total": kv_all, "kv_bytes_per_device": kv_dev,
+        "recurrent_layers": len(arch.linear_layers),
+        "recurrent_state_bytes_per_sequence": arch.linear_state_bytes_per_seq,
+        "recurrent_state_bytes_total": state_total, "kv_attention_bytes_total": kv_all - state_total,
         "context_tokens": profile.context_tokens, "context_tokens_per_sequence": per_seq_ctx,
         "parallel_slots": slots, "max_context_tokens": max_ctx_seq,
         "max_context_basis": ("per slot, with every slot allocated" if llama else "one sequence (--max-model-len)"),

@@ -108,6 +108,19 @@ class ArchSpec:
     def linear_state_bytes_per_seq(self) -> int:
         return len(self.linear_layers) * self.linear_state_bytes_per_layer
 
+    @property
+    def linear_conv_elements(self) -> int:
+        """llama.cpp's n_embd_r for a Gated DeltaNet layer: (conv kernel - 1) × (V heads·V dim + 2·K heads·K dim),
+        the causal-conv history of the q, k, v channels (src/llama-hparams.cpp n_embd_r)."""
+        return (self.linear_conv_kernel - 1) * (self.linear_value_heads * self.linear_head_dim_v
+                                                + 2 * self.linear_key_heads * self.linear_head_dim_k)
+
+    @property
+    def linear_recurrent_elements(self) -> int:
+        """llama.cpp's n_embd_s for a Gated DeltaNet layer: ssm_d_state × ssm_d_inner = K dim × V heads·V dim,
+        one K dim × V dim matrix per V head (src/llama-hparams.cpp n_embd_s)."""
+        return self.linear_head_dim_k * self.linear_value_heads * self.linear_head_dim_v
+
     def summary(self) -> dict:
         """One row for a table: the numbers a reader checks against the model card."""
         return {"model": self.name, "family": self.family, "layers": self.n_layers,

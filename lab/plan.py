@@ -19,8 +19,8 @@ def compat_part(profile: Profile) -> dict:
     return {"findings": [f.to_dict() for f in findings]}
 
 
-MEMORY_KEYS = ("weights_bytes", "kv_bytes_per_token", "kv_bytes_total", "max_context_tokens",
-               "max_concurrent_sequences", "fits")
+MEMORY_KEYS = ("weights_bytes", "kv_bytes_per_token", "kv_bytes_total", "recurrent_state_bytes_per_sequence",
+               "recurrent_state_bytes_total", "max_context_tokens", "max_concurrent_sequences", "fits")
 
 
 def memory_part(profile: Profile) -> dict:
@@ -66,8 +66,12 @@ def describe(result: dict) -> str:
              f"{counts['info']} note(s)"]
     if "fits" in result:
         gb = 1e9
-        lines.append(f"  memory: weights {result['weights_bytes'] / gb:.2f} GB + KV {result['kv_bytes_total'] / gb:.2f} GB "
-                     f"({result['kv_bytes_per_token'] / 1024:.0f} KiB/token) → fits: {result['fits']}; "
+        state = result.get("recurrent_state_bytes_total") or 0
+        kv_part = (f"KV {(result['kv_bytes_total'] - state) / gb:.2f} GB ({result['kv_bytes_per_token'] / 1024:.0f} "
+                   f"KiB/token, full-attention layers) + recurrent state {state / 2**20:.1f} MiB "
+                   f"({result['recurrent_state_bytes_per_sequence'] / 2**20:.2f} MiB/sequence, Gated DeltaNet layers)"
+                   if state else f"KV {result['kv_bytes_total'] / gb:.2f} GB ({result['kv_bytes_per_token'] / 1024:.0f} KiB/token)")
+        lines.append(f"  memory: weights {result['weights_bytes'] / gb:.2f} GB + {kv_part} → fits: {result['fits']}; "
                      f"max context {result['max_context_tokens']} tokens, max concurrent sequences "
                      f"{result['max_concurrent_sequences']}")
     for f in findings:

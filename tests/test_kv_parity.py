@@ -1,8 +1,8 @@
 """Parity with the real engine: llama-server's reported KV buffers equal lab.kvcache's prediction exactly."""
 import pytest
 
+from lab import kvcache, models
 from lab import kvcache_verify as kv
-from lab import models, paths
 
 pytestmark = pytest.mark.integration
 
@@ -17,33 +17,54 @@ llama_kv_cache: size =   12.00 MiB (  4096 cells,   3 layers,  1/1 seqs), K (f16
 llama_kv_cache_iswa: creating     SWA KV cache, size = 1024 cells
 llama_kv_cache:        CPU KV buffer size =    15.00 MiB
 llama_kv_cache: size =   15.00 MiB (  1024 cells,  15 layers,  1/1 seqs), K (q8_0):    7.50 MiB, V (q4_0):    7.50 MiB
+llama_memory_recurrent:        CPU RS buffer size =    18.70 MiB
+llama_memory_recurrent: size =   18.70 MiB (     2 cells,   4 layers,  2 seqs  0 rs_seq), R (f32):    0.70 MiB, S (f32):   18.00 MiB, P (f32):    0.00 MiB
 """
 
 
 def test_parser_skips_dry_run_and_names_caches():
     caches = kv.parse_kv_lines(SAMPLE_LOG)
     assert [(c["cache"], c["cells"], c["size_mib"]) for c in caches] == [
-        ("kv", 1024, "67.50"), ("global", 4096, "12.00"), ("swa", 1024, "15.00")]
+        ("kv", 1024, "67.50"), ("global", 4096, "12.00"), ("swa", 1024, "15.00"), ("recurrent", 2, "18.70")]
     assert (caches[2]["type_k"], caches[2]["type_v"], caches[2]["streams"]) == ("q8_0", "q4_0", 1)
+    rec = caches[3]
+    assert (rec["k_mib"], rec["v_mib"], rec["layers"], rec["seqs"], rec["rs_seq"], rec["type_k"]) == \
+        ("0.70", "18.00", 4, 2, 0, "f32")
+
+
+def test_qwen38_full_model_caches_as_llama_cpp_would_print_them():
+    """The 64-layer Qwen3.8-27B at -c 65536: the KV cache covers the 16 full-attention layers only; the
+    recurrent state is 149.62 MiB per slot (48 layers × (30,720 + 786,432) F32), whatever the KV type."""
+    arch = models.stand_in("qwen3.8-27b")
+    pred = kvcache.llama_cpp_kv_prediction(arch, 65536, 1, "f16")
+    kv_cache, rec = pred["caches"]
+    assert (kv_cache["cache"], kv_cache["layers"], kv_cache["size_bytes"], kv_cache["size_mib"]) == \
+        ("kv", 16, 4 << 30, "4096.00")
+    assert (rec["cache"], rec["cells"], rec["layers"], rec["state_layers"]) == ("recurrent", 1, 64, 48)
+    assert (rec["k_bytes"], rec["v_bytes"]) == (48 * 30_720 * 4, 48 * 786_432 * 4)
+    assert (rec["size_mib"], rec["k_mib"], rec["v_mib"]) == ("149.62", "5.62", "144.00")
+    q8 = kvcache.llama_cpp_kv_prediction(arch, 65536, 4, "q8_0")["caches"]
+    assert q8[0]["size_bytes"] == 16 * 2 * 65536 * (1024 // 32 * 34) and q8[1]["size_bytes"] == 4 * 156_893_184
+    mtp = kvcache.llama_cpp_recurrent(arch, 1, n_rs_seq=3)  # MTP speculation keeps 3 more state rows per slot
+    assert mtp["size_bytes"] == 4 * 156_893_184
 
 
 @pytest.fixture(scope="module")
 def grid_rows(tmp_path_factory):
-    try:
-        server = paths.tool("llama-server")
-        embedded = {k: paths.embedded_model(k) for k in ("smollm2", "gemma3-270m")}
-    except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
-    found = {k: (p, models.from_gguf(p)) for k, p in embedded.items()}
+    server, found, skip = kv.grid_setup()
+    if skip:
+        pytest.skip(skip)
     return kv.run_grid(found, kv.default_grid(), tmp_path_factory.mktemp("kv_logs"), server)
 
 
-@pytest.mark.parametrize("model", ["smollm2", "gemma3-270m"])
-def test_llama_cpp_reports_exactly_the_prediction(grid_rows, model):
+@pytest.mark.parametrize("model,runs,caches", [("smollm2", 6, {"kv"}), ("gemma3-270m", 6, {"global", "swa"}),
+                                               (kv.HYBRID_MODEL, 5, {"kv", "recurrent"})])
+def test_llama_cpp_reports_exactly_the_prediction(grid_rows, model, runs, caches):
     rows = [r for r in grid_rows if r["model"] == model]
-    assert len({(r["n_ctx"], r["n_parallel"], r["type_k"], r["kv_unified"]) for r in rows}) == 6
+    assert len({(r["n_ctx"], r["n_parallel"], r["type_k"], r["kv_unified"]) for r in rows}) == runs
     bad = [r for r in rows if not r["match"]]
     assert not bad, bad
     assert all(r["error_pct"] == 0 for r in rows)
-    if model == "gemma3-270m":  # the sliding-window model reports a global and an SWA cache per run
-        assert {r["cache"] for r in rows} == {"global", "swa"}
+    # Gemma reports a global and an SWA cache per run; the hybrid a KV cache (its full-attention layer) and
+    # the recurrent state of its Gated DeltaNet layers
+    assert {r["cache"] for r in rows} == caches

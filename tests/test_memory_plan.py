@@ -101,3 +101,21 @@ def test_weights_bytes_is_exact_for_a_modelled_stand_in_else_params_times_bits()
     assert gptq == memory_plan.weights_bytes_for(arch, "GPTQ-INT4")
     assert weights.weights_bytes("Q4_K_M", params=27e9)[0] == pytest.approx(27e9 * 4.899 / 8, abs=1)
     assert weights.bits_per_weight("INT4") == weights.bits_per_weight("AWQ-INT4")
+
+
+def test_hybrid_plan_counts_attention_kv_and_recurrent_state():
+    """Qwen3.8-27B on the V100 profile (llama.cpp, -c 32768, 4 slots, f16): KV only for the 16 full-attention
+    layers, plus one 149.6 MiB F32 state per slot for the 48 Gated DeltaNet layers, both in the fit."""
+    from lab import plan as plan_mod
+
+    v100 = profiles.load("v100-32g-x1").model_copy(update={"model_architecture": "config:qwen3.8-27b",
+                                                           "context_tokens": 32768, "parallel_slots": 4})
+    mem = memory_plan.plan_memory(v100)
+    assert mem["kv_bytes_per_token"] == 65_536 and mem["recurrent_layers"] == 48
+    assert mem["recurrent_state_bytes_per_sequence"] == 156_893_184
+    assert mem["recurrent_state_bytes_total"] == 4 * 156_893_184
+    assert mem["kv_attention_bytes_total"] == 32_768 * 65_536  # 4 slots × 8192 cells × 64 KiB
+    assert mem["kv_bytes_total"] == mem["kv_attention_bytes_total"] + mem["recurrent_state_bytes_total"]
+    assert mem["weights_bytes"] == 16_536_406_016  # Q4_K_M, exact (lab.weights)
+    text = plan_mod.describe({"profile": "x", "findings": [], **{k: mem[k] for k in plan_mod.MEMORY_KEYS}})
+    assert "recurrent state 598.5 MiB (149.62 MiB/sequence, Gated DeltaNet layers)" in text
