@@ -134,7 +134,8 @@ def markdown(f: dict) -> str:
     bad = f["failed_checks"]
     if bad:
         out.append(f"**{len(bad)} failed check(s)** ({f['warned_checks']} warning(s) in the sections below):")
-        out += [f"- {c['name']} (notebook {c['notebook']}): {c.get('fix') or 'see the section'}" for c in bad[:MAX_FAILED_CHECKS]]
+        out += [f"- {display.label(c['name'])} (notebook {c['notebook']}): {c.get('fix') or 'see the section'}"
+                for c in bad[:MAX_FAILED_CHECKS]]
         if len(bad) > MAX_FAILED_CHECKS:
             out.append(f"- … and {len(bad) - MAX_FAILED_CHECKS} more in the sections below.")
     elif f["records"]:

@@ -25,5 +25,5 @@ def test_cpu_default_measures_here_and_points_at_every_gpu_profile():
         {p.name for p in answer.gpu_profiles()}
     text = answer.markdown(f)
     assert "79.9 tok/s" in text and "150 tok/s in total at 4" in text and "27.4 GB/s" in text
-    assert "1 failed check(s)" in text and "x (notebook 06): do y" in text
+    assert "1 failed check(s)" in text and "X (notebook 06): do y" in text
     assert "do not hold" not in text  # 06's ledger (empty here) wins over the plan's
