@@ -148,6 +148,14 @@ def _expect_startup_failure(rep: Reproduction, cmd: Command, run_dir: str | Path
             rep.outcome = "the server started and answered: the pitfall did NOT happen here"
     except serve.StartupFailed as exc:
         rep.outcome = f"serve.StartupFailed: {str(exc).splitlines()[0]}"
+    except serve.BadModelFile as exc:  # the lab's own pre-check refused the file before llama-server ran
+        rep.outcome = f"serve.BadModelFile (the lab refused to start it): {exc}"
+        rep.seconds = round(time.monotonic() - t0, 2)
+        log = log_dir / f"{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"{exc}\n")
+        rep.log = _rel(run_dir, log)
+        return _diagnosed(rep, str(exc))
     rep.seconds = round(time.monotonic() - t0, 2)
     log = log_dir / f"{name}.log"
     rep.log = _rel(run_dir, log)
