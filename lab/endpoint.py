@@ -8,7 +8,7 @@ that is itself evidence of which engine it is not):
 
 * any server   GET /v1/models                                    (OpenAI API reference)
 * llama-server GET /props, GET /slots                            (tools/server/README.md)
-* vLLM         GET /version, GET /metrics                        (vllm/entrypoints/openai/api_server.py)
+* vLLM         GET /version, GET /metrics                        (docs.vllm.ai, OpenAI-compatible server)
 * Ollama       GET /api/version, GET /api/ps, POST /api/show      (docs.ollama.com/api)
 * LM Studio    GET /api/v0/models, POST /api/v0/completions       (lmstudio.ai/docs/developer/rest/endpoints)
 
@@ -34,7 +34,7 @@ ENGINE_NAMES = {"llama.cpp": "llama-server (llama.cpp)", "vllm": "vLLM", "ollama
 SOURCES = {
     "openai": "https://platform.openai.com/docs/api-reference/models/list",
     "llama.cpp": "https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md (GET /props, GET /slots)",
-    "vllm": "https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html; vllm/entrypoints/openai/api_server.py (/version, /metrics)",
+    "vllm": "https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html (/version, /metrics, /v1/models max_model_len)",
     "ollama": "https://docs.ollama.com/api (GET /api/version, GET /api/ps, POST /api/show)",
     "lmstudio": "https://lmstudio.ai/docs/developer/rest/endpoints (GET /api/v0/models, POST /api/v0/completions)",
 }

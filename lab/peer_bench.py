@@ -83,22 +83,43 @@ class PeerLoad:
 # ---------------------------------------------------------------- orchestrate
 def skip_reason(profile, server) -> str | None:
     """Why the peer check cannot run for this profile/server (None: it can)."""
-    if profile.engine != "vllm":
+    if profile.engine != "vllm" and not profile.endpoint_url:
         return f"engine {profile.engine}: `vllm bench serve` is vLLM's own client; the peer check runs on vLLM profiles"
     if server is None:
         return "no server was started (see the start cell's reason)"
     if not vllm_executable(profile).exists():
         return f"{vllm_executable(profile)} not found: {vllm_env.SETUP_HINT}"
+    if profile.endpoint_url and endpoint_tokenizer(profile) is None:
+        return ("`vllm bench serve` needs the served model's tokenizer as a local HF folder; this endpoint profile's "
+                "model_file is not an embedded model with one (python3 -m lab.setup --engine vllm makes them)")
     return None
 
 
 def vllm_executable(profile) -> Path:
+    """The `vllm` command: the profile's engine venv, or — for a server you run, whatever its engine, since
+    `vllm bench serve --backend openai` speaks to any OpenAI-compatible server — the checkout's .venv-vllm."""
+    if profile.endpoint_url:
+        return vllm_env.VLLM_VENV / "bin" / "vllm"
     python = engines.engine_python_path(profile) or "vllm"
     return Path(python).parent / "vllm"
 
 
+def endpoint_tokenizer(profile) -> Path | None:
+    """For an endpoint profile: the HF-format copy set-up made of its embedded model_file, if any."""
+    spec = profile.model_file or ""
+    if not spec.startswith("embedded:"):
+        return None
+    try:
+        folder = vllm_env.setup_info().get("hf_models", {}).get(spec.split(":", 1)[1])
+    except vllm_env.VllmMissing:
+        return None
+    return Path(folder) if folder and (Path(folder) / "tokenizer_config.json").exists() else None
+
+
 def tokenizer_for(profile) -> str:
     """What `vllm bench serve --tokenizer` loads: the served HF folder (the hub is not reachable here)."""
+    if profile.endpoint_url:
+        return str(endpoint_tokenizer(profile) or profile.model_name)
     try:
         return str(vllm_env.served_model_path(profile))
     except vllm_env.VllmMissing:
