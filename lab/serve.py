@@ -20,7 +20,8 @@ What it guarantees:
   process that started it dies without running any of those (PR_SET_PDEATHSIG);
 - the log goes to `<log_dir>/.<name>.log.partial` (owner-only) while the server runs and is copied,
   secrets redacted, to `<log_dir>/<name>.log` when it stops (the partial file is then removed).
-External mode (`engine: external`) starts nothing and only checks that the URL answers.
+A server the user runs (an endpoint profile's `endpoint_url`, or the older `engine: external` with host and
+port) is not started: `connect` only checks that it answers; lab.endpoint asks it what it is.
 """
 from __future__ import annotations
 
