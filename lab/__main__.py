@@ -11,6 +11,11 @@ import json
 import sys
 from pathlib import Path
 
+from lab import interrupt
+
+if __name__ == "__main__":
+    interrupt.install()  # before anything slow is imported: see lab/interrupt.py
+
 
 def _check_counts(run_dir) -> str:
     """'12 pass, 1 warn, 2 fail, 20 skip' over every record's checks: failed checks are evidence, not a
@@ -74,10 +79,14 @@ def _cmd_plan(args) -> int:
         print(f"invalid {exc}", file=sys.stderr)
         return 1
     result = plan.plan(prof)
+    # plan() is pure (no files); what differs on this machine (a missing model file) is added here
+    result["on_this_machine"] = profiles.findings(prof)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False))
     else:
         print(plan.describe(result))
+        for note in result["on_this_machine"]:
+            print(f"  [on this machine] {note}")
     return 1 if any(f["severity"] == "error" for f in result["findings"]) else 0
 
 
@@ -228,20 +237,16 @@ def entry(argv: list[str] | None = None) -> int:
 
     import signal
 
-    from lab.runner import raise_terminated
-
-    old_term = signal.signal(signal.SIGTERM, raise_terminated)  # SIGTERM unwinds like Ctrl-C: one line
+    old_term = interrupt.install()  # SIGTERM unwinds like Ctrl-C: one line
     try:
         return main(argv)
     except BrokenPipeError:  # `python -m lab plan x | head` closed the pipe early: not an error
         sys.stderr.close()
         return 0
     except KeyboardInterrupt as exc:
-        from lab.runner import Terminated
-
-        term = isinstance(exc, Terminated)
-        print(f"interrupted ({'SIGTERM' if term else 'SIGINT'})", file=sys.stderr)
-        return 143 if term else 130
+        name = interrupt.name_of(exc)
+        print(f"interrupted ({name})", file=sys.stderr)
+        return interrupt.SIGNAL_EXIT[name]
     except (OSError, UnicodeError, ValueError) as exc:  # a bad path or file the user gave
         if os.environ.get("LAB_DEBUG") == "1":
             raise

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab import engines, evidence, profiles
+from lab.interrupt import SIGNAL_EXIT, Terminated, raise_terminated
 from lab.paths import NOTEBOOKS
 
 KERNEL_NAME = "llm-lab"
@@ -27,16 +28,6 @@ DEPENDS_ON: dict[str, tuple[str, ...]] = {"06": ("04",)}
 # The per-run API key the lab's own servers get (lab.serve reads it; see serve.run_api_key): made here so
 # the runner can redact it from logs a cut run leaves behind, handed to kernels through the environment.
 RUN_KEY_ENV = engines.RUN_KEY_ENV
-SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so papermill and the runner unwind the same way for both."""
-
-
-def raise_terminated(_signum, _frame):
-    raise Terminated()
-
 
 @dataclass
 class NotebookResult:

@@ -8,13 +8,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# Every notebook run of the suite carries planted secrets in its environment (as a user's shell would: a
+# Hugging Face token, an OpenAI key) and a known per-run server key; no file of its run folder may hold any.
+PLANTED_SECRETS = {"HF_TOKEN": "hf_PlantedHuggingFaceToken0123456789",
+                   "OPENAI_API_KEY": "sk-PlantedOpenAIKey0123456789abcdef",
+                   "LAB_RUN_API_KEY": "planted-per-run-key-0123456789abcdef"}
+
+
+def leaked_secrets(run_dir: Path, secrets: dict | None = None) -> tuple[int, list[str]]:
+    """(files scanned, 'file: VARIABLE' for every planted value found in a file under run_dir)."""
+    secrets = secrets or PLANTED_SECRETS
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    leaks = [f"{p.relative_to(run_dir)}: {name}" for p in files for name, value in secrets.items()
+             if value.encode() in p.read_bytes()]
+    return len(files), leaks
+
+
 def lab_run(out: Path, profile: str, only: str, timeout: int = 900) -> Path:
-    """`python -m lab run --profile P --only N --out OUT`; assert it succeeded; return the run folder."""
+    """`python -m lab run --profile P --only N --out OUT` with planted secrets in the environment; assert it
+    succeeded and that no file of the run folder holds a planted secret; return the run folder."""
     proc = subprocess.run([sys.executable, "-m", "lab", "run", "--profile", profile, "--only", only,
-                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+                          env={**os.environ, **PLANTED_SECRETS})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     line = next(l for l in proc.stdout.splitlines() if l.startswith("run folder:"))
-    return Path(line.split(":", 1)[1].strip())
+    run_dir = Path(line.split(":", 1)[1].strip())
+    scanned, leaks = leaked_secrets(run_dir)
+    record_figure(f"planted secrets, run --only {only} ({profile}): files without a secret", scanned,
+                  scanned - len({leak.split(":")[0] for leak in leaks}), f"leaks: {leaks or 'none'}")
+    assert not leaks, leaks
+    return run_dir
 
 
 def read_record(run_dir: Path, name: str) -> dict:
