@@ -119,25 +119,54 @@ def _cmd_compare(args) -> int:
     return 0
 
 
+def _log_problem(path: Path) -> str | None:
+    """Why `path` cannot be read as a log (None when it can): missing, a folder, a device or pipe."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    if stat.S_ISDIR(mode):
+        return f"{path}: is a folder; give a log file with --log, or a run folder with --run"
+    if not stat.S_ISREG(mode):
+        return f"{path}: not a regular file (a device, pipe or socket); give a log file"
+    return None
+
+
 def _cmd_doctor(args) -> int:
+    import time
+
     from lab import troubleshoot
 
-    sources = []
-    if args.log:
-        sources += [("log", p) for p in args.log]
-    if args.run:
-        sources.append(("run", args.run))
-    if not sources:
-        if sys.stdin.isatty():
-            print("error: give --log FILE, --run DIR, or pipe a log into `python -m lab doctor`", file=sys.stderr)
-            return 2
-        sources.append(("stdin", sys.stdin.read()))
+    if not args.log and not args.run and sys.stdin.isatty():
+        print("error: give --log FILE, --run DIR, or pipe a log into `python -m lab doctor`", file=sys.stderr)
+        return 2
     findings = []
-    for kind, src in sources:
-        if kind != "stdin" and not Path(src).exists():
-            print(f"error: {src}: no such {'folder' if kind == 'run' else 'file'}", file=sys.stderr)
+    for log in args.log or []:
+        problem = _log_problem(Path(log))
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
             return 2
-        findings += troubleshoot.diagnose(Path(src) if kind != "stdin" else src)
+    if args.run:
+        run = Path(args.run)
+        if not run.is_dir():
+            print(f"error: {run}: {'no such folder' if not run.exists() else 'not a folder'}; "
+                  "--run takes a run folder (outputs/<profile>/<UTC>_<sha>/)", file=sys.stderr)
+            return 2
+        findings += troubleshoot.diagnose(run)
+    sources = [(Path(p), Path(p).name) for p in args.log or []]
+    if not args.log and not args.run:
+        sources.append((sys.stdin.buffer, "stdin"))
+    for src, origin in sources:
+        stats: dict = {}
+        t0 = time.monotonic()
+        findings += troubleshoot.diagnose_log(src, origin, stats)
+        took = time.monotonic() - t0
+        what = "empty: nothing to diagnose" if stats["bytes"] == 0 else \
+            f"{stats['bytes'] / 1e6:.1f} MB, {stats['lines']:,} lines, all scanned in {took:.1f} s"
+        binary = "; binary data (NUL bytes), read as text" if stats["binary"] else ""
+        print(f"[doctor] {origin}: {what}{binary}", file=sys.stderr)
     findings = troubleshoot.rank(findings)
     if args.json:
         print(json.dumps([f.to_dict() for f in findings], indent=2, ensure_ascii=False))

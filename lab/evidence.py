@@ -254,9 +254,15 @@ def read_record_file(path: Path) -> dict:
     for key, kind in (("summary", dict), ("checks", list), ("tables", list), ("charts", list)):
         if key in data and data[key] is not None and not isinstance(data[key], kind):
             return flagged(f"field {key!r} is a {type(data[key]).__name__}, not a {kind.__name__}")
-    for key in ("checks", "tables", "charts"):  # entries that are not objects cannot be shown: drop them
+    dropped = []
+    for key in ("checks", "tables", "charts"):  # entries that are not objects cannot be shown: drop, and say so
         if data.get(key):
-            data[key] = [item for item in data[key] if isinstance(item, dict)]
+            kept = [item for item in data[key] if isinstance(item, dict)]
+            if len(kept) < len(data[key]):
+                dropped.append(f"{len(data[key]) - len(kept)} of its {key} entries are not objects and are not shown")
+            data[key] = kept
+    if dropped:
+        data["problem"] = "; ".join(dropped)
     data.setdefault("record", path.stem)
     return data
 

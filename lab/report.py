@@ -133,7 +133,7 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
              f"<p class='meta'>record <code>records/{html.escape(record['record'])}.json</code> · "
              f"{html.escape(str(record.get('created_utc')))}</p>"]
     if record.get("problem"):
-        parts.append(f"<p class='err'>This record could not be used: {html.escape(str(record['problem']))}</p>")
+        parts.append(f"<p class='err'>Problem with this record: {html.escape(str(record['problem']))}</p>")
     closing = closing_text(record) if not record.get("problem") else None
     if closing:
         parts.append(f"<div class='closing'><h3>What this means</h3>{markdown_html(closing)}</div>")

@@ -18,6 +18,7 @@ Layers, so the matching can be tested without files or hardware:
 """
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -329,19 +330,148 @@ def _clip(line: str) -> str:
     return line if len(line) <= EVIDENCE_CHARS else line[: EVIDENCE_CHARS - 1] + "…"
 
 
-@lru_cache(maxsize=1)
-def _prefilter() -> re.Pattern:
-    """One regex that any line of interest matches: most lines of a long log are skipped cheaply."""
-    parts = [p.pattern for e in load_kb() for p in e.matchers]
-    return re.compile("|".join(f"(?:{p})" for p in parts), re.IGNORECASE)
+# ---------------------------------------------------------------- scanning long logs
+# A 50 MB log has ~500,000 lines; trying ~160 case-insensitive regexes (or one alternation of them) on each
+# costs minutes in Python's re. Instead each pattern is reduced to the literal text every match must contain
+# (parsed from the regex itself), the block is lower-cased once, and str.find (C speed) locates the few lines
+# that can match; only those lines meet the regex. Patterns without such a literal are run over the block.
+BLOCK_CHARS = 4 << 20  # a log is read and scanned in blocks of whole lines: memory stays bounded
 
 
-def _entry_for_hits(entry: Entry, hits: list[tuple[int, str, str]], text: str, derived: dict) -> Finding | None:
-    """The finding for an entry whose matchers hit these (matcher index, line, where) triples."""
+def _literal_runs(items) -> list[str]:
+    from re import _constants as C  # the parsed form of a pattern (stable since Python 3.11)
+
+    runs, cur = [], ""
+    for op, av in items:
+        if op is C.LITERAL:
+            cur += chr(av)
+            continue
+        runs.append(cur)
+        cur = ""
+    runs.append(cur)
+    return runs
+
+
+MIN_GATE_CHARS = 2  # even "t4" is found far faster by str.find than by running the regex on every line
+
+
+def _branch_literals(branches) -> tuple[str, ...] | None:
+    lits = []
+    for branch in branches:
+        best = max(_literal_runs(list(branch)), key=len)
+        if len(best) < MIN_GATE_CHARS:
+            return None
+        lits.append(best.lower())
+    return tuple(lits)
+
+
+@lru_cache(maxsize=4096)
+def _gate(pattern: re.Pattern) -> tuple[str, ...] | None:
+    """Lower-case literal strings, one of which every match of `pattern` contains; None when none can be
+    read from the regex (the pattern is then run over the whole block)."""
+    from re import _constants as C, _parser
+
+    try:
+        parsed = list(_parser.parse(pattern.pattern, pattern.flags))
+    except Exception:  # noqa: BLE001 - an unusual pattern is simply not gated
+        return None
+    best = max(_literal_runs(parsed), key=len)
+    if len(best) >= 4:
+        return (best.lower(),)
+    for op, av in parsed:  # a|b|c at the top, or (?:a|b|c) as one item of the sequence
+        if op is C.BRANCH:
+            return _branch_literals(av[1])
+        if op is C.SUBPATTERN and len(av[-1]) == 1 and av[-1][0][0] is C.BRANCH:
+            lits = _branch_literals(av[-1][0][1][1])
+            if lits:
+                return lits
+    return (best.lower(),) if len(best) >= MIN_GATE_CHARS else None
+
+
+@lru_cache(maxsize=4096)
+def _multiline(pattern: re.Pattern) -> re.Pattern:
+    return re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
+
+
+def _candidate_lines(block: str, low: str, pattern: re.Pattern) -> Iterable[tuple[int, str]]:
+    """(offset, line) of the lines of `block` that `pattern` matches."""
+    gate = _gate(pattern)
+    if gate is None:
+        seen = -1
+        for m in _multiline(pattern).finditer(block):
+            start = block.rfind("\n", 0, m.start()) + 1
+            if start != seen:
+                seen = start
+                end = block.find("\n", start)
+                line = block[start:] if end < 0 else block[start:end]
+                if pattern.search(line):
+                    yield start, line
+        return
+    starts = set()
+    for lit in gate:
+        pos = low.find(lit)
+        while pos >= 0:
+            start = block.rfind("\n", 0, pos) + 1
+            end = block.find("\n", pos)
+            end = len(block) if end < 0 else end
+            starts.add((start, end))
+            pos = low.find(lit, end)
+    for start, end in sorted(starts):
+        line = block[start:end]
+        if pattern.search(line):
+            yield start, line
+
+
+def _text_blocks(text: str) -> Iterable[tuple[str, int]]:
+    """A text as (block, number of its first line) pairs of whole lines."""
+    pos, line = 0, 1
+    while pos < len(text):
+        end = text.find("\n", pos + BLOCK_CHARS)
+        end = len(text) if end < 0 else end + 1
+        yield text[pos:end], line
+        line += text.count("\n", pos, end)
+        pos = end
+
+
+def file_blocks(source, stats: dict | None = None) -> Iterable[tuple[str, int]]:
+    """A file (path or binary stream) as (block, first line number) pairs, read BLOCK_CHARS at a time,
+    undecodable bytes replaced: the whole file is scanned however long it is, in bounded memory. `stats`,
+    if given, receives bytes, lines and whether NUL bytes (binary data) were seen."""
+    import codecs
+    from contextlib import nullcontext
+
+    stats = {} if stats is None else stats
+    stats.update(bytes=0, lines=0, binary=False)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    rest, line = "", 1
+    opened = open(source, "rb") if isinstance(source, (str, Path)) else nullcontext(source)
+    with opened as fh:
+        while raw := fh.read(BLOCK_CHARS):
+            stats["bytes"] += len(raw)
+            stats["binary"] = stats["binary"] or b"\0" in raw
+            text = rest + decoder.decode(raw)
+            cut = text.rfind("\n")
+            if cut < 0 and len(text) < 4 * BLOCK_CHARS:  # a very long line: keep reading (up to a cap)
+                rest = text
+                continue
+            cut = len(text) - 1 if cut < 0 else cut
+            block, rest = text[: cut + 1], text[cut + 1:]
+            yield block, line
+            line += block.count("\n")
+        rest += decoder.decode(b"", final=True)
+        if rest:
+            yield rest, line
+            line += rest.count("\n") + (not rest.endswith("\n"))
+    stats["lines"] = line - 1
+
+
+def _entry_for_hits(entry: Entry, hits: list[tuple[int, str, str]], context_seen: bool, derived: dict) -> Finding | None:
+    """The finding for an entry whose matchers hit these (matcher index, line, where) triples; `context_seen`:
+    one of its context patterns appeared somewhere in the same text."""
     if entry.requires and conditions_hold(entry.requires, derived) is False:
         return None
     confirmed = conditions_hold(entry.conditions, derived, entry.conditions_mode) if entry.conditions else None
-    in_context = any(p.search(text) for p in entry.context) if entry.context else None
+    in_context = context_seen if entry.context else None
     if entry.context and not in_context and confirmed is not True:
         return None  # e.g. "Using FlexAttention backend" on a GPU that is not Volta/Turing
     severity = entry.severity
@@ -408,21 +538,36 @@ def match_text(text: str, facts: dict | None = None, origin: str | None = None,
     return _match_chunks([(text, origin)], derive_facts(facts), kb or load_kb())
 
 
-def _match_chunks(chunks: list[tuple[str, str | None]], derived: dict, kb: tuple[Entry, ...]) -> list[Finding]:
-    hits: dict[str, list[tuple[int, str, str]]] = {}
-    prefilter = _prefilter() if kb is load_kb() else None
-    for text, origin in chunks:
-        for n, line in enumerate(text.splitlines(), 1):
-            if prefilter is not None and not prefilter.search(line):
-                continue
+def _match_chunks(chunks: list[tuple[Any, str | None]], derived: dict, kb: tuple[Entry, ...]) -> list[Finding]:
+    """Findings for text chunks: each a str, or an iterable of (block, first line) pairs (see file_blocks)."""
+    hits: dict[str, dict[int | str, tuple[int, str, str]]] = {}
+    context_seen: set[str] = set()
+    for source, origin in chunks:
+        blocks = _text_blocks(source) if isinstance(source, str) else source
+        for block, first_line in blocks:
+            low = block.lower()
+            newlines = None
             for entry in kb:
-                which = next((i for i, p in enumerate(entry.matchers) if p.search(line)), None)
-                if which is not None and not any(p.search(line) for p in entry.unless):
-                    hits.setdefault(entry.id, []).append((which, line, f"{origin}:{n}" if origin else f"line {n}"))
-    full_text = "\n".join(t for t, _ in chunks)
+                for which, pattern in enumerate(entry.matchers):
+                    for start, line in _candidate_lines(block, low, pattern):
+                        if any(p.search(line) for p in entry.unless):
+                            continue
+                        if newlines is None:
+                            newlines = [m.start() for m in re.finditer("\n", block)]
+                        n = first_line + bisect.bisect_left(newlines, start)
+                        key = f"{origin}:{n}"
+                        per_entry = hits.setdefault(entry.id, {})
+                        if key not in per_entry or per_entry[key][0] > which:
+                            per_entry[key] = (which, line, key if origin else f"line {n}")
+                if entry.context and entry.id not in context_seen:
+                    if any(next(iter(_candidate_lines(block, low, p)), None) for p in entry.context):
+                        context_seen.add(entry.id)
     findings: dict[str, Finding] = {}
     for entry in kb:
-        found = _entry_for_hits(entry, hits[entry.id], full_text, derived) if entry.id in hits else None
+        found = None
+        if entry.id in hits:
+            ordered = sorted(hits[entry.id].values(), key=lambda h: _where_order(h[2]))
+            found = _entry_for_hits(entry, ordered, entry.id in context_seen, derived)
         found = found or _entry_from_facts(entry, derived)
         if found:
             findings[entry.id] = found
@@ -431,6 +576,11 @@ def _match_chunks(chunks: list[tuple[str, str | None]], derived: dict, kb: tuple
             findings.pop(other, None)
     out = list(findings.values()) + _check_findings(derived, set(findings), kb)
     return rank(out)
+
+
+def _where_order(where: str) -> tuple[str, int]:
+    origin, _, n = where.rpartition(":") if ":" in where else ("", "", where.split()[-1])
+    return origin, int(n) if n.isdigit() else 0
 
 
 # ================================================================ run folders
@@ -468,7 +618,7 @@ def run_folder_inputs(run_dir: str | Path, include_repro: bool = False) -> tuple
             continue
         if not include_repro and "repro" in path.relative_to(logs).parts[:-1]:
             continue
-        chunks.append((_read(path), rel))
+        chunks.append((file_blocks(path), rel))
     for path in sorted((run / "notebooks").glob("*.ipynb")) if (run / "notebooks").is_dir() else []:
         text = notebook_errors(path)
         if text:
@@ -536,8 +686,14 @@ def diagnose(source: str | Path, facts: dict | None = None, include_repro: bool 
         if path.is_dir():
             chunks, found = run_folder_inputs(path, include_repro)
             return _match_chunks(chunks, derive_facts(_merge_facts(found, facts)), kb)
-        return _match_chunks([(_read(path), path.name)], derive_facts(facts), kb)
+        return _match_chunks([(file_blocks(path), path.name)], derive_facts(facts), kb)
     return _match_chunks([(str(source), None)], derive_facts(facts), kb)
+
+
+def diagnose_log(source, origin: str | None = None, stats: dict | None = None) -> list[Finding]:
+    """Ranked findings for one log given as a path or a binary stream (stdin), scanned whole in blocks;
+    `stats` receives bytes, lines and binary (see file_blocks)."""
+    return _match_chunks([(file_blocks(source, stats), origin)], derive_facts(None), load_kb())
 
 
 # ================================================================ showing and judging
