@@ -68,3 +68,17 @@ def test_llama_cpp_reports_exactly_the_prediction(grid_rows, model, runs, caches
     # Gemma reports a global and an SWA cache per run; the hybrid a KV cache (its full-attention layer) and
     # the recurrent state of its Gated DeltaNet layers
     assert {r["cache"] for r in rows} == caches
+
+
+# What the real llama-server (CPU build of llama-cpp-python 0.3.36's llama.cpp) printed on 2026-12-01 for the
+# full 64-layer synthetic Qwen3.8-27B (`python -m lab synth --arch qwen3.8-27b`, 15,146,290,240 bytes, written
+# in 135 s on this 2-core box) with `-c 1024 -np 1`; it reported "model type = 27B". Too big to re-run in CI.
+FULL_MODEL_LOG = """\
+llama_kv_cache: size =   64.00 MiB (  1024 cells,  16 layers,  1/1 seqs), K (f16):   32.00 MiB, V (f16):   32.00 MiB
+llama_memory_recurrent: size =  149.62 MiB (     1 cells,  64 layers,  1 seqs  0 rs_seq), R (f32):    5.62 MiB, S (f32):  144.00 MiB, P (f32):    0.00 MiB
+"""
+
+
+def test_full_64_layer_file_as_llama_server_reported_it():
+    rows = kv.compare(kv.KvRun("qwen3.8-27b", 1024), models.stand_in("qwen3.8-27b"), kv.parse_kv_lines(FULL_MODEL_LOG))
+    assert [(r["cache"], r["match"]) for r in rows] == [("kv", True), ("recurrent", True)]
