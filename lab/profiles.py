@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 import re
 import stat
 from pathlib import Path
@@ -440,6 +441,16 @@ def findings(profile: Profile) -> list[str]:
                 out.append(f"model_file {profile.model_file!r}: no such file on this machine")
         except (paths.SetupMissing, KeyError) as exc:
             out.append(f"model_file {profile.model_file!r}: not available on this machine ({exc})")
+    if profile.engine_python:  # a profile is code: this program is run; say what it is here
+        exe = Path(profile.engine_python).expanduser()
+        exe = exe if exe.is_absolute() else PROJECT_DIR / exe
+        if not exe.exists():
+            out.append(f"engine_python {profile.engine_python!r}: not on this machine (set-up makes it, or the "
+                       "profile is for another box)")
+        elif not (exe.is_file() and os.access(exe, os.X_OK)):
+            out.append(f"engine_python {profile.engine_python!r}: not an executable file")
+        else:
+            out.append(f"engine_python {str(exe)!r} is run as the engine's Python: use profiles you trust")
     return out
 
 

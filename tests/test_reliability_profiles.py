@@ -146,3 +146,15 @@ def test_relative_model_paths_resolve_from_the_project_folder_whatever_the_worki
         cmd = engines.build_command(prof)
         assert cmd.argv[cmd.argv.index("-m") + 1] == str(real.resolve())
         assert manifest.model_files(prof)[0]["path"] == str(real.resolve())
+
+
+def test_engine_python_is_named_as_code_that_runs(tmp_path):
+    script = tmp_path / "not-exec.py"
+    script.write_text("print('hi')\n")
+    base = yaml.safe_load((ROOT / "params" / "cpu-vllm.yaml").read_text())
+    for exe, said in ((str(script), "not an executable file"), (sys.executable, "use profiles you trust"),
+                      (str(tmp_path / "nope"), "not on this machine")):
+        path = tmp_path / "ep.yaml"
+        path.write_text(dump(base, engine_python=exe))
+        rc, text = _cli(["validate", str(path)])
+        assert rc == 0 and said in text, text
