@@ -54,6 +54,24 @@ def _cmd_run(args) -> int:
     return 0 if result.ok else 1
 
 
+def _machine_notes(prof) -> list[str]:
+    """What is valid but will not work on this machine as written: a missing model file or engine
+    (profiles.findings), a port something else already listens on."""
+    from lab import profiles
+
+    notes = profiles.findings(prof)
+    if prof.engine != "external" and not getattr(prof, "endpoint_url", None):
+        from lab import serve
+
+        try:
+            serve.check_port_free(prof.host if prof.host in ("127.0.0.1", "localhost", "::1") else "127.0.0.1", prof.port)
+        except serve.PortInUse as exc:
+            notes.append(str(exc))
+        except OSError:
+            pass  # a host this machine has not: the profile is for another box
+    return notes
+
+
 def _cmd_validate(args) -> int:
     from lab import profiles
 
@@ -62,7 +80,7 @@ def _cmd_validate(args) -> int:
         try:
             prof = profiles.load(item)
             print(f"ok      {item} ({prof.name})")
-            for note in profiles.findings(prof):
+            for note in _machine_notes(prof):
                 print(f"  note: {note}")
         except profiles.ProfileError as exc:
             bad += 1
@@ -80,7 +98,7 @@ def _cmd_plan(args) -> int:
         return 1
     result = plan.plan(prof)
     # plan() is pure (no files); what differs on this machine (a missing model file) is added here
-    result["on_this_machine"] = profiles.findings(prof)
+    result["on_this_machine"] = _machine_notes(prof)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False))
     else:

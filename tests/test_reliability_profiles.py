@@ -158,3 +158,41 @@ def test_engine_python_is_named_as_code_that_runs(tmp_path):
         path.write_text(dump(base, engine_python=exe))
         rc, text = _cli(["validate", str(path)])
         assert rc == 0 and said in text, text
+
+
+def test_a_port_in_use_is_named_with_its_holder(tmp_path):
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        path = tmp_path / "busy.yaml"
+        path.write_text(dump(port=port))
+        for verb in ("validate", "plan"):
+            rc, text = _cli([verb, str(path)])
+            assert f"port {port} on 127.0.0.1 is already in use" in text and "Traceback" not in text, text
+
+
+def test_two_runs_started_together_never_share_a_run_folder(tmp_path):
+    import threading
+
+    from lab import evidence
+
+    n = 20
+    barrier, made, errors = threading.Barrier(n), [], []
+
+    def claim():
+        barrier.wait()
+        try:
+            made.append(evidence.new_run_dir("cpu-default", tmp_path))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=claim) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    record_figure("run folders claimed by 20 runs started together", n, len(set(made)))
+    assert not errors and len(set(made)) == n
