@@ -129,7 +129,7 @@ def _run_to_exit(argv: list[str], log_path: Path, timeout_s: float = 30.0) -> in
     Returns the exit code, or None when it was still running after `timeout_s` (then it is killed)."""
     with open(log_path, "wb") as fh:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, env=engines.minimal_env())
         try:
             return proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -206,9 +206,11 @@ def _second_through_lab(rep: Reproduction, second: Command, run_dir: str | Path)
     return _diagnosed(rep, text)
 
 
-def _second_by_hand(rep: Reproduction, second: Command, run_dir: str | Path) -> Reproduction:
+def _second_by_hand(rep: Reproduction, second: Command, run_dir: str | Path,
+                    name: str = "port-conflict-llama-server") -> Reproduction:
+    """Run the command without lab.serve (no pre-checks), as a user typing it would: llama.cpp's own error."""
     rep.command = second.shell(multiline=False)
-    log = repro_dir(run_dir) / "port-conflict-llama-server.log"
+    log = repro_dir(run_dir) / f"{name}.log"
     t0 = time.monotonic()
     code = _run_to_exit(list(second.argv), log)
     rep.seconds = round(time.monotonic() - t0, 2)
@@ -235,8 +237,15 @@ def truncated_gguf(run_dir: str | Path, keep_mib: int = 50) -> Reproduction:
     with open(model, "rb") as src, open(cut, "wb") as dst:
         dst.write(src.read(keep))
     rep.details = {"model_bytes": size, "kept_bytes": keep}
+    cmd = _command(serve.free_port(), model=cut)
     try:
-        return _expect_startup_failure(rep, _command(serve.free_port(), model=cut), run_dir, "truncated-gguf")
+        # lab.serve refuses this file before llama-server sees it (serve.check_model_file); what a user
+        # typing the command meets is llama.cpp's own error, so the reproduction runs it by hand.
+        try:
+            serve.check_model_file(cmd)
+        except serve.BadModelFile as exc:
+            rep.details["lab_precheck"] = str(exc)
+        return _second_by_hand(rep, cmd, run_dir, "truncated-gguf")
     finally:
         cut.unlink(missing_ok=True)  # tens of MiB of a broken model are not evidence worth keeping
         if not any(scratch.iterdir()):
