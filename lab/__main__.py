@@ -31,7 +31,7 @@ def _cmd_run(args) -> int:
 
     only = [o.strip().zfill(2) for o in args.only.split(",")] if args.only else None
     try:
-        result = runner.run(args.profile, only=only, out=args.out)
+        result = runner.run(args.profile, only=only, out=args.out, synth_if_missing=args.synth_if_missing)
     except profiles.ProfileError as exc:  # an invalid profile is a found problem (README: exit 1)
         print(f"invalid {exc}", file=sys.stderr)
         return 1
@@ -216,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default="cpu-default", help="profile name in params/ or a path to a YAML (default cpu-default)")
     p.add_argument("--only", default=None, help="comma-separated notebook numbers, e.g. 01,02")
     p.add_argument("--out", default=None, help="parent folder for the run folder (default outputs/<profile>/)")
+    p.add_argument("--synth-if-missing", action="store_true",
+                   help="when the profile's model file is missing and it names model_synth, run on a random-weight "
+                        "GGUF of that shape (lab synth), labelled as a stand-in everywhere (speed/memory only)")
     p.set_defaults(fn=_cmd_run)
 
     p = sub.add_parser("validate", help="check profile files; exit 1 if any is invalid")
@@ -244,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("multigpu", add_help=False,
                    help="one GPU against two: llama.cpp split modes, scaling ratios, KV split, TP cost model; "
                         "see `python -m lab multigpu --help`")
+    sub.add_parser("tune", add_help=False, help="measure llama-server settings one at a time within a time budget, "
+                                              "suggest a profile patch; see `python -m lab tune --help`")
 
     p = sub.add_parser("byhand", help="the exact commands to set a GPU profile up by hand (driver, CUDA, build, "
                                       "model, server, smoke test)")
@@ -273,6 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         from lab import multigpu
 
         return multigpu.main(argv[1:])
+    if argv[:1] == ["tune"]:
+        from lab import tune
+
+        return tune.main(argv[1:])
     args = build_parser().parse_args(argv)
     return args.fn(args)
 

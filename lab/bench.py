@@ -99,6 +99,7 @@ class Target:
     api_key: str | None = None
     ignore_eos: bool = True  # fixed output length (llama-server and vLLM honour it)
     timeout_s: float = 300.0
+    extra_body: dict | None = None  # more request fields (lab.tune's sampling variants: samplers, top_k, ...)
 
     @property
     def url(self) -> str:
@@ -117,6 +118,8 @@ class Target:
             body["messages"] = [{"role": "user", "content": prompt}]
         else:
             body["prompt"] = prompt
+        if self.extra_body:
+            body.update(self.extra_body)
         return body
 
     def __repr__(self) -> str:  # never print the key
@@ -156,12 +159,20 @@ class RunResult:
     started_utc: str
     client_cpu_s: float
     prompt_words: int
+    t0_perf: float = 0.0  # time.perf_counter() when the measured part began / ended (lab.gpumon windows)
+    t1_perf: float = 0.0
+    resources: dict | None = None  # lab.gpumon window of the measured part: peak VRAM, energy, host RSS
+
+    @property
+    def output_tokens(self) -> int | None:
+        known = [r.output_tokens for r in self.results if r.success and r.output_tokens is not None]
+        return sum(known) if known else None
 
     def to_dict(self) -> dict:
         return {"spec": asdict(self.spec), "target": self.target, "duration_s": self.duration_s,
                 "started_utc": self.started_utc, "client_cpu_s": self.client_cpu_s,
                 "prompt_words": self.prompt_words, "results": [r.to_dict() for r in self.results],
-                "warmup": [r.to_dict() for r in self.warmup]}
+                "warmup": [r.to_dict() for r in self.warmup], "resources": self.resources}
 
 
 # ================================================================ prompts
@@ -332,7 +343,7 @@ async def run_load_async(target: Target, prompts: list[str], spec: LoadSpec, on_
         results = list(await asyncio.gather(*tasks))
         duration = time.perf_counter() - t0
     return RunResult(spec, repr(target), results, duration, warm, started, time.process_time() - cpu0,
-                     len(prompts[0].split()) if prompts else 0)
+                     len(prompts[0].split()) if prompts else 0, t0, t0 + duration)
 
 
 def _run_coro(coro):
@@ -364,15 +375,19 @@ def run_load(target: Target, prompts: list[str], spec: LoadSpec, on_result=None)
 
 
 def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_words: int,
-          duration_s: float | None = None, warmup_requests: int = 1, seed: int = 0) -> list[RunResult]:
+          duration_s: float | None = None, warmup_requests: int = 1, seed: int = 0, monitor=None) -> list[RunResult]:
     """One run per concurrency level, each with its own fresh prompts (no prefix shared with any other
-    run, so the prompt cache cannot help), `requests_per_level` requests or `duration_s`, whichever first."""
+    run, so the prompt cache cannot help), `requests_per_level` requests or `duration_s`, whichever first.
+    `monitor` (a running lab.gpumon.Sampler): each run gets its peak VRAM, energy and host RSS."""
     runs = []
     for k, level in enumerate(levels):
         prompts = make_prompts(warmup_requests + requests_per_level, prompt_words, seed=seed + k)
         spec = LoadSpec(concurrency=level, max_requests=requests_per_level, duration_s=duration_s,
                         warmup_requests=warmup_requests, seed=seed + k)
-        runs.append(run_load(target, prompts, spec))
+        run = run_load(target, prompts, spec)
+        if monitor is not None:
+            run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
+        runs.append(run)
     return runs
 
 
@@ -504,6 +519,11 @@ def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = 
     """`summarise` of a RunResult, with its load settings and the client's CPU time."""
     s = summarise(run.results, run.duration_s, slo, criteria)
     s.update(concurrency=run.spec.concurrency, request_rate=run.spec.request_rate, client_cpu_s=run.client_cpu_s)
+    res = run.resources or {}
+    # None = not measured (no NVML / no sampler), never 0
+    s.update(joules_per_token=res.get("joules_per_token"), mean_power_w=res.get("mean_power_w"),
+             peak_vram_mib=res.get("peak_vram_mib"), peak_host_rss_mib=res.get("peak_host_rss_mib"),
+             energy_not_measured=res.get("gpu_not_measured") if res else "no sampler ran")
     return s
 
 
@@ -722,6 +742,9 @@ def summary_row(summary: dict) -> dict:
             "tpot_p50_ms": r(summary["tpot_ms"]["p50"]), "itl_p50_ms": r(summary["itl_ms"]["p50"]),
             "itl_p99_ms": r(summary["itl_ms"]["p99"]), "e2el_p50_ms": r(summary["e2el_ms"]["p50"]),
             "prompt_tokens": r(summary["prompt_tokens_mean"]), "cached": r(summary["cached_fraction"], 3),
+            "joules_per_token": r(summary.get("joules_per_token"), 4),
+            "peak_vram_mib": None if summary.get("peak_vram_mib") is None else [round(x) for x in summary["peak_vram_mib"] if x is not None],
+            "peak_host_rss_mib": r(summary.get("peak_host_rss_mib"), 0),
             "valid": v["valid"], "why_not": "; ".join(v["reasons"] + v["warnings"])}
 
 
@@ -768,6 +791,29 @@ def sweep_chart(summaries: list[dict], ceilings: list[dict] | None = None, predi
     fig.update_yaxes(type="log", row=1, col=1)
     fig.update_yaxes(type="log", row=1, col=2)
     fig.update_layout(title=title, height=420)
+    return fig
+
+
+def energy_chart(summaries: list[dict], title: str = "Energy and memory by concurrency"):
+    """Joules per output token and peak VRAM (all GPUs) against concurrency; on a machine where NVML measured
+    nothing the chart says "not measured" instead of drawing zeros."""
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    xs = [s.get("concurrency") for s in summaries]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("joules per output token (GPU)", "peak memory (MiB)"))
+    jpt = [s.get("joules_per_token") for s in summaries]
+    vram = [sum(v for v in s["peak_vram_mib"] if v is not None) if s.get("peak_vram_mib") else None for s in summaries]
+    rss = [s.get("peak_host_rss_mib") for s in summaries]
+    fig.add_trace(go.Scatter(x=xs, y=jpt, mode="lines+markers", name="J / token"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=xs, y=vram, mode="lines+markers", name="peak VRAM, all GPUs"), row=1, col=2)
+    fig.add_trace(go.Scatter(x=xs, y=rss, mode="lines+markers", name="peak host RSS, server tree"), row=1, col=2)
+    if all(v is None for v in jpt):
+        why = next((s.get("energy_not_measured") for s in summaries if s.get("energy_not_measured")), "no GPU")
+        fig.add_annotation(text=f"GPU energy not measured: {why}"[:90], xref="x domain", yref="y domain", x=0.5, y=0.5,
+                           showarrow=False, row=1, col=1)
+    fig.update_xaxes(title_text="concurrent streams", type="log", tickvals=xs)
+    fig.update_layout(title=title, height=380)
     return fig
 
 
@@ -899,7 +945,8 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
 def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama_bench_result: dict | None,
                  roofline_result: dict, capacity: dict | None, verdicts: list, found: list, charts: list,
                  skip_reason: str | None, llama_bench_skip: str | None, server: dict | None, busy: dict | None = None,
-                 peer: dict | None = None, queue: list[dict] | None = None) -> dict:
+                 peer: dict | None = None, queue: list[dict] | None = None,
+                 resources: dict | None = None) -> dict:
     """The 06_benchmark record: summary, checks, tables, charts, every request, the sweep's summaries,
     llama-bench's rows, the roofline, the client's capacity, the claims' verdicts and (vLLM profiles) the
     peer check against `vllm bench serve` (lab.peer_bench)."""
@@ -929,6 +976,13 @@ def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama
         "other_work_cores_during_sweep": busy.get("others_cores") if busy else None,
         "queued_at_concurrency": [q["concurrency"] for q in queue or [] if q["queued"]],
         "tokens_counted_from": sorted({x["tokens_counted_from"] for x in summaries if x.get("tokens_counted_from")}),
+        "joules_per_token_single": single.get("joules_per_token") if single else None,
+        "joules_per_token_best_aggregate": best.get("joules_per_token") if best else None,
+        "peak_vram_mib_load": ((resources or {}).get("load") or {}).get("peak_vram_mib"),
+        "peak_vram_mib_sweep": max((sum(v for v in s["peak_vram_mib"] if v is not None) for s in summaries
+                                    if s.get("peak_vram_mib")), default=None),
+        "peak_host_rss_mib_sweep": max((s["peak_host_rss_mib"] for s in summaries if s.get("peak_host_rss_mib")), default=None),
+        "energy_not_measured": single.get("energy_not_measured") if single else None,
     }
     tables = [evidence.table_entry("Sweep by concurrency", [summary_row(s) for s in summaries]),
               evidence.table_entry("Roofline inputs and outputs", roofline_rows(roofline_result)),
@@ -939,6 +993,12 @@ def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama
         tables.insert(1, evidence.table_entry("llama-bench (in-process)", llama_bench_rows(llama_bench_result)))
     if capacity:
         tables.append(evidence.table_entry("Client capacity", capacity_rows(capacity)))
+    if resources:
+        from lab import gpumon
+
+        windows = {"model load (server start → healthy)": resources.get("load")}
+        windows.update({f"{s.get('concurrency')} streams": r.resources for s, r in zip(summaries, runs)})
+        tables.append(evidence.table_entry("Memory and energy (NVML sampler + psutil)", gpumon.rows(windows)))
     if peer is not None:
         summary["peer_check"] = peer_bench.summary(peer)
         if peer["rows"]:
@@ -949,7 +1009,7 @@ def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama
             "runs": [r.to_dict() for r in runs], "sweep": summaries, "llama_bench": llama_bench_result,
             "roofline": roofline_result, "client_capacity": capacity,
             "claims": [v.to_dict() for v in verdicts], "server": server, "contention": busy, "peer_check": peer,
-            "queueing": queue}
+            "queueing": queue, "resources": resources}
 
 
 def roofline_rows(rl: dict) -> list[dict]:

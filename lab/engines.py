@@ -172,6 +172,9 @@ def build_command(profile: Profile, *, installed_version: str | None = None,
     cc = compute_capability or profile.gpu_compute_capability
     cmd = builders[profile.engine](profile, host or profile.host, port or profile.port,
                                    model_path, installed_version, cc)
+    if profile.server_args and not cmd.external:
+        note = Note(" ".join(profile.server_args), "from the profile's server_args", "profile")
+        cmd = _replace(cmd, argv=cmd.argv + tuple(profile.server_args), notes=cmd.notes + (note,))
     if extra_args and not cmd.external:
         note = Note(" ".join(extra_args), "added by the caller", "caller")
         cmd = _replace(cmd, argv=cmd.argv + tuple(extra_args), notes=cmd.notes + (note,))

@@ -66,6 +66,11 @@ def git_state() -> dict:
         dirty = bool(status) if status is not None else None
     except (OSError, subprocess.SubprocessError):
         sha, dirty = None, None
+    if sha is None and re.fullmatch(r"[0-9a-f]{40}", os.environ.get("LAB_GIT_SHA", "")):
+        # a copy without .git (the device tool's machine): the caller says which commit it is
+        sha = os.environ["LAB_GIT_SHA"]
+        dirty = {"1": True, "true": True, "0": False, "false": False}.get(os.environ.get("LAB_GIT_DIRTY", "").lower())
+        return {"sha": sha, "short": sha[:8], "dirty": dirty, "how": "LAB_GIT_SHA (no .git in this copy)"}
     return {"sha": sha, "short": sha[:8] if sha else "nogit", "dirty": dirty}
 
 

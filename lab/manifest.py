@@ -47,6 +47,10 @@ def model_files(profile: Profile) -> list[dict]:
         return [{"spec": profile.model_file, "path": str(path), "present": False, "reason": "file not found"}]
     if not path.is_file():  # never hash a device (/dev/zero never ends) or a folder
         return [{"spec": profile.model_file, "path": str(path), "present": False, "reason": "not a regular file"}]
+    if profile.model_synthetic:  # reproducible from (stand-in id, layers, seed, lab commit); hashing 17 GB costs a minute
+        return [{"spec": profile.model_file, "path": str(path), "present": True, "bytes": path.stat().st_size,
+                 "sha256": None, "synthetic": {"arch": profile.model_synth, "layers": profile.model_synth_layers,
+                                               "note": "random weights written by lab.synth (see records/00_model_stand_in.json)"}}]
     return [{"spec": profile.model_file, "path": str(path), "present": True, "bytes": path.stat().st_size,
              "sha256": model_file_sha256(path)}]
 

@@ -42,6 +42,16 @@ def speed_part(profile: Profile) -> dict:
     return claims.plan_part(profile)
 
 
+def projection_part(profile: Profile, weights_bytes: float | None) -> list[dict]:
+    """Single-stream decode of this profile's model projected on a V100, an RTX 4090 and the H200 by the
+    per-token model calibrated on the lab's H200 (lab.roofline.projection_rows), beside the plain roofline."""
+    from lab import roofline
+
+    if not weights_bytes:
+        return []
+    return roofline.projection_rows(weights_bytes, roofline.profile_family(profile))
+
+
 def plan(profile: Profile | str | Path) -> dict:
     """{"profile": name, "findings": [{"id", "severity", "message", "fix", "source"}, ...]}.
 
@@ -54,6 +64,7 @@ def plan(profile: Profile | str | Path) -> dict:
     findings += mem.pop("findings")
     result.update(mem)
     result.update(speed_part(prof))
+    result["projections"] = projection_part(prof, result.get("weights_bytes"))
     result["findings"] = sorted(findings, key=lambda f: ("error", "warn", "info").index(f["severity"]))
     return result
 
@@ -84,6 +95,13 @@ def describe(result: dict) -> str:
         lines.append(f"  speed: single-stream decode ceiling {result['decode_ceiling_tok_s']:.0f} tok/s, "
                      f"predicted {result['predicted_decode_tok_s'] or float('nan'):.0f} tok/s "
                      f"({result['roofline'].get('bandwidth_source')})")
+    if result.get("roofline", {}).get("per_token_predicted_tok_s"):
+        rl = result["roofline"]
+        lines.append(f"  per-token model (calibrated on the H200): {rl['per_token_predicted_tok_s']:.0f} tok/s on this profile "
+                     f"({rl['per_token_family']}: fixed {rl['per_token_fixed_ms']:.2f} ms per token + bytes at achieved bandwidth)")
+    for row in result.get("projections", []):
+        lines.append(f"  projection, one stream: {row['gpu']}: {row['projected_tok_s']:.0f} tok/s (roofline "
+                     f"{row['roofline_tok_s']:.0f}; weights fit in VRAM: {row['weights_fit_in_vram']})")
     for c in result.get("claims", []):
         if c["verdict"] not in ("consistent", "not testable here"):
             lines.append(f"  claim {c['id']}: {c['verdict']} — {c['why']}")

@@ -79,6 +79,11 @@ class Profile(BaseModel):
     model_quant: str
     model_stand_in_for: str | None = None  # what the seeds called it, when it is not a real model
     model_stand_in_reason: str | None = None
+    # A stand-in id `lab synth` writes as a random-weight GGUF of that shape when model_file is missing and the
+    # run allows it (`lab run --synth-if-missing`, see lab/standin.py); model_synth_layers: fewer layers (trials).
+    model_synth: str | None = None
+    model_synth_layers: int | None = Field(default=None, ge=1, le=10_000)
+    model_synthetic: bool = False  # set by the lab in the profile copy a run uses when it substituted the file
 
     # --- serving
     context_tokens: int = Field(gt=0, le=1_048_576)
@@ -94,6 +99,9 @@ class Profile(BaseModel):
     host: str = Field(default="127.0.0.1", pattern=r"^[A-Za-z0-9.:-]{1,253}$")  # an address or host name, nothing else
     port: int = Field(default=8080, ge=1024, le=65535)
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")  # name of the env var
+    # More llama-server flags, after the ones the lab derives from the fields above (what `lab tune` suggests,
+    # e.g. ["-b", "512", "-ub", "512"]); shown with the reason "from the profile's server_args".
+    server_args: list[str] = Field(default_factory=list, max_length=64)
 
     # --- several GPUs (lab/data/engine_rules.yaml says what each does, with sources)
     split_mode: SplitMode | None = None  # llama.cpp -sm; None = llama.cpp's default (layer)
@@ -113,6 +121,10 @@ class Profile(BaseModel):
     bench_concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4], min_length=1, max_length=32)
     bench_requests: int = Field(default=16, gt=0, le=100_000)
     bench_duration_s: float = Field(default=30, gt=0, le=86_400)
+    tune_budget_s: float = Field(default=60, gt=0, le=86_400)  # `lab tune` / notebook 06's tuning section: time budget
+    # Speculative decoding's draft model for notebook 06: a GGUF path, or "synth:<layers>" = a random-weight file
+    # of model_synth's shape with that many layers (lab/speculative.py); None: only ngram and MTP are tried.
+    spec_draft: str | None = Field(default=None, pattern=r"^(synth:[1-9][0-9]*|[^:]+\.gguf)$")
 
     @field_validator("model_quant")
     @classmethod

@@ -198,7 +198,7 @@ def bandwidth_for(profile, hardware_record: dict | None = None) -> Bandwidth | N
 
 def profile_ceiling(profile, *, bandwidth: Bandwidth | None, weights_bytes: float | None,
                     kv_bytes_per_seq: float | None, context_tokens: int, levels: list[int] | None = None,
-                    entries: list[Calibration] | None = None) -> dict:
+                    entries: list[Calibration] | None = None, arch_family: str | None = None) -> dict:
     """The roofline for a profile from numbers already resolved (see lab.claims.profile_inputs):
     single-stream ceiling at `context_tokens`, a calibrated prediction, and ceilings per concurrency.
     Values are None, with `reason`, when an input is unknown — never 0."""
@@ -207,7 +207,8 @@ def profile_ceiling(profile, *, bandwidth: Bandwidth | None, weights_bytes: floa
            "bandwidth_source": bandwidth.source if bandwidth else None,
            "weights_bytes": weights_bytes, "kv_bytes_per_seq": kv_bytes_per_seq,
            "bytes_per_token": None, "decode_ceiling_tok_s": None, "efficiency": None, "calibration_id": None,
-           "calibration_source": None, "predicted_decode_tok_s": None, "by_concurrency": [], "reason": None}
+           "calibration_source": None, "predicted_decode_tok_s": None, "by_concurrency": [], "reason": None,
+           "per_token_predicted_tok_s": None, "per_token_fixed_ms": None, "per_token_family": None, "per_token_how": None}
     missing = [n for n, v in (("bandwidth", bandwidth), ("weights_bytes", weights_bytes),
                               ("kv_bytes_per_seq", kv_bytes_per_seq)) if v is None]
     if missing:
@@ -226,11 +227,119 @@ def profile_ceiling(profile, *, bandwidth: Bandwidth | None, weights_bytes: floa
                predicted_decode_tok_s=predicted_tok_s(ceiling, eff),
                by_concurrency=ceilings_by_concurrency(bandwidth.gb_s, weights_bytes, kv_bytes_per_seq,
                                                       levels or profile.bench_levels))
+    if device_kind == "gpu" and profile.engine in ("llama.cpp", "llama-cpp-python"):
+        try:
+            ptm = per_token_model()
+            fam = family_of(arch_family) if arch_family else profile_family(profile)
+            out.update(per_token_predicted_tok_s=ptm.predict_tok_s(bpt, bandwidth.gb_s, bandwidth.kind, fam),
+                       per_token_fixed_ms=ptm.fixed_for(fam), per_token_family=fam, per_token_how=ptm.how)
+        except (ValueError, KeyError, facts.DataError) as exc:
+            out["per_token_how"] = f"per-token model unavailable: {exc}"
     if cal is None:
         out["reason"] = f"no calibration entry for {device_kind} with {bandwidth.kind} bandwidth: prediction unknown"
     return out
 
 
+# ---------------------------------------------------------------- per-token time model
+@dataclass(frozen=True)
+class PerTokenModel:
+    """t(bytes) = bytes ÷ (achieved_fraction × bandwidth) + fixed_ms; `fixed_ms_by_family` when the fit fell
+    back to one fixed cost per architecture family (see `fit_per_token`)."""
+
+    achieved_gb_s: float  # on the calibration device
+    achieved_fraction_of_copy: float
+    achieved_fraction_of_datasheet: float
+    fixed_ms: float
+    fixed_ms_by_family: dict
+    how: str
+    points: tuple
+
+    def fixed_for(self, family: str | None) -> float:
+        return self.fixed_ms_by_family.get(family or "", self.fixed_ms)
+
+    def predict_tok_s(self, weights_bytes: float, bandwidth_gb_s: float, bandwidth_kind: BandwidthKind = "datasheet",
+                      family: str | None = None) -> float:
+        """Decode tok/s of one stream on a device of `bandwidth_gb_s` (copy or datasheet, as measured there)."""
+        frac = self.achieved_fraction_of_copy if bandwidth_kind == "copy" else self.achieved_fraction_of_datasheet
+        t = weights_bytes / (frac * bandwidth_gb_s * GB) + self.fixed_for(family) / 1000.0
+        return 1.0 / t
+
+
+def fit_per_token(points: list[dict]) -> PerTokenModel:
+    """Fit t = b ÷ BW + c through two (or more: least squares) measured points of one device (pure).
+
+    Physical check: BW may not exceed the measured copy bandwidth (decode reads; a copy reads and writes, so
+    read bandwidth could reach about the copy figure, not beyond). When it does, the two shapes differ in
+    fixed cost too and one (BW, c) cannot describe both: then BW = copy bandwidth and each family keeps its
+    own fixed cost, c_f = t_f − b_f ÷ copy."""
+    if len(points) < 2:
+        raise ValueError(f"the per-token model needs two measured points, found {len(points)}")
+    xs = [p["weights_bytes"] for p in points]
+    ts = [1.0 / p["tok_s"] for p in points]
+    n = len(xs)
+    mx, mt = sum(xs) / n, sum(ts) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (t - mt) for x, t in zip(xs, ts)) / sxx if sxx else 0.0
+    copy = min(p["copy_gb_s"] for p in points)
+    datasheet = min(p["datasheet_gb_s"] for p in points)
+    fitted_bw = 1.0 / slope / GB if slope > 0 else math.inf
+    if math.isfinite(fitted_bw) and fitted_bw <= copy:
+        c = (mt - slope * mx) * 1000.0
+        return PerTokenModel(fitted_bw, fitted_bw / copy, fitted_bw / datasheet, c, {},
+                             f"two-point fit: achieved {fitted_bw:.0f} GB/s, fixed {c:.2f} ms per token", tuple(p["id"] for p in points))
+    by_family = {p["family"]: (1.0 / p["tok_s"] - p["weights_bytes"] / (copy * GB)) * 1000.0 for p in points}
+    mean_c = sum(by_family.values()) / len(by_family)
+    how = (f"the straight fit gives {fitted_bw / 1000:.2f} TB/s, above the measured copy bandwidth ({copy:.0f} GB/s): "
+           f"not physical, so achieved bandwidth = copy bandwidth and a fixed cost per architecture "
+           + ", ".join(f"{f} {c:.2f} ms" for f, c in by_family.items())
+           + "; the fixed cost is carried to other GPUs unchanged (launch-bound work; a slower GPU's is larger, so "
+             "projections there are upper bounds)")
+    return PerTokenModel(copy, 1.0, copy / datasheet, mean_c, by_family, how, tuple(p["id"] for p in points))
+
+
+def per_token_model() -> PerTokenModel:
+    """The model fitted to lab/data/calibration.yaml's per_token_points."""
+    return fit_per_token(facts.load("calibration", "per_token_points")["per_token_points"])
+
+
+def family_of(arch) -> str:
+    """Which fixed cost applies: "qwen35" (a hybrid with linear-attention layers, the measured Qwen3.5/3.8 shape)
+    or "dense". `arch`: an ArchSpec, a family name, or None (dense)."""
+    if arch is None:
+        return "dense"
+    if hasattr(arch, "linear_layers"):
+        return "qwen35" if arch.linear_layers else "dense"
+    return "qwen35" if re.search(r"qwen3[._]?5|qwen35|qwen3next", str(arch).lower()) else "dense"
+
+
+def profile_family(profile) -> str:
+    """family_of the profile's architecture (dense when it cannot be resolved here)."""
+    from lab import models
+
+    try:
+        return family_of(models.arch_for(profile))
+    except Exception:  # noqa: BLE001 - an unresolvable architecture costs only the family distinction
+        return "dense"
+
+
+def projection_rows(weights_bytes: float, family: str, gpu_ids: tuple[str, ...] = ("v100-32g", "rtx-4090", "h200"),
+                    model: PerTokenModel | None = None) -> list[dict]:
+    """Single-stream decode projected by the per-token model on each GPU of calibration.yaml's `gpus`, beside the
+    plain roofline (datasheet bandwidth ÷ bytes): what the seeds' single-stream claims are held against."""
+    model = model or per_token_model()
+    rows = []
+    for gid in gpu_ids:
+        g = gpu_spec(gid)
+        fits = weights_bytes / 2**30 < g["memory_gib"]
+        rows.append({"gpu": g["name"], "bandwidth_gb_s": g["bandwidth_gb_s"],
+                     "roofline_tok_s": round(decode_ceiling_tok_s(g["bandwidth_gb_s"], weights_bytes), 1),
+                     "projected_tok_s": round(model.predict_tok_s(weights_bytes, g["bandwidth_gb_s"], "datasheet", family), 1),
+                     "fixed_ms": round(model.fixed_for(family), 2), "weights_fit_in_vram": fits,
+                     "how": model.how, "source": g["source"]})
+    return rows
+
+
 __all__ = ["bytes_per_token", "decode_ceiling_tok_s", "aggregate_ceiling_tok_s", "efficiency", "predicted_tok_s",
            "ceilings_by_concurrency", "Calibration", "calibrations", "gpu_specs", "gpu_spec", "pick_calibration",
-           "Bandwidth", "runs_on_gpu", "bandwidth_for", "profile_ceiling"]
+           "Bandwidth", "runs_on_gpu", "bandwidth_for", "profile_ceiling", "PerTokenModel", "fit_per_token",
+           "per_token_model", "family_of", "projection_rows"]

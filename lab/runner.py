@@ -226,20 +226,27 @@ def finish_partial_files(run_dir: Path, note: str, secrets: tuple[str, ...] = ()
     return done
 
 
-def run(profile: str, only: list[str] | None = None, out: str | None = None) -> RunResult:
+def run(profile: str, only: list[str] | None = None, out: str | None = None,
+        synth_if_missing: bool = False) -> RunResult:
     """Run the notebooks into a fresh run folder, then write the manifest and the report.
 
     SIGINT (Ctrl-C) or SIGTERM while a notebook runs cuts the run cleanly: every kernel and server it
     started is stopped, raw logs are redacted, the manifest and report say what was cut, when and where,
-    and `result.interrupted` is set (the CLI exits 130 / 143)."""
+    and `result.interrupted` is set (the CLI exits 130 / 143).
+
+    synth_if_missing: the user allows a synthetic random-weight stand-in when the profile's model file is
+    missing and the profile names model_synth (lab/standin.py); the run then uses the labelled profile copy."""
     import secrets
 
-    from lab import manifest, report
+    from lab import manifest, report, standin
 
     profile_path = profiles.resolve(profile).resolve()
     prof = profiles.load(profile_path)
     books = discover(only)
     run_dir = evidence.new_run_dir(prof.name, out)
+    substituted = standin.for_run(prof, profile_path, run_dir, standin.allowed(synth_if_missing))
+    if substituted is not None:
+        profile_path, prof = substituted, profiles.load(substituted)
     started = evidence.utc_now()
     result = RunResult(run_dir)
     # Kernels write their connection files (which hold the kernel's HMAC key) into a private folder

@@ -16,6 +16,14 @@ Usage: python3 -m lab.setup [--cache DIR] [--engine vllm [--profile NAME]]   (th
 `make run` / `make test`; --engine vllm or LAB_VLLM=1 adds the vLLM venv, see lab/setup_vllm.py)
 Environment: LAB_CACHE, LAB_CUDA_ARCH (e.g. 70 for V100, 89 for RTX 40xx; default: what
 nvidia-smi reports), LAB_FORCE_CPU=1 (build without CUDA even when nvcc and a GPU are present).
+
+Offline (a machine with no internet, e.g. a lent GPU box; `python3 -m lab.device_prep` makes both here):
+  LAB_LLAMA_SRC  the llama-cpp-python source to build from instead of downloading the sdist: the sdist
+                 itself, a stripped copy of it (.tar.xz/.tar.gz) or its unpacked folder
+  LAB_WHEELS     a folder of wheels: the venv is made without pip from the running interpreter, sees that
+                 interpreter's packages (torch, pandas, ... on a GPU image), and gets the wheels with
+                 `pip install --no-index`; the Python bindings are the sdist's llama_cpp package plus the
+                 libraries built here (no wheel build, no download); embedded models are not fetched.
 """
 from __future__ import annotations
 
@@ -148,12 +156,35 @@ def llama_bin_dir(cache: Path, cuda_arch: str | None) -> Path:
 def make_venv() -> str | None:
     if venv_python().exists():
         return "cached, skipped"
+    if offline_wheels():
+        # No pip inside (ensurepip may be missing and nothing can be downloaded): packages go in with the
+        # running interpreter's pip (--target); that interpreter's own packages (torch, pandas, numpy on a
+        # GPU image) stay visible through a .pth file, after the venv's own.
+        sh([sys.executable, "-m", "venv", "--without-pip", str(VENV)])
+        hosts = [p for p in host_site_dirs() if Path(p).is_dir()]
+        (venv_site() / "_lab_host_site.pth").write_text(
+            "import site; " + "; ".join(f"site.addsitedir({p!r})" for p in hosts) + "\n")
+        return f"made offline (no pip; sees {', '.join(hosts) or 'no other site-packages'})"
     sh([sys.executable, "-m", "venv", str(VENV)])
     return None
 
 
+def host_site_dirs() -> list[str]:
+    """The running interpreter's site-packages folders (a venv's own when set-up runs inside one)."""
+    import site
+
+    return list(dict.fromkeys(site.getsitepackages()))
+
+
+def venv_site() -> Path:
+    """.venv's site-packages (lib/pythonX.Y/site-packages; the venv runs this same Python version)."""
+    return VENV / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+
+
 @step(f"llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} source (sdist)")
 def fetch_sdist(cache: Path) -> str | None:
+    if given_source():
+        return f"given by LAB_LLAMA_SRC ({given_source()}), not downloaded"
     target = cache / "sdist" / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
     if target.exists():
         return "cached, skipped"
@@ -163,13 +194,48 @@ def fetch_sdist(cache: Path) -> str | None:
     return None
 
 
+def given_source() -> Path | None:
+    """LAB_LLAMA_SRC: a source the caller brought (offline machines), else None (download the sdist)."""
+    value = os.environ.get("LAB_LLAMA_SRC")
+    if not value:
+        return None
+    path = Path(value).expanduser().resolve()
+    if not path.exists():
+        sys.exit(f"[setup] LAB_LLAMA_SRC={value}: no such file or folder (make it with `python3 -m lab.device_prep`, "
+                 "or unset LAB_LLAMA_SRC to download the sdist)")
+    return path
+
+
+def offline_wheels() -> Path | None:
+    """LAB_WHEELS: the folder of wheels an offline machine installs from, else None (install from PyPI)."""
+    value = os.environ.get("LAB_WHEELS")
+    if not value:
+        return None
+    path = Path(value).expanduser().resolve()
+    if not path.is_dir() or not list(path.glob("*.whl")):
+        sys.exit(f"[setup] LAB_WHEELS={value}: not a folder of .whl files (make it with `python3 -m lab.device_prep`)")
+    return path
+
+
 def sdist_path(cache: Path) -> Path:
-    return cache / "sdist" / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
+    return given_source() or cache / "sdist" / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
+
+
+def source_root(unpacked: Path) -> Path:
+    """The folder holding llama_cpp/ and vendor/llama.cpp/ inside an unpacked (or given) source."""
+    for cand in (unpacked, unpacked / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}", *sorted(unpacked.glob("*/"))):
+        if (cand / "vendor" / "llama.cpp" / "CMakeLists.txt").exists():
+            return cand
+    sys.exit(f"[setup] {unpacked}: no vendor/llama.cpp/CMakeLists.txt inside (is it a llama-cpp-python "
+             f"{LLAMA_CPP_PYTHON_VERSION} source?)")
 
 
 def unpack_sdist(cache: Path, into: Path) -> Path:
-    shutil.unpack_archive(str(sdist_path(cache)), str(into))
-    return into / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}"
+    src = sdist_path(cache)
+    if src.is_dir():  # an unpacked source is built in place (cmake writes only into the build folder)
+        return source_root(src)
+    shutil.unpack_archive(str(src), str(into))
+    return source_root(into)
 
 
 @step("llama.cpp tools + shared libraries (cmake, from llama-cpp-python's vendored source)")
@@ -177,12 +243,12 @@ def build_llama_cpp(cache: Path, cuda_arch: str | None) -> str | None:
     out = llama_bin_dir(cache, cuda_arch)
     if (out.parent / "build-info.json").exists():
         return f"cached, skipped ({out})"
-    jobs = str(os.cpu_count() or 2)
+    jobs = str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2)  # = nproc
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         src = unpack_sdist(cache, Path(tmp))
         build = Path(tmp) / "build"
         log = cache / "logs" / f"build-{build_key(cuda_arch)}.log"
-        print(f"[setup]   compiling with {jobs} jobs (log: {log}); ~10 min on 2 cores, once", flush=True)
+        print(f"[setup]   compiling with {jobs} jobs (log: {log}); ~10 min on 2 cores (CPU), ~6 min on 16 (CUDA), once", flush=True)
         sh(["cmake", "-S", str(src / "vendor" / "llama.cpp"), "-B", str(build), "-G", "Ninja",
             *cmake_flags(cuda_arch)], log=log)
         sh(["cmake", "--build", str(build), "-j", jobs, "--target", *TOOLS, "mtmd"],
@@ -235,6 +301,77 @@ def build_wheel(cache: Path, cuda_arch: str | None) -> str | None:
         for whl in (tmp / "packed").glob("*.whl"):
             shutil.copy2(whl, wheel_dir / whl.name)
     return None
+
+
+def install_bindings_offline(src_root: Path, bin_dir: Path, site_dir: Path) -> None:
+    """The Python bindings without building a wheel: the source's pure-Python llama_cpp package, the libraries
+    compiled above in llama_cpp/lib (where the package looks first), and a dist-info so that
+    importlib.metadata reports llama-cpp-python's version like any install."""
+    pkg = site_dir / "llama_cpp"
+    shutil.rmtree(pkg, ignore_errors=True)
+    shutil.copytree(src_root / "llama_cpp", pkg)
+    (pkg / "lib").mkdir(exist_ok=True)
+    for so in shared_libs(bin_dir):
+        shutil.copy2(so, pkg / "lib" / so.name, follow_symlinks=True)
+    info = site_dir / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.dist-info"
+    shutil.rmtree(info, ignore_errors=True)
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: llama_cpp_python\nVersion: {LLAMA_CPP_PYTHON_VERSION}\n"
+                                   "Summary: installed by lab.setup (offline) from the vendored source\n")
+    (info / "INSTALLER").write_text("lab.setup\n")
+    (info / "RECORD").write_text("")
+
+
+@step("pinned packages into .venv (offline: LAB_WHEELS + the built bindings)")
+def install_deps_offline(cache: Path, cuda_arch: str | None, wheels: Path) -> str | None:
+    names = sorted(p.name for p in wheels.glob("*.whl"))
+    stamp = VENV / f".lab-offline-{hashlib.sha256(json.dumps(names).encode()).hexdigest()[:12]}"
+    if stamp.exists():
+        return "cached, skipped"
+    site_dir = venv_site()
+    sh([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir",
+        "--upgrade", "--target", str(site_dir), *[str(wheels / n) for n in names]], log=cache / "logs" / "deps-offline.log")
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        install_bindings_offline(unpack_sdist(cache, Path(tmp)), llama_bin_dir(cache, cuda_arch), site_dir)
+    (site_dir / "_lab_checkout.pth").write_text(f"{ROOT}\n")  # `import lab` from this checkout, like `pip -e`
+    for old in VENV.glob(".lab-offline-*"):
+        old.unlink()
+    stamp.touch()
+    return f"{len(names)} wheels from {wheels}"
+
+
+VOCABS = ("ggml-vocab-qwen2.gguf", "ggml-vocab-qwen35.gguf")  # the tokenizers lab.synth copies into its files
+
+
+@step("tokenizer GGUFs for lab synth (from the llama.cpp source)")
+def extract_vocabs(cache: Path) -> str | None:
+    """cache/vocab/<ver>/ggml-vocab-*.gguf, where lab.synth looks first: on an offline machine the sdist it
+    would otherwise read them from is not there, only the (stripped) source that keeps them."""
+    target = cache / "vocab" / LLAMA_CPP_PYTHON_VERSION
+    if all((target / v).exists() for v in VOCABS):
+        return "cached, skipped"
+    target.mkdir(parents=True, exist_ok=True)
+    src = sdist_path(cache)
+    found = []
+    if src.is_dir():
+        for v in VOCABS:
+            f = source_root(src) / "vendor" / "llama.cpp" / "models" / v
+            if f.exists():
+                shutil.copy2(f, target / v)
+                found.append(v)
+    else:
+        import tarfile
+
+        with tarfile.open(src) as tar:
+            for member in tar:
+                name = member.name.rsplit("/", 1)[-1]
+                if name in VOCABS and "/vendor/llama.cpp/models/" in f"/{member.name}" and member.isfile():
+                    with tar.extractfile(member) as fh, open(target / f"{name}.partial", "wb") as out:
+                        shutil.copyfileobj(fh, out)
+                    (target / f"{name}.partial").replace(target / name)
+                    found.append(name)
+    missing = [v for v in VOCABS if v not in found and not (target / v).exists()]
+    return f"{', '.join(found) or 'none'} extracted" + (f" ({', '.join(missing)} not in {src})" if missing else "")
 
 
 def deps_stamp() -> Path:
@@ -355,12 +492,18 @@ def main(argv: list[str] | None = None) -> int:
     cuda_arch = detect_cuda_arch()
     print(f"[setup] cache {cache}; llama.cpp backend: {'CUDA arch ' + cuda_arch if cuda_arch else 'CPU'}")
     t0 = time.monotonic()
+    wheels = offline_wheels()
     make_venv()
     fetch_sdist(cache)
     build_llama_cpp(cache, cuda_arch)
-    build_wheel(cache, cuda_arch)
-    install_deps(cache, cuda_arch)
-    fetch_models(cache)
+    if wheels:
+        install_deps_offline(cache, cuda_arch, wheels)
+        print("[setup] embedded models: not fetched offline (LAB_WHEELS set); profiles using embedded:* cannot run here")
+    else:
+        build_wheel(cache, cuda_arch)
+        install_deps(cache, cuda_arch)
+        fetch_models(cache)
+    extract_vocabs(cache)
     register_kernel()
     nbconvert_offline()
     write_paths(cache, cuda_arch)

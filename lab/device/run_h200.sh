@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# `lab run --profile h200-x1` on a lent GPU machine (the device tool), from this repo's own files, offline.
+#
+# Here, once:  python3 -m lab.device_prep          (fills the git-ignored .device/: stripped llama.cpp source
+#                                                 + the wheels the GPU image lacks, ≈ 25 MiB)
+# There, the device tool's command (carry: [".device"]), the same line every call:
+#   LAB_GIT_SHA=<sha of this checkout> bash lab/device/run_h200.sh
+#
+# The first call copies the tree to $WORK and starts the pipeline detached (setsid): set-up (builds llama.cpp
+# for the GPU's arch with -j$(nproc)), the synthetic Qwen3.8-27B-shaped Q4_K file (lab.standin, while the
+# build runs), then `lab run --profile $PROFILE --synth-if-missing`. Every call then waits up to $WAIT_S
+# seconds, printing the pipeline's new log lines; call again right away (the machine goes back after 30 s
+# idle) until it prints "PIPELINE DONE". That call packs the run folder (notebooks, records, manifest, report,
+# small logs: no model, no build) into $OUT/run.tar.gz, with $OUT/pipeline.log and $OUT/status.txt.
+#
+# Environment: PROFILE (default h200-x1), LAB_RUN_ARGS (more `lab run` flags, e.g. "--only 01,06"),
+# WAIT_S (default 540: a call must end inside the tool's 600 s), WORK (default /root/lab-device),
+# LAB_GIT_SHA / LAB_GIT_DIRTY (the commit, recorded in every record: the copy there has no .git).
+set -uo pipefail
+PROFILE=${PROFILE:-h200-x1}
+WORK=${WORK:-/root/lab-device}
+WAIT_S=${WAIT_S:-540}
+OUT=${OUT:-$WORK/out}
+say() { echo "[$(date -u +%H:%M:%S)] $*"; }
+
+pipeline() {  # runs detached, in $WORK/repo
+  cd "$WORK/repo" || exit 1
+  export PATH="/usr/local/cuda/bin:$PATH" PYTHONUNBUFFERED=1 LAB_WHEELS="$PWD/.device/whl" \
+         LAB_LLAMA_SRC="$PWD/.device/llama-src.tar.xz" LAB_SYNTH_IF_MISSING=1
+  say "nvidia-smi: $(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1)"
+  say "nvcc: $(nvcc --version 2>&1 | tail -2 | head -1); python3: $(command -v python3) $(python3 --version 2>&1); nproc $(nproc)"
+  # The synthetic model needs only gguf + numpy: install the wheels for the system python3 and write it while
+  # lab.setup compiles (one core against fifteen).
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$WORK/site" \
+    .device/whl/*.whl || { say "pip install of .device/whl failed"; return 1; }
+  PYTHONPATH="$WORK/site:$PWD" python3 -c "from lab import setup; setup.extract_vocabs(setup.cache_dir())"
+  ( PYTHONPATH="$WORK/site:$PWD" python3 -m lab.standin --profile "$PROFILE" --no-progress > "$WORK/standin.log" 2>&1
+    echo $? > "$WORK/standin.rc" ) &
+  local synth_pid=$!
+  python3 -m lab.setup || { say "lab.setup failed"; return 1; }
+  wait "$synth_pid"; say "standin rc=$(cat "$WORK/standin.rc"): $(tail -1 "$WORK/standin.log")"
+  # shellcheck disable=SC2086
+  .venv/bin/python -m lab run --profile "$PROFILE" --synth-if-missing ${LAB_RUN_ARGS:-}
+}
+
+if [ "${1:-}" = "--pipeline" ]; then
+  pipeline; rc=$?
+  say "pipeline rc=$rc"; echo "$rc" > "$WORK/DONE"; exit "$rc"
+fi
+
+mkdir -p "$WORK" "$OUT"
+if [ ! -e "$WORK/started" ]; then
+  rm -rf "$WORK/repo" && mkdir -p "$WORK/repo" && cp -a . "$WORK/repo/" || { echo "copy failed"; exit 1; }
+  date -u +%s > "$WORK/started"
+  say "starting the pipeline detached (log: $WORK/pipeline.log)"
+  LAB_GIT_SHA=${LAB_GIT_SHA:-} LAB_GIT_DIRTY=${LAB_GIT_DIRTY:-} PROFILE="$PROFILE" WORK="$WORK" \
+    setsid nohup bash "$WORK/repo/lab/device/run_h200.sh" --pipeline > "$WORK/pipeline.log" 2>&1 < /dev/null &
+fi
+
+t0=$(date +%s); seen=$(cat "$WORK/seen" 2>/dev/null || echo 0)
+while :; do
+  n=$(wc -l < "$WORK/pipeline.log" 2>/dev/null || echo 0)
+  if [ "$n" -gt "$seen" ]; then sed -n "$((seen + 1)),${n}p" "$WORK/pipeline.log" | cut -c1-300; seen=$n; echo "$seen" > "$WORK/seen"; fi
+  [ -e "$WORK/DONE" ] && break
+  if [ $(( $(date +%s) - t0 )) -ge "$WAIT_S" ]; then
+    say "still running after $(( $(date +%s) - $(cat "$WORK/started") )) s: call again now (same command)"; exit 0
+  fi
+  sleep 5
+done
+
+rc=$(cat "$WORK/DONE")
+run_dir=$(sed -n 's/^run folder: *//p' "$WORK/pipeline.log" | tail -1)
+cp "$WORK/pipeline.log" "$OUT/pipeline.log"
+{ echo "pipeline rc=$rc"; echo "run folder: $run_dir"; echo "elapsed_s=$(( $(date +%s) - $(cat "$WORK/started") ))"; } > "$OUT/status.txt"
+if [ -n "$run_dir" ] && [ -d "$run_dir" ]; then
+  # Small files only: the model lives in the cache, server logs over 4 MiB are cut to their last 4 MiB.
+  find "$run_dir" -type f -size +4M -name '*.log' -exec sh -c 'tail -c 4M "$1" > "$1.tail" && mv "$1.tail" "$1"' _ {} \;
+  tar czf "$OUT/run.tar.gz" -C "$(dirname "$run_dir")" --exclude='*.gguf' "$(basename "$run_dir")"
+  say "packed $(du -h "$OUT/run.tar.gz" | cut -f1) into \$OUT/run.tar.gz"
+fi
+say "PIPELINE DONE rc=$rc"

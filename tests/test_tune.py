@@ -1,0 +1,84 @@
+"""lab.tune and lab.speculative: the pure parts (grid, invalid combinations, Pareto front, winner, patch,
+acceptance arithmetic). The measuring runs in notebook 06 (tests/test_suite_06.py)."""
+from dataclasses import replace
+
+from lab import profiles, speculative, tune
+from lab.bench import RequestResult
+
+
+def test_grid_is_one_factor_at_a_time():
+    prof = profiles.load("cpu-default")
+    g = tune.grid(prof, n_cores=2)
+    base = g[0]
+    assert base.dimension == "baseline" and (base.threads, base.kv, base.slots) == (2, "f16", 4)
+    dims = {s.dimension for s in g}
+    assert {"threads", "batch", "flash_attn", "kv_cache", "slots", "sampling"} <= dims
+    for s in g[1:]:  # every other point changes exactly its own dimension (kv may switch -fa on with it)
+        changed = {k for k in ("threads", "kv", "slots", "batch", "ubatch", "sampling", "backend_sampling", "flash_attn")
+                   if getattr(s, k) != getattr(base, k)}
+        allowed = {"threads": {"threads"}, "batch": {"batch", "ubatch"}, "flash_attn": {"flash_attn"},
+                   "kv_cache": {"kv", "flash_attn"}, "slots": {"slots"}, "sampling": {"sampling", "backend_sampling"}}
+        assert changed and changed <= allowed[s.dimension], (s.name, changed)
+    assert len({s.name for s in g}) == len(g)
+
+
+def test_invalid_combinations_say_why():
+    prof = profiles.load("cpu-default")
+    base = tune.baseline(prof)
+    assert tune.invalid(base, prof, 2) is None
+    assert "needs -fa on" in tune.invalid(replace(base, kv="q8_0", flash_attn="off"), prof, 2)
+    assert "clamps ub" in tune.invalid(replace(base, batch=256, ubatch=512), prof, 2)
+    assert "cores" in tune.invalid(replace(base, threads=8), prof, 2)
+    assert "tokens per slot" in tune.invalid(replace(base, slots=64), prof, 2)  # 4096 / 64 = 64 < 128 + 64 + 16
+
+
+def test_pareto_winner_and_patch():
+    pts = [{"name": "baseline (the profile)", "dimension": "baseline", "single_decode_tok_s": 100.0, "aggregate_tok_s": 200.0, "concurrency": 4},
+           {"name": "batch: -b 512 -ub 512", "dimension": "batch", "single_decode_tok_s": 99.0, "aggregate_tok_s": 260.0, "concurrency": 4},
+           {"name": "slots: -np 2", "dimension": "slots", "single_decode_tok_s": 80.0, "aggregate_tok_s": 300.0, "concurrency": 4},
+           {"name": "threads: -t 1", "dimension": "threads", "single_decode_tok_s": 60.0, "aggregate_tok_s": 100.0, "concurrency": 4}]
+    assert set(tune.pareto_front(pts)) == {"baseline (the profile)", "batch: -b 512 -ub 512", "slots: -np 2"}
+    win = tune.choose(pts)
+    assert win["name"] == "batch: -b 512 -ub 512"  # -np 2 has more throughput but slows one stream by 20 %
+    prof = profiles.load("cpu-default")
+    setting = replace(tune.baseline(prof), name=win["name"], dimension="batch", batch=512, ubatch=512)
+    patch = tune.patch_yaml(prof, win, pts[0], setting, "2026-12-01")
+    assert 'server_args: ["-b", "512", "-ub", "512"]' in patch and "+30.0%" in patch
+    import yaml
+
+    assert yaml.safe_load(patch) == {"server_args": ["-b", "512", "-ub", "512"]}
+    assert "nothing to change" in tune.patch_yaml(prof, pts[0], pts[0], tune.baseline(prof), "now")
+
+
+def test_server_args_reach_the_command():
+    from lab import engines
+
+    prof = profiles.load("cpu-default").model_copy(update={"server_args": ["-b", "512"]})
+    argv = engines.build_command(prof, port=18080).argv
+    assert argv[-2:] == ("-b", "512")
+
+
+def test_speculative_variants_and_acceptance():
+    names = [v["kind"] for v in speculative.variants("d.gguf")]
+    assert names[:4] == ["none", "draft", "ngram", "mtp"] and names.count("synthetic") == 2
+    syn = [v for v in speculative.variants(None) if v["kind"] == "synthetic"][0]
+    assert syn["args"][:2] == ["--spec-type", "ngram-simple"] and syn["args"][-2:] == ["--spec-synth-len", "2"]
+    rs = [RequestResult(0, True, server_timings={"draft_n": 40, "draft_n_accepted": 10}),
+          RequestResult(1, True, server_timings={"draft_n": 60, "draft_n_accepted": 30}),
+          RequestResult(2, False, server_timings={"draft_n": 99, "draft_n_accepted": 99})]
+    assert speculative.acceptance(rs) == {"draft_n": 100, "draft_n_accepted": 40, "acceptance_rate": 0.4}
+    assert speculative.acceptance([RequestResult(0, True, server_timings={})])["acceptance_rate"] is None
+
+
+def test_speculative_summary_marks_random_weights():
+    prof = profiles.load("cpu-default").model_copy(update={"model_synthetic": True})
+    rows = [{"kind": "none", "status": "ok", "decode_tok_s": 100.0},
+            {"kind": "draft", "status": "ok", "decode_tok_s": 80.0, "acceptance_rate": 0.02},
+            {"kind": "synthetic", "status": "ok", "decode_tok_s": 150.0, "synthetic_length": 2.0},
+            {"kind": "mtp", "status": "failed", "error": "no MTP layers"}]
+    s = speculative.summarise(rows, prof, "d.gguf")
+    assert s["acceptance_rate"] == 0.02 and s["acceptance_rate_valid_for_real_model"] is False
+    assert s["draft_speedup"] == 0.8 and s["synthetic_length_speedup"] == {"2": 1.5}
+    assert s["mtp"]["status"] == "failed"
+    rec = speculative.build_record(s)
+    assert [c["status"] for c in rec["checks"]] == ["pass", "warn"]
