@@ -52,7 +52,12 @@ def synth_dir() -> Path:
 
 
 def synth_file(arch_id: str, layers: int | None = None, quant: str = "Q4_K", seed: int = SYNTH_SEED) -> Path:
-    return synth_dir() / f"{arch_id}{f'-L{layers}' if layers else ''}-synthetic-{quant}-seed{seed}.gguf"
+    """cache/synth/<arch>-<layers>L-<quant>-seed<seed>.gguf: the same name for the same file whoever asks
+    (notebook 05's parity grid, the stand-in, the speculative draft)."""
+    from lab import models
+
+    n = layers or models.stand_in(arch_id).n_layers
+    return synth_dir() / f"{arch_id}-{n}L-{quant}-seed{seed}.gguf"
 
 
 def ensure(arch, out: Path, layers: int | None = None, quant: str = "Q4_K", seed: int = SYNTH_SEED,
