@@ -111,3 +111,33 @@ def test_tensor_parallel_vllm_profile_uses_both_gpus():
     assert roofline.runs_on_gpu(x2)
     bw = roofline.bandwidth_for(x2)
     assert (bw.gb_s, bw.kind, bw.devices) == (1800, "datasheet", 2)
+
+
+def test_per_token_model_two_point_fit_and_fallback():
+    from lab import roofline
+
+    # physical: two shapes on one device with one fixed cost: t = b / 2000 GB/s + 5 ms
+    pts = [{"id": "a", "family": "dense", "weights_bytes": 10e9, "tok_s": 1 / (10e9 / 2000e9 + 0.005), "copy_gb_s": 3000,
+            "datasheet_gb_s": 3500},
+           {"id": "b", "family": "dense", "weights_bytes": 20e9, "tok_s": 1 / (20e9 / 2000e9 + 0.005), "copy_gb_s": 3000,
+            "datasheet_gb_s": 3500}]
+    m = roofline.fit_per_token(pts)
+    assert round(m.achieved_gb_s) == 2000 and round(m.fixed_ms, 6) == 5.0 and m.fixed_ms_by_family == {}
+    assert round(m.predict_tok_s(10e9, 3000, "copy"), 6) == round(pts[0]["tok_s"], 6)
+    # the lab's H200 points: the straight fit is faster than the copy bandwidth, so per-family fixed costs
+    h = roofline.per_token_model()
+    assert "not physical" in h.how and h.achieved_gb_s == 4227
+    assert set(h.fixed_ms_by_family) == {"dense", "qwen35"}
+    assert 7.0 < h.fixed_ms_by_family["dense"] < 7.4 and 7.4 < h.fixed_ms_by_family["qwen35"] < 7.7
+    # each measured point is reproduced exactly by its own family's fixed cost at copy bandwidth
+    assert round(h.predict_tok_s(18436147118, 4227, "copy", "dense"), 1) == 86.6
+    assert round(h.predict_tok_s(14.86e9, 4227, "copy", "qwen35"), 1) == 90.3
+
+
+def test_projection_rows_v100_below_roofline():
+    from lab import roofline
+
+    rows = {r["gpu"]: r for r in roofline.projection_rows(16.5e9, "qwen35")}
+    v100 = next(r for g, r in rows.items() if "V100" in g)
+    assert v100["projected_tok_s"] < v100["roofline_tok_s"] and 30 < v100["projected_tok_s"] < 40
+    assert roofline.family_of("qwen3_5_text") == "qwen35" and roofline.family_of(None) == "dense"
