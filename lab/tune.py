@@ -278,7 +278,8 @@ def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str
         typical = sorted(durations)[len(durations) // 2] if durations else 0.0
         if budget.left() < typical:
             skipped.append({"name": s.name, "dimension": s.dimension,
-                            "reason": f"time budget: {budget.left():.0f} s left of {budget_s:.0f}, a point takes ~{typical:.0f} s"})
+                            "reason": f"time budget: {budget_s - budget.left():.0f} s of {budget_s:.0f} s spent, "
+                                      f"a point takes ~{typical:.0f} s here"})
             progress(f"[tune] {k}/{total} {s.name}: not run (time budget)")
             return
         row = measure_point(profile, s, log_dir, monitor, output_tokens=output_tokens)
