@@ -72,6 +72,12 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
 
     from lab import bench, engines, serve
 
+    from lab import tune
+
+    reason = tune.why_not(profile)
+    if reason:
+        progress(f"[spec] skipped: {reason}")
+        return summarise([{"variant": "every variant", "kind": "none", "status": "skip", "error": reason}], profile, draft)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     one_slot = profile.model_copy(update={"parallel_slots": 1, "context_tokens": min(
@@ -170,8 +176,10 @@ def build_record(result: dict) -> dict:
 
     found = []
     b = result["baseline_decode_tok_s"]
-    found.append(Check("speculative decoding: baseline measured", "pass" if b else "fail", b, "a single-stream decode speed",
-                       "" if b else "the baseline server did not serve: see the rows' errors", SOURCE))
+    skipped = next((r["error"] for r in result["rows"] if r["status"] == "skip" and r["kind"] == "none"), None)
+    found.append(Check("speculative decoding: baseline measured", "pass" if b else ("skip" if skipped else "fail"), b,
+                       "a single-stream decode speed",
+                       skipped or ("" if b else "the baseline server did not serve: see the rows' errors"), SOURCE))
     if result["acceptance_rate"] is not None and not result["acceptance_rate_valid_for_real_model"]:
         found.append(Check("acceptance rate speaks for the real model", "warn", round(result["acceptance_rate"], 3),
                            "a real target and draft", "both files have random weights (lab synth): their acceptance says "
@@ -190,15 +198,18 @@ def draft_for(profile, layers: int | None = None) -> tuple[str | None, str]:
 
     from lab import standin
 
+    from lab import tune
+
     spec = getattr(profile, "spec_draft", None)
+    if tune.why_not(profile):  # nothing will be measured here: write no draft either
+        return None, f"not measured here ({tune.why_not(profile)})"
     if not spec:
         return None, "the profile names no spec_draft (a draft GGUF, or synth:<layers> for a synthetic one)"
     if spec.startswith("synth:"):
         if not profile.model_synth:
             return None, "spec_draft synth:<layers> needs model_synth (the shape to write)"
         n = int(spec.split(":", 1)[1])
-        out = standin.synth_file(profile.model_synth, n)
-        made = standin.ensure(profile.model_synth, out, n, progress=False)
+        made = standin.make(profile.model_synth, n, progress=False)
         return made["path"], f"synthetic {n}-layer {profile.model_synth} ({made['bytes'] / 1e9:.2f} GB, random weights)"
     path = Path(spec).expanduser()
     return (str(path), "the profile's spec_draft") if path.exists() else (None, f"spec_draft {path} not found")

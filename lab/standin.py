@@ -44,38 +44,20 @@ def missing_model(profile: Profile) -> Path | None:
     return None if path.exists() else path
 
 
-def synth_dir() -> Path:
-    """Where synthetic files live: $LAB_SYNTH_DIR, else the lab cache's synth/ (never the checkout)."""
-    from lab import setup
-
-    return Path(os.environ.get("LAB_SYNTH_DIR") or setup.cache_dir() / "synth").expanduser()
-
-
-def synth_file(arch_id: str, layers: int | None = None, quant: str = "Q4_K", seed: int = SYNTH_SEED) -> Path:
-    """cache/synth/<arch>-<layers>L-<quant>-seed<seed>.gguf: the same name for the same file whoever asks
-    (notebook 05's parity grid, the stand-in, the speculative draft)."""
-    from lab import models
-
-    n = layers or models.stand_in(arch_id).n_layers
-    return synth_dir() / f"{arch_id}-{n}L-{quant}-seed{seed}.gguf"
-
-
-def ensure(arch, out: Path, layers: int | None = None, quant: str = "Q4_K", seed: int = SYNTH_SEED,
-           progress: bool = True) -> dict:
-    """Write the synthetic file unless one of exactly the predicted size is already there.
-    `arch` is a stand-in id or an ArchSpec. Returns what it did: path, bytes, made (bool), seconds."""
+def make(arch_id: str, layers: int | None = None, progress: bool = True) -> dict:
+    """The synthetic file of `arch_id` (`layers` to cut it short) from lab.synth's cache (written once, reused
+    while its size is the predicted one: synth.cached_file). Returns path, bytes, params, shape, made (written
+    now), seconds."""
     import time
 
     from lab import synth
 
-    _arch, kvs, plan, size = synth.plan_file(arch, quant, None, layers, seed)
-    if out.exists() and out.stat().st_size == size["total_bytes"]:
-        return {"path": str(out), "bytes": size["total_bytes"], "made": False, "seconds": 0.0,
-                "params": size["params"], "description": synth.describe(_arch, plan, size, quant)}
-    t0 = time.monotonic()
-    synth.write_file(out, _arch, kvs, plan, size, seed, progress=progress)
-    return {"path": str(out), "bytes": size["total_bytes"], "made": True, "seconds": round(time.monotonic() - t0, 1),
-            "params": size["params"], "description": synth.describe(_arch, plan, size, quant)}
+    t0 = time.time()
+    arch, _kvs, plan, size = synth.plan_file(arch_id, "Q4_K", None, layers, SYNTH_SEED)
+    path = synth.cached_file(arch_id, layers, "Q4_K", SYNTH_SEED, progress=progress)
+    return {"path": str(path), "bytes": path.stat().st_size, "params": size["params"],
+            "description": synth.describe(arch, plan, size, "Q4_K"), "made": path.stat().st_mtime >= t0,
+            "seconds": round(time.time() - t0, 1)}
 
 
 def substituted_profile(profile: Profile, source_path: Path, synth_path: Path) -> dict:
@@ -108,9 +90,9 @@ def for_run(profile: Profile, profile_path: Path, run_dir: Path, allow: bool, pr
               f"stand-in of {profile.model_synth}'s shape (speed and memory only): rerun with --synth-if-missing "
               f"or {ENV_ALLOW}=1", file=sys.stderr, flush=True)
         return None
-    out = synth_file(profile.model_synth, profile.model_synth_layers)
-    print(f"[run] {original} is missing: using a synthetic stand-in ({out})", file=sys.stderr, flush=True)
-    made = ensure(profile.model_synth, out, profile.model_synth_layers, progress=progress)
+    print(f"[run] {original} is missing: using a synthetic stand-in of {profile.model_synth}'s shape",
+          file=sys.stderr, flush=True)
+    made = make(profile.model_synth, profile.model_synth_layers, progress=progress)
     data = substituted_profile(profile, profile_path, Path(made["path"]))
     sub_path = run_dir / f"profile-{profile.name}-synthetic.yaml"
     sub_path.write_text(f"# Written by `lab run --synth-if-missing` from {profile_path}: {original} was missing, so\n"
@@ -143,8 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     if not prof.model_synth:
         print(f"error: profile {prof.name} names no model_synth (the stand-in id to write)", file=sys.stderr)
         return 2
-    made = ensure(prof.model_synth, synth_file(prof.model_synth, prof.model_synth_layers), prof.model_synth_layers,
-                  progress=not args.no_progress)
+    made = make(prof.model_synth, prof.model_synth_layers, progress=not args.no_progress)
     print(f"{'wrote' if made['made'] else 'found'} {made['path']} ({made['bytes']} bytes, {made['seconds']} s): "
           f"{made['description']}")
     return 0

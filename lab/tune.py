@@ -191,6 +191,18 @@ def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting
 
 
 # ---------------------------------------------------------------- measuring (needs llama-server)
+def why_not(profile: Profile) -> str | None:
+    """Why this machine cannot tune this profile (None: it can): the sweep varies llama-server's own flags, so it
+    needs the llama.cpp engine started by the lab, and a server that can start here."""
+    from lab import engines, serve
+
+    if profile.engine != "llama.cpp" or getattr(profile, "endpoint_url", None):
+        return (f"lab tune varies llama-server's flags; profile {profile.name} uses "
+                f"{'an endpoint it does not start' if getattr(profile, 'endpoint_url', None) else profile.engine}")
+    cmd = engines.build_command(profile, port=serve.free_port())
+    return serve.why_not_startable(profile, cmd)
+
+
 @dataclass
 class Budget:
     seconds: float
@@ -264,6 +276,13 @@ def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     budget = Budget(budget_s)
+    reason = why_not(profile)
+    if reason:
+        progress(f"[tune] skipped: {reason}")
+        return {"profile": profile.name, "budget_s": budget_s, "elapsed_s": 0.0, "concurrency": max(profile.bench_levels),
+                "points": [], "skipped": [{"name": "every setting", "dimension": "all", "reason": reason}],
+                "pareto_front": [], "winner": None, "winner_vs_baseline": None, "skip_reason": reason,
+                "patch_yaml": f"# lab tune: not run here ({reason})\n", "rule": ""}
     settings = [s for s in grid(profile) if dimensions is None or s.dimension in (*dimensions, "baseline")]
     by_name = {s.name: s for s in settings}
     points, skipped = [], []
@@ -362,9 +381,13 @@ def build_record(result: dict, fig=None) -> dict:
     from lab.checks import Check
 
     ok = [p for p in result["points"] if p["status"] == "ok"]
-    found = [Check("tuning measured the baseline", "pass" if any(p["dimension"] == "baseline" for p in ok) else "fail",
-                   f"{len(ok)} points ok, {len(result['points']) - len(ok)} failed, {len(result['skipped'])} skipped",
-                   "the profile's own settings measured", "" if ok else "see the failed points' errors", "lab.tune")]
+    if result.get("skip_reason"):
+        found = [Check("tuning measured the baseline", "skip", "not run", "the profile's own settings measured",
+                       result["skip_reason"], "lab.tune")]
+    else:
+        found = [Check("tuning measured the baseline", "pass" if any(p["dimension"] == "baseline" for p in ok) else "fail",
+                       f"{len(ok)} points ok, {len(result['points']) - len(ok)} failed, {len(result['skipped'])} skipped",
+                       "the profile's own settings measured", "" if ok else "see the failed points' errors", "lab.tune")]
     charts = [evidence.chart_entry("Throughput vs latency per setting (Pareto front)", fig)] if fig is not None else []
     return {"title": "Tuning: llama-server settings measured one at a time",
             "summary": {k: result[k] for k in ("winner", "winner_vs_baseline", "budget_s", "elapsed_s", "concurrency", "rule")}

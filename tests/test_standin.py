@@ -3,7 +3,7 @@ from dataclasses import replace
 
 import yaml
 
-from lab import evidence, models, profiles, standin
+from lab import evidence, models, profiles, standin, synth
 
 TINY = replace(models.stand_in("qwen3-14b"), name="tiny-qwen3", n_layers=1, hidden_size=256, ffn_size=512,
                n_heads=4, n_kv_heads=2, head_dim_k=64, head_dim_v=64)
@@ -32,27 +32,22 @@ def test_no_model_synth_no_substitution(tmp_path):
 
 
 def test_allowed_writes_labelled_profile_and_record(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAB_SYNTH_DIR", str(tmp_path / "synth"))
-    real_ensure = standin.ensure
-    monkeypatch.setattr(standin, "ensure", lambda arch, out, layers=None, **kw: real_ensure(TINY, out, layers, progress=False))
+    # lab.synth's cache, with a tiny shape instead of a 14B one (the same code writes both)
+    vocab = synth.default_vocab_path()  # from the real cache, before LAB_CACHE moves
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("LAB_VOCAB_GGUF", str(vocab))
+    real_plan = synth.plan_file
+    monkeypatch.setattr(synth, "plan_file", lambda arch, *a, **k: real_plan(TINY, *a, **k))
     path, prof = _profile(tmp_path, model_synth="qwen3-14b")
     run = evidence.new_run_dir("synth-trial", tmp_path / "runs")
     sub = standin.for_run(prof, path, run, allow=True, progress=False)
     used = profiles.load(sub)
     assert used.model_synthetic and used.model_name == "Trial-14B [synthetic random weights]"
-    assert used.model_file == str(standin.synth_file("qwen3-14b")) and (tmp_path / "synth").exists()
+    assert used.model_file == str(tmp_path / "cache" / "synth" / "qwen3-14b-1L-Q4_K-seed0.gguf")
     rec = evidence.read_records(run)[standin.RECORD]
     assert rec["checks"][0]["status"] == "warn" and rec["summary"]["not_valid_for"].startswith("text quality")
     assert rec["summary"]["made_now"] is True
     # a second run finds the file (same predicted size) instead of writing it again
-    again = standin.for_run(prof, path, evidence.new_run_dir("synth-trial", tmp_path / "runs"), allow=True)
-    assert again is not None
-
-
-def test_ensure_reuses_only_a_file_of_the_predicted_size(tmp_path):
-    out = tmp_path / "t.gguf"
-    first = standin.ensure(TINY, out, progress=False)
-    assert first["made"] and out.stat().st_size == first["bytes"]
-    assert not standin.ensure(TINY, out, progress=False)["made"]
-    out.write_bytes(b"truncated")
-    assert standin.ensure(TINY, out, progress=False)["made"]
+    again = evidence.new_run_dir("synth-trial", tmp_path / "runs")
+    standin.for_run(prof, path, again, allow=True, progress=False)
+    assert evidence.read_records(again)[standin.RECORD]["summary"]["made_now"] is False
