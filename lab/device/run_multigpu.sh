@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The two-GPU measurements (issue: one GPU against two) on a lent nvidia-h200-x2, after the suite pipeline.
 #
+# Usually started by lab/device/run_x2.sh (one line for every call). By hand:
 # Call 1 (build + model + notebook 01; ~5-7 min; repeat the same line until it prints "PIPELINE DONE"):
 #   PROFILE=h200-x2 LAB_RUN_ARGS="--only 01" LAB_GIT_SHA=<sha> bash lab/device/run_h200.sh
 # Call 2 (this script, same warm machine, < 10 min):
