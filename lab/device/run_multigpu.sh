@@ -11,12 +11,13 @@
 # servers' logs), rebuilds report.html and packs the folder into $OUT/run-x2.tar.gz (+ $OUT/multigpu.log).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and friends): the host's GPUs are shared.
 # Environment: WORK (default /root/lab-device), PROFILE (h200-x2), MODEL (a GGUF instead of the stand-in),
-# BUDGET_S (420), ALLREDUCE_BACKEND (nccl; gloo for a CPU trial of this script).
+# CALL_S (570: the time this call may take), ALLREDUCE_BACKEND (nccl; gloo for a CPU trial of this script).
 set -uo pipefail
 WORK=${WORK:-/root/lab-device}
 OUT=${OUT:-$WORK/out}
 PROFILE=${PROFILE:-h200-x2}
-BUDGET_S=${BUDGET_S:-420}         # multigpu starts no new split mode after this; the whole call stays < 600 s
+CALL_S=${CALL_S:-570}             # this call must end inside the device tool's 600 s: everything is timed against it
+t_start=$(date +%s)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }
 mkdir -p "$OUT"
@@ -33,10 +34,12 @@ model=${MODEL:-}
 [ -n "$model" ] || model=$($py -m lab.standin --profile "$PROFILE" --no-progress 2>&1 | sed -n 's/^\(wrote\|found\) \([^ ]*\) (.*/\2/p' | tail -1)
 [ -f "$model" ] || { say "no synthetic model ($model)"; exit 1; }
 say "nvidia-smi topo -m:"; nvidia-smi topo -m 2>&1 | head -12
-say "all-reduce (NCCL, 2 processes) ..."
-timeout 150 $py -m lab.allreduce_bench --backend "${ALLREDUCE_BACKEND:-nccl}" --arch qwen3.8-27b --out "$run_dir"; say "all-reduce rc=$?"
-say "split modes (budget ${BUDGET_S} s) ..."
-timeout $((BUDGET_S + 150)) $py -m lab multigpu --profile "$PROFILE" --model "$model" --out "$run_dir" \
+say "all-reduce (${ALLREDUCE_BACKEND:-nccl}, 2 processes) ..."
+timeout 120 $py -m lab.allreduce_bench --backend "${ALLREDUCE_BACKEND:-nccl}" --arch qwen3.8-27b --out "$run_dir"; say "all-reduce rc=$?"
+left=$(( CALL_S - ($(date +%s) - t_start) - 20 ))   # 20 s for the report and the tar
+BUDGET_S=$(( left > 300 ? left - 150 : left / 2 ))  # start no new split mode after this (one mode takes ~1-2 min)
+say "split modes (no new mode after ${BUDGET_S} s, stopped at ${left} s) ..."
+timeout "$left" $py -m lab multigpu --profile "$PROFILE" --model "$model" --out "$run_dir" \
   --levels 1,8,16 --output-tokens 128 --prompt-tokens 512 --reps 3 --budget-s "$BUDGET_S"; say "multigpu rc=$?"
 $py -m lab report "$run_dir"
 find "$run_dir" -type f -size +4M -name '*.log' -exec sh -c 'tail -c 4M "$1" > "$1.t" && mv "$1.t" "$1"' _ {} \;
