@@ -1026,10 +1026,14 @@ def reported_rows(reported: dict) -> list[dict]:
 # credentials and whatever else a shell holds stay out of /proc/<pid>/environ of a process that serves
 # a network port.
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "SHELL",
-             "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-             "HF_HUB_CACHE", "XDG_CACHE_HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
-ENV_ALLOW_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "OMP_", "KMP_", "MKL_", "OPENBLAS_", "GGML_", "NCCL_", "TORCH_",
-                      "VLLM_", "LAB_")
+             "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "VIRTUAL_ENV", "XDG_CACHE_HOME", "TOKENIZERS_PARALLELISM",
+             "MASTER_ADDR", "MASTER_PORT", "DO_NOT_TRACK")
+# LD_PRELOAD: vLLM's CPU guide preloads tcmalloc / Intel OpenMP; PYTORCH_CUDA_ALLOC_CONF, RAY_*, GLOO_* steer
+# vLLM's memory and multi-process set-up. The user's own settings, so kept. LLAMA_ARG_* are left out: llama-server
+# reads them as flags, and the command the lab records must be everything the server was told.
+ENV_ALLOW_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "OMP_", "KMP_", "MKL_", "OPENBLAS_", "GGML_", "NCCL_",
+                      "TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_", "VLLM_", "HF_", "TRANSFORMERS_", "RAY_",
+                      "GLOO_", "LAB_")
 # ...except a name that says it is a secret, whatever its prefix (VLLM_API_KEY is set by the lab itself).
 _SECRET_NAME = re.compile(r"(?i)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)")
 # The variable each engine reads its API key from (llama.cpp common/arg.cpp: --api-key, env LLAMA_API_KEY;

@@ -80,10 +80,12 @@ def test_server_environment_is_minimal(monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_x" * 5)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "y" * 20)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setenv("LLAMA_ARG_HOST", "0.0.0.0")  # llama-server reads LLAMA_ARG_* as flags
     env = engines.env_with_secrets(engines.build_command(profiles.load("cpu-default"), model_path="/m.gguf"),
                                    api_key="k" * 24)
     assert check("server env: no tokens, CUDA_* and PATH kept, key in LLAMA_API_KEY",
                  "HF_TOKEN" not in env and "AWS_SECRET_ACCESS_KEY" not in env and env["CUDA_VISIBLE_DEVICES"] == "0"
+                 and "LLAMA_ARG_HOST" not in env
                  and "PATH" in env and env["LLAMA_API_KEY"] == "k" * 24)
 
 
