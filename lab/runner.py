@@ -293,6 +293,11 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
                     output=str(out_nb.relative_to(run_dir)) if out_nb.exists() else None))
         print(f"[run] interrupted by {sig} during {current or 'start-up'}: stopped {len(stopped)} process(es); "
               f"the manifest and report in {run_dir} say so", file=sys.stderr, flush=True)
+    else:
+        # A kernel that died (killed, out of memory) leaves its server's raw log behind: redact it too.
+        for done in finish_partial_files(run_dir, "log cut: the notebook's kernel ended before the server was stopped",
+                                         (run_key,)):
+            print(f"[run] {done}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
         for key, value in saved_env.items():
