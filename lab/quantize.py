@@ -427,6 +427,12 @@ def gguf_info(path: str | Path) -> GGUFInfo:
     return _gguf_info_cached(str(path), st.st_mtime_ns, st.st_size)
 
 
+def _gguf_n_gqa(path: str | Path) -> int:
+    """Query heads per KV head of a GGUF's model (llama.cpp hparams.n_gqa(), which IQ4_XS's mix reads)."""
+    arch = models.from_gguf(path)
+    return arch.n_heads // arch.n_kv_heads
+
+
 def gguf_tensor_specs(path: str | Path) -> list[TensorSpec]:
     """The tensors of a GGUF file, in file order (header only; no tensor data is read)."""
     return list(gguf_info(path).tensors)
@@ -933,7 +939,8 @@ def build_ladder(reference: Reference, types: Sequence[str] = DEFAULT_LADDER, th
     n_layers = gguf_info(reference.path).n_layers
     missing = [q.upper() for q in types if not (folder / f"{q.upper()}.gguf").exists()]
     if missing:
-        needed = sum(predict_size(specs, q, n_layers).tensor_bytes if file_types()[q].get("modelled")
+        gqa = _gguf_n_gqa(reference.path)
+        needed = sum(predict_size(specs, q, n_layers, n_gqa=gqa).tensor_bytes if file_types()[q].get("modelled")
                      else naive_weight_bytes(sum(t.n_elements for t in specs), q) for q in missing)
         check_free_disk(folder, int(needed * 1.1) + 64 * MIB, f"{len(missing)} quantized file(s)")
     files = []
@@ -1005,10 +1012,11 @@ def size_check(ladder: Ladder) -> SizeCheck:
     equal the file's tensor types exactly), and why they differ."""
     specs = gguf_tensor_specs(ladder.reference.path)
     n_layers = gguf_info(ladder.reference.path).n_layers
+    gqa = _gguf_n_gqa(ladder.reference.path)
     params = sum(t.n_elements for t in specs)
     rows, breakdown, mismatches = [], [], {}
     for f in ladder.files:
-        pred = predict_size(specs, f.qtype, n_layers)
+        pred = predict_size(specs, f.qtype, n_layers, n_gqa=gqa)
         actual = {t.name: t.type for t in gguf_tensor_specs(f.path)}
         bad = [{"tensor": c.name, "predicted": c.type, "file": actual.get(c.name)}
                for c in pred.choices if actual.get(c.name) != c.type]
