@@ -34,7 +34,9 @@ SYNTH_LENGTHS = (2.0, 3.0)
 def variants(draft: str | None, synth_lengths=SYNTH_LENGTHS, n_max: int = DRAFT_N_MAX) -> list[dict]:
     """The server flags of each variant (pure). `draft`: a draft GGUF path or None."""
     out = [{"name": "none (baseline)", "kind": "none", "args": []}]
-    base_spec = ["-md", draft, "--spec-draft-n-max", str(n_max)] if draft else None
+    # -md alone loads the draft but drafts nothing ("no implementations specified for speculative decoding"):
+    # the type must be named too
+    base_spec = ["--spec-type", "draft-simple", "-md", draft, "--spec-draft-n-max", str(n_max)] if draft else None
     if base_spec:
         out.append({"name": "draft model", "kind": "draft", "args": base_spec})
     ngram = ["--spec-type", "ngram-simple", "--spec-draft-n-max", str(n_max)]
@@ -49,13 +51,14 @@ def variants(draft: str | None, synth_lengths=SYNTH_LENGTHS, n_max: int = DRAFT_
     return out
 
 
-def acceptance(results) -> dict:
-    """Drafted and accepted tokens summed over successful requests' server timings (pure)."""
+def acceptance(results, speculating: bool = True) -> dict:
+    """Drafted and accepted tokens summed over successful requests' server timings (pure). llama-server leaves
+    draft_n out when nothing was drafted, so with speculation on an absent field counts as 0 drafts."""
     drafted = accepted = 0
     seen = False
     for r in results:
         t = r.server_timings or {}
-        if r.success and "draft_n" in t:
+        if r.success and ("draft_n" in t or (speculating and r.server_timings is not None)):
             seen = True
             drafted += int(t.get("draft_n") or 0)
             accepted += int(t.get("draft_n_accepted") or 0)
@@ -95,9 +98,10 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
                                     port=serve.free_port(), extra_args=v["args"])
         row = {"variant": v["name"], "kind": v["kind"], "synthetic_length": v.get("length"), "command": cmd.shell(),
                "status": "ok", "error": None}
+        name = "spec_" + "".join(c if c.isalnum() else "_" for c in v["name"])[:40]
         srv = None
         try:
-            srv = serve.start(cmd, log_dir=log_dir, name="spec_" + "".join(c if c.isalnum() else "_" for c in v["name"])[:40])
+            srv = serve.start(cmd, log_dir=log_dir, name=name)
             words, _ = bench.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
             target = bench.Target(srv.base_url, model=serve.model_name(srv),
                                   max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key)
@@ -109,19 +113,26 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
             s = bench.summarise_run(run)
             row.update(decode_tok_s=s["stream_decode_tok_s"], server_decode_tok_s=s["server_decode_tok_s"],
                        tpot_p50_ms=s["tpot_ms"]["p50"], ttft_p50_ms=s["ttft_ms"]["p50"],
-                       joules_per_token=s.get("joules_per_token"), **acceptance(run.results))
+                       joules_per_token=s.get("joules_per_token"), **acceptance(run.results, v["kind"] != "none"))
             if s["failures"]:
                 row.update(status="failed", error="; ".join(s["errors"])[:300])
         except Exception as exc:  # noqa: BLE001 - a variant the build or the model does not support is a result
-            row.update(status="failed", error=f"{type(exc).__name__}: {exc}"[:300])
+            # llama-server's own error lines say why (e.g. "model doesn't contain MTP layers")
+            log = log_dir / f"{name}.log"
+            lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+            first_e = next((i for i, ln in enumerate(lines) if " E " in ln), None)
+            said = ([ln.split(" W ", 1)[1].strip() for ln in lines[max(0, first_e - 1):first_e] if " W " in ln]
+                    + [ln.split(" E ", 1)[1].strip() for ln in lines[first_e:] if " E " in ln][:2]) if first_e is not None else []
+            row.update(status="failed", error=("; ".join(said) or f"{type(exc).__name__}: {exc}")[:300])
             if srv is not None:
                 row["log_tail"] = srv.log_tail(12)
         finally:
             if srv is not None:
                 srv.stop()
         row["seconds"] = round(time.monotonic() - t0, 1)
-        progress(f"[spec] {v['name']}: {row['status']}, decode {row.get('decode_tok_s') or '—'} tok/s, acceptance "
-                 f"{row.get('acceptance_rate') if row.get('acceptance_rate') is not None else '—'}"
+        dec, acc = row.get("decode_tok_s"), row.get("acceptance_rate")
+        progress(f"[spec] {v['name']}: {row['status']}, decode {f'{dec:.1f}' if dec else '—'} tok/s, drafted "
+                 f"{row.get('draft_n')}, acceptance {f'{acc:.3f}' if acc is not None else '—'}"
                  + (f" — {row['error'][:160]}" if row["error"] else ""))
         rows.append(row)
     return summarise(rows, profile, draft)
