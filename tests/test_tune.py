@@ -82,3 +82,9 @@ def test_speculative_summary_marks_random_weights():
     assert s["mtp"]["status"] == "failed"
     rec = speculative.build_record(s)
     assert [c["status"] for c in rec["checks"]] == ["pass", "warn"]
+
+
+def test_absent_draft_n_with_speculation_on_is_zero_drafts():
+    rs = [RequestResult(0, True, server_timings={"predicted_n": 24})]
+    assert speculative.acceptance(rs, speculating=True) == {"draft_n": 0, "draft_n_accepted": 0, "acceptance_rate": None}
+    assert speculative.acceptance(rs, speculating=False)["draft_n"] is None
