@@ -11,7 +11,8 @@
 # build runs), then `lab run --profile $PROFILE --synth-if-missing`. Every call then waits up to $WAIT_S
 # seconds, printing the pipeline's new log lines; call again right away (the machine goes back after 30 s
 # idle) until it prints "PIPELINE DONE". That call packs the run folder (notebooks, records, manifest, report,
-# small logs: no model, no build) into $OUT/run.tar.gz, with $OUT/pipeline.log and $OUT/status.txt.
+# small logs: no model, no build) into $OUT/run.tar.xz (in 15 MiB parts if larger), with $OUT/pipeline.log and
+# $OUT/status.txt.
 #
 # Environment: PROFILE (default h200-x1), LAB_RUN_ARGS (more `lab run` flags, e.g. "--only 01,06"),
 # WAIT_S (default 540: a call must end inside the tool's 600 s), WORK (default /root/lab-device),
@@ -75,7 +76,12 @@ cp "$WORK/pipeline.log" "$OUT/pipeline.log"
 if [ -n "$run_dir" ] && [ -d "$run_dir" ]; then
   # Small files only: the model lives in the cache, server logs over 4 MiB are cut to their last 4 MiB.
   find "$run_dir" -type f -size +4M -name '*.log' -exec sh -c 'tail -c 4M "$1" > "$1.tail" && mv "$1.tail" "$1"' _ {} \;
-  tar czf "$OUT/run.tar.gz" -C "$(dirname "$run_dir")" --exclude='*.gguf' "$(basename "$run_dir")"
-  say "packed $(du -h "$OUT/run.tar.gz" | cut -f1) into \$OUT/run.tar.gz"
+  # xz: executed notebooks each embed plotly.js; the tool brings back files of at most 16 MiB, so a bigger
+  # archive comes back in 15 MiB parts (cat run.tar.xz.part-* > run.tar.xz)
+  XZ_OPT=-T0 tar cJf "$OUT/run.tar.xz" -C "$(dirname "$run_dir")" --exclude='*.gguf' "$(basename "$run_dir")"
+  if [ "$(stat -c %s "$OUT/run.tar.xz")" -gt $((15 * 1024 * 1024)) ]; then
+    split -b 15M "$OUT/run.tar.xz" "$OUT/run.tar.xz.part-" && rm "$OUT/run.tar.xz"
+  fi
+  say "packed $(du -ch "$OUT"/run.tar.xz* | tail -1 | cut -f1) into \$OUT/run.tar.xz*"
 fi
 say "PIPELINE DONE rc=$rc"
