@@ -80,23 +80,25 @@ def grid(profile: Profile, n_cores: int | None = None) -> list[Setting]:
     def vary(dim: str, label: str, **changes):
         out.append(replace(base, name=f"{dim}: {label}", dimension=dim, **changes))
 
-    for t in sorted({1, max(1, profile.threads // 2), n_cores} - {profile.threads}):
-        vary("threads", f"-t {t}", threads=t)
-    for b, ub in ((512, 128), (512, 512), (4096, 1024)):
-        vary("batch", f"-b {b} -ub {ub}", batch=b, ubatch=ub)
+    # Most telling first, so a short budget still answers it: the sampling path (the fixed per-token cost inside
+    # llama-server), flash attention, batch sizes, KV type, slots, threads.
+    for label in SAMPLING:
+        if label != base.sampling:
+            vary("sampling", label, sampling=label)
+    vary("sampling", "backend sampling (-bs, experimental)", backend_sampling=True)
     for fa in ("on", "off"):
         if fa != base.flash_attn:
             vary("flash_attn", f"-fa {fa}", flash_attn=fa)
+    for b, ub in ((512, 128), (512, 512), (4096, 1024)):
+        vary("batch", f"-b {b} -ub {ub}", batch=b, ubatch=ub)
     for kv in ("f16", "q8_0", "q4_0"):
         if kv != base.kv:
             vary("kv_cache", f"-ctk/-ctv {kv}", kv=kv, flash_attn="on" if kv != "f16" else base.flash_attn)
     conc = max(profile.bench_levels)
     for np_ in sorted({conc, max(1, profile.parallel_slots // 2)} - {profile.parallel_slots}):
         vary("slots", f"-np {np_}", slots=np_)
-    for label in SAMPLING:
-        if label != base.sampling:
-            vary("sampling", label, sampling=label)
-    vary("sampling", "backend sampling (-bs, experimental)", backend_sampling=True)
+    for t in sorted({1, max(1, profile.threads // 2), n_cores} - {profile.threads}):
+        vary("threads", f"-t {t}", threads=t)
     return out
 
 
