@@ -83,3 +83,21 @@ def test_cli_prints_the_track_and_refuses_a_cpu_profile():
     assert ok.returncode == 0 and "cuda-toolkit-12-" in ok.stdout and "ubuntu2404" in ok.stdout
     bad = run_cli("byhand", "cpu-default")
     assert bad.returncode == 1 and "no GPU" in bad.stderr
+
+
+@pytest.mark.integration
+def test_cmake_options_exist_in_the_pinned_llama_cpp_source():
+    """-DGGML_CUDA is an option of the vendored llama.cpp the lab pins (its sdist in the cache)."""
+    import tarfile
+
+    from lab import setup
+
+    sdist = setup.cache_dir() / "sdist" / f"llama_cpp_python-{setup.LLAMA_CPP_PYTHON_VERSION}.tar.gz"
+    if not sdist.exists():
+        pytest.skip(f"{sdist} missing: run `make setup`")
+    with tarfile.open(sdist) as tar:
+        cmake = tar.extractfile(f"llama_cpp_python-{setup.LLAMA_CPP_PYTHON_VERSION}/vendor/llama.cpp/ggml/CMakeLists.txt")
+        options = set(re.findall(r"option\((\w+)", cmake.read().decode()))
+    text = byhand.script(profiles.load("v100-32g-x1"))
+    used = set(re.findall(r"-D(GGML_\w+)=", text))
+    assert used and used <= options, used - options
