@@ -194,6 +194,7 @@ def for_run(run_dir: str | Path) -> dict | None:
     records = evidence.read_records(run_dir)
     candidates = [(manifest.get("profile") or {}).get("file"), (manifest.get("profile") or {}).get("name")]
     candidates += [(r.get("provenance") or {}).get("profile_file") for r in records.values()]
+    candidates.append(run_dir.resolve().parent.name)  # outputs/<profile>/<run>: the folder names the profile
     for cand in filter(None, candidates):
         try:
             prof = profiles.load(cand if Path(cand).exists() else profiles.resolve(cand))
