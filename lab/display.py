@@ -42,11 +42,13 @@ def label(key: str) -> str:
     """'decode_ceiling_tok_s' → 'Decode ceiling (tok/s)', 'ttft_p50_ms' → 'TTFT p50 (ms)',
     'kv_bytes_per_token' → 'KV per token' (the cell says KiB … GiB); a key with spaces is kept as written."""
     key = str(key)
-    if " " in key or not re.fullmatch(r"[a-z0-9_]+", key):
+    if " " in key or "_" not in key and not re.fullmatch(r"[a-z0-9]+", key):
         return key
     if key in LABELS:
         return LABELS[key]
-    words = key.replace("tok_s", "tok/s").replace("gb_s", "GB/s").split("_")
+    # llama.cpp type names keep their underscore (q8_0, q4_k_m): protect them before splitting on "_"
+    key = re.sub(r"(?i)(?<![a-z])(i?q\d)_(k_[sml]|\d|k|xs|nl)", lambda m: m.group(0).replace("_", "\0"), key)
+    words = [w.replace("\0", "_") for w in key.replace("tok_s", "tok/s").replace("gb_s", "GB/s").split("_")]
     words = [w for w in words if w and w != "bytes"] or ["size"]
     unit = ""
     for i, w in enumerate(words):
@@ -124,7 +126,7 @@ CELL_STYLE = ("border:1px solid #ddd;padding:.25rem .5rem;text-align:left;vertic
 
 def rows_html(rows: list[dict], empty: str = EMPTY) -> str:
     """Rows (dicts) as one HTML table in a box that scrolls sideways when it is wider than the page."""
-    rows = [r for r in rows if r]
+    rows = _key_value_rows([r for r in rows if r])
     if not rows:
         return f'<p class="lab-empty" style="color:#777">{html.escape(empty)}</p>'
     cols = list(dict.fromkeys(k for r in rows for k in r))
@@ -147,6 +149,24 @@ def _plain(value):
     if isinstance(value, float) and math.isnan(value):
         return None
     return value
+
+
+KEY_COLUMNS = ("field", "key", "result", "what", "quantity")
+
+
+def _key_value_rows(rows: list[dict]) -> list[dict]:
+    """A (field, value) table of snake_case keys: the key reads as words and the value gets the key's unit
+    (a 'device_bytes' row shows GiB, not 4,294,967,296)."""
+    cols = list(rows[0]) if rows else []
+    if len(cols) < 2 or str(cols[0]).lower() not in KEY_COLUMNS:
+        return rows
+    out = []
+    for r in rows:
+        k = r.get(cols[0])
+        if isinstance(k, str) and re.fullmatch(r"[a-z0-9_]+", k):
+            r = {**r, cols[0]: label(k), cols[1]: fmt(r.get(cols[1]), k)}
+        out.append(r)
+    return out
 
 
 def frame_rows(frame) -> list[dict]:

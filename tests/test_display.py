@@ -33,3 +33,10 @@ def test_no_truncation_no_index_and_a_scrolling_box():
 def test_an_empty_table_is_one_line():
     assert display.rows_html([]) == '<p class="lab-empty" style="color:#777">not on this profile</p>'
     assert repr(display.show(pd.DataFrame())) == display.EMPTY
+
+
+def test_key_value_tables_read_as_words_with_units():
+    page = display.rows_html([{"field": "device_bytes", "value": 4294967296}, {"field": "max_context_q8_0", "value": 5}])
+    assert "4.00 GiB" in page and "4,294,967,296" not in page
+    assert "Device<" in page and "Max context q8_0" in page
+    assert display.label("GiB_at_32K") == "GiB at 32K"
