@@ -141,7 +141,9 @@ def markdown(f: dict) -> str:
     elif f["records"]:
         out.append(f"**No check failed** ({f['warned_checks']} warning(s) in the sections below).")
     for n in f["notebooks_not_ok"]:
-        out.append(f"- notebook **{n['notebook']}** {n['status']}: {n.get('error') or ''}")
+        kind = (n.get("error") or "").split(":", 1)[0]  # the error's type; its whole text is in Run details
+        out.append(f"- notebook **{n['notebook']}** {n['status']}" + (f" ({kind}; the full error is under Run details)"
+                                                                       if kind else ""))
     claims = f["claims_not_holding"]
     if claims:
         out.append(f"**{len(claims)} of the seeds' claims do not hold** for this profile (the numbers behind each "
