@@ -1,19 +1,22 @@
-"""The claims ledger: every numeric claim of the two seed guides, judged for a profile.
+"""The claims ledger: every numeric claim of the two seed guides, judged once, for every view.
 
-The claims are data (lab/data/seed_claims.yaml: quote, English, condition, value, how to test, source).
-`verdicts(profile, measured)` gives each one of
+The claims are data (lab/data/seed_claims.yaml: the verbatim quote, English, condition, value, how to
+test it, source) — the one file that holds them; notebooks 03 (sizes), 05 (KV and layers), 06 (all, with
+speed against measurement) and `lab plan` show views of the same verdicts. Each claim gets one of
 
     consistent                   the numbers agree (arithmetic, documentation or our measurement)
     contradicted by measurement  our measurement on the same hardware and engine disagrees
-    contradicted by facts        arithmetic on published configs or a documented rule disagrees
+    contradicted by facts        arithmetic on the published config or a documented rule disagrees
     impossible by physics        above the memory-bandwidth roofline even with generous assumptions
     not testable here            needs hardware, a meter or a price list this run does not have
 
-with the numbers behind it. Speed claims are checked against the roofline (lab.roofline) with the most
-generous assumptions — perfect multi-GPU scaling, only the 4-bit payload of the weights, the smallest
-KV cache of any real 27B-class model — so "impossible" holds whichever model the seed meant. Sizes and
-KV caches are arithmetic on the real stand-in configs (lab.models, lab.kvcache); drivers and formats go
-through the lab's compatibility rules (lab.compat).
+with the numbers behind it. A claim about "27B" is judged on the seeds' own model, Qwen3.8-27B (its
+published config in lab/data/model_configs.yaml), with other real models shown beside it for comparison
+only (`numbers["models"]`). Speed claims are checked against the roofline (lab.roofline) with generous
+assumptions — perfect multi-GPU scaling, only the 4-bit payload of the weights — and for decode without
+speculation (every weight read once per token); the verdict says what multi-token prediction (MTP) or
+speculative decoding would need (accepted tokens per weight pass). Sizes come from lab.weights, KV from
+lab.kvcache, drivers and formats from lab.compat.
 
 `profile_roofline(profile, hardware_record)` resolves a profile's own ceiling inputs (bandwidth, weight
 bytes, KV bytes) and `plan_part(profile)` is what `lab plan --json` adds.
@@ -32,9 +35,10 @@ Verdict = Literal["consistent", "contradicted by measurement", "contradicted by 
 VERDICTS: tuple[str, ...] = ("consistent", "contradicted by measurement", "contradicted by facts",
                              "impossible by physics", "not testable here")
 TEST_KINDS = ("decode_ceiling", "aggregate_ceiling", "weights_size", "kv_size", "kv_ratio", "context_fit", "compat",
-              "gpu_spec", "arithmetic", "documented", "untestable", "memory_plan")
+              "gpu_spec", "arithmetic", "documented", "untestable", "layers", "total_memory")
 MEASURE_TOLERANCE = 0.15  # a measured speed within 15 % of the claim agrees with it (run-to-run and build spread)
 SIZE_TOLERANCE = 0.10     # "about 15 GB" agrees with 13.5–16.5 GB
+SPECULATIVE_DRAFTS = (1, 2, 3, 4)  # draft tokens per step for which the acceptance rate a claim needs is shown
 GIB = 1 << 30
 
 
@@ -69,7 +73,7 @@ class ClaimVerdict:
 # ---------------------------------------------------------------- the ledger as data
 @lru_cache(maxsize=1)
 def ledger() -> dict:
-    """lab/data/seed_claims.yaml, checked: unique ids, a known test kind, values present, verdicts valid."""
+    """lab/data/seed_claims.yaml, checked: unique ids and quotes, a known test kind, values present, verdicts valid."""
     data = facts.load("seed_claims", "claims")
     ids = [c.get("id") for c in data["claims"]]
     if len(ids) != len(set(ids)):
@@ -102,45 +106,114 @@ def _overlaps(claim: tuple[float, float], lo: float, hi: float, tol: float) -> b
     return claim[0] * (1 - tol) <= hi and claim[1] * (1 + tol) >= lo
 
 
-def _fmt(x: float | None, digits: int = 1) -> str:
-    return "?" if x is None else f"{x:,.{digits}f}"
+def _either_unit(claim: tuple[float, float], n_bytes: float, tol: float = SIZE_TOLERANCE) -> bool:
+    """Does `n_bytes` agree with a claim in "GB" read either as 1e9 or as 2^30 bytes?"""
+    return _overlaps(claim, n_bytes / 1e9, n_bytes / 1e9, tol) or _overlaps(claim, n_bytes / GIB, n_bytes / GIB, tol)
 
 
-# ---------------------------------------------------------------- model arithmetic for a claim
-def _stand_ins(model_class: str) -> dict:
+def _span(values) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.0f}" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}"
+
+
+# ---------------------------------------------------------------- the model a claim is about
+def model_class(name: str) -> dict:
+    """The class entry: `model` (judged: the seeds' model for "27b"), `comparisons` (shown beside it only)."""
+    return ledger()["model_classes"][name]
+
+
+def _arch(model_id: str):
     from lab import models
 
-    return {sid: models.stand_in(sid) for sid in ledger()["model_classes"][model_class]["stand_ins"]}
+    return models.stand_in(model_id)
 
 
-def _params(model_class: str) -> float:
-    return float(ledger()["model_classes"][model_class]["params"])
+def _target(model_cls: str) -> tuple[str, Any]:
+    mid = model_class(model_cls)["model"]
+    return mid, _arch(mid)
 
 
-def _bits(quant: str) -> float:
-    """Bits per weight of `quant` over a whole model (lab.weights: lab/data/weight_bits.yaml; "INT4" is AWQ)."""
+def _comparisons(model_cls: str) -> dict:
+    return {mid: _arch(mid) for mid in model_class(model_cls).get("comparisons", [])}
+
+
+def _weights(quant: str, model_id: str, arch) -> tuple[float, str]:
+    """(bytes, basis) of the weights at `quant` (lab.weights.weights_bytes: exact GGUF mix for a modelled
+    config, else parameters × bits per weight)."""
     from lab import weights
 
-    return weights.bits_per_weight(quant)
+    b, basis = weights.weights_bytes(quant, arch=arch, model_id=model_id)
+    return float(b), basis
 
 
-def _weights(quant: str, params: float | None = None, arch=None, model_id: str | None = None) -> float:
-    """Weight bytes at `quant` (lab.weights.weights_bytes: exact for a modelled stand-in, else params × bits)."""
+def _payload_weights(quant: str, arch) -> float:
+    """Fewest bytes any file of this format can read per token: a 4-bit format's 4-bit payload alone, as if
+    scales, zero points and 16-bit embeddings were free (physics bounds use it so they never favour the lab)."""
     from lab import weights
 
-    return float(weights.weights_bytes(quant, arch=arch, model_id=model_id, params=params)[0])
+    bits = weights.bits_per_weight(quant)
+    payload = float(ledger()["payload_bits_4bit"])
+    return arch.params * (min(bits, payload) if bits < 6 else bits) / 8
 
 
-def _payload_bits(quant: str) -> float:
-    """Fewest bits per weight any file of this format can have (4-bit formats: the 4-bit payload)."""
-    bits = _bits(quant)
-    return min(bits, float(ledger()["payload_bits_4bit"])) if bits < 6 else bits
-
-
-def _kv_bytes(arch, tokens: int, kv_dtype: str = "f16") -> int:
+def _kv(arch, tokens: int, kv_dtype: str = "f16") -> int:
+    """KV cache + recurrent state of one sequence of `tokens` (lab.kvcache)."""
     from lab import kvcache
 
     return kvcache.kv_cache_bytes(arch, tokens, 1, kv_dtype) if tokens > 0 else 0
+
+
+def _kv_parts(arch, tokens: int, kv_dtype: str) -> str:
+    from lab import kvcache
+
+    b = kvcache.kv_cache_breakdown(arch, tokens, 1, kv_dtype)
+    per_tok = kvcache.kv_bytes_per_token(arch, kv_dtype, "global")
+    text = (f"{len(arch.global_layers)} KV layers × {per_tok / 1024 / max(1, len(arch.global_layers)):g} KiB × {tokens} tokens"
+            f" = {b['global_bytes'] / GIB:.2f} GiB")
+    if b["local_bytes"]:
+        text += f" + {len(arch.local_layers)} sliding-window layers {b['local_bytes'] / GIB:.2f} GiB"
+    if b["linear_state_bytes"]:
+        text += f" + {len(arch.linear_layers)} Gated DeltaNet layers' fixed state {b['linear_state_bytes'] / (1 << 20):.0f} MiB"
+    return text
+
+
+def _row(model_id: str, role: str, value: float, unit: str, agrees: bool, arithmetic: str) -> dict:
+    return {"model": model_id, "role": role, "value": round(value, 3), "unit": unit, "agrees": agrees,
+            "arithmetic": arithmetic}
+
+
+# ---------------------------------------------------------------- speculative decoding
+def acceptance_needed(tokens_per_pass: float, drafts: int) -> float | None:
+    """The per-token acceptance rate `a` with which `drafts` draft tokens per step yield `tokens_per_pass`
+    tokens per weight pass on average: (1 − a^(k+1)) / (1 − a) (a draft counts only when every earlier one
+    was accepted). 0 when one token per pass is enough; None when even a = 1 (k + 1 tokens) falls short."""
+    if tokens_per_pass <= 1:
+        return 0.0
+    if tokens_per_pass > drafts + 1:
+        return None
+
+    def expected(a: float) -> float:
+        return sum(a ** i for i in range(drafts + 1))
+
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected(mid) < tokens_per_pass else (lo, mid)
+    return hi
+
+
+def _speculation(claimed: float, ceiling: float) -> dict:
+    need = claimed / ceiling
+    return {"tokens_per_weight_pass_needed": need,
+            "acceptance_needed": {k: acceptance_needed(need, k) for k in SPECULATIVE_DRAFTS}}
+
+
+def _speculation_text(spec: dict) -> str:
+    need = spec["tokens_per_weight_pass_needed"]
+    parts = [f"{k} draft{'s' if k > 1 else ''}: " + ("impossible" if a is None else f"≥ {a:.0%} accepted")
+             for k, a in spec["acceptance_needed"].items()]
+    return (f"without speculation every token reads every weight once; with MTP or speculative decoding it would "
+            f"need {need:.1f} tokens per weight pass ({'; '.join(parts)})")
 
 
 # ---------------------------------------------------------------- measurement matching
@@ -184,47 +257,46 @@ def _speed(claim: dict, measured: dict | None, batch: int) -> tuple[str, str, di
     n = int(cond.get("gpus", 1))
     bw = gpu["bandwidth_gb_s"] * n  # perfect scaling over the GPUs: the most generous reading
     ctx = int(cond.get("context_tokens") or 0)
-    arches = _stand_ins(cond["model"])
-    kv = {sid: _kv_bytes(a, ctx) for sid, a in arches.items()}
+    mid, arch = _target(cond["model"])
     quant = cond.get("quant", "Q4_K_M")
-    w_min = _params(cond["model"]) * _payload_bits(quant) / 8
-    w_typ = _weights(quant, params=_params(cond["model"]))
-    ceiling_max = roofline.aggregate_ceiling_tok_s(bw, w_min, min(kv.values()), batch)
-    typical = {sid: roofline.aggregate_ceiling_tok_s(bw, w_typ, kv_b, batch) for sid, kv_b in kv.items()}
+    kv = _kv(arch, ctx)
+    w_min = _payload_weights(quant, arch)
+    w_typ, w_basis = _weights(quant, mid, arch)
+    ceiling_max = roofline.aggregate_ceiling_tok_s(bw, w_min, kv, batch)
+    typical = roofline.aggregate_ceiling_tok_s(bw, w_typ, kv, batch)
     lo, hi = _range(claim["value"])
     # A calibrated prediction only for one stream: batching efficiency differs too much between engines
     # (llama-server on the H200 reached 35 % of its roofline at 1 stream but 13 % of the aggregate one at 16).
     cal = roofline.pick_calibration("gpu", cond.get("engine", "llama.cpp"), "in_process", "datasheet", gpu["name"],
                                     weights_bytes=w_typ) if batch == 1 else None
     eff = cal.efficiency("datasheet") if cal else None
-    numbers = {"bandwidth_gb_s": bw, "gpus": n, "batch": batch, "context_tokens": ctx,
-               "weights_bytes_min": w_min, "weights_bytes_typical": w_typ,
+    numbers = {"model": mid, "bandwidth_gb_s": bw, "gpus": n, "batch": batch, "context_tokens": ctx,
+               "weights_bytes_min": w_min, "weights_bytes_typical": w_typ, "weights_basis": w_basis,
                "kv_bytes_per_seq": kv, "ceiling_max_tok_s": ceiling_max, "ceiling_typical_tok_s": typical,
-               "needed_fraction_of_ceiling": lo / max(typical.values()),
+               "needed_fraction_of_ceiling": lo / typical,
                "calibration_id": cal.id if cal else None, "calibration_efficiency": eff,
-               "predicted_tok_s": {sid: c * eff for sid, c in typical.items()} if eff else None}
+               "predicted_tok_s": typical * eff if eff else None}
     how = (f"{n} x {gpu['bandwidth_gb_s']:g} GB/s{' (perfect scaling)' if n > 1 else ''} ÷ "
-           f"({w_min / 1e9:.1f} GB of 4-bit weights{f' + {min(kv.values()) / 1e9:.2f} GB KV at {ctx} tokens' if ctx else ''})")
+           f"({w_min / 1e9:.1f} GB of 4-bit weights of {mid}"
+           f"{f' + {kv / 1e9:.2f} GB KV and state at {ctx} tokens' if ctx else ''})")
     if batch > 1:
         how = f"{batch} streams x " + how.replace("GB of 4-bit weights", "GB of 4-bit weights read once per step")
     claimed = f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
     if lo > ceiling_max:
-        return ("impossible by physics",
-                f"claimed {claimed} tok/s > ceiling {ceiling_max:.0f} tok/s = {how}", numbers)
+        why = f"claimed {claimed} tok/s > ceiling {ceiling_max:.0f} tok/s = {how}"
+        if batch == 1:
+            numbers["speculation"] = _speculation(lo, ceiling_max)
+            why += "; " + _speculation_text(numbers["speculation"])
+        return "impossible by physics", why, numbers
     if _matches(cond, measured) and (got := _measured_value(claim, measured)) is not None:
         verdict, why = _against_measurement(claim, got)
         return verdict, why + f"; roofline {ceiling_max:.0f} tok/s at most", numbers
-    why = (f"below the ceiling ({ceiling_max:.0f} tok/s at most; {_span(typical.values())} tok/s with {quant} weights"
-           f"{' and the stand-ins’ KV' if ctx else ''}); it needs ≥ {numbers['needed_fraction_of_ceiling']:.0%} of that")
+    why = (f"below the ceiling ({ceiling_max:.0f} tok/s at most; {typical:.0f} tok/s with {w_typ / 1e9:.1f} GB of "
+           f"{quant} weights{' and its KV' if ctx else ''}); it needs ≥ {numbers['needed_fraction_of_ceiling']:.0%} of that")
     if eff:
         why += (f"; {cal.engine} reached {eff:.0%} of its roofline in {cal.id} ({cal.quality}): expect "
-                f"{_span(numbers['predicted_tok_s'].values())} tok/s")
+                f"{numbers['predicted_tok_s']:.0f} tok/s")
     return "not testable here", why + " — needs this hardware to measure", numbers
-
-
-def _span(values) -> str:
-    lo, hi = min(values), max(values)
-    return f"{lo:.0f}" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}"
 
 
 def _decode_ceiling(claim, measured):
@@ -237,60 +309,118 @@ def _aggregate_ceiling(claim, measured):
 
 def _weights_size(claim, _measured):
     test, cond = claim["test"], claim["condition"]
-    bits = test.get("bits") or [_bits(test["quant"])] * 2
-    params = _params(cond["model"])
-    lo_b, hi_b = params * bits[0] / 8, params * bits[1] / 8
-    numbers = {"params": params, "bits_per_weight": bits, "bytes": [lo_b, hi_b],
-               "gb": [lo_b / 1e9, hi_b / 1e9], "gib": [lo_b / GIB, hi_b / GIB],
-               "stand_ins_gb": {sid: a.params * bits[-1] / 8 / 1e9 for sid, a in _stand_ins(cond["model"]).items()}}
+    quant = test["quant"]
     claim_r = _range(claim["value"])
-    computed = (f"{params / 1e9:g}e9 params x {bits[0]:g}{'' if bits[0] == bits[1] else f'–{bits[1]:g}'} bits ÷ 8 = "
-                f"{lo_b / 1e9:.1f}{'' if lo_b == hi_b else f'–{hi_b / 1e9:.1f}'} GB "
-                f"({lo_b / GIB:.1f}{'' if lo_b == hi_b else f'–{hi_b / GIB:.1f}'} GiB)")
-    ok = _overlaps(claim_r, lo_b / 1e9, hi_b / 1e9, SIZE_TOLERANCE) or _overlaps(claim_r, lo_b / GIB, hi_b / GIB, SIZE_TOLERANCE)
-    return ("consistent" if ok else "contradicted by facts"), computed, numbers
+    mid, arch = _target(cond["model"])
+    real, basis = _weights(quant, mid, arch)
+    floor = arch.params * float(test.get("naive_bits", 4)) / 8 if test.get("naive_bits") else None
+    rows = [_row(mid, "judged", real / 1e9, "GB", _either_unit(claim_r, real), basis)]
+    for cid, carch in _comparisons(cond["model"]).items():
+        b, cbasis = _weights(quant, cid, carch)
+        rows.append(_row(cid, "comparison", b / 1e9, "GB", _either_unit(claim_r, b), cbasis))
+    numbers = {"model": mid, "quant": quant, "params": arch.params, "bytes": real, "gb": real / 1e9,
+               "gib": real / GIB, "basis": basis, "models": rows}
+    why = f"{mid} at {quant}: {real / 1e9:.2f} GB ({real / GIB:.2f} GiB) — {basis}"
+    if floor is not None and real > floor * 1.01:
+        numbers["naive_bytes"] = floor
+        why += (f"; the seed's own arithmetic, {arch.params / 1e9:.2f}e9 weights × {test['naive_bits']:g} bits ÷ 8 = "
+                f"{floor / 1e9:.1f} GB, is a floor no real file reaches (group scales, 16-bit embeddings and output)")
+    return ("consistent" if rows[0]["agrees"] else "contradicted by facts"), why, numbers
 
 
 def _kv_size(claim, _measured):
+    from lab import kvcache
+
     test, cond = claim["test"], claim["condition"]
     tokens, dtype = int(test["tokens"]), test.get("kv_dtype", "f16")
-    per = {sid: _kv_bytes(a, tokens, dtype) for sid, a in _stand_ins(cond["model"]).items()}
-    numbers = {"tokens": tokens, "kv_dtype": dtype, "stand_ins_bytes": per,
-               "stand_ins_gib": {k: v / GIB for k, v in per.items()}}
-    parts = [f"{sid} {v / GIB:.1f} GiB" for sid, v in per.items()]
+    claim_r = _range(claim["value"])
+    mid, arch = _target(cond["model"])
+    total = _kv(arch, tokens, dtype)
+    rows = [_row(mid, "judged", total / GIB, "GiB", _either_unit(claim_r, total), _kv_parts(arch, tokens, dtype))]
+    for cid, carch in _comparisons(cond["model"]).items():
+        b = _kv(carch, tokens, dtype)
+        rows.append(_row(cid, "comparison", b / GIB, "GiB", _either_unit(claim_r, b), _kv_parts(carch, tokens, dtype)))
+    numbers = {"model": mid, "tokens": tokens, "kv_dtype": dtype, "bytes": total, "gib": total / GIB,
+               "kv_bytes_per_token": kvcache.kv_bytes_per_token(arch, dtype, "global"),
+               "state_bytes_per_seq": arch.linear_state_bytes_per_seq, "models": rows}
+    why = f"{mid}, {tokens} tokens at {dtype}: {rows[0]['arithmetic']}"
     shape = test.get("seed_shape")
     if shape:
-        from lab import kvcache
-
         b = 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * tokens * kvcache.bytes_per_element(dtype)
         numbers["seed_shape_bytes"] = b
-        parts.append(f"the seed's own shape ({shape['layers']} layers x {shape['kv_heads']} KV heads x "
-                     f"{shape['head_dim']}) {b / GIB:.1f} GiB")
-    claim_r = _range(claim["value"])
-    ok = any(_overlaps(claim_r, v / 1e9, v / 1e9, SIZE_TOLERANCE) or _overlaps(claim_r, v / GIB, v / GIB, SIZE_TOLERANCE)
-             for v in per.values())
-    why = f"KV at {tokens} tokens, {dtype}: " + "; ".join(parts)
-    if not ok:
-        why = "no real 27B-class config gives that: " + why
-    if test.get("cross_check"):
-        other = _memory_plan_row(test["cross_check"])
-        numbers["memory_plan"] = {"id": other["id"], "status": other["status"], "verdict": other["verdict"]}
-    return ("consistent" if ok else "contradicted by facts"), why, numbers
+        why += (f"; the seed's own inputs ({shape['layers']} layers × {shape['kv_heads']} KV heads × "
+                f"{shape['head_dim']}) give {b / GIB:.1f} GiB, not its answer either")
+    others = [r["model"] for r in rows[1:] if r["agrees"]]
+    if not rows[0]["agrees"] and others:
+        why += f"; it would fit {', '.join(others)} instead"
+    return ("consistent" if rows[0]["agrees"] else "contradicted by facts"), why, numbers
+
+
+def _layers(claim, _measured):
+    value = float(claim["value"])
+    mid, arch = _target(claim["condition"]["model"])
+
+    def agrees(n: int) -> bool:
+        return abs(n - value) <= 0.1 * value
+
+    rows = [_row(mid, "judged", arch.n_layers, "layers", agrees(arch.n_layers), _layer_text(arch))]
+    rows += [_row(cid, "comparison", a.n_layers, "layers", agrees(a.n_layers), _layer_text(a))
+             for cid, a in _comparisons(claim["condition"]["model"]).items()]
+    why = f"{mid}: {rows[0]['arithmetic']}"
+    others = [f"{r['model']} ({r['value']:g})" for r in rows[1:] if r["agrees"]]
+    if not rows[0]["agrees"] and others:
+        why += f"; {value:g} layers fits {', '.join(others)} instead"
+    return ("consistent" if rows[0]["agrees"] else "contradicted by facts"), why, {"model": mid, "models": rows}
+
+
+def _layer_text(arch) -> str:
+    if arch.linear_layers:
+        return (f"num_hidden_layers = {arch.n_layers}: {len(arch.global_layers)} full-attention layers keep a KV "
+                f"cache, {len(arch.linear_layers)} Gated DeltaNet layers a fixed state")
+    return f"num_hidden_layers = {arch.n_layers}"
+
+
+def _total_memory(claim, _measured):
+    """Weights + llama.cpp's KV (and state) + the runtime overhead allowance, against a claimed total."""
+    from lab import kvcache, memory_plan
+
+    test, cond = claim["test"], claim["condition"]
+    tokens, dtype = int(test["tokens"]), test.get("kv_dtype", "f16")
+    over = memory_plan.runtime_overhead(test["overhead"])
+    claim_r = (float(claim["value"]) - float(test["tolerance_gb"]), float(claim["value"]) + float(test["tolerance_gb"]))
+
+    def total(mid: str, arch) -> tuple[float, str]:
+        w, _ = _weights(cond["quant"], mid, arch)
+        kv = kvcache.llama_cpp_kv_prediction(arch, tokens, 1, dtype)["total_bytes"]
+        t = w + kv + int(over["bytes"])
+        return t, (f"weights {w / 1e9:.2f} GB ({cond['quant']}, lab.weights) + KV and state (llama.cpp, -c {tokens}, "
+                   f"{dtype}) {kv / 1e9:.2f} GB + overhead {int(over['bytes']) / 1e9:.2f} GB = {t / 1e9:.2f} GB")
+
+    mid, arch = _target(cond["model"])
+    t, text = total(mid, arch)
+    rows = [_row(mid, "judged", t / 1e9, "GB", _either_unit(claim_r, t, 0), text)]
+    for cid, carch in _comparisons(cond["model"]).items():
+        ct, ctext = total(cid, carch)
+        rows.append(_row(cid, "comparison", ct / 1e9, "GB", _either_unit(claim_r, ct, 0), ctext))
+    why = f"{mid}: {text} (overhead: {over['source']})"
+    others = [f"{r['model']} ({r['value']:.1f} GB)" for r in rows[1:] if r["agrees"]]
+    if not rows[0]["agrees"] and others:
+        why += f"; close to 30 GB is {', '.join(others)} instead"
+    return ("consistent" if rows[0]["agrees"] else "contradicted by facts"), why, {"model": mid, "bytes": t, "models": rows}
 
 
 def _kv_ratio(claim, _measured):
     test, cond = claim["test"], claim["condition"]
     base = {"tokens": int(test.get("tokens", cond.get("context_tokens") or 4096)), "kv_dtype": test.get("kv_dtype", "f16")}
     num, den = {**base, **test["numerator"]}, {**base, **test["denominator"]}
-    model = cond.get("model", "27b")
-    ratios = {sid: _kv_bytes(a, num["tokens"], num["kv_dtype"]) / _kv_bytes(a, den["tokens"], den["kv_dtype"])
-              for sid, a in _stand_ins(model).items()}
-    claimed = _range(claim["value"])
-    ok = any(_overlaps(claimed, r, r, SIZE_TOLERANCE) for r in ratios.values())
-    why = "computed " + ", ".join(f"{sid} {r:.2f}" for sid, r in ratios.items())
+    mid, arch = _target(cond.get("model", "27b"))
+    ratio = _kv(arch, num["tokens"], num["kv_dtype"]) / _kv(arch, den["tokens"], den["kv_dtype"])
+    ok = _overlaps(_range(claim["value"]), ratio, ratio, SIZE_TOLERANCE)
+    why = f"{mid}: {ratio:.2f} (KV and fixed state together)"
     if test.get("note"):
         why += f"; {test['note']}"
-    return ("consistent" if ok else "contradicted by facts"), why, {"ratios": ratios, "numerator": num, "denominator": den}
+    return ("consistent" if ok else "contradicted by facts"), why, {"model": mid, "ratio": ratio, "numerator": num,
+                                                                   "denominator": den}
 
 
 def _context_fit(claim, _measured):
@@ -298,20 +428,19 @@ def _context_fit(claim, _measured):
     gpu = roofline.gpu_spec(cond["gpu"])
     memory = gpu["memory_gib"] * GIB * int(cond.get("gpus", 1))
     tokens, dtype = int(test["tokens"]), test.get("kv_dtype", "f16")
-    rows = {}
-    for sid, arch in _stand_ins(cond["model"]).items():
-        w = _weights(cond["quant"], arch=arch, model_id=sid)
-        kv = _kv_bytes(arch, tokens, dtype)
-        rows[sid] = {"weights_gib": w / GIB, "kv_gib": kv / GIB, "free_gib": (memory - w - kv) / GIB}
-    fits = {sid: r["free_gib"] >= 0 for sid, r in rows.items()}
-    claim_fits = bool(test["claim_fits"])
-    ok = any(v == claim_fits for v in fits.values())
-    why = (f"{gpu['memory_gib'] * int(cond.get('gpus', 1)):g} GiB vs weights ({cond['quant']}, lab.weights) + KV at "
-           f"{tokens} tokens: " + "; ".join(f"{sid} {r['weights_gib']:.1f} + {r['kv_gib']:.1f} GiB → "
-                                            f"{'fits' if r['free_gib'] >= 0 else 'does not fit'} ({r['free_gib']:+.1f} GiB)"
-                                            for sid, r in rows.items())
-           + " (before the engine's own buffers)")
-    return ("consistent" if ok else "contradicted by facts"), why, {"memory_gib": memory / GIB, "stand_ins": rows}
+    mid, arch = _target(cond["model"])
+    w, basis = _weights(cond["quant"], mid, arch)
+    kv = _kv(arch, tokens, dtype)
+    free = memory - w - kv
+    fits = free >= 0
+    why = (f"{gpu['memory_gib'] * int(cond.get('gpus', 1)):g} GiB vs {mid} weights ({cond['quant']}) {w / GIB:.1f} GiB "
+           f"+ KV and state at {tokens} tokens {kv / GIB:.1f} GiB → {'fits' if fits else 'does not fit'} "
+           f"({free / GIB:+.1f} GiB before the engine's own buffers)")
+    if test.get("note"):
+        why += f"; {test['note']}"
+    numbers = {"model": mid, "memory_gib": memory / GIB, "weights_gib": w / GIB, "weights_basis": basis,
+               "kv_gib": kv / GIB, "free_gib": free / GIB}
+    return ("consistent" if fits == bool(test["claim_fits"]) else "contradicted by facts"), why, numbers
 
 
 def _compat(claim, _measured):
@@ -353,36 +482,14 @@ def _documented(claim, _measured):
     return test["verdict"], f"{test['note']} ({test['source']})", {}
 
 
-@lru_cache(maxsize=1)
-def _memory_plan_rows() -> dict:
-    from lab import memory_plan
-
-    return {row["id"]: row for row in memory_plan.check_kv_claims()}
-
-
-def _memory_plan_row(claim_id: str) -> dict:
-    rows = _memory_plan_rows()
-    if claim_id not in rows:
-        raise facts.DataError(f"seed_claims.yaml delegates to {claim_id!r}, which lab/data/seed_claims_kv.yaml lacks")
-    return rows[claim_id]
-
-
-def _memory_plan(claim, _measured):
-    """Delegated to lab.memory_plan (the KV helper's own ledger): pass/warn → consistent, fail → contradicted."""
-    row = _memory_plan_row(claim["test"]["claim_id"])
-    verdict = "contradicted by facts" if row["status"] == "fail" else "consistent"
-    detail = "; ".join(f"{r['model']} {r['value']} {r['unit']}" for r in row["rows"] if r.get("stand_in"))
-    return verdict, f"{row['verdict']} ({detail}; lab.memory_plan {row['id']})", {"memory_plan": row}
-
-
 def _untestable(claim, _measured):
     return "not testable here", claim["test"]["note"], {}
 
 
 EVALUATORS = {"decode_ceiling": _decode_ceiling, "aggregate_ceiling": _aggregate_ceiling,
-              "weights_size": _weights_size, "kv_size": _kv_size, "kv_ratio": _kv_ratio,
-              "context_fit": _context_fit, "compat": _compat, "gpu_spec": _gpu_spec, "arithmetic": _arithmetic,
-              "documented": _documented, "untestable": _untestable, "memory_plan": _memory_plan}
+              "weights_size": _weights_size, "kv_size": _kv_size, "kv_ratio": _kv_ratio, "layers": _layers,
+              "total_memory": _total_memory, "context_fit": _context_fit, "compat": _compat, "gpu_spec": _gpu_spec,
+              "arithmetic": _arithmetic, "documented": _documented, "untestable": _untestable}
 
 
 def judge(claim: dict, measured: dict | None = None) -> ClaimVerdict:
@@ -411,6 +518,19 @@ def table(items: list[ClaimVerdict]):
     import pandas as pd
 
     return pd.DataFrame([x.row() for x in items])
+
+
+def of_kinds(items: list[ClaimVerdict], *kinds: str) -> list[ClaimVerdict]:
+    """The verdicts of the given claim kinds (notebook 03 shows "size", notebook 05 "kv" and "layers")."""
+    return [x for x in items if x.kind in kinds]
+
+
+def models_table(items: list[ClaimVerdict]):
+    """The arithmetic behind each verdict, one row per model: the judged model, then the comparisons."""
+    import pandas as pd
+
+    return pd.DataFrame([{"claim": x.id, "verdict": x.verdict, **r} for x in items
+                         for r in x.numbers.get("models", [])])
 
 
 def measured_from_sweep(profile, hardware: dict | None, single_stream_tok_s: float | None,
@@ -493,5 +613,6 @@ def plan_part(profile) -> dict:
             "claim_counts": counts(items)}
 
 
-__all__ = ["VERDICTS", "ClaimVerdict", "ledger", "claims", "judge", "verdicts", "counts", "table",
+__all__ = ["VERDICTS", "ClaimVerdict", "ledger", "claims", "model_class", "acceptance_needed", "judge", "verdicts",
+           "counts", "table", "of_kinds", "models_table",
            "measured_from_sweep", "profile_roofline", "plan_part"]

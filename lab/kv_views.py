@@ -214,21 +214,10 @@ def parity_chart(rows: list[dict]):
     return fig
 
 
-# ---------------------------------------------------------------- the seeds' claims
-def claims_table(results: list[dict]):
-    return _pd().DataFrame([{"claim": r["id"], "seed": r["seed"], "quote": r["quote"], "reading": r["claim"],
-                             "status": r["status"], "verdict": r["verdict"]} for r in results])
-
-
-def claims_arithmetic_table(results: list[dict]):
-    return _pd().DataFrame([{"claim": r["id"], "model": x["model"], "27B-class stand-in": x["stand_in"],
-                             "value": x["value"], "unit": x["unit"], "agrees": x["matches"],
-                             "arithmetic": x["arithmetic"]} for r in results for x in r["rows"]])
-
-
 # ---------------------------------------------------------------- summary
-def summary(arch: ArchSpec, plan: dict, grid_rows: list[dict], claims: list[dict], skip_reason: str | None) -> dict:
-    """The record's summary: the profile's KV numbers and fit, the parity result, the claim verdicts."""
+def summary(arch: ArchSpec, plan: dict, grid_rows: list[dict], claims: list, skip_reason: str | None) -> dict:
+    """The record's summary: the profile's KV numbers and fit, the parity result, the claim verdicts
+    (lab.claims ClaimVerdicts of the KV and layer claims: the same verdicts notebook 06 and `lab plan` show)."""
     errors = [abs(r["error_pct"]) for r in grid_rows if r["error_pct"] is not None]
     return {
         "model": arch.name, "architecture": plan["architecture"], "memory_kind": plan["memory_kind"],
@@ -239,7 +228,7 @@ def summary(arch: ArchSpec, plan: dict, grid_rows: list[dict], claims: list[dict
         "parity_caches_compared": len(grid_rows), "parity_caches_identical": sum(bool(r["match"]) for r in grid_rows),
         "parity_max_abs_error_pct": max(errors) if errors else None,
         "parity_skipped": skip_reason,
-        "claims": {c["id"]: c["status"] for c in claims},
+        "claims": {c.id: c.verdict for c in claims},
     }
 
 
@@ -268,7 +257,7 @@ def what_this_means(record: dict) -> str:
                      f"{vk['bytes_per_block']:,} bytes (predicted {vk['predicted_tokens']:,} tokens, "
                      f"{vk['predicted_blocks']} blocks) — vLLM allocates whole blocks, so the budget ÷ bytes per "
                      "block, rounded down, is the cache.")
-    for cid, status in s["claims"].items():
-        verdict = next(c["verdict"] for c in record["claims"] if c["id"] == cid)
-        lines.append(f"- Seed claim `{cid}`: **{status}** — {verdict}")
+    for cid, verdict in s["claims"].items():
+        why = next(c["explanation"] for c in record["claims"] if c["id"] == cid)
+        lines.append(f"- Seed claim `{cid}`: **{verdict}** — {why}")
     return "\n".join(lines)

@@ -1,7 +1,8 @@
-"""The memory plan of a profile (weights + KV + overhead against the device) and the seeds' KV claims.
+"""The memory plan of a profile: weights + KV + overhead against the device.
 
 Pure arithmetic over lab.kvcache, lab.models and the sourced data in lab/data/ (weight_bits.yaml,
-runtime_overhead.yaml, seed_claims_kv.yaml). The only input it reads besides those is, for a profile
+runtime_overhead.yaml); the seeds' KV and memory claims are judged in lab.claims with the same functions.
+The only input it reads besides those is, for a profile
 whose architecture is "gguf:...", the GGUF file's header and tensor table (metadata, not weights).
 
 Semantics by engine:
@@ -21,7 +22,6 @@ import math
 
 from lab import facts, kvcache, models
 from lab import weights as weights_mod
-from lab.checks import Check
 from lab.models import ArchSpec
 
 GB = 1e9
@@ -237,85 +237,3 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         "max_context_basis": ("per slot, with every slot allocated" if llama else "one sequence (--max-model-len)"),
         "max_concurrent_sequences": int(max_seqs), "fits": fits, "findings": findings,
     }
-
-
-# ---------------------------------------------------------------- the seeds' claims
-def _kv_arithmetic(arch: ArchSpec, tokens: int, kv_dtype: str) -> str:
-    """The sum behind kv_cache_bytes, written out for a reader."""
-    elem = kvcache.bytes_per_element(kv_dtype)
-    head = f"{arch.n_kv_heads} KV heads × {arch.head_dim_k}"
-    parts = [f"2 × {len(arch.global_layers)} layers × {head} × {tokens} tokens × {elem:g} B"]
-    if arch.local_layers:
-        parts.append(f"2 × {len(arch.local_layers)} window layers × {head} × min({tokens}, {arch.sliding_window}) × {elem:g} B")
-    if arch.linear_layers:
-        parts.append(f"{len(arch.linear_layers)} linear layers × {arch.linear_state_bytes_per_layer / kvcache.MIB:.2f} MiB state")
-    total = kvcache.kv_cache_bytes(arch, tokens, 1, kv_dtype)
-    text = " + ".join(parts) + f" = {total / GB:.2f} GB ({total / kvcache.GIB:.2f} GiB)"
-    if arch.local_layers:  # what an engine that ignores the window would need
-        full = kvcache.kv_bytes_per_token(arch, kv_dtype) * tokens + arch.linear_state_bytes_per_seq
-        text += f"; without the sliding window: {full / GB:.2f} GB"
-    return text
-
-
-def _status(matches: list[bool]) -> str:
-    return "pass" if all(matches) else ("warn" if any(matches) else "fail")
-
-
-def check_kv_claims() -> list[dict]:
-    """Each KV claim of the seeds against the real stand-in configs: a row per model, the arithmetic,
-    a status judged on the 27B-class stand-ins (pass: all agree, warn: some, fail: none) and a verdict."""
-    data = facts.load("seed_claims_kv", "claims")
-    stand, neigh = data["stand_ins"], data["neighbours"]
-    out = []
-    for claim in data["claims"]:
-        rows = []
-        for mid in stand + neigh:
-            arch = models.stand_in(mid)
-            rows.append({"model": mid, "stand_in": mid in stand, **_evaluate(claim, arch)})
-        status = _status([r["matches"] for r in rows if r["stand_in"]])
-        out.append({"id": claim["id"], "seed": claim["seed"], "quote": claim["quote"], "claim": claim["claim"],
-                    "status": status, "verdict": _verdict(claim, rows, status), "rows": rows,
-                    "source": claim["source"]})
-    return out
-
-
-def _evaluate(claim: dict, arch: ArchSpec) -> dict:
-    if claim["kind"] == "layers":
-        return {"value": arch.n_layers, "unit": "layers", "matches": abs(arch.n_layers - claim["value"]) <= 0.1 * claim["value"],
-                "arithmetic": f"num_hidden_layers = {arch.n_layers}"}
-    if claim["kind"] == "kv_bytes":
-        n = kvcache.kv_cache_bytes(arch, claim["context_tokens"], 1, claim["kv_dtype"])
-        in_range = any(claim["low_gb"] <= n / unit <= claim["high_gb"] for unit in (GB, kvcache.GIB))
-        return {"value": round(n / GB, 2), "unit": "GB", "bytes": n, "matches": in_range,
-                "arithmetic": _kv_arithmetic(arch, claim["context_tokens"], claim["kv_dtype"])}
-    if claim["kind"] == "total_memory":
-        weights = weights_bytes_for(arch, claim["weights_format"])
-        kv = kvcache.llama_cpp_kv_prediction(arch, claim["context_tokens"], 1, claim["kv_dtype"])["total_bytes"]
-        over = int(runtime_overhead(claim["overhead"])["bytes"])
-        total = weights + kv + over
-        close = any(abs(total / unit - claim["value_gb"]) <= claim["tolerance_gb"] for unit in (GB, kvcache.GIB))
-        return {"value": round(total / GB, 2), "unit": "GB", "bytes": total, "matches": close,
-                "arithmetic": (f"weights {arch.params / 1e9:.2f} billion params × {weight_format(claim['weights_format'])['bits']} "
-                               f"bits = {weights / GB:.2f} GB + KV (llama.cpp, {claim['context_tokens']} ctx, "
-                               f"{claim['kv_dtype']}) {kv / GB:.2f} GB + overhead {over / GB:.2f} GB "
-                               f"= {total / GB:.2f} GB")}
-    raise ValueError(f"claim {claim['id']}: unknown kind {claim['kind']!r}")
-
-
-def _verdict(claim: dict, rows: list[dict], status: str) -> str:
-    stand = ", ".join(f"{r['model']} {r['value']} {r['unit']}" for r in rows if r["stand_in"])
-    fit_others = [f"{r['model']} ({r['value']} {r['unit']})" for r in rows if not r["stand_in"] and r["matches"]]
-    head = {"pass": "Right", "warn": "Partly right", "fail": "Wrong"}[status]
-    text = f"{head} for a 27B-class model: {stand}."
-    if fit_others:
-        text += f" It fits {', '.join(fit_others)} instead." if status == "fail" else f" Also matches {', '.join(fit_others)}."
-    elif status == "fail":
-        text += " None of the neighbouring real configs matches either."
-    return text
-
-
-def claim_checks(results: list[dict]) -> list[Check]:
-    """The claim verdicts as Check records (observed = the stand-ins' values, expected = the claim)."""
-    return [Check(name=f"seed claim {r['id']}: {r['claim']}", status=r["status"],
-                  observed="; ".join(f"{x['model']}: {x['value']} {x['unit']}" for x in r["rows"] if x["stand_in"]),
-                  expected=r["quote"], fix=r["verdict"], source=r["source"]) for r in results]

@@ -14,9 +14,9 @@ Notebook 03 runs the method on the embedded model (SmolLM2-135M) with the real l
    recomputes the first chunks independently through llama-cpp-python.
 5. `measure_speed`: `llama-bench -o json`, prompt processing and generation.
 
-The same size model then predicts the 27B-class stand-ins (`target_sizes`), judges the seeds' size
-claims (`seed_claim_verdicts`), and `vllm_quant_plan` says which checkpoint formats a profile's GPU can
-run in vLLM and how to make them. Pure functions (type table, size prediction, output parsing, verdicts)
+The same size model then predicts the 27B-class models (`target_sizes`; the seeds' size claims are judged
+once, in lab.claims, and shown here), and `vllm_quant_plan` says which checkpoint formats a profile's GPU can
+run in vLLM and how to make them. Pure functions (type table, size prediction, output parsing)
 touch no files or processes; the tests exercise them exactly.
 """
 from __future__ import annotations
@@ -38,6 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
+from lab import claims as claims_mod
 from lab import checks as lab_checks
 from lab import evidence, facts, models, paths
 
@@ -603,44 +604,6 @@ def published_download_table(model_id: str = "qwen3.8-27b", types: Sequence[str]
                     row["verdict"] = "differs"
             rows.append(row)
     return rows
-
-
-def _claim_entries() -> list[dict]:
-    return facts.load(DATA, "seed_claims")["seed_claims"]
-
-
-def seed_claim_verdicts(target_rows: list[dict]) -> list[dict]:
-    """Each seed size claim against the 27B stand-ins (Gemma-3-27B, Qwen3.5-27B; 27.0e9 parameters):
-    'holds' (every real size within the claimed range ± CLAIM_SLACK), 'too low' (every one above it),
-    'too high', or 'partly', with the arithmetic."""
-    class_27b = {r["model_id"] for r in target_rows if 26e9 <= r["params"] <= 28e9}
-    out = []
-    for claim in _claim_entries():
-        fmt = claim["format"]
-        key = "INT4-g128 (AWQ/GPTQ)" if fmt == "INT4-g128" else fmt
-        rows = [r for r in target_rows if r["type"] == key and r["model_id"] in class_27b]
-        values = [r["predicted_gb"] for r in rows]
-        lo, hi = float(claim["low_gb"]), float(claim["high_gb"])
-        lo_s, hi_s = lo * (1 - CLAIM_SLACK), hi * (1 + CLAIM_SLACK)
-        if not values:
-            verdict = "not testable"
-        elif all(lo_s <= v <= hi_s for v in values):
-            verdict = "holds"
-        elif all(v > hi_s for v in values):
-            verdict = "too low"
-        elif all(v < lo_s for v in values):
-            verdict = "too high"
-        else:
-            verdict = "partly"
-        floor = 27e9 * (4 if fmt == "INT4-g128" else bits_per_weight(fmt)) / 8
-        lines = [f"27.0e9 × {4 if fmt == 'INT4-g128' else bits_per_weight(fmt):g} bits / 8 = {floor / GB:.2f} GB "
-                 f"(every weight at the nominal width, no scales, nothing kept wider)"]
-        lines += [f"{r['model']}: {r['arithmetic']}" for r in rows]
-        out.append({"claim_id": claim["id"], "ledger_id": claim.get("ledger_id"), "seed": claim["seed"][:3],
-                    "quote": claim["quote"], "claim": claim["english"], "claimed_gb": f"{lo:g}–{hi:g}",
-                    "format": fmt, "real_gb": ", ".join(f"{r['model'].split('/')[-1]} {r['predicted_gb']:.2f}" for r in rows),
-                    "verdict": verdict, "arithmetic": lines, "source": claim["source"]})
-    return out
 
 
 # ================================================================ vLLM formats (pure)
@@ -1496,8 +1459,8 @@ def what_this_means(record: dict) -> str:
         left = f", leaving {r['vram_left_gib']:.1f} GiB of the card for KV cache and buffers" if r["vram_left_gib"] is not None else ""
         lines.append(f"- This profile's model, {r['model']}, at Q4_K_M: {r['predicted_gb']:.2f} GB "
                      f"({r['predicted_gib']:.2f} GiB){left}.")
-    for v in verdicts:
-        lines.append(f"- Seed {v['seed']}: \"{v['claim']}\" → **{v['verdict']}** (real: {v['real_gb']} GB).")
+    for v in verdicts:  # the ledger's size claims (lab.claims): the same verdicts notebook 06 and `lab plan` show
+        lines.append(f"- Seed {v.seed[:3]}: \"{v.english}\" → **{v.verdict}** ({v.explanation.split(' — ')[0]}).")
     return "\n".join(lines)
 
 
@@ -1513,13 +1476,6 @@ def target_table(rows: list[dict]):
                           "vs naive": f"{r['vs_naive_pct']:+.1f} %",
                           "left of the card (GiB)": None if r["vram_left_gib"] is None else round(r["vram_left_gib"], 2)}
                          for r in rows])
-
-
-def verdict_table(verdicts: list[dict]):
-    import pandas as pd
-
-    return pd.DataFrame([{k: v[k] for k in ("seed", "claim", "claimed_gb", "format", "real_gb", "verdict")}
-                         for v in verdicts])
 
 
 def plan_table(plan: dict):
@@ -1558,7 +1514,7 @@ def record_body(*, reference: Reference, ladder: Ladder, sizes: SizeCheck, publi
         summary[f"{f.qtype}"] = (f"{r['file_mib']:.1f} MiB, KLD {r['kld']:.4f}, top-1 {r['top1_pct']:.1f} %, "
                                  f"PPL {r['ppl']:.2f}, tg {r['tg_tok_s']:.0f} tok/s" if r.get("tg_tok_s") else "")
     for v in verdicts:
-        summary[f"seed {v['seed']}: {v['claimed_gb']} GB ({v['format']})"] = f"{v['verdict']} (real: {v['real_gb']} GB)"
+        summary[f"seed {v.seed[:3]}: {v.id}"] = f"{v.verdict} ({v.explanation.split(' — ')[0]})"
     return {
         "title": "Quantization: size, quality and speed of the llama.cpp ladder; 27B-class sizes",
         "summary": summary,
@@ -1568,7 +1524,7 @@ def record_body(*, reference: Reference, ladder: Ladder, sizes: SizeCheck, publi
                    evidence.table_entry("Size model vs published file sizes", published),
                    evidence.table_entry("KLD cross-check: llama-cpp-python vs llama-perplexity", xcheck),
                    evidence.table_entry("27B-class weights at each type", target_table(targets)),
-                   evidence.table_entry("The seeds' size claims", verdict_table(verdicts)),
+                   evidence.table_entry("The seeds' size claims (lab.claims)", claims_mod.table(verdicts)),
                    evidence.table_entry("Recommendation: " + rec["rule"], rec["table"]),
                    evidence.table_entry("vLLM checkpoint formats on this GPU", plan_table(plan))],
         "charts": [evidence.chart_entry("Size vs KL divergence (marker: generation tok/s)", fig)],
@@ -1580,7 +1536,7 @@ def record_body(*, reference: Reference, ladder: Ladder, sizes: SizeCheck, publi
                    "crosscheck": xcheck, "speed": {"settings": speed.settings, "rows": speed.rows, "raw": speed.raw},
                    "rows": rows},
         "targets": targets,
-        "claims": verdicts,
+        "claims": [v.to_dict() for v in verdicts],
         "recommendation": rec,
         "vllm_plan": plan,
         "heldout_text": heldout_text()[1],
@@ -1592,10 +1548,14 @@ __all__ = [
     "TensorChoice", "SizePrediction", "Reference", "QuantFile", "Ladder", "SizeCheck", "Quality", "Speed",
     "tensor_types", "file_types", "tensor_type", "base_type", "bits_per_weight", "tensor_nbytes", "naive_weight_bytes",
     "GGUFInfo", "gguf_info", "llama_cpp_order", "published_quality", "choose_tensor_types", "predict_size", "int4_group_bytes", "gguf_tensor_specs", "arch_tensor_specs",
-    "target_model_ids", "target_sizes", "published_size_checks", "seed_claim_verdicts", "vllm_quant_plan",
+    "target_model_ids", "target_sizes", "published_size_checks", "vllm_quant_plan",
     "ladder_source", "cache_dir", "free_bytes", "check_free_disk", "write_f16_reference", "f16_reference",
     "build_ladder", "size_check", "explain_size", "parse_kld_output", "parse_kld_chunks", "parse_base_output",
     "heldout_text", "measure_quality", "read_kld_base", "kld_stats", "crosscheck_kld", "parse_bench_json",
     "measure_speed", "summarise", "ladder_table", "ladder_chart", "recommend", "quality_monotone", "make_checks",
+<<<<<<< HEAD
     "what_this_means", "target_table", "verdict_table", "plan_table", "plan_markdown", "record_body",
+=======
+    "what_it_means", "target_table", "plan_table", "plan_markdown", "record_body",
+>>>>>>> a572d0a (claims: one ledger (lab/data/seed_claims.yaml), one judge (lab.claims), one vocabulary; notebooks 03/05 show views of it; quantize.seed_claim_verdicts, memory_plan.check_kv_claims and seed_claims_kv.yaml removed; 27B claims judged on Qwen3.8-27B with comparisons; speed verdicts state the MTP acceptance a claim would need)
 ]

@@ -65,19 +65,6 @@ def test_cpu_default_uses_host_ram():
     assert any(f["id"] == "memory-is-host-ram" for f in plan["findings"])
 
 
-def test_seed_claims_verdicts():
-    results = {r["id"]: r for r in memory_plan.check_kv_claims()}
-    assert results["kv-27b-40-layers"]["status"] == "fail"
-    assert "qwen3-14b" in results["kv-27b-40-layers"]["verdict"]
-    kv64 = results["kv-64k-12-14gb"]
-    assert kv64["status"] == "fail"
-    assert next(r for r in kv64["rows"] if r["model"] == "qwen3-32b")["bytes"] == 16 << 30
-    mem = results["kv-32k-30gb-one-v100"]
-    assert mem["status"] == "fail" and "qwen3-32b" in mem["verdict"]
-    checks = memory_plan.claim_checks(list(results.values()))
-    assert all(c.status == "fail" and c.source.startswith("shared/seeds/") for c in checks)
-
-
 def test_llama_cpp_plan_allocates_every_slot():
     v100 = profiles.load("v100-32g-x1")  # -c 32768 -np 4, Qwen3-32B Q4_K_M, f16 KV
     plan = memory_plan.plan_memory(v100)
