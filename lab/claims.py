@@ -265,8 +265,8 @@ def _speed(claim: dict, measured: dict | None, batch: int) -> tuple[str, str, di
     ceiling_max = roofline.aggregate_ceiling_tok_s(bw, w_min, kv, batch)
     typical = roofline.aggregate_ceiling_tok_s(bw, w_typ, kv, batch)
     lo, hi = _range(claim["value"])
-    # A calibrated prediction only for one stream: batching efficiency differs too much between engines
-    # (llama-server on the H200 reached 35 % of its roofline at 1 stream but 13 % of the aggregate one at 16).
+    # A calibrated prediction only for one stream: batching efficiency differs too much between engines and
+    # concurrency levels (lab/data/calibration.yaml: llama-server on the H200 at 1 stream vs 16 streams).
     cal = roofline.pick_calibration("gpu", cond.get("engine", "llama.cpp"), "in_process", "datasheet", gpu["name"],
                                     weights_bytes=w_typ) if batch == 1 else None
     eff = cal.efficiency("datasheet") if cal else None

@@ -236,6 +236,18 @@ def _vllm_supports_model(f: dict, rule: dict) -> Outcome:
     return []
 
 
+def _vllm_serves_hybrid_on_volta(f: dict, rule: dict) -> Outcome:
+    model = _model_id(f["model_architecture"])
+    if model not in rule["hybrid_models"] or f["_cc10"] >= rule["volta_below"]:
+        return []
+    first = rule["hybrid_models"][model]
+    return [("error", f"no official vLLM release serves {model} (Gated DeltaNet hybrid) on compute capability "
+                      f"{_cc_text(f['_cc10'])}: the first release that loads it is {first}, the last whose docs list "
+                      f"Volta is {rule['last_docs_listing_volta']}, and the Gated DeltaNet layers run on Triton "
+                      f"(flash-linear-attention) kernels off SM90 that no vLLM release documents on Volta "
+                      f"(vLLM {f['engine_version']} declared)")]
+
+
 def _quant_format_min_capability(f: dict, rule: dict) -> Outcome:
     quant, cc = f["model_quant"], f["_cc10"]
     entry = rule["formats"].get(quant)
@@ -267,8 +279,14 @@ def _bf16_needs_ampere(f: dict, rule: dict) -> Outcome:
     if dtype == "bfloat16":
         return [("error", f"dtype bfloat16 needs compute capability ≥ {_cc_text(need)}; this GPU has {_cc_text(cc)}")]
     if dtype == "auto":
+        ver = f.get("engine_version")
+        if ver and version_tuple(ver) >= version_tuple(rule["auto_fallback_from"]):
+            return [("info", f"dtype auto on compute capability {_cc_text(cc)}: vLLM {ver} falls back from the "
+                             f"model's bfloat16 to float16 with a warning (from {rule['auto_fallback_from']})",
+                     "set dtype half to say so explicitly")]
         return [("warn", f"dtype auto follows the model's config (bfloat16 for Qwen3/Gemma-3/Llama-3) and needs "
-                         f"compute capability ≥ {_cc_text(need)} for it; this GPU has {_cc_text(cc)}: set dtype half")]
+                         f"compute capability ≥ {_cc_text(need)} for it before vLLM {rule['auto_fallback_from']}; "
+                         f"this GPU has {_cc_text(cc)}: set dtype half")]
     return []
 
 
@@ -277,11 +295,17 @@ def _fp8_kv_cache_capability(f: dict, rule: dict) -> Outcome:
     if not kv.startswith("fp8") or cc >= rule["min_capability"]:
         return []
     ver = f["engine_version"]
-    if version_tuple(ver) >= version_tuple(rule["v1_only_from"]):
-        return [("error", f"kv_cache_dtype {kv} needs compute capability ≥ {_cc_text(rule['min_capability'])} under "
-                          f"vLLM's V1 engine (the only engine in {ver}); this GPU has {_cc_text(cc)}")]
-    return [("warn", f"kv_cache_dtype {kv} on compute capability {_cc_text(cc)}: only the old V0 engine of vLLM {ver} "
-                     f"might run it (no FP8 hardware, software conversion); V1 needs ≥ {_cc_text(rule['min_capability'])}")]
+    if version_tuple(ver) < version_tuple(rule["v1_only_from"]):
+        return [("warn", f"kv_cache_dtype {kv} on compute capability {_cc_text(cc)}: only the old V0 engine of vLLM "
+                         f"{ver} might run it (no FP8 hardware, software conversion); V1 needs ≥ "
+                         f"{_cc_text(rule['min_capability'])} for e4m3")]
+    if kv == "fp8_e5m2":
+        return [("warn", f"kv_cache_dtype fp8_e5m2 on compute capability {_cc_text(cc)}: Triton can read e5m2 below "
+                         f"8.9 (the limit is its e4m3 type), but no vLLM release documents an FP8 KV cache on this GPU; "
+                         f"try it and compare outputs, or keep auto")]
+    return [("error", f"kv_cache_dtype {kv} (e4m3) needs compute capability ≥ {_cc_text(rule['min_capability'])} under "
+                      f"vLLM's V1 engine (the only engine in {ver}): Triton's fp8e4nv type does not exist on "
+                      f"{_cc_text(cc)}")]
 
 
 def _kv_cache_dtype_for_engine(f: dict, rule: dict) -> Outcome:
@@ -358,6 +382,7 @@ PREDICATES: dict[str, Callable[[dict, dict], Outcome]] = {
     "torch_arch_list_covers_gpu": _torch_arch_list_covers_gpu,
     "vllm_supports_gpu_arch": _vllm_supports_gpu_arch,
     "vllm_supports_model": _vllm_supports_model,
+    "vllm_serves_hybrid_on_volta": _vllm_serves_hybrid_on_volta,
     "quant_format_min_capability": _quant_format_min_capability,
     "vllm_kernel_min_capability": _vllm_kernel_min_capability,
     "bf16_needs_ampere": _bf16_needs_ampere,

@@ -213,7 +213,7 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
                                   f"parallel_slots to ≤ {max_seqs}, or use kv_cache_dtype q8_0" if llama else
                                   f"lower max-model-len (context_tokens) to ≤ {max_ctx_seq}, or use more GPUs or "
                                   "an fp8 KV cache where the GPU supports it"),
-                                 "lab.kvcache (FACTS.md: KV-cache math)"))
+                                 "lab.kvcache (KV bytes from the published config: only full-attention layers grow with the context)"))
     per_token = kvcache.kv_bytes_per_token(arch, kv_dtype)
     # A Gated DeltaNet hybrid (Qwen3.8-27B) holds, besides the KV of its full-attention layers, a fixed F32
     # state per sequence: kv_bytes_total counts both; these say how much of it is state.

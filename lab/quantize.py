@@ -1453,14 +1453,15 @@ def what_this_means(record: dict) -> str:
     lines = [f"- {rec['text']}"]
     if q4:
         lines.append("- A 27B-class model at Q4_K_M is " + " and ".join(
-            f"{r['predicted_gb']:.1f} GB ({r['model'].split('/')[-1]})" for r in q4) + " of weights — not 15 GB.")
+            f"{r['predicted_gb']:.1f} GB = {r['predicted_gib']:.1f} GiB ({r['model'].split('/')[-1]})" for r in q4)
+            + " of weights.")
     if own:
         r = own[0]
         left = f", leaving {r['vram_left_gib']:.1f} GiB of the card for KV cache and buffers" if r["vram_left_gib"] is not None else ""
         lines.append(f"- This profile's model, {r['model']}, at Q4_K_M: {r['predicted_gb']:.2f} GB "
                      f"({r['predicted_gib']:.2f} GiB){left}.")
     for v in verdicts:  # the ledger's size claims (lab.claims): the same verdicts notebook 06 and `lab plan` show
-        lines.append(f"- Seed {v.seed[:3]}: \"{v.english}\" → **{v.verdict}** ({v.explanation.split(' — ')[0]}).")
+        lines.append(f"- Seed {v['seed'][:3]}: \"{v['english']}\" → **{v['verdict']}** ({v['explanation'].split(' — ')[0]}).")
     return "\n".join(lines)
 
 
@@ -1553,9 +1554,5 @@ __all__ = [
     "build_ladder", "size_check", "explain_size", "parse_kld_output", "parse_kld_chunks", "parse_base_output",
     "heldout_text", "measure_quality", "read_kld_base", "kld_stats", "crosscheck_kld", "parse_bench_json",
     "measure_speed", "summarise", "ladder_table", "ladder_chart", "recommend", "quality_monotone", "make_checks",
-<<<<<<< HEAD
-    "what_this_means", "target_table", "verdict_table", "plan_table", "plan_markdown", "record_body",
-=======
-    "what_it_means", "target_table", "plan_table", "plan_markdown", "record_body",
->>>>>>> a572d0a (claims: one ledger (lab/data/seed_claims.yaml), one judge (lab.claims), one vocabulary; notebooks 03/05 show views of it; quantize.seed_claim_verdicts, memory_plan.check_kv_claims and seed_claims_kv.yaml removed; 27B claims judged on Qwen3.8-27B with comparisons; speed verdicts state the MTP acceptance a claim would need)
+    "what_this_means", "target_table", "plan_table", "plan_markdown", "record_body",
 ]

@@ -75,3 +75,25 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("reliability figures (tried / handled)")
     for name, tried, handled, note in FIGURES:
         terminalreporter.write_line(f"{name}: {tried} tried / {handled} handled" + (f" ({note})" if note else ""))
+
+
+# The vLLM tensor-parallel set-up on two V100s that the pure tests of the vLLM path use (command, roofline,
+# compat facts). It is not a shipped profile: no official vLLM serves the seeds' Qwen3.8-27B on Volta (compat
+# rule vllm_serves_hybrid_on_volta), so params/v100-32g-x2-nvlink.yaml serves it with llama.cpp; this one is
+# a model vLLM 0.10.1.1 does load on Volta (dense Qwen3-32B, GPTQ 4-bit, fp16).
+V100_X2_VLLM = dict(
+    name="v100-32g-x2-vllm-test", description="two V100 SXM2 32GB, vLLM 0.10.1.1 TP 2, Qwen3-32B GPTQ-INT4",
+    gpu_name_pattern="V100-SXM2-32GB", gpu_count=2, gpu_vram_mib=32768, gpu_compute_capability="7.0",
+    nvlink_expected=True, gpu_memory_bandwidth_gb_s=900, gpu_tdp_w=300, host_ram_gib_min=64,
+    driver_version="580.65.06", cuda_toolkit="12.8", torch_version="2.7.1", torch_cuda_wheel="cu126",
+    engine="vllm", engine_version="0.10.1.1", engine_python=".venv-vllm/bin/python",
+    model_name="Qwen3-32B-GPTQ-Int4", model_architecture="config:qwen3-32b", model_quant="GPTQ-INT4",
+    context_tokens=32768, parallel_slots=16, gpu_memory_utilization=0.9, dtype="half", kv_cache_dtype="auto",
+    tensor_parallel_size=2, port=8000, bench_prompt_tokens=512, bench_output_tokens=256,
+    bench_concurrency=[1, 4, 8, 16], bench_requests=64, bench_duration_s=120)
+
+
+def v100_x2_vllm():
+    from lab.profiles import Profile
+
+    return Profile(**V100_X2_VLLM)

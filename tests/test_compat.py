@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from conftest import v100_x2_vllm
 from lab import compat, facts, plan, profiles
 
 SEVERITIES = {"error", "warn", "info"}
@@ -95,7 +96,15 @@ CASES = [
     ("vllm_supports_model",
      {"engine": "vllm", "engine_version": "0.10.1.1", "model_architecture": "config:qwen3-32b"},
      {"engine": "vllm", "engine_version": "0.4.2", "model_architecture": "config:qwen3-32b"},
-     "error", ["0.4.2", "qwen3-32b", "0.8.5"]),
+     "error", ["0.4.2", "qwen3-32b", "0.8.4"]),
+    ("vllm_supports_model",  # the seeds' model is a Qwen3.5-family hybrid: 0.17.0 on
+     {"engine": "vllm", "engine_version": "0.17.0", "model_architecture": "config:qwen3.8-27b"},
+     {"engine": "vllm", "engine_version": "0.10.1.1", "model_architecture": "config:qwen3.8-27b"},
+     "error", ["qwen3.8-27b", "0.17.0"]),
+    ("vllm_serves_hybrid_on_volta",
+     {"engine": "vllm", "engine_version": "0.17.0", "compute_capability": 8.0, "model_architecture": "config:qwen3.8-27b"},
+     {**VLLM_V100, "engine_version": "0.17.0", "model_architecture": "config:qwen3.8-27b"},
+     "error", ["qwen3.8-27b", "7.0", "0.17.0", "0.14", "Triton"]),
     ("quant_format_min_capability",
      {**VLLM_V100, "model_quant": "BNB-NF4"},
      {**VLLM_V100, "model_quant": "AWQ-INT4"},
@@ -111,7 +120,7 @@ CASES = [
     ("vllm_kernel_min_capability",
      {**VLLM_V100, "vllm_quantization": "gptq"},
      {**VLLM_V100, "vllm_quantization": "gptq_marlin"},
-     "error", ["gptq_marlin", "8.0", "7.0"]),
+     "error", ["gptq_marlin", "7.5", "7.0"]),
     ("vllm_kernel_min_capability",  # read from a command line
      {**VLLM_V100, "engine_command": "vllm serve m --quantization gptq"},
      {**VLLM_V100, "engine_command": "vllm serve m --quantization awq"},
@@ -120,10 +129,14 @@ CASES = [
      {**VLLM_V100, "dtype": "half"},
      {**VLLM_V100, "dtype": "bfloat16"},
      "error", ["bfloat16", "8.0", "7.0"]),
-    ("bf16_needs_ampere",
+    ("bf16_needs_ampere",  # before vLLM 0.8.5, auto did not fall back
      {"engine": "vllm", "compute_capability": 8.0, "dtype": "bfloat16"},
-     {**VLLM_V100, "dtype": "auto"},
-     "warn", ["auto", "half"]),
+     {**VLLM_V100, "dtype": "auto", "engine_version": "0.8.4"},
+     "warn", ["auto", "half", "0.8.5"]),
+    ("bf16_needs_ampere",  # from 0.8.5 (PR #17265) auto falls back to float16 with a warning
+     {**VLLM_V100, "dtype": "half", "engine_version": "0.10.1.1"},
+     {**VLLM_V100, "dtype": "auto", "engine_version": "0.10.1.1"},
+     "info", ["auto", "float16", "0.8.5"]),
     ("fp8_kv_cache_capability",
      {**VLLM_V100, "kv_cache_dtype": "auto", "engine_version": "0.10.1.1"},
      {**VLLM_V100, "kv_cache_dtype": "fp8", "engine_version": "0.11.0"},
@@ -132,6 +145,10 @@ CASES = [
      {"engine": "vllm", "compute_capability": 8.9, "kv_cache_dtype": "fp8", "engine_version": "0.18.0"},
      {**VLLM_V100, "kv_cache_dtype": "fp8_e5m2", "engine_version": "0.4.2"},
      "warn", ["V0", "8.9"]),
+    ("fp8_kv_cache_capability",  # the 8.9 limit is Triton's e4m3 type; e5m2 is undocumented on Volta, not refused
+     {**VLLM_V100, "kv_cache_dtype": "auto", "engine_version": "0.18.0"},
+     {**VLLM_V100, "kv_cache_dtype": "fp8_e5m2", "engine_version": "0.18.0"},
+     "warn", ["fp8_e5m2", "e4m3", "7.0"]),
     ("kv_cache_dtype_for_engine",
      {"engine": "llama.cpp", "kv_cache_dtype": "q8_0"},
      {"engine": "llama.cpp", "kv_cache_dtype": "fp8"},
@@ -267,7 +284,7 @@ SEED_000 = {  # two V100 32G, driver 535.129.03 + CUDA 12.2, pip install vllm==0
     "compute_capability": 7.0, "gpu_count": 2, "nvlink_expected": True,
     "driver_version": "535.129.03", "cuda_toolkit": "12.2",
     "engine": "vllm", "engine_version": "0.4.2", "engine_command": SEED_000_COMMAND,
-    "model_architecture": "config:qwen3-32b",  # the stand-in for "Qwen3.8-27B"
+    "model_architecture": "config:qwen3.8-27b",  # the seed's own model
     "model_quant": "AWQ-INT4", "dtype": "float16", "kv_cache_dtype": "auto", "tensor_parallel_size": 2,
 }
 
@@ -279,7 +296,8 @@ def _errors(fact_dict: dict) -> set[str]:
 def test_seed_000_as_written_fails_where_the_facts_say():
     assert _errors(SEED_000) == {"quant_format_min_capability",  # AWQ needs 7.5
                                  "vllm_kernel_min_capability",   # --quantization awq
-                                 "vllm_supports_model"}          # 0.4.2 predates Qwen3
+                                 "vllm_supports_model",          # 0.4.2 predates the Qwen3.5 family (0.17.0)
+                                 "vllm_serves_hybrid_on_volta"}  # and no release serves it on Volta
     ids = {f.id for f in compat.evaluate(SEED_000)}
     assert "driver_for_cuda_toolkit" not in ids  # the seed's 535 + 12.2 is a working pair
     assert "bf16_needs_ampere" not in ids         # it did pass --dtype float16
@@ -295,7 +313,8 @@ def test_seed_000_with_its_tuning_advice_on_a_current_vllm():
             "vllm_flags_current"} <= errors
     flags = [f.message for f in compat.evaluate(tuned) if f.id == "vllm_flags_current"]
     assert any("--swap-space" in m for m in flags) and any("--disable-log-requests" in m for m in flags)
-    assert any(f.id == "bf16_needs_ampere" and f.severity == "warn" for f in compat.evaluate(tuned))
+    # dtype auto: vLLM 0.18 falls back to float16 with a warning (PR #17265, from 0.8.5): a note, not an error
+    assert any(f.id == "bf16_needs_ampere" and f.severity == "info" for f in compat.evaluate(tuned))
 
 
 def test_seed_000_with_bf16():
@@ -319,11 +338,25 @@ def test_corrected_v100_x2_profile_is_free_of_errors():
     prof = profiles.load("v100-32g-x2-nvlink")
     found = compat.evaluate(compat.facts_from_profile(prof))
     assert not [f for f in found if f.severity in ("error", "warn")], found
+    assert prof.engine == "llama.cpp" and prof.model_architecture == "config:qwen3.8-27b"
+
+
+def test_the_seeds_vllm_plan_for_qwen38_on_two_v100s_is_judged():
+    """The seed's route — vLLM tensor parallel 2 on V100s — for its own model: the release that loads the
+    architecture does not list Volta, and no release documents the Gated DeltaNet kernels there."""
+    plan = {"engine": "vllm", "compute_capability": 7.0, "gpu_count": 2, "tensor_parallel_size": 2,
+            "model_architecture": "config:qwen3.8-27b", "model_quant": "GPTQ-INT4", "dtype": "half",
+            "kv_cache_dtype": "auto"}
+    assert _errors({**plan, "engine_version": "0.10.1.1"}) >= {"vllm_supports_model", "vllm_serves_hybrid_on_volta"}
+    newest = _errors({**plan, "engine_version": "0.17.0"})
+    assert newest >= {"vllm_supports_gpu_arch", "vllm_serves_hybrid_on_volta"} and "vllm_supports_model" not in newest
+    fix = next(f for f in compat.evaluate({**plan, "engine_version": "0.17.0"}) if f.id == "vllm_serves_hybrid_on_volta").fix
+    assert "-sm layer -ts 1,1" in fix and "1Cat-vLLM" in fix and "community" in fix
 
 
 # ---------------------------------------------------------------- facts_from_profile and plan
 def test_facts_from_profile_declares_what_the_profile_says():
-    f = compat.facts_from_profile(profiles.load("v100-32g-x2-nvlink"))
+    f = compat.facts_from_profile(v100_x2_vllm())
     assert set(f) == set(compat.FACT_KEYS)
     assert f["compute_capability"] == 7.0 and f["gpu_count"] == 2 and f["tensor_parallel_size"] == 2
     assert f["engine"] == "vllm" and f["engine_version"] == "0.10.1.1" and f["model_quant"] == "GPTQ-INT4"

@@ -66,11 +66,15 @@ def test_cpu_default_uses_host_ram():
 
 
 def test_llama_cpp_plan_allocates_every_slot():
-    v100 = profiles.load("v100-32g-x1")  # -c 32768 -np 4, Qwen3-32B Q4_K_M, f16 KV
+    v100 = profiles.load("v100-32g-x1")  # -c 131072 -np 4, Qwen3.8-27B Q4_K_M, f16 KV
+    arch = models.stand_in("qwen3.8-27b")
     plan = memory_plan.plan_memory(v100)
-    assert plan["kv_bytes_total"] == 8 << 30 and plan["context_tokens_per_sequence"] == 8192
+    # 16 full-attention layers: 64 KiB per token, over all 131072 cells; plus one recurrent state per slot
+    assert plan["kv_bytes_per_token"] == 64 << 10
+    assert plan["kv_bytes_total"] == (8 << 30) + 4 * arch.linear_state_bytes_per_seq
+    assert plan["context_tokens_per_sequence"] == 32768 and plan["fits"]
     assert plan["budget_bytes"] == 32 << 30  # llama.cpp has no utilisation knob: the whole card
-    tight = memory_plan.plan_memory(v100.model_copy(update={"context_tokens": 65536}))
+    tight = memory_plan.plan_memory(v100.model_copy(update={"context_tokens": 262144 * 2}))
     assert not tight["fits"]
     fix = next(f for f in tight["findings"] if f["id"] == "kv-does-not-fit")["fix"]
     assert f"-c; {tight['max_context_tokens']} per slot" in fix and "q8_0" in fix

@@ -55,14 +55,24 @@ def test_gpu_profiles_use_an_architecture_the_lab_ships(path: Path):
     assert prof.model_architecture == "config:qwen3.8-27b" or (prof.model_stand_in_for and prof.model_stand_in_reason)
 
 
+@pytest.mark.parametrize("name", ["v100-32g-x1", "v100-32g-x2-nvlink", "rtx4090-24g", "h200-x1", "rtx4060ti-16g"])
+def test_gpu_profiles_plan_for_qwen38(name: str):
+    prof = profiles.load(name)
+    assert prof.model_architecture == "config:qwen3.8-27b"
+    assert "not a published" not in (profiles.PARAMS_DIR / f"{name}.yaml").read_text()
+
+
 def test_v100_profiles_keep_volta_safe_choices():
     x1, x2 = profiles.load("v100-32g-x1"), profiles.load("v100-32g-x2-nvlink")
     for prof in (x1, x2):
         assert prof.gpu_compute_capability == "7.0"
         assert prof.cuda_toolkit.startswith("12.")          # CUDA 13 cannot build sm_70
         assert int(prof.driver_version.split(".")[0]) <= 580  # last branch for Volta
-    assert x2.model_quant == "GPTQ-INT4" and x2.dtype == "half" and x2.kv_cache_dtype == "auto"
-    assert x2.tensor_parallel_size == 2 and x2.nvlink_expected
+        assert prof.engine == "llama.cpp" and prof.model_quant == "Q4_K_M"
+    # no official vLLM serves Qwen3.8-27B on Volta: llama.cpp across both cards (pipeline split)
+    assert x2.gpu_count == 2 and x2.nvlink_expected and x2.n_gpu_layers == -1
+    text = (profiles.PARAMS_DIR / "v100-32g-x2-nvlink.yaml").read_text()
+    assert "-sm layer -ts 1,1" in text and "SXM2" in text and "1Cat-vLLM" in text
 
 
 # ---------------------------------------------------------------- malformed profiles
@@ -106,7 +116,7 @@ MALFORMED = [
     ("port_privileged", _with(CPU, port=80), ["field 'port'", "80", "1024"]),
     ("utilization_above_one", _with(V100X2, gpu_memory_utilization=1.5),
      ["field 'gpu_memory_utilization'", "1.5", "less than or equal to 1"]),
-    ("stand_in_without_reason", _with(V100, model_stand_in_reason=_DROP), ["model_stand_in_reason"]),
+    ("stand_in_without_reason", _with(V100, model_stand_in_for="Qwen3.8-14B"), ["model_stand_in_reason"]),
     ("architecture_without_prefix", _with(V100, model_architecture="qwen3-32b"),
      ["field 'model_architecture'", "'qwen3-32b'", "config:"]),
     ("zero_concurrency", _with(CPU, bench_concurrency=[0, 2]), ["field 'bench_concurrency", "[0, 2]", "≥ 1"]),

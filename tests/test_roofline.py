@@ -1,6 +1,7 @@
 """Roofline arithmetic and calibration (pure): exact values."""
 import pytest
 
+from conftest import v100_x2_vllm
 from lab import claims, memory_plan, models, profiles, roofline, weights
 
 
@@ -37,9 +38,9 @@ def test_unknown_inputs_give_none_not_zero():
 def test_calibration_efficiencies_from_sourced_numbers():
     cal = {c.id: c for c in roofline.calibrations()}
     h200 = cal["h200-llamacpp-tg128-qwen3-32b-shape"]
-    # FACTS.md: "llama.cpp decode ran at ≈ 38 % of the copy roofline" (4227 GB/s ÷ 18.43 GB ≈ 229 tok/s)
-    assert h200.efficiency("copy") == pytest.approx(86.6 * (18436147118 + 16777216) / 4227e9, rel=1e-12)
-    assert h200.efficiency("copy") == pytest.approx(0.378, abs=0.001)
+    # the committed H200 evidence: tg128 87.62 tok/s against 4227 GB/s ÷ 18.45 GB ≈ 229 tok/s of copy roofline
+    assert h200.efficiency("copy") == pytest.approx(87.62 * (18436147118 + 16777216) / 4227e9, rel=1e-12)
+    assert h200.efficiency("copy") == pytest.approx(0.3825, abs=0.001)
     cpu = cal["cpu-2core-llamacpp-tg64-smollm2-q4_1"]
     assert cpu.efficiency("copy") == pytest.approx(141 * (96576768 + 737280) / 41.5e9, rel=1e-12)
     assert cpu.efficiency("datasheet") is None  # a CPU has no datasheet figure here
@@ -50,10 +51,11 @@ def test_calibration_efficiencies_from_sourced_numbers():
 
 
 def test_pick_calibration_prefers_same_gpu_then_nearest_size():
+    # the only sourced V100 entry (llama.cpp PR #12183) wins for a V100, whatever the model size
     v100 = roofline.pick_calibration("gpu", "llama.cpp", "in_process", "datasheet", "V100.*32GB", weights_bytes=16.5e9)
-    assert v100.id == "v100-llamacpp-27b-q4_k_m"
-    small = roofline.pick_calibration("gpu", "llama.cpp", "in_process", "datasheet", "V100", weights_bytes=4e9)
-    assert small.id == "v100-llamacpp-tg128-llama7b-q4_0"
+    assert v100.id == "v100-llamacpp-tg128-qwen2-3b-q4_0"
+    other = roofline.pick_calibration("gpu", "llama.cpp", "in_process", "datasheet", "RTX 4090", weights_bytes=16.5e9)
+    assert other.id == "h200-llamacpp-tg128-qwen3-32b-shape"  # no 4090 entry: the nearest size among the rest
     h200 = roofline.pick_calibration("gpu", "llama.cpp", "in_process", "copy", "NVIDIA H200")
     assert h200.id.startswith("h200-llamacpp-tg")
     assert roofline.pick_calibration("cpu", "llama.cpp", "in_process", "copy").id == "cpu-2core-llamacpp-tg64-smollm2-q4_1"
@@ -77,8 +79,8 @@ def test_profile_ceiling_numbers_and_missing_inputs():
     bw = roofline.Bandwidth(900, "datasheet", 900, 1, "test")
     out = roofline.profile_ceiling(v100, bandwidth=bw, weights_bytes=20e9, kv_bytes_per_seq=0, context_tokens=640)
     assert out["decode_ceiling_tok_s"] == pytest.approx(45.0)
-    eff = {c.id: c for c in roofline.calibrations()}["v100-llamacpp-27b-q4_k_m"].efficiency("datasheet")
-    assert out["calibration_id"] == "v100-llamacpp-27b-q4_k_m"
+    eff = {c.id: c for c in roofline.calibrations()}["v100-llamacpp-tg128-qwen2-3b-q4_0"].efficiency("datasheet")
+    assert out["calibration_id"] == "v100-llamacpp-tg128-qwen2-3b-q4_0"
     assert out["predicted_decode_tok_s"] == pytest.approx(45.0 * eff)
     assert [r["concurrency"] for r in out["by_concurrency"]] == [1, 2, 4]
     none = roofline.profile_ceiling(profiles.load("cpu-default"), bandwidth=None, weights_bytes=1e8,
@@ -88,10 +90,11 @@ def test_profile_ceiling_numbers_and_missing_inputs():
 
 
 def test_profile_roofline_for_a_stand_in_profile():
-    v100 = profiles.load("v100-32g-x1")  # config:qwen3-32b, Q4_K_M, no model file on this machine
+    v100 = profiles.load("v100-32g-x1")  # config:qwen3.8-27b, Q4_K_M, no model file on this machine
     out = claims.profile_roofline(v100)
-    weights = 19_756_174_336  # llama.cpp's Q4_K_M mix over qwen3-32b's tensors (lab.quantize, exact), not params x bpw
-    kv = (512 + 256 // 2) * 262144  # 640 tokens x 256 KiB (64 layers x 8 KV heads x 128 x 2 x f16)
+    weights = 16_536_406_016  # llama.cpp's Q4_K_M mix over qwen3.8-27b's tensors (lab.quantize, exact), not params x bpw
+    # 640 tokens x 64 KiB (16 full-attention layers x 4 KV heads x 256 x 2 x f16) + the 48 Gated DeltaNet layers' state
+    kv = (512 + 256 // 2) * 65536 + models.stand_in("qwen3.8-27b").linear_state_bytes_per_seq
     assert out["context_tokens"] == 640
     assert out["weights_bytes"] == pytest.approx(weights)
     assert out["kv_bytes_per_seq"] == kv
@@ -100,14 +103,14 @@ def test_profile_roofline_for_a_stand_in_profile():
 
 
 def test_roofline_and_memory_plan_share_weight_bytes_under_tensor_parallelism():
-    x2 = profiles.load("v100-32g-x2-nvlink")  # vLLM GPTQ-INT4, tensor_parallel_size 2
+    x2 = v100_x2_vllm()  # vLLM GPTQ-INT4, tensor_parallel_size 2
     out, plan = claims.profile_roofline(x2), memory_plan.plan_memory(x2)
     assert out["weights_bytes"] == plan["weights_bytes"] == weights.weights_bytes("GPTQ-INT4", arch=models.stand_in("qwen3-32b"))[0]
     assert "each GPU reads 1/2" in out["weights_how"] and "(perfect tensor parallelism)" in out["weights_how"]
 
 
 def test_tensor_parallel_vllm_profile_uses_both_gpus():
-    x2 = profiles.load("v100-32g-x2-nvlink")  # vLLM, tensor_parallel_size 2 (n_gpu_layers is llama.cpp's)
+    x2 = v100_x2_vllm()  # vLLM, tensor_parallel_size 2 (n_gpu_layers is llama.cpp's)
     assert roofline.runs_on_gpu(x2)
     bw = roofline.bandwidth_for(x2)
     assert (bw.gb_s, bw.kind, bw.devices) == (1800, "datasheet", 2)

