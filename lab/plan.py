@@ -25,10 +25,12 @@ MEMORY_KEYS = ("weights_bytes", "kv_bytes_per_token", "kv_bytes_total", "recurre
 
 def memory_part(profile: Profile) -> dict:
     """Weights + KV cache + runtime overhead against the memory the profile has (lab.memory_plan)."""
-    from lab import memory_plan
+    from lab import memory_plan, models
 
-    mem = memory_plan.plan_memory(profile)
+    arch = models.arch_for(profile)
+    mem = memory_plan.plan_memory(profile, arch)
     part = {k: mem[k] for k in MEMORY_KEYS}
+    part["model_source"] = arch.source
     part["memory"] = {k: v for k, v in mem.items() if k != "findings"}
     part["findings"] = mem.get("findings", [])
     return part
@@ -76,14 +78,20 @@ def describe(result: dict) -> str:
     lines = [f"profile {result['profile']}: {counts['error']} error(s), {counts['warn']} warning(s), "
              f"{counts['info']} note(s)"]
     if "fits" in result:
-        gb = 1e9
+        gb, mem = 1e9, result["memory"]
         state = result.get("recurrent_state_bytes_total") or 0
+        lines.append(f"  model: {mem['model']} ({result.get('model_source', '')})")
+        lines.append(f"  weights: {result['weights_bytes'] / gb:.2f} GB ({mem['weights_basis']})")
         kv_part = (f"KV {(result['kv_bytes_total'] - state) / gb:.2f} GB ({result['kv_bytes_per_token'] / 1024:.0f} "
-                   f"KiB/token, full-attention layers) + recurrent state {state / 2**20:.1f} MiB "
+                   f"KiB/token at {mem['kv_dtype']}, full-attention layers) + recurrent state {state / 2**20:.1f} MiB "
                    f"({result['recurrent_state_bytes_per_sequence'] / 2**20:.2f} MiB/sequence, Gated DeltaNet layers)"
-                   if state else f"KV {result['kv_bytes_total'] / gb:.2f} GB ({result['kv_bytes_per_token'] / 1024:.0f} KiB/token)")
-        lines.append(f"  memory: weights {result['weights_bytes'] / gb:.2f} GB + {kv_part} → fits: {result['fits']}; "
-                     f"max context {result['max_context_tokens']} tokens, max concurrent sequences "
+                   if state else f"KV {result['kv_bytes_total'] / gb:.2f} GB ({result['kv_bytes_per_token'] / 1024:.0f} "
+                   f"KiB/token at {mem['kv_dtype']})")
+        lines.append(f"  memory: weights {result['weights_bytes'] / gb:.2f} GB + {kv_part} + overhead "
+                     f"{mem['overhead_bytes'] / gb:.2f} GB vs {mem['budget_bytes'] / gb:.2f} GB per device "
+                     f"({mem['memory_kind']}, {mem['devices']} device(s); {mem['context_tokens']} tokens over "
+                     f"{mem['parallel_slots']} slot(s)) → fits: {result['fits']}; max context "
+                     f"{result['max_context_tokens']} tokens ({mem['max_context_basis']}), max concurrent sequences "
                      f"{result['max_concurrent_sequences']}")
     for f in findings:
         lines.append(f"  [{f['severity']}] {f['id']}: {f['message']}")
@@ -92,9 +100,11 @@ def describe(result: dict) -> str:
     if not findings:
         lines.append("  no compatibility problems found in what the profile declares")
     if result.get("decode_ceiling_tok_s") is not None:
-        lines.append(f"  speed: single-stream decode ceiling {result['decode_ceiling_tok_s']:.0f} tok/s, "
-                     f"predicted {result['predicted_decode_tok_s'] or float('nan'):.0f} tok/s "
-                     f"({result['roofline'].get('bandwidth_source')})")
+        rl = result["roofline"]
+        lines.append(f"  speed: single-stream decode ceiling {result['decode_ceiling_tok_s']:.0f} tok/s "
+                     f"({rl['bandwidth_gb_s']:g} GB/s ÷ {rl['bytes_per_token'] / 1e9:.2f} GB read per token, no "
+                     f"speculation; {rl.get('bandwidth_source')}), predicted {result['predicted_decode_tok_s'] or float('nan'):.0f} "
+                     f"tok/s (calibration {rl.get('calibration_id')}: {' '.join(str(rl.get('calibration_source') or '').split())})")
     if result.get("roofline", {}).get("per_token_predicted_tok_s"):
         rl = result["roofline"]
         lines.append(f"  per-token model (calibrated on the H200): {rl['per_token_predicted_tok_s']:.0f} tok/s on this profile "
@@ -102,6 +112,10 @@ def describe(result: dict) -> str:
     for row in result.get("projections", []):
         lines.append(f"  projection, one stream: {row['gpu']}: {row['projected_tok_s']:.0f} tok/s (roofline "
                      f"{row['roofline_tok_s']:.0f}; weights fit in VRAM: {row['weights_fit_in_vram']})")
+    claim_counts = result.get("claim_counts")
+    if claim_counts:
+        lines.append("  seed claims (lab/data/seed_claims.yaml): "
+                     + ", ".join(f"{n} {v}" for v, n in claim_counts.items() if n))
     for c in result.get("claims", []):
         if c["verdict"] not in ("consistent", "not testable here"):
             lines.append(f"  claim {c['id']}: {c['verdict']} — {c['why']}")

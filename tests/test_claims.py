@@ -151,6 +151,10 @@ def test_other_arithmetic_and_documentation_claims():
     assert "Volta" in items["s1-ecc-cost-5-10pct"].explanation
     assert items["s1-context-32k-fits"].verdict == "consistent"
     assert items["s0-price-card"].verdict == "not testable here"
+    route = items["s0-vllm-tp2-qwen38"]  # the seed's vLLM TP=2 route for its own model, on V100s
+    assert route.verdict == "contradicted by facts"
+    assert {"vllm_serves_hybrid_on_volta", "vllm_supports_gpu_arch"} <= {k for k, v in route.numbers["rules"].items() if v == "error"}
+    assert "1Cat-vLLM" in route.explanation and "-sm layer -ts 1,1" in route.explanation
 
 
 def test_no_claim_cites_internal_notes():
