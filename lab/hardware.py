@@ -32,8 +32,8 @@ NVML_SOURCE = "NVML API reference (docs.nvidia.com/deploy/nvml-api), read throug
 V100_BRIEF = "NVIDIA Tesla V100 PCIe product brief PB-08744-001 (250 W, passive heat sink, no display output)"
 PAGE_RETIREMENT_DOC = "NVIDIA 'Dynamic Page Retirement' (docs.nvidia.com/deploy/dynamic-page-retirement)"
 ROW_REMAP_DOC = "NVIDIA 'GPU Memory Error Management' (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt)"
-HBM_ECC_SOURCE = ("NVIDIA HBM2 Tesla product briefs (e.g. Tesla P100 PCIe PB-08248-001: 'native support for ECC "
-                  "and no ECC overhead, both in memory capacity and bandwidth')")
+HBM_ECC_SOURCE = ("NVIDIA Tesla V100 GPU Architecture whitepaper (Volta, WP-08608-001), 'ECC Memory Resiliency': "
+                  "'With V100 and P100, ECC can be active without a bandwidth or capacity penalty.'")
 WEIGHTS_ESTIMATE_SOURCE = ("lab.weights: lab.quantize per-tensor prediction for a shipped stand-in, else params x "
                            "lab/data/weight_bits.yaml bits (llama.cpp tools/quantize QUANT_OPTIONS)")
 
