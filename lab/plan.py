@@ -78,20 +78,23 @@ def describe(result: dict) -> str:
     lines = [f"profile {result['profile']}: {counts['error']} error(s), {counts['warn']} warning(s), "
              f"{counts['info']} note(s)"]
     if "fits" in result:
-        gb, mem = 1e9, result["memory"]
+        gb, mem = 1e9, result.get("memory") or {}
         state = result.get("recurrent_state_bytes_total") or 0
-        lines.append(f"  model: {mem['model']} ({result.get('model_source', '')})")
-        lines.append(f"  weights: {result['weights_bytes'] / gb:.2f} GB ({mem['weights_basis']})")
+        if mem:
+            lines.append(f"  model: {mem['model']} ({result.get('model_source', '')})")
+            lines.append(f"  weights: {result['weights_bytes'] / gb:.2f} GB ({mem['weights_basis']})")
+        kv_dtype = f" at {mem['kv_dtype']}" if mem else ""
         kv_part = (f"KV {(result['kv_bytes_total'] - state) / gb:.2f} GB ({result['kv_bytes_per_token'] / 1024:.0f} "
-                   f"KiB/token at {mem['kv_dtype']}, full-attention layers) + recurrent state {state / 2**20:.1f} MiB "
+                   f"KiB/token{kv_dtype}, full-attention layers) + recurrent state {state / 2**20:.1f} MiB "
                    f"({result['recurrent_state_bytes_per_sequence'] / 2**20:.2f} MiB/sequence, Gated DeltaNet layers)"
                    if state else f"KV {result['kv_bytes_total'] / gb:.2f} GB ({result['kv_bytes_per_token'] / 1024:.0f} "
-                   f"KiB/token at {mem['kv_dtype']})")
-        lines.append(f"  memory: weights {result['weights_bytes'] / gb:.2f} GB + {kv_part} + overhead "
-                     f"{mem['overhead_bytes'] / gb:.2f} GB vs {mem['budget_bytes'] / gb:.2f} GB per device "
-                     f"({mem['memory_kind']}, {mem['devices']} device(s); {mem['context_tokens']} tokens over "
-                     f"{mem['parallel_slots']} slot(s)) → fits: {result['fits']}; max context "
-                     f"{result['max_context_tokens']} tokens ({mem['max_context_basis']}), max concurrent sequences "
+                   f"KiB/token{kv_dtype})")
+        against = (f" + overhead {mem['overhead_bytes'] / gb:.2f} GB vs {mem['budget_bytes'] / gb:.2f} GB per device "
+                   f"({mem['memory_kind']}, {mem['devices']} device(s); {mem['context_tokens']} tokens over "
+                   f"{mem['parallel_slots']} slot(s))" if mem else "")
+        basis = f" ({mem['max_context_basis']})" if mem else ""
+        lines.append(f"  memory: weights {result['weights_bytes'] / gb:.2f} GB + {kv_part}{against} → fits: "
+                     f"{result['fits']}; max context {result['max_context_tokens']} tokens{basis}, max concurrent sequences "
                      f"{result['max_concurrent_sequences']}")
     for f in findings:
         lines.append(f"  [{f['severity']}] {f['id']}: {f['message']}")

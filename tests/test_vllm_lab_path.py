@@ -64,7 +64,8 @@ def test_a_cpu_vllm_venv_is_not_a_gpu_profiles_engine(tmp_path, monkeypatch):
 
 def test_gpu_profile_has_no_cpu_environment():
     cmd = engines.build_command(v100_x2_vllm())
-    assert cmd.env == {} and cmd.argv[1:3] == ("serve", "Qwen3-32B-GPTQ-Int4")
+    # two GPUs: only CUDA's device order (as nvidia-smi numbers them), none of the CPU build's variables
+    assert cmd.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"} and cmd.argv[1:3] == ("serve", "Qwen3-32B-GPTQ-Int4")
 
 
 # ---------------------------------------------------------------- what vLLM reported
