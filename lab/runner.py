@@ -106,13 +106,20 @@ def parameter_problem(book: Path) -> str | None:
     return None
 
 
-def kernel_manager_class(log_path: Path):
+def kernel_manager_class(log_path: Path, runtime: Path | None = None):
     """nbclient's kernel manager with the kernel's own stdout/stderr in `log_path`, not on the terminal: a
     kernel shut down mid-cell prints tracebacks there (zmq, asyncio), which a user of `lab run` should not
-    have to read, and which belong with the run's other logs."""
+    have to read, and which belong with the run's other logs. Its connection file (the kernel's ports and
+    HMAC key) goes into `runtime`, the run's private folder removed at the end: jupyter_client otherwise
+    makes it with tempfile.mkstemp and only deletes it on a clean shutdown, so a cut run left it in /tmp."""
     from jupyter_client.manager import AsyncKernelManager
 
     class LoggedKernelManager(AsyncKernelManager):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            if runtime is not None and not self.connection_file:
+                self.connection_file = str(runtime / f"kernel-{os.getpid()}-{id(self):x}.json")
+
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             with open(log_path, "ab") as fh:  # Popen keeps its own copy of the descriptor
                 kw["stdout"] = kw["stderr"] = fh
@@ -159,7 +166,7 @@ def look_at_report(run_dir: Path) -> None:
               f"(page {seen['page_height']} px high; screenshot report.png)", file=sys.stderr, flush=True)
 
 
-def run_notebook(book: Path, run_dir: Path, profile_path: Path) -> NotebookResult:
+def run_notebook(book: Path, run_dir: Path, profile_path: Path, runtime: Path | None = None) -> NotebookResult:
     import papermill as pm
 
     out = run_dir / "notebooks" / book.name
@@ -172,7 +179,8 @@ def run_notebook(book: Path, run_dir: Path, profile_path: Path) -> NotebookResul
             pm.execute_notebook(str(book), str(out), parameters={"profile": str(profile_path), "run_dir": str(run_dir)},
                                 kernel_name=KERNEL_NAME, progress_bar=True, cwd=str(NOTEBOOKS),
                                 request_save_on_cell_execute=True,
-                                kernel_manager_class=kernel_manager_class(run_dir / "logs" / f"kernel-{book.stem}.log"))
+                                kernel_manager_class=kernel_manager_class(run_dir / "logs" / f"kernel-{book.stem}.log",
+                                                                                     runtime))
         status, error = "ok", None
     except Exception as exc:  # papermill raises PapermillExecutionError; kernel deaths raise others
         status, error = "failed", _error_text(exc)
@@ -268,7 +276,7 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
             else:
                 print(f"[run] {book.stem} ...", file=sys.stderr, flush=True)
                 current = book.stem
-                res = run_notebook(book, run_dir, profile_path)
+                res = run_notebook(book, run_dir, profile_path, runtime)
                 current = None
             result.results.append(res)
             print(f"[run] {book.stem}: {res.status} ({res.duration_s:.1f} s)" + (f" — {res.error}" if res.error else ""),
