@@ -116,8 +116,10 @@ def _cut_run(tmp_path: Path, profile: Path, sig: int, mode: str, delay_s: float)
         _, leaks = leaked_secrets(run, PLANTED)
         if leaks:
             problems.append(f"planted secrets found: {leaks}")
-    tmp_left = [str(p) for p in (tmp_path / "tmp").rglob("*")]
-    if tmp_left:  # the runner's private Jupyter runtime folder (kernel connection files) is gone
+    # kernel connection files (ports + HMAC key) and the runner's private runtime folder are gone
+    tmp_left = [str(p) for p in (tmp_path / "tmp").rglob("*") if p.name.startswith("lab-run-") or
+                (p.suffix == ".json" and p.is_file() and b"signature_scheme" in p.read_bytes())]
+    if tmp_left:
         problems.append(f"left in TMPDIR: {tmp_left[:5]}")
     return not problems, f"{name} {mode} +{delay_s:.1f}s: " + ("ok" if not problems else "; ".join(problems))
 
