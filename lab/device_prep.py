@@ -46,6 +46,9 @@ DEVICE_WHEELS = (
     "tenacity==9.2.1", "entrypoints==0.4.2", "plotly==7.1.0", "narwhals==2.29.0", "pydantic==2.14.4",
     "pydantic_core==2.50.5", "annotated_types==0.8.0", "typing_inspection==0.4.5", "typing_extensions==4.16.0",
     "gguf==0.19.0", "diskcache==5.6.3",  # diskcache: llama_cpp's own import (jinja2, its other need, is there)
+    # report.html renders the notebooks' closing texts with mistune: without it the H200 run of 2026-12-01
+    # executed all seven notebooks, then lost its report at the last step
+    "mistune==3.4.0",
 )
 # pip matches manylinux tags exactly: the ones these wheels are published under (device README's recipe).
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64", "manylinux_2_17_x86_64",

@@ -66,11 +66,12 @@ def git_state() -> dict:
         dirty = bool(status) if status is not None else None
     except (OSError, subprocess.SubprocessError):
         sha, dirty = None, None
-    if sha is None and re.fullmatch(r"[0-9a-f]{40}", os.environ.get("LAB_GIT_SHA", "")):
-        # a copy without .git (the device tool's machine): the caller says which commit it is
+    if re.fullmatch(r"[0-9a-f]{40}", os.environ.get("LAB_GIT_SHA", "")):
+        # a copy of the tree on another machine (the device tool's): its .git, if any, is not this tree's
+        # history (seen: a stale HEAD from an earlier checkout), so the caller's word wins
         sha = os.environ["LAB_GIT_SHA"]
         dirty = {"1": True, "true": True, "0": False, "false": False}.get(os.environ.get("LAB_GIT_DIRTY", "").lower())
-        return {"sha": sha, "short": sha[:8], "dirty": dirty, "how": "LAB_GIT_SHA (no .git in this copy)"}
+        return {"sha": sha, "short": sha[:8], "dirty": dirty, "how": "LAB_GIT_SHA (given by the caller; a copied tree's .git is not trusted)"}
     return {"sha": sha, "short": sha[:8] if sha else "nogit", "dirty": dirty}
 
 

@@ -23,7 +23,7 @@ def test_keep(member, kept):
 def test_wheels_pinned_once():
     names = [w.split("==")[0].lower() for w in device_prep.DEVICE_WHEELS]
     assert len(names) == len(set(names)) and all("==" in w for w in device_prep.DEVICE_WHEELS)
-    assert {"papermill", "ipykernel", "plotly", "pydantic", "gguf", "nbformat", "jupyter_client"} <= set(names)
+    assert {"papermill", "ipykernel", "plotly", "pydantic", "gguf", "nbformat", "jupyter_client", "mistune"} <= set(names)
 
 
 def test_offline_switches(monkeypatch, tmp_path):
