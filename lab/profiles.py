@@ -121,7 +121,7 @@ class Profile(BaseModel):
     bench_concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4], min_length=1, max_length=32)
     bench_requests: int = Field(default=16, gt=0, le=100_000)
     bench_duration_s: float = Field(default=30, gt=0, le=86_400)
-    tune_budget_s: float = Field(default=60, gt=0, le=86_400)  # `lab tune` / notebook 06's tuning section: time budget
+    tune_budget_s: float = Field(default=30, gt=0, le=86_400)  # `lab tune` + speculative decoding in notebook 06: time budget each
     # Speculative decoding's draft model for notebook 06: a GGUF path, or "synth:<layers>" = a random-weight file
     # of model_synth's shape with that many layers (lab/speculative.py); None: only ngram and MTP are tried.
     spec_draft: str | None = Field(default=None, pattern=r"^(synth:[1-9][0-9]*|[^:]+\.gguf)$")
