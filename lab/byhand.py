@@ -279,7 +279,7 @@ def _offload_step(profile) -> Step:
     n = n_offloadable(profile)
     expect = o["pattern"].format(n=n if n else "N")
     return Step("Check that every layer is on the GPU", (
-        "grep -E 'offloaded [0-9]+/[0-9]+ layers to GPU|CUDA0 model buffer size' server.log",
+        "grep -E 'offloaded [0-9]+/[0-9]+ layers to GPU|CUDA[0-9]+ model buffer size' server.log",
         "nvidia-smi --query-gpu=memory.used,memory.total,utilization.gpu --format=csv",
     ), f"expect \"{expect}\"" + (f" ({n - 1} blocks + the output layer)" if n else "") + ". " + o["note"].strip(),
         (o["source"],))
