@@ -59,7 +59,7 @@ pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;max-width:100%}
 .tablebox{overflow-x:auto;max-width:100%}
 .closing{background:#fafafa;border-left:4px solid #1f77b4;padding:.2rem .9rem;margin:.6rem 0}
 nav ol{columns:2;font-size:.95rem} .skipline{color:#666;font-size:.88rem}
-details>summary{cursor:pointer;color:#1f4f8f}
+details>summary{cursor:pointer;color:#1f4f8f} details.table{margin:.35rem 0} details.table>summary{font-weight:600}
 .js-plotly-plot,.plotly-graph-div{max-width:100%}
 """
 
@@ -146,10 +146,14 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
     if record.get("findings"):
         parts.append("<h3>Findings</h3>" + display.rows_html(record["findings"]))
     empty = []
+    # Tables are evidence to consult, not to scroll past: each is one line (its title and size) that opens in
+    # place, so a section reads as its closing text, its checks and its charts.
     for tbl in record.get("tables", []) or []:
         rows = tbl.get("rows") or []
         if rows:
-            parts.append(f"<h3>{html.escape(str(tbl.get('title')))}</h3>" + display.rows_html(rows))
+            parts.append(f"<details class='table'><summary>{html.escape(str(tbl.get('title')))} "
+                         f"<span class='meta'>({len(rows)} row{'s' if len(rows) != 1 else ''})</span></summary>"
+                         + display.rows_html(rows) + "</details>")
         else:
             empty.append(str(tbl.get("title")))
     if empty:
