@@ -34,7 +34,6 @@ from lab import evidence
 
 MODES = ("none", "layer", "tensor", "row")  # row last: deprecated upstream, the first to drop when time runs out
 # V100 + 27B on one card: the lab's calibration entry (lab/data/calibration.yaml) this page scales from
-V100_CALIBRATION = "v100-llamacpp-27b-q4_k_m"
 # the seeds' model, for the on-paper V100 and two-node rows (whatever file was measured here)
 PAPER_MODELS = ("qwen3.8-27b", "qwen3.5-27b")  # the second until the first is in lab/data/model_configs.yaml
 PAPER_QUANT = "Q4_K_M"
@@ -223,15 +222,15 @@ def paper_model():
 
 def paper_rows() -> tuple[list[dict], str]:
     """The TP model for two V100s (NVLink 2.0, PCIe 3.0 x16 and x8) and for two nodes (pipeline parallel
-    over 10/25/100 GbE), single stream, from the lab's sourced link figures and its V100 calibration point.
+    over 10/25/100 GbE), single stream, from the lab's sourced link figures and the lab's one-V100 projection (lab.roofline).
     Batches above 1 are left out: the one-GPU aggregate they would start from is not measured on a V100."""
     from lab import gpu_links, roofline, tp_model
 
     arch, weights_bytes, weights_how = paper_model()
-    cal = next(c for c in roofline.calibrations() if c.id == V100_CALIBRATION)
-    bw = cal.bandwidth_gb_s["datasheet"]
-    fixed_s = tp_model.split_time(cal.tok_s, cal.weights_bytes, bw)["fixed_ms"] / 1e3
-    tok1 = 1.0 / (weights_bytes / (bw * 1e9) + fixed_s)  # this model's weights, the calibration's fixed cost
+    # one V100, one stream: the lab's one projection (roofline's per-token model, calibrated on the H200), the
+    # same figure `lab plan` shows, never a second estimate
+    one = roofline.projection_rows(weights_bytes, roofline.family_of(arch), gpu_ids=("v100-32g",))[0]
+    bw, tok1 = one["bandwidth_gb_s"], one["projected_tok_s"]
     figs = gpu_links.link_figures()
     rows = []
     for link_id in ("v100-sxm2-nvlink2", "pcie3-x16", "pcie3-x8"):
@@ -255,9 +254,8 @@ def paper_rows() -> tuple[list[dict], str]:
                      "comm_ms_per_token": round(pp["hop_ms"], 3),
                      "link": f"{f['bandwidth_gb_s_per_direction']} GB/s/dir, {f['latency_us']} µs (latency assumed)",
                      "source": f["source"]})
-    basis = (f"one V100: {weights_how} = {weights_bytes / 1e9:.2f} GB read per token at {bw} GB/s (datasheet) + the fixed "
-             f"{fixed_s * 1e3:.1f} ms/token of calibration '{V100_CALIBRATION}' ({cal.tok_s} tok/s, {cal.source.strip()[:90]}…)"
-             f" = {tok1:.1f} tok/s")
+    basis = (f"one V100: {weights_how} = {weights_bytes / 1e9:.2f} GB read per token at {bw} GB/s (datasheet) + a fixed "
+             f"{one['fixed_ms']} ms per token (lab.roofline per-token model: {one['how'][:120]}…) = {tok1:.1f} tok/s")
     return rows, basis
 
 

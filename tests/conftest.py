@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -97,3 +99,15 @@ def v100_x2_vllm():
     from lab.profiles import Profile
 
     return Profile(**V100_X2_VLLM)
+
+
+@pytest.fixture(scope="module")
+def smol_model():
+    """The embedded SmolLM2 GGUF, or a skip that says what set-up is missing (tier-2 tests of the real server)."""
+    from lab import paths
+
+    try:
+        paths.tool("llama-server")
+        return paths.embedded_model("smollm2")
+    except paths.SetupMissing as exc:
+        pytest.skip(str(exc))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import v100_x2_vllm
 from lab import engines, kvcache, models, multigpu, profiles
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,8 +32,9 @@ def test_tensor_split_mode_forces_flash_attention_and_notes_its_limits():
 
 
 def test_vllm_pipeline_parallel_and_the_pcie_p2p_workaround():
-    p = profiles.load("v100-32g-x2-nvlink").model_copy(update={"nccl_p2p_disable": True, "tensor_parallel_size": 1,
-                                                                "pipeline_parallel_size": 2})
+    # the seed's vLLM set-up on two V100s (the shipped x2 profile now serves with llama.cpp)
+    p = v100_x2_vllm().model_copy(update={"nccl_p2p_disable": True, "tensor_parallel_size": 1,
+                                          "pipeline_parallel_size": 2})
     cmd = engines.build_command(p, installed_version="0.10.1.1")
     argv = list(cmd.argv)
     assert argv[argv.index("--pipeline-parallel-size") + 1] == "2"

@@ -19,15 +19,6 @@ from lab import engines, profiles, serve
 RESULTS: dict[str, bool] = {}
 
 
-@pytest.fixture(scope="module")
-def smol_model():
-    from lab import paths
-
-    try:
-        paths.tool("llama-server")
-        return paths.embedded_model("smollm2")
-    except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
 
 
 def check(name: str, ok: bool) -> bool:

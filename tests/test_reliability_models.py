@@ -18,13 +18,6 @@ from lab import engines, manifest, models, paths, profiles, serve, troubleshoot
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def smol_model():
-    try:
-        paths.tool("llama-server")
-        return paths.embedded_model("smollm2")
-    except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
 
 
 def tiny_gguf(arch: str, ggml_type: int, row_bytes: int = 18) -> bytes:

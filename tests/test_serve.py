@@ -15,13 +15,6 @@ from lab.engines import Command
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def smol_model():
-    try:
-        paths.tool("llama-server")
-        return paths.embedded_model("smollm2")
-    except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
 
 
 def smol_command(model, **changes):
@@ -187,7 +180,7 @@ def test_notebook_04_shows_a_gpu_command_and_skips_starting_on_a_cpu_machine(tmp
     prof = {**profiles.load("cpu-default").model_dump(), "name": "v100-x2", "gpu_name_pattern": "V100",
             "gpu_count": 2, "gpu_vram_mib": 32768, "gpu_compute_capability": "7.0", "gpu_memory_bandwidth_gb_s": 900,
             "engine": "vllm", "engine_version": "0.18.0", "model_file": None, "model_name": "Qwen/Qwen3-32B-GPTQ",
-            "model_architecture": "config:Qwen/Qwen3-32B", "model_quant": "GPTQ-INT4", "tensor_parallel_size": 2}
+            "model_architecture": "config:qwen3-32b", "model_quant": "GPTQ-INT4", "tensor_parallel_size": 2}
     import yaml
 
     (tmp_path / "v100.yaml").write_text(yaml.safe_dump(prof))
