@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Speculative decoding alone (notebook 06's section, lab.speculative) on a lent GPU machine, from this repo's own
+# files, offline: set-up (llama.cpp built for the GPU from the carried source), the profile's synthetic stand-in
+# and its synthetic draft, then every speculative variant at one stream, into a new run folder packed into
+# $OUT/spec.tar.gz. For re-measuring speculation without re-running the whole suite (lab/device/run_h200.sh).
+#   device tool, carry [".device"] (python3 -m lab.device_prep): LAB_GIT_SHA=<sha> bash lab/device/run_spec.sh
+# Environment: PROFILE (h200-x1), WORK (/root/lab-spec), BUDGET_S (variants started after this many seconds are
+# listed as not run; default 200).
+set -uo pipefail
+PROFILE=${PROFILE:-h200-x1}
+WORK=${WORK:-/root/lab-spec}
+OUT=${OUT:-$WORK/out}
+say() { echo "[$(date -u +%H:%M:%S)] $*"; }
+mkdir -p "$WORK" "$OUT"
+rm -rf "$WORK/repo" && mkdir -p "$WORK/repo" && cp -a . "$WORK/repo/" && cd "$WORK/repo" || exit 1
+export PATH="/usr/local/cuda/bin:$PATH" PYTHONUNBUFFERED=1 LAB_WHEELS="$PWD/.device/whl" \
+       LAB_LLAMA_SRC="$PWD/.device/llama-src.tar.xz" LAB_SYNTH_IF_MISSING=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$WORK/site" \
+  .device/whl/*.whl || { say "pip install of .device/whl failed"; exit 1; }
+PYTHONPATH="$WORK/site:$PWD" python3 -c "from lab import setup; setup.extract_vocabs(setup.cache_dir())"
+# the stand-in (and its draft) need only gguf + numpy: written on one core while the others compile
+( PYTHONPATH="$WORK/site:$PWD" python3 -m lab.standin --profile "$PROFILE" --no-progress > "$OUT/standin.log" 2>&1 ) &
+python3 -m lab.setup > "$OUT/setup.log" 2>&1 || { say "lab.setup failed"; tail -20 "$OUT/setup.log"; exit 1; }
+wait
+say "set-up and stand-in done"
+.venv/bin/python - "$PROFILE" "${BUDGET_S:-200}" <<'PY'
+import sys
+from pathlib import Path
+from lab import evidence, profiles, speculative, standin
+
+name, budget = sys.argv[1], float(sys.argv[2])
+given = Path("params") / f"{name}.yaml"
+run_dir = evidence.new_run_dir(name)
+used = standin.for_run(profiles.load(given), given, run_dir, allow=True, progress=False) or given
+profile = profiles.load(used)
+draft, why = speculative.draft_for(profile)
+print(f"draft: {draft} ({why})", flush=True)
+result = speculative.measure(profile, draft, run_dir / "logs" / "speculative", requests=3, budget_s=budget)
+evidence.write_record(run_dir, "06_speculative", speculative.build_record(result), used)
+print(f"run folder: {run_dir}", flush=True)
+PY
+rc=$?
+run_dir=$(ls -d outputs/"$PROFILE"/*/ 2>/dev/null | tail -1)
+[ -n "$run_dir" ] && tar czf "$OUT/spec.tar.gz" -C "$(dirname "$run_dir")" --exclude='*.gguf' "$(basename "$run_dir")"
+say "DONE rc=$rc"
