@@ -107,11 +107,9 @@ def describe(result: dict) -> str:
         lines.append(f"  speed: single-stream decode ceiling {result['decode_ceiling_tok_s']:.0f} tok/s "
                      f"({rl['bandwidth_gb_s']:g} GB/s ÷ {rl['bytes_per_token'] / 1e9:.2f} GB read per token, no "
                      f"speculation; {rl.get('bandwidth_source')}), predicted {result['predicted_decode_tok_s'] or float('nan'):.0f} "
-                     f"tok/s (calibration {rl.get('calibration_id')}: {' '.join(str(rl.get('calibration_source') or '').split())})")
-    if result.get("roofline", {}).get("per_token_predicted_tok_s"):
-        rl = result["roofline"]
-        lines.append(f"  per-token model (calibrated on the H200): {rl['per_token_predicted_tok_s']:.0f} tok/s on this profile "
-                     f"({rl['per_token_family']}: fixed {rl['per_token_fixed_ms']:.2f} ms per token + bytes at achieved bandwidth)")
+                     f"tok/s ({rl.get('prediction_basis')})")
+        if rl.get("per_token_predicted_tok_s") is None and rl.get("calibration_source"):
+            lines.append(f"      calibration source: {' '.join(str(rl['calibration_source']).split())}")
     for row in result.get("projections", []):
         lines.append(f"  projection, one stream: {row['gpu']}: {row['projected_tok_s']:.0f} tok/s (roofline "
                      f"{row['roofline_tok_s']:.0f}; weights fit in VRAM: {row['weights_fit_in_vram']})")
