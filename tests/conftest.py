@@ -111,3 +111,20 @@ def smol_model():
         return paths.embedded_model("smollm2")
     except paths.SetupMissing as exc:
         pytest.skip(str(exc))
+
+
+def cli_output(argv: list[str]) -> tuple[int, str]:
+    """Exit code and everything printed by `python -m lab ARGV`, in-process; anything escaping lab's entry point
+    comes back as rc -1 and a 'Traceback:' line (what a user would see)."""
+    import contextlib
+    import io
+
+    from lab import __main__ as cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = cli.entry(argv)
+        except BaseException as exc:  # noqa: BLE001 - anything escaping entry() is a traceback for a user
+            rc, err = -1, io.StringIO(f"Traceback: {type(exc).__name__}: {exc}")
+    return rc, out.getvalue() + err.getvalue()

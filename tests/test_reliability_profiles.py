@@ -1,8 +1,6 @@
 """Bad profiles, as a hostile but fair user writes them: every one is refused by `lab validate`, `lab plan`
 and `lab run` alike with exit 1, a message naming the file and the field (or what the file is), and never
 a traceback. Figures: kinds tried / kinds handled."""
-import contextlib
-import io
 import os
 import subprocess
 import sys
@@ -11,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, record_figure
-from lab import __main__ as cli
+from conftest import ROOT, cli_output, record_figure
+
 from lab import profiles
 
 BASE = yaml.safe_load((ROOT / "params" / "cpu-default.yaml").read_text())
@@ -77,14 +75,7 @@ def _write(tmp_path: Path, i: int, content) -> Path | str:
     return path
 
 
-def _cli(argv: list[str]) -> tuple[int, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = cli.entry(argv)
-        except BaseException as exc:  # noqa: BLE001 - anything escaping entry() is a traceback for a user
-            rc, err = -1, io.StringIO(f"Traceback: {type(exc).__name__}: {exc}")
-    return rc, out.getvalue() + err.getvalue()
+_cli = cli_output
 
 
 def test_bad_profiles_are_refused_with_a_clear_error_by_validate_plan_and_run(tmp_path):

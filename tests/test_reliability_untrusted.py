@@ -3,8 +3,6 @@ a clear answer in bounded time and reads a long log whole; `lab report` / `lab c
 corrupt, truncated or list records flag those records and render the rest, and refuse a missing, empty or
 non-folder path with exit 1; the knowledge base covers every tool the lab runs.
 Figures: inputs tried / handled; seconds for 50 MB."""
-import contextlib
-import io
 import json
 import random
 import subprocess
@@ -14,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, record_figure
-from lab import __main__ as cli
+from conftest import ROOT, cli_output, record_figure
+
 from lab import evidence, troubleshoot
 
 LOGS = ROOT / "tests" / "troubleshoot_logs"
@@ -76,14 +74,7 @@ def test_doctor_on_odd_inputs(tmp_path):
     assert handled == len(cases), "\n".join(problems)
 
 
-def _cli(argv: list[str]) -> tuple[int, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = cli.entry(argv)
-        except BaseException as exc:  # noqa: BLE001 - anything escaping entry() is a traceback for a user
-            rc, err = -1, io.StringIO(f"Traceback: {type(exc).__name__}: {exc}")
-    return rc, out.getvalue() + err.getvalue()
+_cli = cli_output
 
 
 def _run_folder(path: Path, bad_records: dict[str, bytes]) -> Path:
