@@ -136,8 +136,8 @@ def test_without_its_key_04_fails_saying_why(keyed_server, tmp_path, monkeypatch
 
 
 def test_one_slot_queues_and_is_flagged(open_serial_server, tmp_path):
-    target = bench.Target(open_serial_server, model="any", max_tokens=16)
-    runs = bench.sweep(target, [1, 2], requests_per_level=4, prompt_words=24)
+    target = bench.Target(open_serial_server, model="any", max_tokens=48)  # decode, not per-request overhead, dominates: a serial server cannot overlap it
+    runs = bench.sweep(target, [1, 2], requests_per_level=6, prompt_words=24)
     summaries = [bench.summarise_run(r) for r in runs]
     queue = bench.queueing(summaries)
     assert queue[1]["queued"] is True, queue  # -np 1: the second request waits for the first
