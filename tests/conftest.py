@@ -48,15 +48,17 @@ def read_record(run_dir: Path, name: str) -> dict:
 
 def vllm_skip_reason() -> str | None:
     """Why the vLLM integration cannot run here (None when it can): `make test` sets it all up."""
-    from lab import profiles, vllm_env
+    from lab.core import profiles
+    from lab.core import paths
+    from lab.serving import vllm_env
 
     if os.environ.get("LAB_VLLM") != "1":
         return "LAB_VLLM is not 1: `make test` sets it (and sets the vLLM engine up); by hand, export LAB_VLLM=1"
     try:
         profile = profiles.load("cpu-vllm")
         vllm_env.engine_python(profile)
-        vllm_env.served_model_path(profile)
-    except vllm_env.VllmMissing as exc:
+        paths.served_model_path(profile)
+    except paths.VllmMissing as exc:
         return f"no vLLM engine venv: {exc}"
     return None
 
@@ -96,7 +98,7 @@ V100_X2_VLLM = dict(
 
 
 def v100_x2_vllm():
-    from lab.profiles import Profile
+    from lab.core.profiles import Profile
 
     return Profile(**V100_X2_VLLM)
 
@@ -104,7 +106,7 @@ def v100_x2_vllm():
 @pytest.fixture(scope="module")
 def smol_model():
     """The embedded SmolLM2 GGUF, or a skip that says what set-up is missing (tier-2 tests of the real server)."""
-    from lab import paths
+    from lab.core import paths
 
     try:
         paths.tool("llama-server")

@@ -1,5 +1,6 @@
-"""lab.answer: the summary that opens report.html and every notebook, built from records and plans."""
-from lab import answer, profiles
+"""lab.records.answer: the summary that opens report.html and every notebook, built from records and plans."""
+from lab.core import profiles
+from lab.records import answer
 
 
 def test_gpu_profile_says_what_fits_and_how_fast():

@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
-from lab import bench, bench_source
-from lab.bench import Criteria, RequestResult
+from lab.measure import bench, bench_source
+from lab.measure.bench import Criteria, RequestResult
 
 
 def ok(index, start, ttft, chunks, e2el, out, prompt=10, cached=0, timings=None):
@@ -222,7 +222,8 @@ def test_run_load_works_inside_a_running_event_loop():
 # ---------------------------------------------------------------- integration: a real server dies mid-sweep
 @pytest.mark.integration
 def test_server_killed_mid_run_counts_failures_and_keeps_records(tmp_path):
-    from lab import engines, profiles, serve
+    from lab.core import profiles
+    from lab.serving import engines, serve
 
     prof = profiles.load("cpu-default")
     cmd = engines.build_command(prof, port=serve.free_port())

@@ -1,4 +1,4 @@
-"""lab.byhand: the commands a GPU owner types, generated from the profile and the lab's data, each tested."""
+"""lab.serving.byhand: the commands a GPU owner types, generated from the profile and the lab's data, each tested."""
 import re
 import shlex
 import subprocess
@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from lab import byhand, profiles
-from lab.paths import ROOT
+from lab.core import profiles
+from lab.serving import byhand
+from lab.core.paths import ROOT
 
 LLAMA_GPU_PROFILES = [p.stem for p in sorted((ROOT / "params").glob("*.yaml"))
                       if profiles.load(p).gpu_count > 0 and profiles.load(p).engine in ("llama.cpp", "llama-cpp-python")]
@@ -55,7 +56,7 @@ def test_profiles_the_track_does_not_cover_say_why():
 
 
 def _help_flags() -> set[str]:
-    from lab import paths
+    from lab.core import paths
 
     try:
         server = paths.tool("llama-server")

@@ -4,8 +4,10 @@ import re
 
 import pytest
 
-from lab import claims, facts, kvcache, memory_plan, models, profiles, quantize, weights
-from lab.paths import ROOT
+from lab.core import facts, profiles
+from lab.model import models, quantize, weights
+from lab.predict import claims, kvcache, memory_plan
+from lab.core.paths import ROOT
 
 # The seed texts live outside the repository (../shared/seeds, beside the checkout, as CI lays it out): the
 # lab carries each quote in lab/data/seed_claims.yaml and this test proves it verbatim wherever they exist.

@@ -1,4 +1,4 @@
-"""Compatibility rules (lab/data/compat_rules.yaml + lab/compat.py) and lab.plan.
+"""Compatibility rules (lab/data/compat_rules.yaml + lab/predict/compat.py) and lab.predict.plan.
 
 Every rule has a passing and a failing case below; the seeds' original set-ups give the errors the
 lab's FACTS predict; every shipped profile plans without errors.
@@ -10,7 +10,8 @@ import json
 import pytest
 
 from conftest import v100_x2_vllm
-from lab import compat, facts, plan, profiles
+from lab.core import facts, profiles
+from lab.predict import compat, plan
 
 SEVERITIES = {"error", "warn", "info"}
 

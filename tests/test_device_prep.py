@@ -1,7 +1,8 @@
-"""lab.device_prep: what the stripped llama.cpp source keeps (pure), and set-up's offline switches."""
+"""lab.setup.device_prep: what the stripped llama.cpp source keeps (pure), and set-up's offline switches."""
 import pytest
 
-from lab import device_prep, setup
+from lab import setup
+from lab.setup import device_prep
 
 TOP = "llama_cpp_python-0.3.36/"
 V = TOP + "vendor/llama.cpp/"

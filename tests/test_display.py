@@ -1,7 +1,7 @@
-"""lab.display: the one way tables read, in notebooks and in report.html."""
+"""lab.core.display: the one way tables read, in notebooks and in report.html."""
 import pandas as pd
 
-from lab import display
+from lab.core import display
 
 
 def test_labels_are_words_with_units():

@@ -9,7 +9,12 @@ import pytest
 import yaml
 from fake_endpoints import LMSTUDIO_MODEL, OLLAMA_CONTEXT, OLLAMA_MODEL, fake_server
 
-from lab import bench, endpoint, endpoint_diagnose, engines, models, memory_plan, profiles, serve
+from lab.core import profiles
+from lab.model import models
+from lab.predict import memory_plan
+from lab.serving import endpoint, engines, serve
+from lab.measure import bench
+from lab.diagnose import endpoint_diagnose
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "params" / "endpoint-example.yaml"
 
@@ -127,7 +132,7 @@ def test_wrong_served_model_is_diagnosed(tmp_path):
         result = endpoint_diagnose.run(p)
     model = next(x for x in result["probes"] if x["probe"] == "model")
     assert model["severity"] == "error" and model["kb"][0] == "endpoint-model-not-found" and "ollama pull" in " ".join(
-        e.commands[-1] for e in __import__("lab.troubleshoot", fromlist=["x"]).load_kb() if e.id == "endpoint-model-not-found")
+        e.commands[-1] for e in __import__("lab.diagnose.troubleshoot", fromlist=["x"]).load_kb() if e.id == "endpoint-model-not-found")
 
 
 def test_connection_refused_fails_with_the_fix(tmp_path):
@@ -141,7 +146,7 @@ def test_connection_refused_fails_with_the_fix(tmp_path):
 def test_key_variable_named_but_unset_is_said(tmp_path, monkeypatch):
     monkeypatch.delenv("EP_UNIT_KEY", raising=False)
     p = profiles.load(write_profile(tmp_path, api_key_env="EP_UNIT_KEY"))
-    key, note = endpoint_diagnose.api_key_for(p)
+    key, note = endpoint.api_key_for(p)
     assert key is None and "EP_UNIT_KEY, which is not set" in note
 
 

@@ -19,7 +19,10 @@ import pytest
 import yaml
 from conftest import ROOT, lab_run, read_record
 
-from lab import bench, endpoint_diagnose, paths, profiles, serve
+from lab.core import paths, profiles
+from lab.serving import serve
+from lab.measure import bench
+from lab.diagnose import endpoint_diagnose
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,9 @@ import pytest
 import yaml
 from conftest import ROOT, lab_run, read_record, vllm_skip_reason
 
-from lab import endpoint_diagnose, profiles, serve, vllm_env
+from lab.core import paths, profiles
+from lab.serving import serve
+from lab.diagnose import endpoint_diagnose
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
@@ -35,7 +37,7 @@ def vllm_endpoint(tmp_path_factory):
     lab_profile = profiles.load("cpu-vllm")
     vllm = ROOT / ".venv-vllm" / "bin" / "vllm"
     port = serve.free_port()
-    argv = [str(vllm), "serve", str(vllm_env.served_model_path(lab_profile)), "--served-model-name", "SmolLM2-135M-Instruct",
+    argv = [str(vllm), "serve", str(paths.served_model_path(lab_profile)), "--served-model-name", "SmolLM2-135M-Instruct",
             "--max-model-len", "4096", "--max-num-seqs", "4", "--dtype", "float32", "--enforce-eager",
             "--host", "127.0.0.1", "--port", str(port), "--api-key", KEY]
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",

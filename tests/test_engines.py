@@ -1,10 +1,11 @@
-"""lab.engines: commands per engine and version, the seeds' commands corrected, log parsers (pure)."""
+"""lab.serving.engines: commands per engine and version, the seeds' commands corrected, log parsers (pure)."""
 from pathlib import Path
 
 import pytest
 
-from lab import engines, facts
-from lab.profiles import Profile
+from lab.core import facts
+from lab.serving import engines
+from lab.core.profiles import Profile
 
 DATA = Path(__file__).parent / "data"
 

@@ -4,8 +4,9 @@ import math
 
 import pytest
 
-from lab import evidence, manifest, profiles, report
-from lab.checks import Check
+from lab.core import evidence, profiles
+from lab.records import manifest, report
+from lab.core.checks import Check
 
 
 def test_record_is_strict_json_with_schema_and_provenance(tmp_path):

@@ -1,7 +1,8 @@
-"""lab.gpu_links: topo parsing, link classification and the link checks (pure), and a clean no-GPU survey."""
+"""lab.measure.gpu_links: topo parsing, link classification and the link checks (pure), and a clean no-GPU survey."""
 import pytest
 
-from lab import gpu_links, profiles
+from lab.core import profiles
+from lab.measure import gpu_links
 
 TOPO_NVSWITCH = ("\x1b[4m\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
                  "GPU0\t X \tNV18\tPXB\t0-47\t0\t\tN/A\n"

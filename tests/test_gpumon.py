@@ -1,8 +1,9 @@
-"""lab.gpumon: window arithmetic (pure), the sampler on this machine, the offload check."""
+"""lab.measure.gpumon: window arithmetic (pure), the sampler on this machine, the offload check."""
 import time
 
-from lab import gpumon, profiles
-from lab.gpumon import Sample
+from lab.core import profiles
+from lab.measure import gpumon
+from lab.measure.gpumon import Sample
 
 
 def test_window_energy_from_counter_and_joules_per_token():

@@ -1,4 +1,4 @@
-"""lab.hardware: pure checks on fake inventories (tier 1), then the real inventory and host
+"""lab.measure.hardware: pure checks on fake inventories (tier 1), then the real inventory and host
 bandwidth probe on this machine (tier 2; no GPU here, so NVML is missing for real)."""
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from lab import hardware, profiles
-from lab.checks import worst
-from lab.profiles import Profile
+from lab.core import profiles
+from lab.measure import hardware
+from lab.core.checks import worst
+from lab.core.profiles import Profile
 
 V100_PROFILE = {
     "name": "v100-test", "description": "2 x V100 SXM2 32GB with NVLink (test profile)",
@@ -221,7 +222,7 @@ def test_bandwidth_check_against_datasheet():
     assert check.status == "warn" and "torch missing" in check.fix
 
 
-# What lab.hardware.gpu_inventory() read on a real H200 (device run, 2026-11-29, driver 580.159.04):
+# What lab.measure.hardware.gpu_inventory() read on a real H200 (device run, 2026-11-29, driver 580.159.04):
 # Hopper reports remapped rows, not retired pages; a single GPU answers NotSupported for NVLink.
 H200_SEEN = {
     "index": 0, "name": "NVIDIA H200", "pci_bus_id": "00000000:00:06.0", "memory_total_bytes": 150754820096,
@@ -284,7 +285,7 @@ def test_measure_bandwidth_falls_back_to_host_with_a_reason():
 
 
 def test_fake_inventory_round_trips_through_a_record(tmp_path):
-    from lab import evidence
+    from lab.core import evidence
 
     inv, prof = fake_inventory(), v100_profile()
     found = hardware.check_all(inv, GPU_BW, prof)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lab import runner, setup
+from lab import setup
+from lab.records import runner
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.integration

@@ -1,8 +1,9 @@
-"""Parity with the real engine: llama-server's reported KV buffers equal lab.kvcache's prediction exactly."""
+"""Parity with the real engine: llama-server's reported KV buffers equal lab.predict.kvcache's prediction exactly."""
 import pytest
 
-from lab import kvcache, models
-from lab import kvcache_verify as kv
+from lab.model import models
+from lab.predict import kvcache
+from lab.measure import kvcache_verify as kv
 
 pytestmark = pytest.mark.integration
 

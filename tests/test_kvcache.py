@@ -1,9 +1,10 @@
 """KV-cache arithmetic (pure): hand-computed cases for real configs, llama.cpp sizing rules, bad inputs."""
 import pytest
 
-from lab import kvcache, models
-from lab.kvcache import KvCacheError
-from lab.models import ArchSpec
+from lab.model import models
+from lab.predict import kvcache
+from lab.predict.kvcache import KvCacheError
+from lab.model.models import ArchSpec
 
 GIB = 1 << 30
 

@@ -1,8 +1,10 @@
 """The memory plan of a profile and the seeds' KV claims (pure arithmetic over the shipped data)."""
 import pytest
 
-from lab import memory_plan, models, profiles
-from lab.profiles import Profile
+from lab.core import profiles
+from lab.model import models
+from lab.predict import memory_plan
+from lab.core.profiles import Profile
 
 V100_VLLM = dict(
     name="v100-test", description="test", gpu_name_pattern="V100", gpu_count=2, gpu_vram_mib=32768,
@@ -53,7 +55,7 @@ def test_weights_for_formats():
 
 
 def test_cpu_default_uses_host_ram():
-    from lab import paths
+    from lab.core import paths
 
     try:
         paths.embedded_model("smollm2")
@@ -81,11 +83,11 @@ def test_llama_cpp_plan_allocates_every_slot():
 
 
 def test_weights_bytes_is_exact_for_a_modelled_stand_in_else_params_times_bits():
-    from lab import weights
+    from lab.model import weights
 
     arch = models.stand_in("qwen3-32b")
     exact, basis = memory_plan.weights_bytes(arch, "Q4_K_M", "qwen3-32b")
-    assert exact == 19_756_174_336 and "lab.quantize" in basis
+    assert exact == 19_756_174_336 and "lab.model.quantize" in basis
     naive, basis = memory_plan.weights_bytes(arch, "Q4_K_M")  # no stand-in id: params x weight_bits.yaml bits
     assert naive == memory_plan.weights_bytes_for(arch, "Q4_K_M") and "weight_bits.yaml" in basis
     gptq, _ = memory_plan.weights_bytes(arch, "GPTQ-INT4", "qwen3-32b")  # no GGUF mix for GPTQ: bits, embeddings at 16
@@ -97,7 +99,7 @@ def test_weights_bytes_is_exact_for_a_modelled_stand_in_else_params_times_bits()
 def test_hybrid_plan_counts_attention_kv_and_recurrent_state():
     """Qwen3.8-27B on the V100 profile (llama.cpp, -c 32768, 4 slots, f16): KV only for the 16 full-attention
     layers, plus one 149.6 MiB F32 state per slot for the 48 Gated DeltaNet layers, both in the fit."""
-    from lab import plan as plan_mod
+    from lab.predict import plan as plan_mod
 
     v100 = profiles.load("v100-32g-x1").model_copy(update={"model_architecture": "config:qwen3.8-27b",
                                                            "context_tokens": 32768, "parallel_slots": 4})
@@ -107,6 +109,6 @@ def test_hybrid_plan_counts_attention_kv_and_recurrent_state():
     assert mem["recurrent_state_bytes_total"] == 4 * 156_893_184
     assert mem["kv_attention_bytes_total"] == 32_768 * 65_536  # 4 slots × 8192 cells × 64 KiB
     assert mem["kv_bytes_total"] == mem["kv_attention_bytes_total"] + mem["recurrent_state_bytes_total"]
-    assert mem["weights_bytes"] == 16_536_406_016  # Q4_K_M, exact (lab.weights)
+    assert mem["weights_bytes"] == 16_536_406_016  # Q4_K_M, exact (lab.model.weights)
     text = plan_mod.describe({"profile": "x", "findings": [], **{k: mem[k] for k in plan_mod.MEMORY_KEYS}})
     assert "recurrent state 598.5 MiB (149.62 MiB/sequence, Gated DeltaNet layers)" in text

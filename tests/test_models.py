@@ -3,8 +3,9 @@ import json
 
 import pytest
 
-from lab import facts, models
-from lab.models import ModelConfigError
+from lab.core import facts
+from lab.model import models
+from lab.model.models import ModelConfigError
 
 # FACTS.md, "Model shapes for KV-cache math": layers, q heads, KV heads, head_dim
 FACTS_TABLE = {
@@ -93,7 +94,7 @@ def test_bad_layer_types_and_sources(tmp_path):
 
 
 def _embedded(key):
-    from lab import paths
+    from lab.core import paths
 
     try:
         return paths.embedded_model(key)

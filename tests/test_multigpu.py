@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 from conftest import v100_x2_vllm
-from lab import engines, kvcache, models, multigpu, profiles
+from lab.core import profiles
+from lab.model import models
+from lab.predict import kvcache
+from lab.serving import engines
+from lab.measure import multigpu
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -124,11 +128,11 @@ def test_multigpu_cli_on_cpu_measures_one_device_and_skips_the_splits(tmp_path):
     none = rec["results"]["none"]
     assert none["bench"]["tg"]["tok_s_mean"] > 0 and none["server"]["summaries"][0]["successes"] >= 4
     kv = next(t for t in rec["tables"] if t["title"].startswith("KV cache"))["rows"][0]
-    assert kv["KV match"] is True  # the CPU buffer llama-server printed = lab.kvcache's prediction
+    assert kv["KV match"] is True  # the CPU buffer llama-server printed = lab.predict.kvcache's prediction
     tp = json.loads((tmp_path / "records" / "08_tp_model.json").read_text())
     paper = tp["tables"][1]["rows"]
     assert any("v100-sxm2-nvlink2" in r["set-up"] for r in paper) and any("ethernet-10g" in r["set-up"] for r in paper)
-    from lab import report
+    from lab.records import report
 
     assert "Two GPUs against one" in report.build(tmp_path).read_text()
 
@@ -145,7 +149,7 @@ def test_allreduce_bench_runs_on_gloo(tmp_path):
     python = _torch_python()
     if python is None:
         pytest.skip("no Python with PyTorch here (the lab venv has none; `LAB_VLLM=1 make setup` makes .venv-vllm, which does)")
-    proc = subprocess.run([python, "-m", "lab.allreduce_bench", "--backend", "gloo", "--arch", "qwen3.5-27b",
+    proc = subprocess.run([python, "-m", "lab.measure.allreduce_bench", "--backend", "gloo", "--arch", "qwen3.5-27b",
                            "--batches", "1", "--sizes", "4096", "--samples", "2", "--iters", "2", "--out", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import runner
+from lab.records import runner
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 

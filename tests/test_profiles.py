@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab import models, profiles
-from lab.profiles import ProfileError
+from lab.core import profiles
+from lab.model import models
+from lab.core.profiles import ProfileError
 
 SHIPPED = profiles.all_profiles()
 

@@ -1,12 +1,13 @@
-"""lab.quantize: exact size arithmetic, llama.cpp's per-tensor choice, output parsers, verdicts (pure);
+"""lab.model.quantize: exact size arithmetic, llama.cpp's per-tensor choice, output parsers, verdicts (pure);
 the F16 reference and the real llama-quantize ladder (integration)."""
 from fractions import Fraction
 
 import pytest
 
-from lab import models, profiles
-from lab import quantize as q
-from lab.quantize import TensorSpec
+from lab.core import profiles
+from lab.model import models
+from lab.model import quantize as q
+from lab.model.quantize import TensorSpec
 
 GB = 10**9
 GIB = 1 << 30
@@ -339,7 +340,7 @@ def test_notebook_03_writes_its_record(tmp_path):
     kinds = [r["type"] for r in rec["ladder"]["quality"]["rows"]]
     assert kinds[1:] == list(q.DEFAULT_LADDER) and kinds[0].startswith("shipped")
     assert all(r["agree"] for r in rec["ladder"]["crosscheck"])
-    # the size claims come from the one ledger (lab.claims), with its vocabulary of verdicts
+    # the size claims come from the one ledger (lab.predict.claims), with its vocabulary of verdicts
     assert {v["id"]: v["verdict"] for v in rec["claims"]}["s1-fp16-weights-54gb"] == "consistent"
     assert rec["recommendation"]["type"] == "Q4_K_M"
     assert rec["charts"][0]["figure"]["data"]

@@ -14,7 +14,8 @@ import psutil
 import pytest
 
 from conftest import ROOT, record_figure
-from lab import engines, profiles, serve
+from lab.core import profiles
+from lab.serving import engines, serve
 
 RESULTS: dict[str, bool] = {}
 

@@ -31,7 +31,7 @@ PLANTED = {**PLANTED_SECRETS, "LAB_PLANTED_KEY": "planted-profile-key-0123456789
 
 def _profile(tmp_path: Path) -> Path:
     """cpu-default on a free port (other tests may hold 8080), with a key variable the server must use."""
-    from lab import serve
+    from lab.serving import serve
 
     data = yaml.safe_load((ROOT / "params" / "cpu-default.yaml").read_text())
     data.update(port=serve.free_port(), api_key_env="LAB_PLANTED_KEY")

@@ -13,7 +13,11 @@ import psutil
 import pytest
 
 from conftest import record_figure
-from lab import engines, manifest, models, paths, profiles, serve, troubleshoot
+from lab.core import paths, profiles
+from lab.model import models
+from lab.serving import engines, serve
+from lab.diagnose import troubleshoot
+from lab.records import manifest
 
 pytestmark = pytest.mark.integration
 
@@ -108,7 +112,7 @@ def test_a_changed_model_file_is_noticed_on_the_next_run(smol_model, tmp_path):
     [change] = two["model_changed"]
     assert change["previous_run"] == first.name and change["previous_sha256"] == one["model_files"][0]["sha256"]
     assert change["sha256"] == two["model_files"][0]["sha256"] != change["previous_sha256"]
-    from lab import report
+    from lab.records import report
 
     assert "Model file changed since run" in report.build(second).read_text()
     record_figure("changed model file noticed on the next run", 1, 1)

@@ -11,7 +11,7 @@ import yaml
 
 from conftest import ROOT, cli_output, record_figure
 
-from lab import profiles
+from lab.core import profiles
 
 BASE = yaml.safe_load((ROOT / "params" / "cpu-default.yaml").read_text())
 GPU2 = yaml.safe_load((ROOT / "params" / "v100-32g-x2-nvlink.yaml").read_text())
@@ -125,7 +125,9 @@ def test_a_missing_model_file_is_a_finding_on_this_machine(tmp_path):
 
 
 def test_relative_model_paths_resolve_from_the_project_folder_whatever_the_working_folder(tmp_path, monkeypatch):
-    from lab import engines, manifest, paths
+    from lab.core import paths
+    from lab.serving import engines
+    from lab.records import manifest
 
     real = paths.embedded_model("smollm2")
     rel = os.path.relpath(real, ROOT)
@@ -168,7 +170,7 @@ def test_a_port_in_use_is_named_with_its_holder(tmp_path):
 def test_two_runs_started_together_never_share_a_run_folder(tmp_path):
     import threading
 
-    from lab import evidence
+    from lab.core import evidence
 
     n = 20
     barrier, made, errors = threading.Barrier(n), [], []

@@ -14,7 +14,8 @@ import pytest
 
 from conftest import ROOT, cli_output, record_figure
 
-from lab import evidence, troubleshoot
+from lab.core import evidence
+from lab.diagnose import troubleshoot
 
 LOGS = ROOT / "tests" / "troubleshoot_logs"
 ERROR_LINE = "0.00.014.824 E gguf_init_from_reader: failed to read magic\n"

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from lab import browser, evidence, manifest, profiles, report
-from lab.checks import Check
+from lab.core import evidence, profiles
+from lab.records import browser, manifest, report
+from lab.core.checks import Check
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,9 @@
 import pytest
 
 from conftest import v100_x2_vllm
-from lab import claims, memory_plan, models, profiles, roofline, weights
+from lab.core import profiles
+from lab.model import models, weights
+from lab.predict import claims, memory_plan, roofline
 
 
 def test_single_stream_ceiling_is_bandwidth_over_bytes():
@@ -96,14 +98,14 @@ def test_profile_ceiling_numbers_and_missing_inputs():
 def test_profile_roofline_for_a_stand_in_profile():
     v100 = profiles.load("v100-32g-x1")  # config:qwen3.8-27b, Q4_K_M, no model file on this machine
     out = claims.profile_roofline(v100)
-    weights = 16_536_406_016  # llama.cpp's Q4_K_M mix over qwen3.8-27b's tensors (lab.quantize, exact), not params x bpw
+    weights = 16_536_406_016  # llama.cpp's Q4_K_M mix over qwen3.8-27b's tensors (lab.model.quantize, exact), not params x bpw
     # 640 tokens x 64 KiB (16 full-attention layers x 4 KV heads x 256 x 2 x f16) + the 48 Gated DeltaNet layers' state
     kv = (512 + 256 // 2) * 65536 + models.stand_in("qwen3.8-27b").linear_state_bytes_per_seq
     assert out["context_tokens"] == 640
     assert out["weights_bytes"] == pytest.approx(weights)
     assert out["kv_bytes_per_seq"] == kv
     assert out["decode_ceiling_tok_s"] == pytest.approx(900e9 / (weights + kv))
-    assert out["weights_bytes"] == memory_plan.plan_memory(v100)["weights_bytes"]  # one answer (lab.weights)
+    assert out["weights_bytes"] == memory_plan.plan_memory(v100)["weights_bytes"]  # one answer (lab.model.weights)
 
 
 def test_roofline_and_memory_plan_share_weight_bytes_under_tensor_parallelism():
@@ -121,7 +123,7 @@ def test_tensor_parallel_vllm_profile_uses_both_gpus():
 
 
 def test_per_token_model_two_point_fit_and_fallback():
-    from lab import roofline
+    from lab.predict import roofline
 
     # physical: two shapes on one device with one fixed cost: t = b / 2000 GB/s + 5 ms
     pts = [{"id": "a", "family": "dense", "weights_bytes": 10e9, "tok_s": 1 / (10e9 / 2000e9 + 0.005), "copy_gb_s": 3000,
@@ -142,7 +144,7 @@ def test_per_token_model_two_point_fit_and_fallback():
 
 
 def test_projection_rows_v100_below_roofline():
-    from lab import roofline
+    from lab.predict import roofline
 
     rows = {r["gpu"]: r for r in roofline.projection_rows(16.5e9, "qwen35")}
     v100 = next(r for g, r in rows.items() if "V100" in g)

@@ -1,6 +1,6 @@
 """Evidence a user's clone can check: nothing the lab tells a user points outside the repository.
 
-Sources in lab/data, check sources in lab/*.py, the notebooks and the profiles cite public references (URLs,
+Sources in lab/data, check sources in lab/**/*.py, the notebooks and the profiles cite public references (URLs,
 papers, release notes, repository paths) or the lab's own committed evidence (outputs/h200-x1/) — never the
 project's working notes (shared/FACTS.md, shared/seeds/…, FIELD.md) or its internal issue numbers.
 """

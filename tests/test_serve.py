@@ -1,4 +1,4 @@
-"""lab.serve against the real llama-server and real processes (needs `make setup`)."""
+"""lab.serving.serve against the real llama-server and real processes (needs `make setup`)."""
 import json
 import socket
 import subprocess
@@ -9,8 +9,9 @@ import time
 import psutil
 import pytest
 
-from lab import engines, paths, profiles, serve
-from lab.engines import Command
+from lab.core import paths, profiles
+from lab.serving import engines, serve
+from lab.serving.engines import Command
 
 pytestmark = pytest.mark.integration
 
@@ -125,7 +126,8 @@ def test_binding_all_interfaces_without_a_key_is_refused(smol_model, tmp_path, m
 
 CHILD = textwrap.dedent("""
     import json, sys, time
-    from lab import engines, profiles, serve
+    from lab.core import profiles
+    from lab.serving import engines, serve
     cmd = engines.build_command(profiles.load("cpu-default"), port=serve.free_port(), model_path=sys.argv[1])
     srv = serve.start(cmd, log_dir=sys.argv[2], name="child")
     print(json.dumps({"pid": srv.pid}), flush=True)

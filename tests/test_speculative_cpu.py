@@ -1,4 +1,4 @@
-"""lab.speculative against the real llama-server on this CPU: a 4-layer random-weight target and a 1-layer draft of
+"""lab.measure.speculative against the real llama-server on this CPU: a 4-layer random-weight target and a 1-layer draft of
 the same (tiny) shape and vocabulary. Random weights: the acceptance rate is what it is; what is checked is that
 drafting happened and was counted from the server's own timings, that a file without MTP layers is refused with
 llama.cpp's reason, and that --spec-synth-len gives the acceptance it was asked for."""
@@ -7,7 +7,9 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from lab import models, profiles, speculative, synth
+from lab.core import profiles
+from lab.model import models, synth
+from lab.measure import speculative
 
 pytestmark = pytest.mark.integration
 TINY = replace(models.stand_in("qwen3-14b"), name="tiny-qwen3", hidden_size=256, ffn_size=512,

@@ -1,9 +1,10 @@
-"""lab.standin: a missing model file becomes a labelled synthetic stand-in only when allowed."""
+"""lab.model.standin: a missing model file becomes a labelled synthetic stand-in only when allowed."""
 from dataclasses import replace
 
 import yaml
 
-from lab import evidence, models, profiles, standin, synth
+from lab.core import evidence, profiles
+from lab.model import models, standin, synth
 
 TINY = replace(models.stand_in("qwen3-14b"), name="tiny-qwen3", n_layers=1, hidden_size=256, ffn_size=512,
                n_heads=4, n_kv_heads=2, head_dim_k=64, head_dim_v=64)
@@ -32,7 +33,7 @@ def test_no_model_synth_no_substitution(tmp_path):
 
 
 def test_allowed_writes_labelled_profile_and_record(tmp_path, monkeypatch):
-    # lab.synth's cache, with a tiny shape instead of a 14B one (the same code writes both)
+    # lab.model.synth's cache, with a tiny shape instead of a 14B one (the same code writes both)
     vocab = synth.default_vocab_path()  # from the real cache, before LAB_CACHE moves
     monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("LAB_VOCAB_GGUF", str(vocab))

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from conftest import lab_run
 
-from lab import evidence
+from lab.core import evidence
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent

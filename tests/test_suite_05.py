@@ -31,7 +31,7 @@ def test_kv_record_plan_and_claims(record):
     s = record["summary"]
     assert s["memory_kind"] == "host RAM" and s["fits"] is True
     assert s["kv_bytes_per_token"] == 23_040 and s["kv_bytes_total"] == 90 << 20
-    # the ledger's KV and layer claims (lab.claims): the same verdicts notebook 06 and `lab plan` show
+    # the ledger's KV and layer claims (lab.predict.claims): the same verdicts notebook 06 and `lab plan` show
     assert s["claims"]["s0-kv-64k-12-14gb"] == "contradicted by facts"
     assert s["claims"]["s0-27b-40-layers"] == "contradicted by facts"
     assert s["claims"]["s1-context-32k-memory-30gb"] == "contradicted by facts"

@@ -46,7 +46,7 @@ def test_the_real_error_texts_were_captured(run):
     assert overflow["details"]["prompt_tokens"] > overflow["details"]["context_tokens"]
     kv = reps["kv-cache-too-big"]
     assert "failed to allocate buffer for kv cache" in kv["error_text"]
-    assert kv["details"]["prediction_matches"] is True  # lab.kvcache's bytes == what llama.cpp tried to allocate
+    assert kv["details"]["prediction_matches"] is True  # lab.predict.kvcache's bytes == what llama.cpp tried to allocate
 
 
 def test_record_shows_findings_captured_texts_and_a_chart(run):
@@ -63,7 +63,7 @@ def test_doctor_finds_nothing_alarming_in_the_run(run):
     proc = subprocess.run([sys.executable, "-m", "lab", "doctor", "--run", str(run_dir)], capture_output=True,
                           text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    counted = subprocess.run([sys.executable, "-c", "import sys; from lab import troubleshoot as t; "
+    counted = subprocess.run([sys.executable, "-c", "import sys; from lab.diagnose import troubleshoot as t; "
                               "print(' '.join(sorted({f.entry_id for f in t.diagnose(sys.argv[1], include_repro=True)})))",
                               str(run_dir)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert set(EXPECTED.values()) <= set(counted.stdout.split())  # they are there, only not counted

@@ -1,5 +1,5 @@
 """Tier 3 on the real vLLM server: `lab run --profile cpu-vllm --only 04,05,06` through the real CLI (papermill),
-then assertions on the records it wrote: vLLM started and stopped by lab.serve (04), the KV prediction equal
+then assertions on the records it wrote: vLLM started and stopped by lab.serving.serve (04), the KV prediction equal
 to what vLLM reports, to the block (05), the sweep through the lab's client and the peer check against
 `vllm bench serve` (06), and no process left behind.
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import serve
+from lab.serving import serve
 from conftest import lab_run, vllm_skip_reason
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]

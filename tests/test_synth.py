@@ -1,4 +1,4 @@
-"""lab.synth: the shape and exact size of a synthetic GGUF (pure), valid random blocks, and a tiny file
+"""lab.model.synth: the shape and exact size of a synthetic GGUF (pure), valid random blocks, and a tiny file
 that the real llama.cpp loads and generates from (integration, needs `make setup`)."""
 import json
 import math
@@ -8,8 +8,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from lab import models, paths, synth
-from lab.models import ArchSpec
+from lab.core import paths
+from lab.model import models, synth
+from lab.model.models import ArchSpec
 
 TINY = ArchSpec(name="tiny", family="llama", source="tests/test_synth.py", n_layers=2, n_heads=4, n_kv_heads=2,
                 head_dim_k=64, head_dim_v=64, hidden_size=256, ffn_size=768, vocab_size=151936, max_context=4096)
@@ -94,7 +95,7 @@ def test_qwen38_plan_has_llama_cpps_qwen35_tensors():
     assert f32 == {"output_norm.weight", "attn_norm.weight", "post_attention_norm.weight", "attn_q_norm.weight",
                    "attn_k_norm.weight", "ssm_conv1d.weight", "ssm_dt.bias", "ssm_a", "ssm_norm.weight"}
     assert by_name["blk.0.ssm_a"].fill < 0  # decay exp(softplus(.) x a) < 1: the recurrence stays finite
-    # the file holds exactly the parameters lab.models and lab.quantize count for Qwen3.8-27B (no MTP layer)
+    # the file holds exactly the parameters lab.model.models and lab.model.quantize count for Qwen3.8-27B (no MTP layer)
     assert sum(t.n_elements for t in plan) == arch.params == 26_895_998_464
 
 
@@ -118,7 +119,7 @@ def test_qwen38_layers_keep_the_hybrid_pattern():
 
 
 def test_qwen38_full_file_size_is_predicted_exactly(vocab_qwen35):
-    # 64 layers, Q4_K: written on the GPU box (lab.gpu_evidence); here only its exact size, from the layout
+    # 64 layers, Q4_K: written on the GPU box (lab.measure.gpu_evidence); here only its exact size, from the layout
     arch, kvs, plan, size = synth.plan_file("qwen3.8-27b", "Q4_K", vocab_qwen35)
     assert size["params"] == 26_895_998_464
     matrices = sum(t.nbytes for t in plan if t.layout is not synth.F32)
@@ -316,8 +317,8 @@ def test_llama_server_serves_the_qwen35_file(qwen38_4_layers, tmp_path):
     attention KV cache (1 layer) and the recurrent state (3 layers)."""
     import httpx
 
-    from lab import serve
-    from lab.engines import Command
+    from lab.serving import serve
+    from lab.serving.engines import Command
 
     try:
         server_bin = paths.tool("llama-server")

@@ -1,7 +1,7 @@
-"""lab.tp_model: the tensor/pipeline-parallel decode model, with exact arithmetic."""
+"""lab.predict.tp_model: the tensor/pipeline-parallel decode model, with exact arithmetic."""
 import pytest
 
-from lab import tp_model
+from lab.predict import tp_model
 
 NVLINK = tp_model.Link("test NVLink", bandwidth_gb_s=150, latency_us=10)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab import facts as facts_data
-from lab import troubleshoot as ts
+from lab.core import facts as facts_data
+from lab.diagnose import troubleshoot as ts
 
 LOGS = Path(__file__).parent / "troubleshoot_logs"
 INDEX = yaml.safe_load((LOGS / "INDEX.yaml").read_text())
@@ -144,7 +144,7 @@ def test_no_offload_never_matches_a_profile_that_expects_no_gpu():
 
 
 def test_run_folder_reads_the_profiles_gpu_count(tmp_path):
-    from lab.paths import ROOT
+    from lab.core.paths import ROOT
 
     (tmp_path / "records").mkdir()
     (tmp_path / "logs").mkdir()

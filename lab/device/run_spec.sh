@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Speculative decoding alone (notebook 06's section, lab.speculative) on a lent GPU machine, from this repo's own
+# Speculative decoding alone (notebook 06's section, lab.measure.speculative) on a lent GPU machine, from this repo's own
 # files, offline: set-up (llama.cpp built for the GPU from the carried source), the profile's synthetic stand-in
 # and its synthetic draft, then every speculative variant at one stream, into a new run folder packed into
 # $OUT/spec.tar.gz. For re-measuring speculation without re-running the whole suite (lab/device/run_h200.sh).
-#   device tool, carry [".device"] (python3 -m lab.device_prep): LAB_GIT_SHA=<sha> bash lab/device/run_spec.sh
+#   device tool, carry [".device"] (python3 -m lab.setup.device_prep): LAB_GIT_SHA=<sha> bash lab/device/run_spec.sh
 # Environment: PROFILE (h200-x1), WORK (/root/lab-spec), BUDGET_S (variants started after this many seconds are
 # listed as not run; default 200).
 set -uo pipefail
@@ -19,14 +19,16 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   .device/whl/*.whl || { say "pip install of .device/whl failed"; exit 1; }
 PYTHONPATH="$WORK/site:$PWD" python3 -c "from lab import setup; setup.extract_vocabs(setup.cache_dir())"
 # the stand-in (and its draft) need only gguf + numpy: written on one core while the others compile
-( PYTHONPATH="$WORK/site:$PWD" python3 -m lab.standin --profile "$PROFILE" --no-progress > "$OUT/standin.log" 2>&1 ) &
+( PYTHONPATH="$WORK/site:$PWD" python3 -m lab.model.standin --profile "$PROFILE" --no-progress > "$OUT/standin.log" 2>&1 ) &
 python3 -m lab.setup > "$OUT/setup.log" 2>&1 || { say "lab.setup failed"; tail -20 "$OUT/setup.log"; exit 1; }
 wait
 say "set-up and stand-in done"
 .venv/bin/python - "$PROFILE" "${BUDGET_S:-200}" <<'PY'
 import sys
 from pathlib import Path
-from lab import evidence, profiles, speculative, standin
+from lab.core import evidence, profiles
+from lab.model import standin
+from lab.measure import speculative
 
 name, budget = sys.argv[1], float(sys.argv[2])
 given = Path("params") / f"{name}.yaml"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one command for a lent nvidia-h200-x2 (the device tool; carry: [".device"], made here by
-# `python3 -m lab.device_prep`). Send the same line until it prints "X2 DONE"; the machine stays warm between
+# `python3 -m lab.setup.device_prep`). Send the same line until it prints "X2 DONE"; the machine stays warm between
 # back-to-back calls:
 #   LAB_GIT_SHA=<this checkout's sha> bash lab/device/run_x2.sh
 # Calls 1..n: lab/device/run_h200.sh with PROFILE=h200-x2 and `--only 01` (llama.cpp built for sm_90 from

@@ -1,0 +1,225 @@
+"""How the lab shows a table, in a notebook and in report.html: one helper, so both read alike.
+
+Nothing is cut (cells wrap instead of ending in "…"), numbers carry 3 significant figures, byte counts
+read as KiB/MiB/GiB, keys read as words, there is no index column, an empty table is one line ("not on
+this profile"), and a wide table scrolls inside its own box instead of widening the page.
+
+`install()` (called by `lab.core.session.start`) makes every pandas DataFrame a notebook shows go through
+`frame_html`, so notebook cells stay `lab.x.table(...)` and still read like the report.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+
+EMPTY = "not on this profile"
+STATUS_COLOURS = {"pass": "#2ca02c", "ok": "#2ca02c", "warn": "#ff7f0e", "fail": "#d62728", "failed": "#d62728",
+                  "skip": "#7f7f7f", "skipped": "#7f7f7f", "error": "#d62728", "info": "#1f77b4"}
+STATUS_KEYS = ("status", "severity", "verdict")
+
+# Keys whose words do not say it well enough on their own (everything else: underscores → spaces).
+LABELS = {
+    "tok_s": "tok/s", "gb_s": "GB/s", "ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E", "kv": "KV",
+    "gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "ram": "RAM", "vram": "VRAM", "psu": "PSU", "nvml": "NVML",
+    "nvlink": "NVLink", "pcie": "PCIe", "ecc": "ECC", "cuda": "CUDA", "llm": "LLM", "slo": "SLO", "ppl": "PPL",
+    "kld": "KLD", "tdp": "TDP", "id": "ID", "url": "URL", "sha256": "SHA-256", "p50": "p50", "p99": "p99",
+    "ctx": "context", "n": "n", "pct": "%", "bpw": "bits/weight", "mib": "MiB", "gib": "GiB", "ms": "ms",
+    "np": "-np", "tg": "tg", "pp": "pp", "ngl": "-ngl", "tok/s": "tok/s", "GB/s": "GB/s",
+}
+# Words that are units: taken out of the label and written after it, "(ms)"; the cell holds the number.
+UNIT_WORDS = {"tok/s": "tok/s", "GB/s": "GB/s", "ms": "ms", "gib": "GiB", "mib": "MiB", "gb": "GB", "pct": "%",
+              "mhz": "MHz"}
+END_UNIT_WORDS = {"s": "s", "w": "W", "c": "°C"}  # only as the last word ("health_s", "tdp_w")
+
+
+def _is_bytes_key(key) -> bool:
+    return bool(re.fullmatch(r"[a-z0-9_]+", str(key))) and "bytes" in str(key).split("_")
+
+
+def label(key: str) -> str:
+    """'decode_ceiling_tok_s' → 'Decode ceiling (tok/s)', 'ttft_p50_ms' → 'TTFT p50 (ms)',
+    'kv_bytes_per_token' → 'KV per token' (the cell says KiB … GiB); a key with spaces is kept as written."""
+    key = str(key)
+    if " " in key or "_" not in key and not re.fullmatch(r"[a-z0-9]+", key):
+        return key
+    if key in LABELS:
+        return LABELS[key]
+    # llama.cpp type names keep their underscore (q8_0, q4_k_m): protect them before splitting on "_"
+    key = re.sub(r"(?i)(?<![a-z])(i?q\d)_(k_[sml]|\d|k|xs|nl)", lambda m: m.group(0).replace("_", "\0"), key)
+    words = [w.replace("\0", "_") for w in key.replace("tok_s", "tok/s").replace("gb_s", "GB/s").split("_")]
+    words = [w for w in words if w and w != "bytes"] or ["size"]
+    unit = ""
+    for i, w in enumerate(words):
+        if w in UNIT_WORDS and len(words) > 1:
+            unit = UNIT_WORDS[w]
+            del words[i]
+            break
+    if not unit and len(words) > 1 and words[-1] in END_UNIT_WORDS:
+        unit = END_UNIT_WORDS[words.pop()]
+    text = " ".join(LABELS.get(w, w) for w in words)
+    text = text[:1].upper() + text[1:]
+    return f"{text} ({unit})" if unit else text
+
+
+def sig3(x: float) -> str:
+    """3 significant figures, without exponents for everyday magnitudes: 141.23 → '141', 0.71428 → '0.714',
+    4227.3 → '4,230'."""
+    if x == 0 or not math.isfinite(x):
+        return "0" if x == 0 else str(x)
+    digits = 3 - int(math.floor(math.log10(abs(x)))) - 1
+    if abs(x) < 1e-4:
+        return f"{x:.2e}"
+    rounded = round(x, digits)
+    return f"{rounded:,.0f}" if digits <= 0 else f"{rounded:,.{digits}f}"
+
+
+def human_bytes(n: float) -> str:
+    """Binary units, 3 significant figures: 262144 → '256 KiB', 18.4e9 → '17.1 GiB'."""
+    n = float(n)
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{sig3(n / size)} {unit}"
+    return f"{n:,.0f} B"
+
+
+def fmt(value, key: str = "") -> str:
+    """One cell or summary value as text (not yet HTML-escaped)."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)) and _is_bytes_key(key):
+        return human_bytes(value)
+    if isinstance(value, int):
+        # counts read with separators; identifiers (ports, process ids) do not
+        return str(value) if re.search(r"port|pid|year|index|^id$", str(key)) else f"{value:,}"
+    if isinstance(value, float):
+        return sig3(value)
+    if isinstance(value, dict):
+        return "; ".join(f"{label(k)}: {fmt(v, k)}" for k, v in value.items()) or "—"
+    if isinstance(value, (list, tuple)):
+        if all(not isinstance(v, (dict, list)) for v in value):
+            return ", ".join(fmt(v, key) for v in value) or "—"
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def badge(status) -> str:
+    colour = STATUS_COLOURS.get(str(status), "#555")
+    return f'<span class="badge" style="background:{colour};color:#fff;border-radius:3px;padding:0 .4rem">' \
+           f"{html.escape(str(status))}</span>"
+
+
+def _cell(key, value) -> str:
+    if str(key).lower() in STATUS_KEYS and value in STATUS_COLOURS:
+        return badge(value)
+    text = html.escape(fmt(value, key))
+    return f"<code>{text}</code>" if str(key).lower() in ("command", "cmd", "shell") else text
+
+
+TABLE_STYLE = ("border-collapse:collapse;font-size:.88rem;margin:.4rem 0")
+CELL_STYLE = ("border:1px solid #ddd;padding:.25rem .5rem;text-align:left;vertical-align:top;"
+              "white-space:normal;overflow-wrap:anywhere;min-width:4rem;max-width:40rem")
+
+
+def rows_html(rows: list[dict], empty: str = EMPTY) -> str:
+    """Rows (dicts) as one HTML table in a box that scrolls sideways when it is wider than the page."""
+    rows = _key_value_rows([r for r in rows if r])
+    if not rows:
+        return f'<p class="lab-empty" style="color:#777">{html.escape(empty)}</p>'
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    head = "".join(f'<th style="{CELL_STYLE};background:#f4f4f4">{html.escape(label(c))}</th>' for c in cols)
+    body = "".join("<tr>" + "".join(f'<td style="{CELL_STYLE}">{_cell(c, r.get(c))}</td>' for c in cols) + "</tr>"
+                   for r in rows)
+    return (f'<div class="lab-table" style="overflow-x:auto;max-width:100%">'
+            f'<table style="{TABLE_STYLE}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>')
+
+
+def _plain(value):
+    """pandas/numpy values → plain Python, so fmt() sees ints, floats and None."""
+    if value is None:
+        return None
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            value = value.item()
+        except (ValueError, AttributeError):
+            pass
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+KEY_COLUMNS = ("field", "key", "result", "what", "quantity")
+
+
+def _key_value_rows(rows: list[dict]) -> list[dict]:
+    """A (field, value) table of snake_case keys: the key reads as words and the value gets the key's unit
+    (a 'device_bytes' row shows GiB, not 4,294,967,296)."""
+    cols = list(rows[0]) if rows else []
+    if len(cols) < 2 or str(cols[0]).lower() not in KEY_COLUMNS:
+        return rows
+    out = []
+    for r in rows:
+        k = r.get(cols[0])
+        if isinstance(k, str) and re.fullmatch(r"[a-z0-9_]+", k):
+            r = {**r, cols[0]: label(k), cols[1]: fmt(r.get(cols[1]), k)}
+        out.append(r)
+    return out
+
+
+def frame_rows(frame) -> list[dict]:
+    """A DataFrame's rows as dicts (its index dropped: positions are not data)."""
+    return [{str(k): _plain(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
+
+def frame_html(frame) -> str:
+    return rows_html(frame_rows(frame))
+
+
+def as_rows(data) -> list[dict]:
+    """DataFrame, list of dicts, or one dict (→ a two-column 'what / value' table)."""
+    if hasattr(data, "to_dict") and hasattr(data, "columns"):
+        return frame_rows(data)
+    if isinstance(data, dict):
+        return [{"what": label(k), "value": fmt(v, k)} for k, v in data.items()]
+    return [dict(r) for r in (data or [])]
+
+
+class Table:
+    """What `show()` returns: HTML in a notebook, aligned text in a terminal."""
+
+    def __init__(self, rows: list[dict], empty: str = EMPTY):
+        self.rows, self.empty = rows, empty
+
+    def _repr_html_(self) -> str:
+        return rows_html(self.rows, self.empty)
+
+    def __repr__(self) -> str:
+        if not self.rows:
+            return self.empty
+        cols = list(dict.fromkeys(k for r in self.rows for k in r))
+        return "\n".join(" | ".join(fmt(r.get(c), c) for c in cols) for r in [{c: label(c) for c in cols}] + self.rows)
+
+
+def show(data, empty: str = EMPTY) -> Table:
+    """Any table-like value, shown the lab's way (see the module docstring)."""
+    return Table(as_rows(data), empty)
+
+
+def install() -> None:
+    """Inside a notebook kernel: every DataFrame renders with `frame_html`, nothing is truncated in text
+    either, and progress bars stay out of executed notebooks (they are noise in a saved file)."""
+    import pandas as pd
+
+    for option, value in (("display.max_colwidth", None), ("display.max_rows", None),
+                          ("display.max_columns", None), ("display.width", 10_000)):
+        pd.set_option(option, value)
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, frame_html)

@@ -1,0 +1,474 @@
+"""Hardware profiles: one flat, commented YAML per box in params/, validated by one strict schema.
+
+Every error names the file, the field, what was found and what is allowed, because a user who
+typed `gpu_memory_utilisation` instead of `gpu_memory_utilization` deserves better than a silent
+default (papermill itself only warns on unknown parameters).
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+PARAMS_DIR = Path(__file__).resolve().parent.parent.parent / "params"
+
+Engine = Literal["llama.cpp", "llama-cpp-python", "vllm", "external"]
+KvDtype = Literal["f16", "bf16", "q8_0", "q4_0", "fp8", "fp8_e5m2", "fp8_e4m3", "auto"]
+Dtype = Literal["auto", "half", "float16", "bfloat16", "float32"]
+SplitMode = Literal["none", "layer", "row", "tensor"]  # llama.cpp -sm (common/arg.cpp of the pinned release)
+QUANT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_0", "Q5_1", "Q4_K_M",
+               "Q4_K_S", "Q4_0", "Q4_1", "Q3_K_M", "Q3_K_S", "Q2_K", "IQ4_XS", "IQ4_NL",
+               "AWQ-INT4", "GPTQ-INT4", "GPTQ-INT8", "FP8", "BNB-NF4")
+
+
+# A profile is a page of settings; anything bigger is not one (and is not parsed: YAML parsing is
+# where a hostile file costs memory and time).
+MAX_PROFILE_BYTES = 64 * 1024
+
+
+class ProfileError(ValueError):
+    """A profile file could not be used; the message says where and how to fix it."""
+
+
+class Profile(BaseModel):
+    """One box: what hardware we expect, which engine and model, how to serve, what to measure."""
+
+    # strict: `threads: true` or `port: "8080"` is a mistake to name, not a value to coerce (an int
+    # is still accepted where a float is expected).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    # --- identity
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    description: str = Field(min_length=1)
+
+    # --- expected hardware
+    gpu_name_pattern: str | None = None  # regex over the NVML name, e.g. "V100.*32GB"
+    gpu_count: int = Field(ge=0, le=16)
+    gpu_vram_mib: int | None = Field(default=None, gt=0, le=1 << 22)
+    gpu_compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
+    nvlink_expected: bool = False
+    gpu_memory_bandwidth_gb_s: float | None = Field(default=None, gt=0, le=100_000)  # datasheet, per GPU
+    gpu_tdp_w: int | None = Field(default=None, gt=0, le=10_000)  # per GPU, for PSU advice
+    host_ram_gib_min: float = Field(default=8, gt=0, le=65_536)
+
+    # --- declared software (what the user installs or plans to; checked by `lab plan` without hardware)
+    driver_version: str | None = Field(default=None, pattern=r"^\d+(\.\d+){0,2}$")
+    cuda_toolkit: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
+    torch_cuda_wheel: str | None = Field(default=None, pattern=r"^(cpu|cu\d{3})$")  # e.g. cu126
+    torch_version: str | None = Field(default=None, pattern=r"^\d+\.\d+(\.\d+)?$")
+
+    # --- engine
+    engine: Engine
+    engine_version: str = Field(min_length=1)  # llama-cpp-python version for llama.cpp engines
+    engine_python: str | None = None  # interpreter of a separate engine venv (e.g. .venv-vllm)
+
+    # --- model
+    model_name: str = Field(min_length=1)
+    model_file: str | None = None  # "embedded:smollm2", "embedded:gemma3-270m" or a path to a .gguf
+    # HF-format folder for engines that cannot serve the GGUF (vLLM): "hf:embedded:smollm2" (the copy
+    # `python3 -m lab.setup --engine vllm` makes of the embedded GGUF, see lab/model/hfmodel.py) or a folder path.
+    model_dir: str | None = None
+    model_architecture: str = Field(min_length=1)  # "gguf:<model_file>" or "config:<stand-in id>"
+    model_quant: str
+    model_stand_in_for: str | None = None  # what the seeds called it, when it is not a real model
+    model_stand_in_reason: str | None = None
+    # A stand-in id `lab synth` writes as a random-weight GGUF of that shape when model_file is missing and the
+    # run allows it (`lab run --synth-if-missing`, see lab/model/standin.py); model_synth_layers: fewer layers (trials).
+    model_synth: str | None = None
+    model_synth_layers: int | None = Field(default=None, ge=1, le=10_000)
+    model_synthetic: bool = False  # set by the lab in the profile copy a run uses when it substituted the file
+
+    # --- serving
+    context_tokens: int = Field(gt=0, le=1_048_576)
+    parallel_slots: int = Field(default=1, ge=1, le=1024)
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    kv_cache_dtype: KvDtype = "f16"
+    dtype: Dtype = "auto"
+    tensor_parallel_size: int = Field(default=1, ge=1, le=16)
+    n_gpu_layers: int = Field(default=0, ge=-1, le=100_000)  # -1 = all layers
+    threads: int = Field(default=2, ge=1, le=512)
+    enforce_eager: bool = False
+    vllm_cpu_kvcache_gib: int | None = Field(default=None, ge=1, le=65_536)  # vLLM CPU build: VLLM_CPU_KVCACHE_SPACE (whole GiB)
+    host: str = Field(default="127.0.0.1", pattern=r"^[A-Za-z0-9.:-]{1,253}$")  # an address or host name, nothing else
+    port: int = Field(default=8080, ge=1024, le=65535)
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")  # name of the env var
+    # More llama-server flags, after the ones the lab derives from the fields above (what `lab tune` suggests,
+    # e.g. ["-b", "512", "-ub", "512"]); shown with the reason "from the profile's server_args".
+    server_args: list[str] = Field(default_factory=list, max_length=64)
+
+    # --- several GPUs (lab/data/engine_rules.yaml says what each does, with sources)
+    split_mode: SplitMode | None = None  # llama.cpp -sm; None = llama.cpp's default (layer)
+    tensor_split: list[float] | None = None  # llama.cpp -ts: one share per visible GPU, e.g. [1, 1]
+    main_gpu: int | None = Field(default=None, ge=0)  # llama.cpp -mg
+    cuda_visible_devices: str | None = Field(default=None, pattern=r"^\d+(,\d+)*$")  # e.g. "0,1"
+    pipeline_parallel_size: int = Field(default=1, ge=1, le=16)  # vLLM --pipeline-parallel-size
+    nccl_p2p_disable: bool = False  # vLLM on a PCIe pair whose P2P hangs: NCCL_P2P_DISABLE=1 + --disable-custom-all-reduce
+
+    # --- bring your own server: the lab starts nothing and measures this OpenAI-compatible server
+    endpoint_url: str | None = None  # OpenAI-compatible base URL, e.g. http://127.0.0.1:11434/v1
+    served_model: str | None = Field(default=None, min_length=1)  # the `model` name that server expects
+
+    # --- benchmark plan
+    bench_prompt_tokens: int = Field(default=128, gt=0, le=1_048_576)
+    bench_output_tokens: int = Field(default=64, gt=0, le=131_072)
+    bench_concurrency: list[int] = Field(default_factory=lambda: [1, 2, 4], min_length=1, max_length=32)
+    bench_requests: int = Field(default=16, gt=0, le=100_000)
+    bench_duration_s: float = Field(default=30, gt=0, le=86_400)
+    tune_budget_s: float = Field(default=30, gt=0, le=86_400)  # `lab tune` + speculative decoding in notebook 06: time budget each
+    # Speculative decoding's draft model for notebook 06: a GGUF path, or "synth:<layers>" = a random-weight file
+    # of model_synth's shape with that many layers (lab/measure/speculative.py); None: only ngram and MTP are tried.
+    spec_draft: str | None = Field(default=None, pattern=r"^(synth:[1-9][0-9]*|[^:]+\.gguf)$")
+
+    @field_validator("model_quant")
+    @classmethod
+    def _known_quant(cls, v: str) -> str:
+        if v not in QUANT_TYPES:
+            raise ValueError(f"unknown quant type {v!r}; allowed: {', '.join(QUANT_TYPES)}")
+        return v
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _valid_url(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"https?://[^\s/?#@]+(/[^\s?#@]*)?", v):
+            raise ValueError("must be an http(s) base URL such as http://127.0.0.1:11434/v1, with no user:password@ "
+                             "(a key goes in the environment variable that api_key_env names)")
+        return v
+
+    @field_validator("gpu_name_pattern")
+    @classmethod
+    def _valid_regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from exc
+        return v
+
+    @field_validator("bench_concurrency")
+    @classmethod
+    def _positive_levels(cls, v: list[int]) -> list[int]:
+        if any(c < 1 or c > 4096 for c in v):
+            raise ValueError("every concurrency level must be ≥ 1 and ≤ 4096")
+        return v
+
+    @field_validator("model_architecture")
+    @classmethod
+    def _arch_source(cls, v: str) -> str:
+        if not re.match(r"^(gguf|config):.+", v):
+            raise ValueError("must be 'gguf:<file or embedded:name>' or 'config:<stand-in id>'")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Profile":
+        gpu_fields = ("gpu_name_pattern", "gpu_vram_mib", "gpu_compute_capability", "gpu_memory_bandwidth_gb_s")
+        if self.gpu_count == 0:
+            set_ = [f for f in gpu_fields if getattr(self, f) is not None]
+            if set_ or self.nvlink_expected or self.tensor_parallel_size > 1:
+                given = [f"{f}={getattr(self, f)!r}" for f in set_]
+                given += ["nvlink_expected=True"] if self.nvlink_expected else []
+                given += [f"tensor_parallel_size={self.tensor_parallel_size}"] if self.tensor_parallel_size > 1 else []
+                raise ValueError(f"gpu_count is 0 but GPU settings are given ({', '.join(given)}); "
+                                 "set gpu_count or remove them")
+        else:
+            missing = [f for f in gpu_fields if getattr(self, f) is None]
+            if missing:
+                raise ValueError(f"gpu_count is {self.gpu_count} so these are required: {', '.join(missing)}")
+        if self.tensor_parallel_size * self.pipeline_parallel_size > max(self.gpu_count, 1):
+            pp = f" x pipeline_parallel_size {self.pipeline_parallel_size}" if self.pipeline_parallel_size > 1 else ""
+            raise ValueError(f"tensor_parallel_size {self.tensor_parallel_size}{pp} > gpu_count {self.gpu_count}")
+        self._check_multi_gpu()
+        if self.nvlink_expected and self.gpu_count < 2:
+            raise ValueError(f"nvlink_expected is true but gpu_count is {self.gpu_count}; NVLink needs gpu_count ≥ 2")
+        if self.vllm_cpu_kvcache_gib is not None and (self.engine != "vllm" or self.gpu_count > 0):
+            raise ValueError("vllm_cpu_kvcache_gib sizes the KV cache of vLLM's CPU build: it needs engine vllm and gpu_count 0")
+        if self.model_stand_in_for and not self.model_stand_in_reason:
+            raise ValueError("model_stand_in_for is set: say why in model_stand_in_reason")
+        if self.host not in ("127.0.0.1", "localhost", "::1") and not self.api_key_env:
+            raise ValueError(f"host {self.host!r} exposes the server beyond this machine; "
+                             "set api_key_env (the name of an env var holding the key) or use 127.0.0.1")
+        if self.engine in ("llama.cpp", "llama-cpp-python") and self.model_quant in ("AWQ-INT4", "GPTQ-INT4", "GPTQ-INT8", "BNB-NF4"):
+            raise ValueError(f"engine {self.engine!r} loads GGUF files; model_quant {self.model_quant!r} is a "
+                             "vLLM/transformers format (use a GGUF type such as Q4_K_M, or engine vllm)")
+        return self
+
+    def _check_multi_gpu(self) -> None:
+        llama = self.engine in ("llama.cpp", "llama-cpp-python")
+        llama_set = [f for f in ("split_mode", "tensor_split", "main_gpu") if getattr(self, f) is not None]
+        if llama_set and self.engine != "llama.cpp":
+            raise ValueError(f"{', '.join(llama_set)}: llama-server settings (-sm/-ts/-mg); engine is {self.engine!r}")
+        if (self.pipeline_parallel_size > 1 or self.nccl_p2p_disable) and self.engine != "vllm":
+            raise ValueError("pipeline_parallel_size and nccl_p2p_disable are vLLM settings; engine is "
+                             f"{self.engine!r} (llama.cpp spreads layers with split_mode: layer)")
+        visible = len(self.cuda_visible_devices.split(",")) if self.cuda_visible_devices else self.gpu_count
+        if llama_set and self.gpu_count == 0:
+            raise ValueError(f"{', '.join(llama_set)} set but gpu_count is 0")
+        if self.tensor_split is not None and (len(self.tensor_split) != visible or any(x < 0 for x in self.tensor_split)
+                                              or not sum(self.tensor_split)):
+            raise ValueError(f"tensor_split {self.tensor_split}: give one non-negative share per visible GPU "
+                             f"({visible}), not all zero, e.g. {[1] * visible}")
+        if self.main_gpu is not None and self.main_gpu >= visible:
+            raise ValueError(f"main_gpu {self.main_gpu} but only {visible} GPU(s) visible (indices 0..{visible - 1})")
+        if self.split_mode == "tensor" and llama and self.kv_cache_dtype not in ("f16", "bf16", "auto"):
+            raise ValueError(f"split_mode tensor needs an unquantized KV cache (f16 or bf16), found kv_cache_dtype "
+                             f"{self.kv_cache_dtype!r} (llama.cpp docs/multi-gpu.md)")
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> "Profile":
+        """An endpoint profile names a server the user already runs: what the lab needs to reach it, and
+        nothing that only matters for a server the lab starts (that would be silently ignored)."""
+        if self.endpoint_url is None:
+            if self.served_model is not None:
+                raise ValueError("served_model names the model of a server you run: set endpoint_url too, or remove it")
+            return self
+        if self.served_model is None:
+            raise ValueError(f"endpoint_url is {self.endpoint_url!r} so served_model is required: the `model` name "
+                             "that server expects (`ollama list`, LM Studio's model list, or GET <endpoint_url>/models)")
+        start_only = [f for f in ("host", "port", "engine_python", "model_dir", "vllm_cpu_kvcache_gib")
+                      if f in self.model_fields_set]
+        if start_only:
+            raise ValueError(f"endpoint_url is set, so the lab starts no server, and {', '.join(start_only)} only apply "
+                             "to a server the lab starts: remove them (the URL says where the server is)")
+        return self
+
+    @property
+    def endpoint_base(self) -> str | None:
+        """endpoint_url without a trailing "/" or "/v1": the server's root, where the lab adds /v1/... and
+        the engines' own routes (/props, /api/ps, /metrics)."""
+        if self.endpoint_url is None:
+            return None
+        url = self.endpoint_url.rstrip("/")
+        return url[: -len("/v1")] if url.endswith("/v1") else url
+
+    @property
+    def bench_levels(self) -> list[int]:
+        return sorted(set(self.bench_concurrency))
+
+
+def resolve(name_or_path: str | Path) -> Path:
+    """A profile name ("cpu-default") or a path to a YAML file → the file's path."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists() or "/" in str(name_or_path):
+        if not p.exists():
+            raise ProfileError(f"{p}: no such file")
+        return p
+    candidate = PARAMS_DIR / f"{name_or_path}.yaml"
+    if not candidate.exists():
+        known = ", ".join(sorted(x.stem for x in PARAMS_DIR.glob("*.yaml")))
+        raise ProfileError(f"unknown profile {str(name_or_path)!r}; known profiles: {known} (or give a path to a .yaml file)")
+    return candidate
+
+
+def _clip(value, width: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _format_errors(path: Path, data: dict, exc: ValidationError) -> str:
+    lines = [f"{path}: {exc.error_count()} problem(s)"]
+    for err in exc.errors():
+        field = ".".join(str(x) for x in err["loc"]) or "(whole profile)"
+        if err["type"] == "extra_forbidden":
+            allowed = ", ".join(Profile.model_fields)
+            close = difflib.get_close_matches(field, Profile.model_fields, n=1)
+            hint = f" — did you mean '{close[0]}'?" if close else ""
+            lines.append(f"  - field '{field}': not a known setting (found {_clip(err['input'])}){hint}; "
+                         f"allowed fields: {allowed}")
+            continue
+        if err["type"] == "missing":
+            lines.append(f"  - field '{field}': missing; it is required")
+            continue
+        if not err["loc"]:  # a rule across fields: its message names the fields and their values
+            lines.append(f"  - {err['msg'].removeprefix('Value error, ')}")
+            continue
+        found = data.get(err["loc"][0], "(missing)") if err["loc"] else "(see message)"
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"  - field '{field}': found {_clip(found)}; {msg}")
+    return "\n".join(lines)
+
+
+class _YamlRefused(yaml.YAMLError):
+    """A YAML feature a profile may not use (the message says which, and where)."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader without the two features that make a short file mean something else or something huge:
+    anchors/aliases (refused before expansion, so a 'billion laughs' file costs nothing) and duplicate
+    keys (PyYAML keeps the last one silently)."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise _YamlRefused(f"line {event.start_mark.line + 1}: YAML anchors and aliases (&name, *name) are "
+                               "not allowed in a profile; write each value out")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise _YamlRefused(f"line {line}: duplicate key {key!r} (first on line {seen[key]}); "
+                                   "give each setting once")
+            if isinstance(key, (str, int, float, bool)):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_text(path: Path) -> str:
+    """The profile file's text: a regular, small, UTF-8 text file, or a ProfileError saying what it is."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ProfileError(f"{path}: is a folder, not a profile file; give a .yaml file such as params/cpu-default.yaml")
+    if not stat.S_ISREG(info.st_mode):
+        raise ProfileError(f"{path}: not a regular file (a device, pipe or socket); give a .yaml file")
+    if info.st_size > MAX_PROFILE_BYTES:
+        raise ProfileError(f"{path}: {info.st_size:,} bytes; a profile is at most {MAX_PROFILE_BYTES:,} bytes "
+                           "(one page of settings)")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_PROFILE_BYTES + 1)
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        raise ProfileError(f"{path}: binary data (a NUL byte at offset {nul}), not YAML text")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                           "save the file as UTF-8") from None
+    if not text.strip():
+        raise ProfileError(f"{path}: empty file; a profile is a mapping of settings (see params/cpu-default.yaml)")
+    return text
+
+
+def parse(path: Path) -> dict:
+    """The profile's YAML as a dict (anchors, duplicate keys, non-mappings refused)."""
+    text = read_text(path)
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except _YamlRefused as exc:
+        raise ProfileError(f"{path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        flat = " ".join(str(exc).replace('"<unicode string>", ', "").split())
+        raise ProfileError(f"{path}: not valid YAML: {flat[:400]}") from None
+    except RecursionError:
+        raise ProfileError(f"{path}: nested too deeply to be a profile") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected a mapping of settings at the top level, found "
+                           f"{type(data).__name__} {_clip(data, 60)}")
+    return data
+
+
+# Relative model paths in a profile are resolved from the project folder (the one holding the Makefile and
+# params/, so `model_file: models/x.gguf` means <project>/models/x.gguf), once, here: the manifest, the
+# server command and every notebook then see the same absolute path whatever folder they run in (the
+# notebooks run in notebooks/). "embedded:..." / "hf:..." names are left as they are.
+PROJECT_DIR = PARAMS_DIR.parent
+_PATH_FIELDS = {"model_file": "embedded:", "model_dir": "hf:"}
+
+
+def _absolute(spec: str, base: Path) -> str:
+    p = Path(spec).expanduser()
+    return str(p if p.is_absolute() else (base / p).resolve())
+
+
+def _resolve_paths(profile: Profile) -> Profile:
+    base = PROJECT_DIR
+    update = {}
+    for name, keep_prefix in _PATH_FIELDS.items():
+        spec = getattr(profile, name)
+        if spec and not spec.startswith(keep_prefix):
+            update[name] = _absolute(spec, base)
+    kind, _, ref = profile.model_architecture.partition(":")
+    if kind == "gguf" and not ref.startswith("embedded:"):
+        update["model_architecture"] = f"gguf:{_absolute(ref, base)}"
+    return profile.model_copy(update=update) if update else profile
+
+
+def _model_file_problem(profile: Profile, path: Path) -> str | None:
+    """A model path that exists but cannot be a model (a device such as /dev/zero, a folder for a GGUF):
+    refused here, before anything hashes or loads it. A *missing* file is not an error here: GPU profiles
+    name files of another machine (see `findings`)."""
+    checks = [("model_file", profile.model_file, "embedded:")]
+    if profile.model_architecture.startswith("gguf:"):
+        checks.append(("model_architecture", profile.model_architecture[5:], "embedded:"))
+    for name, spec, keep_prefix in checks:
+        if not spec or spec.startswith(keep_prefix):
+            continue
+        p = Path(spec)
+        try:
+            info = p.stat()
+        except OSError:
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            what = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file (a device, pipe or socket)"
+            return f"{path}: field '{name}': found {spec!r}; it is {what}; give the path of a .gguf file"
+        with open(p, "rb") as fh:
+            magic = fh.read(4)
+        if magic != b"GGUF":
+            return (f"{path}: field '{name}': found {spec!r}; it is not a GGUF file (first bytes {magic!r}, "
+                    f"expected b'GGUF'); relative paths are resolved from the project folder {PROJECT_DIR}")
+    return None
+
+
+def load(name_or_path: str | Path) -> Profile:
+    """Load and validate a profile; raise ProfileError with a message fit to show a user."""
+    path = resolve(name_or_path)
+    data = parse(path)
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(_format_errors(path, data, exc)) from None
+    if profile.name != path.stem and path.parent.resolve() == PARAMS_DIR.resolve():
+        raise ProfileError(f"{path}: field 'name': found {profile.name!r}; must equal the file name {path.stem!r}")
+    profile = _resolve_paths(profile)
+    problem = _model_file_problem(profile, path)
+    if problem:
+        raise ProfileError(problem)
+    return profile
+
+
+def findings(profile: Profile) -> list[str]:
+    """What is valid but will not work on *this* machine as written (a missing model file): notes for
+    `lab validate` and `lab plan`, not errors, because a V100 profile names a file on the V100 box."""
+    from lab.core import paths
+
+    out = []
+    if profile.model_file and profile.engine != "external":
+        try:
+            p = paths.model_path(profile.model_file)
+            if not p.exists():
+                out.append(f"model_file {profile.model_file!r}: no such file on this machine")
+        except (paths.SetupMissing, KeyError) as exc:
+            out.append(f"model_file {profile.model_file!r}: not available on this machine ({exc})")
+    if profile.engine_python:  # a profile is code: this program is run; say what it is here
+        exe = Path(profile.engine_python).expanduser()
+        exe = exe if exe.is_absolute() else PROJECT_DIR / exe
+        if not exe.exists():
+            out.append(f"engine_python {profile.engine_python!r}: not on this machine (set-up makes it, or the "
+                       "profile is for another box)")
+        elif not (exe.is_file() and os.access(exe, os.X_OK)):
+            out.append(f"engine_python {profile.engine_python!r}: not an executable file")
+        else:
+            out.append(f"engine_python {str(exe)!r} is run as the engine's Python: use profiles you trust")
+    return out
+
+
+def sha256_of(name_or_path: str | Path) -> str:
+    return hashlib.sha256(resolve(name_or_path).read_bytes()).hexdigest()
+
+
+def all_profiles() -> list[Path]:
+    return sorted(PARAMS_DIR.glob("*.yaml"))

@@ -1,0 +1,1 @@
+"""Troubleshooting: the knowledge base of failures, their reproductions, and diagnosing an endpoint."""

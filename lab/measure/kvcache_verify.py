@@ -1,0 +1,206 @@
+"""Check lab.predict.kvcache against the real engine: start llama-server, read the caches it reports, stop it.
+
+llama.cpp logs one line per cache it allocates (src/llama-kv-cache.cpp, src/llama-memory-recurrent.cpp):
+
+    llama_kv_cache: size =   67.50 MiB (  1024 cells,  30 layers,  3/3 seqs), K (f16):   33.75 MiB, V (f16):   33.75 MiB
+    llama_memory_recurrent: size =   18.70 MiB (     2 cells,   4 layers,  2 seqs  0 rs_seq), R (f32):    0.70 MiB, S (f32):   18.00 MiB, P (f32):    0.00 MiB
+
+Models with sliding-window layers get two KV lines (the global cache, then the SWA cache); a Gated DeltaNet
+hybrid (qwen35: Qwen3.5 / Qwen3.8) gets a KV line for its full-attention layers and a recurrent line (R: conv
+state, S: delta-net state, one cell per sequence, F32 whatever -ctk/-ctv say). When llama.cpp first fits
+parameters to device memory it does a dry run whose buffer size is 0.00 MiB; those lines are skipped (and
+`-fit off` avoids the dry run altogether). Each grid point starts a fresh server through lab.serving.serve (the
+lab's one launcher: 127.0.0.1, a free port, the per-run key, the log kept) with `--no-warmup`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.predict import kvcache
+from lab.model.models import ArchSpec
+
+SIZE_LINE = re.compile(
+    r"llama_kv_cache: size =\s*(?P<size>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,"
+    r"\s*(?P<seqs>\d+)/(?P<streams>\d+) seqs\), K \((?P<type_k>\w+)\):\s*(?P<k>[\d.]+) MiB,"
+    r" V \((?P<type_v>\w+)\):\s*(?P<v>[\d.]+) MiB")
+RECURRENT_LINE = re.compile(
+    r"llama_memory_recurrent: size =\s*(?P<size>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,"
+    r"\s*(?P<seqs>\d+) seqs\s+(?P<rs_seq>\d+) rs_seq\), R \((?P<type_k>\w+)\):\s*(?P<k>[\d.]+) MiB,"
+    r" S \((?P<type_v>\w+)\):\s*(?P<v>[\d.]+) MiB")
+BUFFER_LINE = re.compile(r"llama_kv_cache:\s+\S+ KV buffer size =\s*(?P<mib>[\d.]+) MiB")
+RS_BUFFER_LINE = re.compile(r"llama_memory_recurrent:\s+\S+ RS buffer size =\s*(?P<mib>[\d.]+) MiB")
+ISWA_LINE = re.compile(r"llama_kv_cache_iswa: creating\s+(?P<kind>non-SWA|SWA) KV cache")
+QUANTIZED = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
+HYBRID_MODEL = "qwen3.8-27b-4L"  # Qwen3.8-27B's per-layer shape, 4 layers (3 Gated DeltaNet + 1 full attention)
+
+
+@dataclass(frozen=True)
+class KvRun:
+    """One grid point: a llama-server configuration whose KV caches are compared with the prediction."""
+
+    model: str  # label, e.g. "smollm2"
+    n_ctx: int
+    n_parallel: int = 1
+    type_k: str = "f16"
+    type_v: str = "f16"
+    kv_unified: bool = False
+
+    @property
+    def flash_attn(self) -> str:
+        """A quantized V cache needs flash attention in llama.cpp; f16 runs use the default path."""
+        return "on" if self.type_v in QUANTIZED else "off"
+
+
+def parse_kv_lines(log_text: str) -> list[dict]:
+    """The caches a llama.cpp log reports, in order, dry-run lines skipped.
+
+    Each dict: cache ("kv", "global", "swa" or "recurrent"), size_mib, k_mib, v_mib (strings, as printed;
+    R and S for the recurrent state), cells, layers, seqs, streams, type_k, type_v."""
+    caches: list[dict] = []
+    pending_kind = None
+    last_buffer = None
+    for line in log_text.splitlines():
+        if m := ISWA_LINE.search(line):
+            pending_kind = "swa" if m["kind"] == "SWA" else "global"
+        elif (m := BUFFER_LINE.search(line)) or (m := RS_BUFFER_LINE.search(line)):
+            last_buffer = float(m["mib"])
+        elif m := SIZE_LINE.search(line):
+            dry_run = last_buffer == 0.0
+            last_buffer = None
+            kind, pending_kind = pending_kind or "kv", None
+            if dry_run:
+                continue
+            caches.append({"cache": kind, "size_mib": m["size"], "k_mib": m["k"], "v_mib": m["v"],
+                           "cells": int(m["cells"]), "layers": int(m["layers"]), "seqs": int(m["seqs"]),
+                           "streams": int(m["streams"]), "type_k": m["type_k"], "type_v": m["type_v"]})
+        elif m := RECURRENT_LINE.search(line):
+            dry_run = last_buffer == 0.0
+            last_buffer = None
+            if dry_run:
+                continue
+            caches.append({"cache": "recurrent", "size_mib": m["size"], "k_mib": m["k"], "v_mib": m["v"],
+                           "cells": int(m["cells"]), "layers": int(m["layers"]), "seqs": int(m["seqs"]),
+                           "streams": int(m["seqs"]), "rs_seq": int(m["rs_seq"]), "type_k": m["type_k"],
+                           "type_v": m["type_v"]})
+    return caches
+
+
+def _start_llama_server_for_kv(server: Path, model_file: Path, run: KvRun, log_dir: Path, name: str,
+                               threads: int = 2, timeout_s: float = 120.0) -> str:
+    """Start llama-server for one grid point through lab.serving.serve, wait until it serves a token (or fails),
+    stop it; return its log (the whole log of a server that failed to start)."""
+    from lab.serving import serve
+    from lab.serving.engines import Command
+
+    port = serve.free_port()
+    argv = [str(server), "-m", str(model_file), "--host", "127.0.0.1", "--port", str(port),
+            "-c", str(run.n_ctx), "-np", str(run.n_parallel), "-ctk", run.type_k, "-ctv", run.type_v,
+            "-fa", run.flash_attn, "-t", str(threads), "--no-warmup", "-fit", "off", "-lv", "4"]
+    if run.kv_unified:
+        argv.append("-kvu")
+    cmd = Command(engine="llama.cpp", argv=tuple(argv), host="127.0.0.1", port=port, health_path="/health",
+                  served_model=None, notes=())
+    log_path = Path(log_dir) / f"{name}.log"
+    try:
+        with serve.start(cmd, log_dir=log_dir, name=name, health_timeout_s=timeout_s):
+            pass
+    except serve.ServeError as exc:
+        text = log_path.read_text(errors="replace") if log_path.exists() else getattr(exc, "log_tail", "")
+        return f"{text}\n[lab] server failed to start: {exc}\n"
+    return log_path.read_text(errors="replace")
+
+
+def compare(run: KvRun, arch: ArchSpec, reported: list[dict], n_ubatch: int = kvcache.LLAMA_CPP_N_UBATCH) -> list[dict]:
+    """One row per cache: the prediction next to what llama.cpp reported, and whether they are identical."""
+    pred = kvcache.llama_cpp_kv_prediction(arch, run.n_ctx, run.n_parallel, run.type_k, run.type_v,
+                                           kv_unified=run.kv_unified, n_ubatch=n_ubatch)
+    predicted = pred["caches"]
+    rows = []
+    for i in range(max(len(predicted), len(reported))):
+        p = predicted[i] if i < len(predicted) else None
+        r = reported[i] if i < len(reported) else None
+        row = {"model": run.model, "n_ctx": run.n_ctx, "n_parallel": run.n_parallel, "type_k": run.type_k,
+               "type_v": run.type_v, "kv_unified": run.kv_unified, "flash_attn": run.flash_attn,
+               "cache": (p or r)["cache"],
+               "predicted_cells": p and p["cells"], "reported_cells": r and r["cells"],
+               "predicted_layers": p and p["layers"], "reported_layers": r and r["layers"],
+               "predicted_streams": p and p["streams"], "reported_streams": r and r["streams"],
+               "predicted_bytes": p and p["size_bytes"],
+               "predicted_mib": p and p["size_mib"], "reported_mib": r and r["size_mib"],
+               "predicted_k_mib": p and p["k_mib"], "reported_k_mib": r and r["k_mib"],
+               "predicted_v_mib": p and p["v_mib"], "reported_v_mib": r and r["v_mib"]}
+        keys = ("cells", "layers", "streams", "mib", "k_mib", "v_mib")
+        row["match"] = bool(p and r) and all(row[f"predicted_{k}"] == row[f"reported_{k}"] for k in keys)
+        row["error_pct"] = (round((float(p["size_mib"]) - float(r["size_mib"])) / float(r["size_mib"]) * 100, 4)
+                            if p and r and float(r["size_mib"]) else None)
+        rows.append(row)
+    return rows
+
+
+def default_grid() -> list[KvRun]:
+    """Contexts, slot counts, unified/split KV and KV dtypes on both embedded models and on the 4-layer
+    Qwen3.8-27B hybrid (≈ 40 s on 2 cores)."""
+    return [
+        KvRun("smollm2", 4096),
+        KvRun("smollm2", 3000, 3),  # 3000 → 3072 cells, split in 3 slots of 1024
+        KvRun("smollm2", 8192, 4, "q8_0", "q8_0"),
+        KvRun("smollm2", 2048, 2, "q4_0", "q4_0"),
+        KvRun("smollm2", 5000, 1, "q8_0", "q4_0"),
+        KvRun("smollm2", 4096, 4, kv_unified=True),
+        KvRun("gemma3-270m", 4096),
+        KvRun("gemma3-270m", 1000),  # context below window + ubatch: the SWA cache is capped by n_ctx
+        KvRun("gemma3-270m", 4096, 4),
+        KvRun("gemma3-270m", 4096, 4, kv_unified=True),  # unified: SWA = window × slots + ubatch
+        KvRun("gemma3-270m", 2000, 1, "q8_0", "q8_0"),
+        KvRun("gemma3-270m", 8192, 2, "q4_0", "q4_0"),
+        KvRun(HYBRID_MODEL, 4096),
+        KvRun(HYBRID_MODEL, 8192, 2, "q8_0", "q8_0"),  # quantized KV: the recurrent state stays F32
+        KvRun(HYBRID_MODEL, 3000, 3, "q4_0", "q4_0"),  # 3072 cells in 3 slots; one state cell per slot
+        KvRun(HYBRID_MODEL, 16384, 4),
+        KvRun(HYBRID_MODEL, 4096, 4, kv_unified=True),
+    ]
+
+
+def grid_setup(skip_reason: str | None = None) -> tuple[Path | None, dict, str | None]:
+    """(llama-server, {label: (gguf, ArchSpec)}, skip reason) for `run_grid`: the embedded SmolLM2 (GQA) and
+    Gemma-3-270M (sliding window), and Qwen3.8-27B's real per-layer shape at 4 layers written by lab.model.synth
+    (cached in ~/.cache/llm-lab/synth). Nothing is started when `skip_reason` is given or set-up is missing."""
+    from lab.core import paths
+    from lab.model import models, synth
+
+    if skip_reason:
+        return None, {}, skip_reason
+    try:
+        server = paths.tool("llama-server")
+        found = {k: (paths.embedded_model(k), models.from_gguf(paths.embedded_model(k)))
+                 for k in ("smollm2", "gemma3-270m")}
+    except paths.SetupMissing as exc:
+        return None, {}, f"llama.cpp or the embedded models are not set up: {exc}"
+    try:
+        hybrid = synth.cached_file("qwen3.8-27b", layers=4)
+        found[HYBRID_MODEL] = (hybrid, models.from_gguf(hybrid))
+    except synth.SynthError as exc:  # e.g. no room for the 2.3 GB file: the other models still run
+        print(f"hybrid model skipped: {exc}")
+    return server, found, None
+
+
+def run_grid(models: dict[str, tuple[Path, ArchSpec]], grid: list[KvRun], log_dir: Path, server: Path | None,
+             threads: int = 2) -> list[dict]:
+    """Run every grid point whose model is in `models` ({label: (gguf path, ArchSpec)}); rows of `compare`.
+    No server (a skipped grid): no rows.
+
+    A run that reported nothing (the server failed) still yields rows, with match False and its log path."""
+    rows = []
+    if server is None:
+        return rows
+    for i, run in enumerate(grid):
+        if run.model not in models:
+            continue
+        path, arch = models[run.model]
+        name = f"kv_{i:02d}_{run.model}_c{run.n_ctx}_np{run.n_parallel}_{run.type_k}"
+        reported = parse_kv_lines(_start_llama_server_for_kv(server, path, run, Path(log_dir), name, threads))
+        for row in compare(run, arch, reported):
+            rows.append({**row, "log": str(Path(log_dir) / f"{name}.log")})
+    return rows

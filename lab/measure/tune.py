@@ -1,0 +1,428 @@
+"""`lab tune`: measure which llama-server settings are worth changing on this box, instead of folklore.
+
+A bounded one-factor-at-a-time sweep: the profile's own settings (the baseline), then one setting changed at a
+time — threads, batch/micro-batch (-b/-ub), flash attention (-fa), KV cache type (-ctk/-ctv), slots (-np) and the
+sampling path (what the request asks for, and llama-server's experimental backend sampling) — and at the end the
+best value of every dimension together. Every point starts its own server and is measured with the lab's client
+(lab.measure.bench) at one stream and at the profile's highest concurrency, with lab.measure.gpumon's energy and memory where
+NVML is present. Combinations llama.cpp refuses or that cannot serve the load are skipped with the reason;
+points that do not fit the time budget are listed as not run.
+
+The winner: the highest aggregate throughput at the profile's concurrency among points whose single-stream
+decode is within 5 % of the best single stream (a setting that buys throughput by slowing every user's stream
+is reported, not chosen). It is written as a profile patch (YAML) with the measured gain.
+
+    python -m lab tune --profile cpu-default --budget-s 60
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+from lab.core.profiles import Profile
+
+LLAMA_DEFAULT_BATCH = (2048, 512)  # llama.cpp common/common.h: n_batch 2048, n_ubatch 512
+SINGLE_STREAM_TOLERANCE = 0.95
+SOURCE_FA_V = "llama.cpp src/llama-context.cpp: 'quantized V cache requires flash_attn to be enabled'"
+SAMPLING = {  # request-side variants (llama-server /v1/completions fields); the lab's client asks temperature 0
+    "greedy (temperature 0, default chain)": {},
+    "top_k 1 only (samplers: [top_k])": {"samplers": ["top_k"], "top_k": 1},
+    "temperature 0.8 (default chain)": {"temperature": 0.8},
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One server configuration. batch None = llama.cpp's default; flash_attn as -fa takes it."""
+
+    name: str
+    dimension: str
+    threads: int
+    kv: str
+    slots: int
+    flash_attn: str = "auto"
+    batch: int | None = None
+    ubatch: int | None = None
+    sampling: str = "greedy (temperature 0, default chain)"
+    backend_sampling: bool = False
+
+    def server_args(self) -> list[str]:
+        """Flags beyond what lab.serving.engines builds from the profile fields (threads, kv, slots)."""
+        args = []
+        if self.batch is not None:
+            args += ["-b", str(self.batch)]
+        if self.ubatch is not None:
+            args += ["-ub", str(self.ubatch)]
+        if self.backend_sampling:
+            args += ["-bs"]
+        return args
+
+
+def baseline(profile: Profile) -> Setting:
+    kv = "f16" if profile.kv_cache_dtype == "auto" else profile.kv_cache_dtype
+    return Setting("baseline (the profile)", "baseline", profile.threads, kv, profile.parallel_slots,
+                   "on" if kv in ("q8_0", "q4_0") else "auto")
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def grid(profile: Profile, n_cores: int | None = None) -> list[Setting]:
+    """The baseline, then each dimension's other values with everything else at the baseline."""
+    n_cores = n_cores or cores()
+    base = baseline(profile)
+    out = [base]
+
+    def vary(dim: str, label: str, **changes):
+        out.append(replace(base, name=f"{dim}: {label}", dimension=dim, **changes))
+
+    # Most telling first, so a short budget still answers it: the sampling path (the fixed per-token cost inside
+    # llama-server), flash attention, batch sizes, KV type, slots, threads.
+    for label in SAMPLING:
+        if label != base.sampling:
+            vary("sampling", label, sampling=label)
+    vary("sampling", "backend sampling (-bs, experimental)", backend_sampling=True)
+    for fa in ("on", "off"):
+        if fa != base.flash_attn:
+            vary("flash_attn", f"-fa {fa}", flash_attn=fa)
+    for b, ub in ((512, 128), (512, 512), (4096, 1024)):
+        vary("batch", f"-b {b} -ub {ub}", batch=b, ubatch=ub)
+    for kv in ("f16", "q8_0", "q4_0"):
+        if kv != base.kv:
+            vary("kv_cache", f"-ctk/-ctv {kv}", kv=kv, flash_attn="on" if kv != "f16" else base.flash_attn)
+    conc = max(profile.bench_levels)
+    for np_ in sorted({conc, max(1, profile.parallel_slots // 2)} - {profile.parallel_slots}):
+        vary("slots", f"-np {np_}", slots=np_)
+    for t in sorted({1, max(1, profile.threads // 2), n_cores} - {profile.threads}):
+        vary("threads", f"-t {t}", threads=t)
+    return out
+
+
+def invalid(setting: Setting, profile: Profile, n_cores: int | None = None) -> str | None:
+    """Why llama.cpp would refuse this setting or why it cannot serve the profile's load (None: valid)."""
+    n_cores = n_cores or cores()
+    if setting.kv in ("q8_0", "q4_0") and setting.flash_attn == "off":
+        return f"quantized V cache ({setting.kv}) needs -fa on ({SOURCE_FA_V})"
+    if setting.batch is not None and setting.ubatch is not None and setting.ubatch > setting.batch:
+        return f"-ub {setting.ubatch} > -b {setting.batch}: llama.cpp clamps ub to b, so this is another point's setting"
+    if setting.threads > n_cores:
+        return f"-t {setting.threads} > {n_cores} cores: oversubscribed threads only measure contention"
+    per_slot = profile.context_tokens // setting.slots
+    need = profile.bench_prompt_tokens + profile.bench_output_tokens + 16
+    if per_slot < need:
+        return (f"-np {setting.slots} leaves {per_slot} tokens per slot (-c {profile.context_tokens} split), "
+                f"below the {need} a request needs")
+    return None
+
+
+def pareto_front(points: list[dict], x: str = "single_decode_tok_s", y: str = "aggregate_tok_s") -> list[str]:
+    """Names of the points no other point beats on both x and y (higher is better on both)."""
+    ok = [p for p in points if p.get(x) is not None and p.get(y) is not None]
+    front = []
+    for p in ok:
+        if not any(q[x] >= p[x] and q[y] >= p[y] and (q[x] > p[x] or q[y] > p[y]) for q in ok):
+            front.append(p["name"])
+    return front
+
+
+def choose(points: list[dict]) -> dict | None:
+    """The best aggregate among points whose single stream is within SINGLE_STREAM_TOLERANCE of the best one."""
+    ok = [p for p in points if p.get("aggregate_tok_s") is not None and p.get("single_decode_tok_s") is not None]
+    if not ok:
+        return None
+    best_single = max(p["single_decode_tok_s"] for p in ok)
+    fair = [p for p in ok if p["single_decode_tok_s"] >= SINGLE_STREAM_TOLERANCE * best_single]
+    return max(fair, key=lambda p: (p["aggregate_tok_s"], p["single_decode_tok_s"]))
+
+
+def combined(points: list[dict], settings: dict[str, Setting], profile: Profile) -> Setting | None:
+    """Every dimension's best measured value together (by the same rule as the winner), when that differs from
+    all measured points: one-factor-at-a-time misses interactions, so the combination is measured, not assumed."""
+    base = settings["baseline (the profile)"]
+    chosen = base
+    changed = []
+    for dim in ("threads", "batch", "flash_attn", "kv_cache", "slots", "sampling"):
+        cands = [p for p in points if p["dimension"] in (dim, "baseline")]
+        best = choose(cands)
+        if best and best["dimension"] == dim:
+            s = settings[best["name"]]
+            chosen = replace(chosen, threads=s.threads, kv=s.kv, slots=s.slots,
+                             flash_attn=s.flash_attn if dim in ("flash_attn", "kv_cache") else chosen.flash_attn,
+                             batch=s.batch if dim == "batch" else chosen.batch,
+                             ubatch=s.ubatch if dim == "batch" else chosen.ubatch,
+                             sampling=s.sampling if dim == "sampling" else chosen.sampling,
+                             backend_sampling=s.backend_sampling if dim == "sampling" else chosen.backend_sampling)
+            changed.append(best["name"])
+    if len(changed) < 2:
+        return None
+    return replace(chosen, name="combined: " + " + ".join(changed), dimension="combined")
+
+
+def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting: Setting | None, when: str) -> str:
+    """The winner as lines to paste into params/<profile>.yaml (comments say what was measured)."""
+    if not winner or not setting or not base:
+        return f"# lab tune ({when}): nothing measured, no patch\n"
+    gain = winner["aggregate_tok_s"] / base["aggregate_tok_s"] - 1 if base.get("aggregate_tok_s") else None
+    single = (winner["single_decode_tok_s"] / base["single_decode_tok_s"] - 1
+              if base.get("single_decode_tok_s") else None)
+    lines = [f"# lab tune on {profile.name}, {when}: winner '{winner['name']}'",
+             f"# aggregate at {winner['concurrency']} streams: {winner['aggregate_tok_s']:.1f} tok/s"
+             + (f" ({gain:+.1%} vs the profile's settings)" if gain is not None else ""),
+             f"# single-stream decode: {winner['single_decode_tok_s']:.1f} tok/s"
+             + (f" ({single:+.1%})" if single is not None else "")]
+    if winner["name"].startswith("baseline"):
+        lines.append("# the profile's own settings won: nothing to change")
+        return "\n".join(lines) + "\n"
+    if setting.threads != profile.threads:
+        lines.append(f"threads: {setting.threads}")
+    if setting.slots != profile.parallel_slots:
+        lines.append(f"parallel_slots: {setting.slots}")
+    if setting.kv != (profile.kv_cache_dtype if profile.kv_cache_dtype != "auto" else "f16"):
+        lines.append(f"kv_cache_dtype: {setting.kv}")
+    extra = setting.server_args() + (["-fa", setting.flash_attn] if setting.flash_attn != baseline(profile).flash_attn else [])
+    if extra:
+        lines.append(f"server_args: {extra!r}".replace("'", '"'))
+    if setting.sampling != Setting.sampling:
+        lines.append(f"# sampling: '{setting.sampling}' is what clients should ask for (a request field, not a "
+                     "server setting)")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- measuring (needs llama-server)
+def why_not(profile: Profile) -> str | None:
+    """Why this machine cannot tune this profile (None: it can): the sweep varies llama-server's own flags, so it
+    needs the llama.cpp engine started by the lab, and a server that can start here."""
+    from lab.serving import engines, serve
+
+    if profile.engine != "llama.cpp" or getattr(profile, "endpoint_url", None):
+        return (f"lab tune varies llama-server's flags; profile {profile.name} uses "
+                f"{'an endpoint it does not start' if getattr(profile, 'endpoint_url', None) else profile.engine}")
+    cmd = engines.build_command(profile, port=serve.free_port())
+    return serve.why_not_startable(profile, cmd)
+
+
+@dataclass
+class Budget:
+    seconds: float
+    started: float = field(default_factory=time.monotonic)
+
+    def left(self) -> float:
+        return self.seconds - (time.monotonic() - self.started)
+
+
+def measure_point(profile: Profile, setting: Setting, log_dir, monitor=None, requests_single: int = 3,
+                  output_tokens: int | None = None) -> dict:
+    """Start the server with `setting`, measure one stream and the profile's top concurrency, stop it."""
+    from lab.serving import engines, serve
+    from lab.measure import bench
+
+    conc = max(profile.bench_levels)
+    variant = profile.model_copy(update={"threads": setting.threads, "kv_cache_dtype": setting.kv,
+                                         "parallel_slots": setting.slots})
+    cmd = engines.build_command(variant, installed_version=engines.installed_version(variant), port=serve.free_port(),
+                                extra_args=setting.server_args())
+    argv = list(cmd.argv)
+    i = argv.index("-fa")
+    argv[i + 1] = setting.flash_attn
+    cmd = replace(cmd, argv=tuple(argv))
+    row = {"name": setting.name, "dimension": setting.dimension, "setting": asdict(setting), "command": cmd.shell(),
+           "concurrency": conc, "status": "ok", "error": None}
+    t0 = time.monotonic()
+    srv = None
+    try:
+        srv = serve.start(cmd, log_dir=log_dir, name="tune_" + "".join(c if c.isalnum() else "_" for c in setting.name)[:60])
+        if monitor is not None:
+            monitor.watch(srv.pid)
+        row["load_s"] = round(time.monotonic() - t0, 2)
+        words, _ = bench.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
+        target = bench.Target(srv.base_url, model=serve.model_name(srv),
+                              max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key,
+                              extra_body=SAMPLING[setting.sampling] or None)
+        runs = {}
+        for level, n in ((1, requests_single), (conc, 2 * conc)):
+            prompts = bench.make_prompts(n + 1, words, seed=len(setting.name) * 7 + level, tag=setting.name)
+            run = bench.run_load(target, prompts, bench.LoadSpec(concurrency=level, max_requests=n, warmup_requests=1))
+            if monitor is not None:
+                run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
+            runs[level] = bench.summarise_run(run)
+        one, many = runs[1], runs[conc]
+        row.update(single_decode_tok_s=one["stream_decode_tok_s"], single_server_decode_tok_s=one["server_decode_tok_s"],
+                   single_tpot_p50_ms=one["tpot_ms"]["p50"], single_ttft_p50_ms=one["ttft_ms"]["p50"],
+                   aggregate_tok_s=many["output_throughput"], tpot_p50_ms=many["tpot_ms"]["p50"],
+                   e2el_p50_ms=many["e2el_ms"]["p50"], ttft_p50_ms=many["ttft_ms"]["p50"],
+                   failures=one["failures"] + many["failures"],
+                   joules_per_token=many.get("joules_per_token"), joules_per_token_single=one.get("joules_per_token"),
+                   peak_vram_mib=many.get("peak_vram_mib"), peak_host_rss_mib=many.get("peak_host_rss_mib"))
+        if row["failures"]:
+            row["status"] = "failed"
+            row["error"] = "; ".join(list(one["errors"]) + list(many["errors"]))[:300]
+    except Exception as exc:  # noqa: BLE001 - a refused setting is a result ("the server would not start")
+        row.update(status="failed", error=f"{type(exc).__name__}: {exc}"[:400])
+        if srv is not None:
+            row["log_tail"] = srv.log_tail(15)
+    finally:
+        if srv is not None:
+            srv.stop()
+    row["seconds"] = round(time.monotonic() - t0, 1)
+    return row
+
+
+def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str] | None = None,
+        monitor=None, output_tokens: int | None = None, progress=print) -> dict:
+    """The whole sweep within `budget_s` seconds; returns the tune result (points, skipped, winner, patch)."""
+    from pathlib import Path
+
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    budget = Budget(budget_s)
+    reason = why_not(profile)
+    if reason:
+        progress(f"[tune] skipped: {reason}")
+        return {"profile": profile.name, "budget_s": budget_s, "elapsed_s": 0.0, "concurrency": max(profile.bench_levels),
+                "points": [], "skipped": [{"name": "every setting", "dimension": "all", "reason": reason}],
+                "pareto_front": [], "winner": None, "winner_vs_baseline": None, "skip_reason": reason,
+                "patch_yaml": f"# lab tune: not run here ({reason})\n", "rule": ""}
+    settings = [s for s in grid(profile) if dimensions is None or s.dimension in (*dimensions, "baseline")]
+    by_name = {s.name: s for s in settings}
+    points, skipped = [], []
+    durations: list[float] = []
+
+    def attempt(s: Setting, k: int, total: int):
+        why = invalid(s, profile)
+        if why:
+            skipped.append({"name": s.name, "dimension": s.dimension, "reason": why})
+            progress(f"[tune] {k}/{total} {s.name}: skipped — {why}")
+            return
+        typical = sorted(durations)[len(durations) // 2] if durations else 0.0
+        if budget.left() < typical:
+            skipped.append({"name": s.name, "dimension": s.dimension,
+                            "reason": f"time budget: {budget_s - budget.left():.0f} s of {budget_s:.0f} s spent, "
+                                      f"a point takes ~{typical:.0f} s here"})
+            progress(f"[tune] {k}/{total} {s.name}: not run (time budget)")
+            return
+        row = measure_point(profile, s, log_dir, monitor, output_tokens=output_tokens)
+        durations.append(row["seconds"])
+        points.append(row)
+        progress(f"[tune] {k}/{total} {s.name}: {row['status']}, 1 stream {_f(row.get('single_decode_tok_s'))} tok/s, "
+                 f"{row['concurrency']} streams {_f(row.get('aggregate_tok_s'))} tok/s ({row['seconds']} s; "
+                 f"{budget.left():.0f} s of budget left)" + (f" — {row['error']}" if row["error"] else ""))
+
+    for k, s in enumerate(settings, 1):
+        attempt(s, k, len(settings) + 1)
+    combo = combined([p for p in points if p["status"] == "ok"], by_name, profile)
+    if combo is not None:
+        by_name[combo.name] = combo
+        attempt(combo, len(settings) + 1, len(settings) + 1)
+    ok = [p for p in points if p["status"] == "ok"]
+    winner = choose(ok)
+    base_row = next((p for p in ok if p["dimension"] == "baseline"), None)
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    patch = patch_yaml(profile, winner, base_row, by_name.get(winner["name"]) if winner else None, when)
+    return {"profile": profile.name, "budget_s": budget_s, "elapsed_s": round(budget_s - budget.left(), 1),
+            "concurrency": max(profile.bench_levels), "points": points, "skipped": skipped,
+            "pareto_front": pareto_front(ok), "winner": winner["name"] if winner else None,
+            "winner_vs_baseline": (winner["aggregate_tok_s"] / base_row["aggregate_tok_s"]
+                                   if winner and base_row and base_row.get("aggregate_tok_s") else None),
+            "patch_yaml": patch, "rule": f"best aggregate at the top concurrency among points whose single-stream "
+                                         f"decode is ≥ {SINGLE_STREAM_TOLERANCE:.0%} of the best single stream"}
+
+
+def _f(x) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}"
+
+
+# ---------------------------------------------------------------- show and record
+def rows(result: dict) -> list[dict]:
+    out = []
+    for p in result["points"]:
+        out.append({"setting": p["name"], "status": p["status"], "1-stream decode tok/s": _r(p.get("single_decode_tok_s")),
+                    "server decode tok/s": _r(p.get("single_server_decode_tok_s")),
+                    f"{p['concurrency']}-stream total tok/s": _r(p.get("aggregate_tok_s")),
+                    "TPOT p50 ms": _r(p.get("tpot_p50_ms")), "E2E p50 ms": _r(p.get("e2el_p50_ms")),
+                    "J/token": _r(p.get("joules_per_token"), 4), "pareto": p["name"] in result["pareto_front"],
+                    "winner": p["name"] == result["winner"], "error": p.get("error")})
+    for s in result["skipped"]:
+        out.append({"setting": s["name"], "status": "skip", "error": s["reason"]})
+    return out
+
+
+def _r(x, nd=1):
+    return None if x is None else round(x, nd)
+
+
+def chart(result: dict, title: str = "lab tune: throughput vs latency per setting"):
+    """x: per-token latency at the top concurrency (TPOT p50), y: aggregate tok/s; one colour per dimension,
+    the Pareto front (by single-stream decode and aggregate) as a line, the winner starred."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    ok = [p for p in result["points"] if p["status"] == "ok" and p.get("aggregate_tok_s") is not None]
+    for dim in dict.fromkeys(p["dimension"] for p in ok):
+        pts = [p for p in ok if p["dimension"] == dim]
+        fig.add_trace(go.Scatter(x=[p["tpot_p50_ms"] for p in pts], y=[p["aggregate_tok_s"] for p in pts],
+                                 mode="markers", name=dim, text=[p["name"] for p in pts], marker={"size": 10},
+                                 hovertemplate="%{text}<br>TPOT %{x:.1f} ms<br>%{y:.1f} tok/s<extra></extra>"))
+    front = sorted((p for p in ok if p["name"] in result["pareto_front"]), key=lambda p: p["tpot_p50_ms"] or 0)
+    if front:
+        fig.add_trace(go.Scatter(x=[p["tpot_p50_ms"] for p in front], y=[p["aggregate_tok_s"] for p in front],
+                                 mode="lines", name="Pareto front (1-stream decode × total)", line={"dash": "dot"}))
+    win = next((p for p in ok if p["name"] == result["winner"]), None)
+    if win:
+        fig.add_trace(go.Scatter(x=[win["tpot_p50_ms"]], y=[win["aggregate_tok_s"]], mode="markers", name="winner",
+                                 marker={"symbol": "star", "size": 18, "color": "gold", "line": {"width": 1}}))
+    fig.update_layout(title=title, xaxis_title=f"TPOT p50 at {result['concurrency']} streams (ms)",
+                      yaxis_title=f"total output tok/s at {result['concurrency']} streams", height=450)
+    return fig
+
+
+def build_record(result: dict, fig=None) -> dict:
+    from lab.core import evidence
+    from lab.core.checks import Check
+
+    ok = [p for p in result["points"] if p["status"] == "ok"]
+    if result.get("skip_reason"):
+        found = [Check("tuning measured the baseline", "skip", "not run", "the profile's own settings measured",
+                       result["skip_reason"], "lab.measure.tune")]
+    else:
+        found = [Check("tuning measured the baseline", "pass" if any(p["dimension"] == "baseline" for p in ok) else "fail",
+                       f"{len(ok)} points ok, {len(result['points']) - len(ok)} failed, {len(result['skipped'])} skipped",
+                       "the profile's own settings measured", "" if ok else "see the failed points' errors", "lab.measure.tune")]
+    charts = [evidence.chart_entry("Throughput vs latency per setting (Pareto front)", fig)] if fig is not None else []
+    return {"title": "Tuning: llama-server settings measured one at a time",
+            "summary": {k: result[k] for k in ("winner", "winner_vs_baseline", "budget_s", "elapsed_s", "concurrency", "rule")}
+            | {"points_ok": len(ok), "points_skipped": len(result["skipped"]), "patch_yaml": result["patch_yaml"]},
+            "checks": [c.to_dict() for c in found], "tables": [evidence.table_entry("Settings measured", rows(result))],
+            "charts": charts, "tune": result}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from lab.core import evidence, profiles
+    from lab.measure import gpumon
+
+    ap = argparse.ArgumentParser(prog="python -m lab tune", description=__doc__.split("\n")[0])
+    ap.add_argument("--profile", default="cpu-default")
+    ap.add_argument("--budget-s", type=float, default=None, help="time budget in seconds (default: the profile's tune_budget_s)")
+    ap.add_argument("--dimensions", default=None, help="comma-separated subset: threads,batch,flash_attn,kv_cache,slots,sampling")
+    ap.add_argument("--run-dir", default=None, help="run folder to write records/06_tune.json into (default: a new one)")
+    args = ap.parse_args(argv)
+    try:
+        path = profiles.resolve(args.profile)
+        prof = profiles.load(path)
+    except profiles.ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    run_dir = evidence.notebook_run_dir(args.run_dir or "", prof.name)
+    with gpumon.Sampler() as mon:
+        result = run(prof, run_dir / "logs" / "tune", args.budget_s or prof.tune_budget_s,
+                     args.dimensions.split(",") if args.dimensions else None, monitor=mon)
+    evidence.write_record(run_dir, "06_tune", build_record(result, chart(result)), path)
+    (run_dir / "tune-patch.yaml").write_text(result["patch_yaml"])
+    print(result["patch_yaml"])
+    print(f"record: {run_dir / 'records' / '06_tune.json'}; patch: {run_dir / 'tune-patch.yaml'}")
+    return 0 if result["points"] else 1

@@ -1,0 +1,145 @@
+"""Notebook 05 on a vLLM profile: the KV-cache prediction against what the real vLLM server reports.
+
+One server start (lab.serving.serve, the command lab.serving.engines builds for the profile), two readings while it runs —
+the "<CPU|GPU> KV cache size: N tokens, Maximum concurrency for L tokens per request: X" line of its log
+and the `vllm:cache_config_info` labels of /metrics — then stop. The prediction (lab.predict.kvcache) is made
+from the model's shape and the profile alone, before the server starts, so the comparison is honest.
+
+Exact only where vLLM's KV budget is fixed in advance: the CPU build with VLLM_CPU_KVCACHE_SPACE
+(`vllm_cpu_kvcache_gib`). On a GPU vLLM sizes the cache from free memory measured at start-up, so there is
+nothing to predict to the block; that case is skipped, saying so.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import httpx
+
+from lab.core.checks import Check
+from lab.predict import kvcache
+from lab.serving import engines, serve, vllm_env
+
+SOURCE = "lab.predict.kvcache prediction vs vLLM's start-up log and /metrics (vllm/v1/core/kv_cache_utils.py)"
+TABLE_COLUMNS = ["what", "predicted", "reported", "match"]
+
+
+def llama_grid_skip_reason(profile) -> str | None:
+    """Why notebook 05 skips its llama.cpp grid for this profile (a vLLM profile is checked against vLLM)."""
+    if profile.engine == "vllm":
+        return ("vLLM profile: its KV cache is checked against vLLM itself (next section); the llama.cpp grid runs "
+                "on llama.cpp profiles such as cpu-default")
+    return None
+
+
+def predicted_max_concurrency(pred: kvcache.VllmKvPrediction) -> float | None:
+    """num_blocks / blocks per max_model_len request, as vLLM computes it before printing it with 2 decimals."""
+    if not pred.max_model_len:
+        return None
+    return pred.num_blocks / math.ceil(pred.max_model_len / pred.block_size)
+
+
+def compare_with_reported(pred: kvcache.VllmKvPrediction, log_tokens: int | None, metrics: dict | None) -> list[dict]:
+    """Rows of (what, predicted, reported, match) for the notebook and the record."""
+    rows = [{"what": "KV tokens (start-up log)", "predicted": pred.tokens, "reported": log_tokens}]
+    if metrics:
+        rows += [
+            {"what": "KV tokens (/metrics kv_cache_size_tokens)", "predicted": pred.tokens,
+             "reported": metrics.get("kv_cache_size_tokens")},
+            {"what": "KV blocks (/metrics num_gpu_blocks)", "predicted": pred.num_blocks,
+             "reported": metrics.get("num_gpu_blocks")},
+            {"what": "block size (/metrics)", "predicted": pred.block_size, "reported": metrics.get("block_size")},
+            {"what": "KV bytes (/metrics kv_cache_memory_bytes)", "predicted": pred.kv_bytes,
+             "reported": metrics.get("kv_cache_memory_bytes")},
+        ]
+    for row in rows:
+        row["match"] = row["reported"] is not None and row["reported"] == row["predicted"]
+    return rows
+
+
+def compare(pred: kvcache.VllmKvPrediction, log_text: str, metrics_text: str) -> list[dict]:
+    """Prediction vs report, row by row: tokens (log, /metrics), blocks, block size, bytes, concurrency."""
+    log = vllm_env.kv_cache_report_from_log(log_text) or {}
+    metrics = vllm_env.cache_config_from_metrics(metrics_text)
+    rows = compare_with_reported(pred, log.get("tokens"), metrics)
+    conc = predicted_max_concurrency(pred)
+    if conc is not None:
+        reported = log.get("max_concurrency")
+        rows.append({"what": f"max concurrency at {pred.max_model_len} tokens (log, 2 decimals)",
+                     "predicted": round(conc, 2), "reported": reported,
+                     "match": reported is not None and round(conc, 2) == reported})
+    return rows
+
+
+def verify(profile, arch, log_dir, name: str = "05_vllm_kv") -> dict:
+    """Predict, start the profile's vLLM, read its log line and /metrics, stop it, compare.
+
+    Returns {"skipped": reason or None, "prediction", "rows", "log", "metrics", "command", "health_s",
+    "stop", "seconds"}; never raises for a server that cannot start here (the reason says why)."""
+    out: dict = {"skipped": None, "prediction": None, "rows": [], "log": None, "metrics": None,
+                 "command": None, "health_s": None, "stop": None, "seconds": None}
+    if profile.engine != "vllm":
+        out["skipped"] = f"engine {profile.engine}: this check is for vLLM profiles"
+        return out
+    if profile.endpoint_url:
+        out["skipped"] = ("endpoint profile: the lab starts no vLLM here; what the running server reports (/metrics) "
+                          "is set beside the plan in section 5")
+        return out
+    try:
+        pred = kvcache.vllm_kv_for_profile(profile, arch)
+    except ValueError as exc:
+        out["skipped"] = str(exc)
+        return out
+    out["prediction"] = pred.as_dict()
+    cmd = engines.build_command(profile, installed_version=engines.installed_version(profile), port=serve.free_port())
+    out["command"] = cmd.shell(multiline=False)
+    reason = serve.why_not_startable(profile, cmd)
+    if reason:
+        out["skipped"] = reason
+        return out
+    t0 = time.monotonic()
+    with serve.start(cmd, log_dir=log_dir, name=name) as srv:
+        metrics_text = httpx.get(srv.base_url + "/metrics", trust_env=False, timeout=30, headers=srv.headers()).text
+        out["health_s"] = srv.health_s
+        out["stop"] = srv.stop()
+        log_text = srv.log_text()
+    out["seconds"] = round(time.monotonic() - t0, 1)
+    out["log"] = vllm_env.kv_cache_report_from_log(log_text)
+    out["metrics"] = vllm_env.cache_config_from_metrics(metrics_text)
+    out["rows"] = compare(pred, log_text, metrics_text)
+    return out
+
+
+def checks(result: dict) -> list[Check]:
+    """One check per compared quantity; pass only when vLLM reports exactly the predicted value."""
+    if result["skipped"]:
+        return [Check("vLLM KV parity", "skip", None, None, result["skipped"], SOURCE)]
+    out = [Check(f"vLLM KV parity: {r['what']}", "pass" if r["match"] else "fail", r["reported"], r["predicted"],
+                 "" if r["match"] else "the prediction differs from vLLM: read the server log in logs/", SOURCE)
+           for r in result["rows"]]
+    stop = result.get("stop") or {}
+    clean = bool(stop) and not stop.get("left_running")
+    out.append(Check("vLLM stopped, no process left", "pass" if clean else "fail", stop.get("left_running"), [],
+                     "" if clean else "kill the pids listed", "lab.serving.serve"))
+    return out
+
+
+def summary(result: dict) -> dict:
+    """What the 05 record keeps of the vLLM comparison."""
+    pred = result.get("prediction") or {}
+    rows = result["rows"]
+    return {"skipped": result["skipped"], "compared": len(rows), "identical": sum(bool(r["match"]) for r in rows),
+            "predicted_tokens": pred.get("tokens"), "predicted_blocks": pred.get("num_blocks"),
+            "reported_tokens": (result.get("log") or {}).get("tokens"),
+            "reported_blocks": (result.get("metrics") or {}).get("num_gpu_blocks"),
+            "bytes_per_block": pred.get("bytes_per_block"), "server_seconds": result.get("seconds")}
+
+
+def arithmetic(result: dict) -> str:
+    """The prediction written out, for the notebook."""
+    p = result.get("prediction")
+    if not p:
+        return "no prediction"
+    return (f"{p['kv_bytes']:,} B // ({p['n_layers']} layers × 2 (K, V) × {p['n_kv_heads']} KV heads × {p['head_dim']} "
+            f"× {p['dtype_bytes']} B × {p['block_size']} tokens per block = {p['bytes_per_block']:,} B) "
+            f"= {p['num_blocks']} blocks = {p['block_tokens']:,} tokens")

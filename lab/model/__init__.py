@@ -1,0 +1,1 @@
+"""The model layer: model shapes, stand-ins, synthetic and HF-format models, weight sizes and quantization."""

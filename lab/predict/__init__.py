@@ -1,0 +1,1 @@
+"""Predictions before anything runs: KV cache, memory plan, roofline, compatibility, the claims ledger and the plan."""

@@ -1,0 +1,507 @@
+"""Compatibility rules: driver × CUDA × torch × engine × quantization × GPU, judged without hardware.
+
+The rules' text, sources, fixes and thresholds are data (lab/data/compat_rules.yaml); this module
+pairs each rule id with a small predicate. `evaluate(facts)` takes a flat dict of what is known —
+declared by a profile (`facts_from_profile`) or seen on a machine (lab.measure.install) — and returns the
+findings. A rule whose inputs are unknown (None) is skipped, never failed: "we cannot tell" is not
+"it is broken".
+
+Fact keys (all optional; unknown keys are refused so a typo cannot silently skip a rule):
+    compute_capability float (7.0)      gpu_count int                nvlink_expected bool
+    driver_version str ("535.129.03")   cuda_toolkit str ("12.2")    torch_version str ("2.7.1")
+    torch_cuda_wheel str ("cu126"|"cpu") torch_arch_list list[str]    engine str ("vllm", "llama.cpp")
+    engine_version str                  engine_command str (a whole command line, e.g. a guide's)
+    model_architecture str ("config:qwen3-32b")  model_quant str ("GPTQ-INT4")
+    vllm_quantization str (--quantization)  dtype str  kv_cache_dtype str  n_gpu_layers int
+    tensor_parallel_size int            llama_cpp_gpu_offload bool
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Literal
+
+from lab.core import facts as lab_facts
+from lab.core.checks import Check
+
+Severity = Literal["error", "warn", "info"]
+SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
+
+FACT_KEYS = (
+    "compute_capability", "gpu_count", "nvlink_expected",
+    "driver_version", "cuda_toolkit",
+    "torch_version", "torch_cuda_wheel", "torch_arch_list",
+    "engine", "engine_version", "engine_command",
+    "model_architecture", "model_quant", "vllm_quantization",
+    "dtype", "kv_cache_dtype", "n_gpu_layers", "tensor_parallel_size",
+    "llama_cpp_gpu_offload",
+)
+# keys callers may attach for their own bookkeeping (lab.measure.install adds where each value came from)
+IGNORED_KEYS = ("origin",)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One violated (or noteworthy) rule: the message carries the actual numbers."""
+
+    id: str
+    severity: Severity
+    message: str
+    fix: str
+    source: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """How one rule came out: "pass", "skip" (inputs unknown), or the worst of its findings."""
+
+    id: str
+    status: Literal["pass", "skip", "error", "warn", "info"]
+    description: str
+    findings: list[Finding] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    skip_reason: str = ""
+    inputs: dict = field(default_factory=dict)
+    fix: str = ""
+    source: str = ""
+
+    def to_check(self) -> Check:
+        status = {"error": "fail", "warn": "warn", "info": "pass"}.get(self.status, self.status)
+        if self.status == "skip":
+            observed = self.skip_reason
+        elif self.findings:
+            observed = " | ".join(f.message for f in self.findings)
+        else:
+            observed = ", ".join(f"{k}={v}" for k, v in self.inputs.items())
+        fix = " | ".join(dict.fromkeys(f.fix for f in self.findings)) if self.findings else ""
+        return Check(self.id, status, observed, self.description, fix, self.source)
+
+
+# ---------------------------------------------------------------- small parsers
+def version_tuple(text: str) -> tuple[int, ...]:
+    """"535.129.03" → (535, 129, 3); "0.10.1.1" → (0, 10, 1, 1); "2.7.1+cu126" → (2, 7, 1)."""
+    return tuple(int(x) for x in re.findall(r"\d+", str(text).split("+")[0]))
+
+
+def cc_x10(value: float | str) -> int:
+    """Compute capability as an integer ×10 (7.0 → 70, "8.9" → 89, 12.0 → 120)."""
+    return int(round(float(value) * 10))
+
+
+def wheel_cuda(wheel: str) -> str | None:
+    """"cu126" → "12.6", "cu118" → "11.8", "cu130" → "13.0"; "cpu" → None."""
+    m = re.fullmatch(r"cu(\d+)(\d)", wheel)
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def _model_id(architecture: str) -> str | None:
+    return architecture.split(":", 1)[1] if architecture.startswith("config:") else None
+
+
+def _cc_text(cc10: int) -> str:
+    return f"{cc10 // 10}.{cc10 % 10}"
+
+
+# ---------------------------------------------------------------- predicates
+# Each takes (facts, rule) and returns [(severity, message), ...] or [(severity, message, fix)];
+# [] means the rule holds. Inputs are guaranteed known (not None) when a predicate runs.
+Outcome = list[tuple]
+
+
+def _driver_vs_cuda(driver: str, cuda: str, table_rule: dict, what: str) -> Outcome:
+    drv = version_tuple(driver)
+    major = cuda.split(".")[0]
+    floor = table_rule["minor_version_floor"].get(major)
+    if floor is None:
+        return []  # a CUDA major the table does not cover: nothing sourced to say
+    table = table_rule["min_driver"]
+    need = table.get(cuda)
+    if drv < version_tuple(floor):
+        return [("error", f"driver {driver} cannot run {what}: CUDA {major}.x needs a driver ≥ {floor} even with "
+                          f"minor-version compatibility" + (f" (≥ {need} for CUDA {cuda})" if need else ""))]
+    exact = need is not None
+    if not exact:  # not in the table: the nearest older release of the same major is a lower bound
+        older = [k for k in table if k.split(".")[0] == major and version_tuple(k) < version_tuple(cuda)]
+        if not older:
+            return []
+        ref = max(older, key=version_tuple)
+        need = table[ref]
+    if drv < version_tuple(need):
+        needs = f"CUDA {cuda} needs ≥ {need}" if exact else f"CUDA {cuda} needs at least what CUDA {ref} needs (≥ {need})"
+        return [("warn", f"driver {driver} is older than {what} wants ({needs}); it runs only through "
+                         f"minor-version compatibility (CUDA {major}.x on ≥ {floor}): no PTX JIT, no features "
+                         f"that need the newer driver")]
+    return []
+
+
+def _driver_for_cuda_toolkit(f: dict, rule: dict) -> Outcome:
+    return _driver_vs_cuda(f["driver_version"], f["cuda_toolkit"], rule, f"CUDA toolkit {f['cuda_toolkit']}")
+
+
+def _driver_for_torch_wheel(f: dict, rule: dict) -> Outcome:
+    cuda = wheel_cuda(f["torch_cuda_wheel"])
+    if cuda is None:
+        return []
+    table_rule = _rule_by_id(rule["uses_table_of"])
+    return _driver_vs_cuda(f["driver_version"], cuda, table_rule,
+                           f"torch {f['torch_cuda_wheel']} wheels (bundled CUDA {cuda} runtime)")
+
+
+def _cuda13_drops_pre_turing(f: dict, rule: dict) -> Outcome:
+    cc = f["_cc10"]
+    major = version_tuple(f["cuda_toolkit"])[0]
+    if major >= rule["first_major_without"] and cc < rule["min_capability"]:
+        return [("error", f"CUDA toolkit {f['cuda_toolkit']} cannot compile for sm_{cc} (compute capability "
+                          f"{_cc_text(cc)}): CUDA {rule['first_major_without']}+ needs ≥ {_cc_text(rule['min_capability'])} "
+                          f"(nvcc fatal : Unsupported gpu architecture 'sm_{cc}')")]
+    return []
+
+
+def _last_driver_branch_for_volta(f: dict, rule: dict) -> Outcome:
+    cc = f["_cc10"]
+    branch = version_tuple(f["driver_version"])[0]
+    if cc < rule["applies_below_capability"] and branch > rule["last_branch"]:
+        return [("error", f"driver {f['driver_version']} (branch {branch}) does not support compute capability "
+                          f"{_cc_text(cc)}: the {rule['last_branch']} branch is the last for Volta/Pascal/Maxwell")]
+    return []
+
+
+def _torch_wheel_has_gpu_arch(f: dict, rule: dict) -> Outcome:
+    wheel, cc = f["torch_cuda_wheel"], f["_cc10"]
+    torch = f["torch_version"]
+    if wheel == "cpu":
+        return [("error", f"torch {torch} is the cpu wheel: it has no CUDA kernels for the GPU "
+                          f"(compute capability {_cc_text(cc)})")]
+    if cc not in rule["volta_capabilities"]:
+        return []  # the lab's sourced table covers Volta only
+    cuda = wheel_cuda(wheel)
+    if cuda and int(cuda.split(".")[0]) in rule["no_volta_wheel_majors"]:
+        return [("error", f"torch {torch}+{wheel} has no sm_{cc} kernels: no CUDA {cuda.split('.')[0]}.x wheel "
+                          f"carries Volta")]
+    entry = rule["volta_wheels"].get(wheel)
+    if entry is None:
+        return [("info", f"the lab has no record of whether torch {torch}+{wheel} wheels carry sm_{cc}; "
+                         f"check torch.cuda.get_arch_list()")]
+    if version_tuple(torch)[:2] > version_tuple(entry["last_torch"])[:2]:
+        if entry["after"] == "error":
+            return [("error", f"torch {torch}+{wheel} has no sm_{cc} kernels: {wheel} wheels dropped Volta after "
+                              f"torch {entry['last_torch']}")]
+        return [("warn", f"torch {torch}+{wheel}: {wheel} wheels are known to keep sm_{cc} only through torch "
+                         f"{entry['last_torch']}; check torch.cuda.get_arch_list()")]
+    return []
+
+
+def _arch_number(arch: str) -> tuple[str, int] | None:
+    m = re.fullmatch(r"(sm|compute)_(\d+)[a-z]?", arch.strip().lower())
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def _torch_arch_list_covers_gpu(f: dict, rule: dict) -> Outcome:
+    cc = f["_cc10"]
+    archs = [a for a in map(_arch_number, f["torch_arch_list"]) if a]
+    cubin = any(kind == "sm" and n // 10 == cc // 10 and n <= cc for kind, n in archs)
+    ptx = any(kind == "compute" and n <= cc for kind, n in archs)
+    if cubin or ptx:
+        return []
+    return [("error", f"torch.cuda.get_arch_list() = {list(f['torch_arch_list'])} has no kernel for sm_{cc} "
+                      f"(compute capability {_cc_text(cc)}): expect 'no kernel image is available for execution "
+                      f"on the device'")]
+
+
+def _vllm_supports_gpu_arch(f: dict, rule: dict) -> Outcome:
+    cc, ver = f["_cc10"], f["engine_version"]
+    v = version_tuple(ver)
+    if cc < rule["min_capability"]:
+        return [("error", f"vLLM needs compute capability ≥ {_cc_text(rule['min_capability'])}; this GPU has {_cc_text(cc)}")]
+    if cc >= rule["volta_below"]:
+        return []
+    if v <= version_tuple(rule["last_v0_on_volta"]):
+        return []
+    if v[:2] <= version_tuple(rule["last_docs_listing_volta"])[:2]:
+        return [("warn", f"vLLM {ver} on compute capability {_cc_text(cc)} runs only the V1 engine (V0 ran on Volta "
+                         f"up to {rule['last_v0_on_volta']}): FlexAttention/TRITON_ATTN, slow on V100, and the wheel "
+                         f"may lack sm_{cc}")]
+    return [("error", f"vLLM {ver} does not support compute capability {_cc_text(cc)}: docs list 7.0 only up to "
+                      f"v{rule['last_docs_listing_volta']}, and current wheels (CUDA 12.9/13.0) carry no sm_{cc} kernels")]
+
+
+def _vllm_supports_model(f: dict, rule: dict) -> Outcome:
+    model = _model_id(f["model_architecture"])
+    need = rule["min_vllm"].get(model) if model else None
+    if need and version_tuple(f["engine_version"]) < version_tuple(need):
+        return [("error", f"vLLM {f['engine_version']} cannot load {model}: its architecture needs vLLM ≥ {need}")]
+    return []
+
+
+def _vllm_serves_hybrid_on_volta(f: dict, rule: dict) -> Outcome:
+    model = _model_id(f["model_architecture"])
+    if model not in rule["hybrid_models"] or f["_cc10"] >= rule["volta_below"]:
+        return []
+    first = rule["hybrid_models"][model]
+    return [("error", f"no official vLLM release serves {model} (Gated DeltaNet hybrid) on compute capability "
+                      f"{_cc_text(f['_cc10'])}: the first release that loads it is {first}, the last whose docs list "
+                      f"Volta is {rule['last_docs_listing_volta']}, and the Gated DeltaNet layers run on Triton "
+                      f"(flash-linear-attention) kernels off SM90 that no vLLM release documents on Volta "
+                      f"(vLLM {f['engine_version']} declared)")]
+
+
+def _quant_format_min_capability(f: dict, rule: dict) -> Outcome:
+    quant, cc = f["model_quant"], f["_cc10"]
+    entry = rule["formats"].get(quant)
+    if entry is None and re.match(r"^I?Q\d", quant):
+        entry = {"min": rule["gguf_min"]}
+    if entry is None:
+        return []
+    if cc < entry["min"]:
+        return [("error", f"{quant} needs compute capability ≥ {_cc_text(entry['min'])} in vLLM; this GPU has "
+                          f"{_cc_text(cc)} (vLLM: 'Minimum capability: {entry['min']}. Current capability: {cc}.')")]
+    if "fast_from" in entry and cc < entry["fast_from"]:
+        return [("info", f"{quant} on compute capability {_cc_text(cc)} {entry['below_fast']}",
+                 "nothing to fix: it runs, only slower per token than on GPUs with the faster kernel")]
+    return []
+
+
+def _vllm_kernel_min_capability(f: dict, rule: dict) -> Outcome:
+    kernel, cc = f["vllm_quantization"].lower(), f["_cc10"]
+    need = rule["kernels"].get(kernel)
+    if need is not None and cc < need:
+        return [("error", f"--quantization {kernel} needs compute capability ≥ {_cc_text(need)}; this GPU has {_cc_text(cc)}")]
+    return []
+
+
+def _bf16_needs_ampere(f: dict, rule: dict) -> Outcome:
+    dtype, cc, need = f["dtype"], f["_cc10"], rule["min_capability"]
+    if cc >= need:
+        return []
+    if dtype == "bfloat16":
+        return [("error", f"dtype bfloat16 needs compute capability ≥ {_cc_text(need)}; this GPU has {_cc_text(cc)}")]
+    if dtype == "auto":
+        ver = f.get("engine_version")
+        if ver and version_tuple(ver) >= version_tuple(rule["auto_fallback_from"]):
+            return [("info", f"dtype auto on compute capability {_cc_text(cc)}: vLLM {ver} falls back from the "
+                             f"model's bfloat16 to float16 with a warning (from {rule['auto_fallback_from']})",
+                     "set dtype half to say so explicitly")]
+        return [("warn", f"dtype auto follows the model's config (bfloat16 for Qwen3/Gemma-3/Llama-3) and needs "
+                         f"compute capability ≥ {_cc_text(need)} for it before vLLM {rule['auto_fallback_from']}; "
+                         f"this GPU has {_cc_text(cc)}: set dtype half")]
+    return []
+
+
+def _fp8_kv_cache_capability(f: dict, rule: dict) -> Outcome:
+    kv, cc = f["kv_cache_dtype"], f["_cc10"]
+    if not kv.startswith("fp8") or cc >= rule["min_capability"]:
+        return []
+    ver = f["engine_version"]
+    if version_tuple(ver) < version_tuple(rule["v1_only_from"]):
+        return [("warn", f"kv_cache_dtype {kv} on compute capability {_cc_text(cc)}: only the old V0 engine of vLLM "
+                         f"{ver} might run it (no FP8 hardware, software conversion); V1 needs ≥ "
+                         f"{_cc_text(rule['min_capability'])} for e4m3")]
+    if kv == "fp8_e5m2":
+        return [("warn", f"kv_cache_dtype fp8_e5m2 on compute capability {_cc_text(cc)}: Triton can read e5m2 below "
+                         f"8.9 (the limit is its e4m3 type), but no vLLM release documents an FP8 KV cache on this GPU; "
+                         f"try it and compare outputs, or keep auto")]
+    return [("error", f"kv_cache_dtype {kv} (e4m3) needs compute capability ≥ {_cc_text(rule['min_capability'])} under "
+                      f"vLLM's V1 engine (the only engine in {ver}): Triton's fp8e4nv type does not exist on "
+                      f"{_cc_text(cc)}")]
+
+
+def _kv_cache_dtype_for_engine(f: dict, rule: dict) -> Outcome:
+    engine, kv = f["engine"], f["kv_cache_dtype"]
+    if kv in rule["unsupported"].get(engine, []):
+        return [("error", f"engine {engine} has no KV cache type {kv}")]
+    return []
+
+
+def _llama_cpp_offloads_layers(f: dict, rule: dict) -> Outcome:
+    if f["gpu_count"] > 0 and f["n_gpu_layers"] == 0:
+        return [("error", f"n_gpu_layers is 0 with {f['gpu_count']} GPU(s): nothing is offloaded, every layer "
+                          f"runs on the CPU")]
+    return []
+
+
+def _llama_cpp_build_has_gpu(f: dict, rule: dict) -> Outcome:
+    if f["gpu_count"] > 0 and f["llama_cpp_gpu_offload"] is False:
+        return [("error", f"this llama.cpp build has no GPU backend (llama_supports_gpu_offload() is False) but "
+                          f"{f['gpu_count']} GPU(s) are expected: nothing will be offloaded")]
+    return []
+
+
+def _vllm_flags_current(f: dict, rule: dict) -> Outcome:
+    command, ver = f["engine_command"], f["engine_version"]
+    v = version_tuple(ver)
+    used = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", command))
+    out: Outcome = []
+    for entry in rule["flags"]:
+        flag = entry["flag"]
+        if flag not in used:
+            continue
+        fix = f"replace {flag} with {entry['replacement']}"
+        if "removed_in" in entry and v >= version_tuple(entry["removed_in"]):
+            out.append(("error", f"{flag} was removed in vLLM {entry['removed_in']} (this is {ver}): the server "
+                                 f"refuses to start ({entry['source']})", fix))
+        elif "noop_from" in entry and v >= version_tuple(entry["noop_from"]):
+            out.append(("warn", f"{flag} does nothing in vLLM {ver} (V1 engine only, from {entry['noop_from']}); "
+                                f"removed in {entry['removed_in']}", fix))
+        elif "deprecated_from" in entry and v >= version_tuple(entry["deprecated_from"]):
+            out.append(("warn", f"{flag} is deprecated in vLLM {ver} (from {entry['deprecated_from']}); removed in "
+                                f"{entry['removed_in']}", fix))
+    for entry in rule["entrypoints"]:
+        if entry["old"] in command:
+            out.append(("info", f"`python -m {entry['old']}` is deprecated in current vLLM in favour of "
+                                f"`{entry['new']}`", f"use `{entry['new']}`"))
+    return out
+
+
+def _llama_cpp_tool_names(f: dict, rule: dict) -> Outcome:
+    out: Outcome = []
+    for token in f["engine_command"].split():
+        name = token.rsplit("/", 1)[-1]
+        new = rule["renamed"].get(name)
+        if new and (token.startswith(("./", "/")) or name.endswith(".py")):
+            out.append(("warn", f"`{token}` is the pre-June-2024 name: current llama.cpp builds `{new}` instead",
+                        f"use `{new}`"))
+    return out
+
+
+def _tensor_parallel_uses_gpus(f: dict, rule: dict) -> Outcome:
+    if f["gpu_count"] > 1 and f["tensor_parallel_size"] < f["gpu_count"]:
+        return [("info", f"tensor_parallel_size {f['tensor_parallel_size']} with {f['gpu_count']} GPUs: "
+                         f"{f['gpu_count'] - f['tensor_parallel_size']} GPU(s) stay idle for this server")]
+    return []
+
+
+PREDICATES: dict[str, Callable[[dict, dict], Outcome]] = {
+    "driver_for_cuda_toolkit": _driver_for_cuda_toolkit,
+    "driver_for_torch_wheel": _driver_for_torch_wheel,
+    "cuda13_drops_pre_turing": _cuda13_drops_pre_turing,
+    "last_driver_branch_for_volta": _last_driver_branch_for_volta,
+    "torch_wheel_has_gpu_arch": _torch_wheel_has_gpu_arch,
+    "torch_arch_list_covers_gpu": _torch_arch_list_covers_gpu,
+    "vllm_supports_gpu_arch": _vllm_supports_gpu_arch,
+    "vllm_supports_model": _vllm_supports_model,
+    "vllm_serves_hybrid_on_volta": _vllm_serves_hybrid_on_volta,
+    "quant_format_min_capability": _quant_format_min_capability,
+    "vllm_kernel_min_capability": _vllm_kernel_min_capability,
+    "bf16_needs_ampere": _bf16_needs_ampere,
+    "fp8_kv_cache_capability": _fp8_kv_cache_capability,
+    "kv_cache_dtype_for_engine": _kv_cache_dtype_for_engine,
+    "llama_cpp_offloads_layers": _llama_cpp_offloads_layers,
+    "llama_cpp_build_has_gpu": _llama_cpp_build_has_gpu,
+    "vllm_flags_current": _vllm_flags_current,
+    "llama_cpp_tool_names": _llama_cpp_tool_names,
+    "tensor_parallel_uses_gpus": _tensor_parallel_uses_gpus,
+}
+
+
+# ---------------------------------------------------------------- the rules as data
+def rules() -> list[dict]:
+    """The rules of lab/data/compat_rules.yaml, checked: each has an id with a predicate, a fix and a source."""
+    data = lab_facts.load("compat_rules", "rules")
+    entries = data["rules"]
+    ids = [r.get("id") for r in entries]
+    for rule in entries:
+        for key in ("id", "description", "inputs", "fix", "source", "severity"):
+            if not rule.get(key):
+                raise lab_facts.DataError(f"compat_rules.yaml: rule {rule.get('id')!r} has no {key!r}")
+        if rule["id"] not in PREDICATES:
+            raise lab_facts.DataError(f"compat_rules.yaml: rule {rule['id']!r} has no predicate in lab/predict/compat.py")
+        unknown = [k for k in list(rule["inputs"]) + list(rule.get("when", {})) if k not in FACT_KEYS]
+        if unknown:
+            raise lab_facts.DataError(f"compat_rules.yaml: rule {rule['id']!r} reads unknown facts {unknown}")
+    missing = sorted(set(PREDICATES) - set(ids))
+    if missing or len(ids) != len(set(ids)):
+        raise lab_facts.DataError(f"compat_rules.yaml: predicates without a rule {missing}, or duplicate ids")
+    return entries
+
+
+def _rule_by_id(rule_id: str) -> dict:
+    return next(r for r in rules() if r["id"] == rule_id)
+
+
+def _normalise(facts: dict) -> dict:
+    unknown = sorted(set(facts) - set(FACT_KEYS) - set(IGNORED_KEYS))
+    if unknown:
+        raise ValueError(f"unknown fact key(s) {unknown}; known: {', '.join(FACT_KEYS)}")
+    f: dict[str, Any] = {k: facts.get(k) for k in FACT_KEYS}
+    cc = f["compute_capability"]
+    f["_cc10"] = cc_x10(cc) if cc is not None else None
+    if f["compute_capability"] is not None:
+        f["compute_capability"] = float(f["compute_capability"])
+    if f["vllm_quantization"] is None and f["engine_command"]:  # `--quantization awq` / `-q awq` in a command
+        m = re.search(r"(?:--quantization|\s-q)[ =]([a-z0-9_]+)", f["engine_command"])
+        f["vllm_quantization"] = m.group(1) if m else None
+    return f
+
+
+def _applies(rule: dict, f: dict) -> tuple[bool, list[str], str]:
+    """(applies, missing inputs, why not). A `when` on an unknown fact counts as a missing input."""
+    missing = [k for k in rule["inputs"] if f.get(k) is None]
+    for key, allowed in rule.get("when", {}).items():
+        if f.get(key) is None:
+            missing.append(key)
+        elif f[key] not in allowed:
+            return False, [], f"does not apply: {key} is {f[key]}, the rule is for {', '.join(allowed)}"
+    return not missing, missing, f"unknown: {', '.join(missing)}" if missing else ""
+
+
+def _run(rule: dict, f: dict) -> RuleResult:
+    base = {"id": rule["id"], "description": " ".join(rule["description"].split()),
+            "fix": " ".join(rule["fix"].split()), "source": " ".join(rule["source"].split())}
+    ok, missing, why = _applies(rule, f)
+    if not ok:
+        return RuleResult(status="skip", missing=missing, skip_reason=why, **base)
+    findings = []
+    for outcome in PREDICATES[rule["id"]](f, rule):
+        severity, message = outcome[0], outcome[1]
+        fix = outcome[2] if len(outcome) > 2 else base["fix"]
+        findings.append(Finding(rule["id"], severity, message, fix, base["source"]))
+    status = min((x.severity for x in findings), key=SEVERITY_ORDER.get) if findings else "pass"
+    inputs = {k: f[k] for k in rule["inputs"]}
+    return RuleResult(status=status, findings=findings, inputs=inputs, **base)
+
+
+# ---------------------------------------------------------------- public API
+def evaluate_all(facts: dict) -> list[RuleResult]:
+    """Every rule's result, in the data file's order (pass, skip or its findings)."""
+    f = _normalise(facts)
+    return [_run(rule, f) for rule in rules()]
+
+
+def evaluate(facts: dict) -> list[Finding]:
+    """The findings of every applicable rule, errors first. Rules with unknown inputs are skipped."""
+    found = [x for result in evaluate_all(facts) for x in result.findings]
+    return sorted(found, key=lambda x: SEVERITY_ORDER[x.severity])
+
+
+def checks(facts: dict) -> list[Check]:
+    """Every rule as a lab.core.checks.Check (fail/warn/pass/skip), for tables and charts."""
+    return [r.to_check() for r in evaluate_all(facts)]
+
+
+def facts_from_profile(profile) -> dict:
+    """What a profile declares, as compat facts (run-time-only facts stay None)."""
+    p = profile
+    return {
+        "compute_capability": float(p.gpu_compute_capability) if p.gpu_compute_capability else None,
+        "gpu_count": p.gpu_count,
+        "nvlink_expected": p.nvlink_expected,
+        "driver_version": p.driver_version,
+        "cuda_toolkit": p.cuda_toolkit,
+        "torch_version": p.torch_version,
+        "torch_cuda_wheel": p.torch_cuda_wheel,
+        "torch_arch_list": None,          # only torch itself knows: lab.measure.install fills it in
+        "engine": p.engine,
+        "engine_version": p.engine_version,
+        "engine_command": None,           # the lab builds commands itself; a guide's command can be checked
+        "model_architecture": p.model_architecture,
+        "model_quant": p.model_quant,
+        "vllm_quantization": None,
+        "dtype": p.dtype,
+        "kv_cache_dtype": p.kv_cache_dtype,
+        "n_gpu_layers": p.n_gpu_layers,
+        "tensor_parallel_size": p.tensor_parallel_size,
+        "llama_cpp_gpu_offload": None,    # only the built library knows: lab.measure.install fills it in
+    }

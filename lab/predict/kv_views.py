@@ -1,0 +1,264 @@
+"""Tables, charts and summaries for notebook 05 (KV-cache math), built from lab.predict.kvcache / lab.predict.memory_plan
+results so the notebook's cells stay one call each."""
+from __future__ import annotations
+
+from lab.model import models
+from lab.predict import kvcache, memory_plan
+from lab.core.checks import Check
+from lab.model.models import ArchSpec
+
+MIB, GIB, GB = kvcache.MIB, kvcache.GIB, 1e9
+PARITY_SOURCE = ("llama.cpp src/llama-kv-cache.cpp (the size line), src/llama-context.cpp (n_ctx padding, "
+                 "per-slot split), src/llama-kv-cache-iswa.cpp (SWA cache size)")
+
+
+def _pd():
+    import pandas as pd
+
+    return pd
+
+
+# ---------------------------------------------------------------- KV per token and in total
+def arch_table(arch: ArchSpec):
+    """The architecture as field / value rows."""
+    return _pd().DataFrame([{"field": k, "value": v} for k, v in arch.summary().items()])
+
+
+def kv_dtype_table(arch: ArchSpec, tokens: int, n_seqs: int, tensor_parallel: int = 1,
+                   dtypes: tuple[str, ...] = ("f16", "q8_0", "q4_0", "fp8")):
+    """Per KV dtype: bytes per token (inside / beyond the window) and the cache for n_seqs × tokens."""
+    rows = []
+    for d in dtypes:
+        b = kvcache.kv_cache_breakdown(arch, tokens, n_seqs, d, tensor_parallel)
+        rows.append({"kv_dtype": d, "bytes_per_element": kvcache.bytes_per_element(d),
+                     "bytes_per_token": kvcache.kv_bytes_per_token(arch, d),
+                     "bytes_per_token_beyond_window": kvcache.kv_bytes_per_token(arch, d, "global"),
+                     "sequences": n_seqs, "tokens_per_sequence": tokens,
+                     "cache_MiB_per_device": round(b["per_gpu_bytes"] / MIB, 2),
+                     "of_which_linear_state_MiB": round(b["linear_state_bytes"] / MIB, 2)})
+    return _pd().DataFrame(rows)
+
+
+def stand_in_table(contexts: tuple[int, ...] = (32_768, 65_536), kv_dtype: str = "f16"):
+    """Every shipped stand-in: KV bytes per token and the cache of one sequence at each context, next to
+    what a calculator that ignores GQA, windows and hybrid layers would say (2 × layers × q heads × head_dim)."""
+    rows = []
+    for mid in models.stand_in_ids():
+        arch = models.stand_in(mid)
+        naive_tok = 2 * arch.n_layers * arch.n_heads * arch.head_dim_k * kvcache.bytes_per_element(kv_dtype)
+        row = {"model": mid, "layers": arch.n_layers, "global/local/linear":
+               f"{len(arch.global_layers)}/{len(arch.local_layers)}/{len(arch.linear_layers)}",
+               "kv_heads": arch.n_kv_heads, "head_dim": arch.head_dim_k,
+               "KiB_per_token": kvcache.kv_bytes_per_token(arch, kv_dtype) / 1024}
+        for ctx in contexts:
+            real = kvcache.kv_cache_bytes(arch, ctx, 1, kv_dtype)
+            row[f"GiB_at_{ctx // 1024}K"] = round(real / GIB, 2)
+            row[f"naive_GiB_at_{ctx // 1024}K"] = round(naive_tok * ctx / GIB, 2)
+            row[f"naive_overstates_{ctx // 1024}K"] = f"{naive_tok * ctx / real:.1f}x"
+        rows.append(row)
+    return _pd().DataFrame(rows)
+
+
+# ---------------------------------------------------------------- the fit
+def plan_table(plan: dict):
+    """The memory plan as field / value rows (findings shown separately)."""
+    keep = [k for k in plan if k != "findings"]
+    return _pd().DataFrame([{"field": k, "value": plan[k]} for k in keep])
+
+
+def findings_table(plan: dict):
+    return _pd().DataFrame(plan["findings"], columns=["id", "severity", "message", "fix", "source"])
+
+
+def _contexts_up_to(limit: int, start: int = 256) -> list[int]:
+    out, c = [], start
+    while c < limit:
+        out.append(c)
+        c *= 2
+    return out + [limit]
+
+
+def memory_stack_chart(arch: ArchSpec, plan: dict, contexts: list[int] | None = None):
+    """Stacked memory per device (weights, overhead, global KV, window KV, linear state) against context per
+    sequence, for the plan's number of sequences and KV dtype, with the budget as a line."""
+    import plotly.graph_objects as go
+
+    contexts = contexts or _contexts_up_to(arch.max_context)
+    rows = kvcache.memory_stack(arch, contexts, weights_bytes=plan["weights_bytes"], device_bytes=plan["device_bytes"],
+                                n_seqs=plan["parallel_slots"], kv_dtype=plan["kv_dtype"],
+                                utilization=plan["utilization"], overhead_bytes=plan["overhead_bytes"],
+                                tensor_parallel=plan["devices"])
+    fig = go.Figure()
+    parts = [("weights_bytes", "weights"), ("overhead_bytes", "runtime overhead"), ("kv_global_bytes", "KV, global layers"),
+             ("kv_local_bytes", "KV, sliding-window layers"), ("linear_state_bytes", "linear-attention state")]
+    for key, label in parts:
+        if any(r[key] for r in rows):
+            fig.add_trace(go.Scatter(x=contexts, y=[r[key] / GIB for r in rows], name=label, stackgroup="mem",
+                                     mode="lines"))
+    fig.add_trace(go.Scatter(x=contexts, y=[r["budget_bytes"] / GIB for r in rows], name="budget",
+                             mode="lines", line={"dash": "dash", "color": "black"}))
+    fig.add_vline(x=plan["context_tokens_per_sequence"], line_dash="dot",
+                  annotation_text=f"profile: {plan['context_tokens_per_sequence']} tokens/seq")
+    fig.update_layout(title=f"Memory per device vs context: {arch.name}, {plan['parallel_slots']} sequence(s), "
+                            f"KV {plan['kv_dtype']} ({plan['memory_kind']})",
+                      xaxis_title="context tokens per sequence", yaxis_title="GiB", xaxis_type="log", height=420)
+    return fig
+
+
+# The seeds' model first, then the comparisons (same-shape Qwen3.5-27B, sliding-window Gemma-3-27B, dense Qwen 32Bs)
+TARGET_MODELS = ("qwen3.8-27b", "gemma-3-27b", "qwen3.5-27b", "qwen3-32b", "qwen2.5-32b")
+
+
+def target_rows(device_bytes: int, weights_format: str = "Q4_K_M", kv_dtypes: tuple[str, ...] = ("f16", "q8_0"),
+                contexts: tuple[int, ...] = (4096, 8192, 16384, 32768, 65536, 131072),
+                overhead_id: str = "llama.cpp-gpu") -> list[dict]:
+    """The seeds' target: Qwen3.8-27B and the real 27-32B comparisons on one card with llama.cpp, one sequence,
+    at each context: weights (lab.model.weights, exact for the llama-quantize mix) + KV and, for the hybrid, the
+    recurrent state (as llama.cpp allocates them) + overhead, against the card's memory."""
+    over = int(memory_plan.runtime_overhead(overhead_id)["bytes"])
+    rows = []
+    for mid in TARGET_MODELS:
+        arch = models.stand_in(mid)
+        weights = memory_plan.weights_bytes(arch, weights_format, mid)[0]
+        for d in kv_dtypes:
+            for ctx in contexts:
+                caches = kvcache.llama_cpp_kv_prediction(arch, ctx, 1, d)["caches"]
+                kv = sum(c["size_bytes"] for c in caches)
+                state = sum(c["size_bytes"] for c in caches if c["cache"] == "recurrent")
+                total = weights + kv + over
+                rows.append({"model": mid, "kv_dtype": d, "context_tokens": ctx, "weights_GiB": round(weights / GIB, 2),
+                             "kv_GiB": round((kv - state) / GIB, 2), "recurrent_state_GiB": round(state / GIB, 3),
+                             "overhead_GiB": round(over / GIB, 2),
+                             "total_GiB": round(total / GIB, 2), "fits": total <= device_bytes,
+                             "beyond_trained_context": ctx > arch.max_context})
+    return rows
+
+
+def target_max_context_table(device_bytes: int, weights_format: str = "Q4_K_M",
+                             kv_dtypes: tuple[str, ...] = ("f16", "q8_0"), overhead_id: str = "llama.cpp-gpu"):
+    """Longest single-sequence context (llama.cpp allocation, capped at the trained context) on the card."""
+    over = int(memory_plan.runtime_overhead(overhead_id)["bytes"])
+    rows = []
+    for mid in TARGET_MODELS:
+        arch = models.stand_in(mid)
+        weights = memory_plan.weights_bytes(arch, weights_format, mid)[0]
+        row = {"model": mid, "weights_GiB": round(weights / GIB, 2), "trained_context": arch.max_context}
+        for d in kv_dtypes:
+            budget = device_bytes - weights - over
+            row[f"max_context_{d}"] = memory_plan.bisect_max(
+                arch.max_context, lambda t: kvcache.llama_cpp_kv_prediction(arch, t, 1, d)["total_bytes"] <= budget)
+        rows.append(row)
+    return _pd().DataFrame(rows)
+
+
+def target_chart(rows: list[dict], device_bytes: int, title: str):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for (mid, d) in sorted({(r["model"], r["kv_dtype"]) for r in rows}):
+        sel = [r for r in rows if r["model"] == mid and r["kv_dtype"] == d]
+        fig.add_trace(go.Scatter(x=[r["context_tokens"] for r in sel], y=[r["total_GiB"] for r in sel],
+                                 name=f"{mid} (KV {d})", mode="lines+markers",
+                                 line={"dash": "solid" if d == "f16" else "dot"}))
+    fig.add_hline(y=device_bytes / GIB, line_dash="dash", annotation_text=f"{device_bytes / GIB:.0f} GiB card")
+    fig.update_layout(title=title, xaxis_title="context tokens (one sequence)", yaxis_title="GiB",
+                      xaxis_type="log", height=440)
+    return fig
+
+
+# ---------------------------------------------------------------- parity with llama.cpp
+PARITY_COLUMNS = ["model", "n_ctx", "n_parallel", "type_k", "type_v", "kv_unified", "flash_attn", "cache",
+                  "predicted_cells", "reported_cells", "predicted_layers", "reported_layers",
+                  "predicted_mib", "reported_mib", "predicted_k_mib", "reported_k_mib",
+                  "predicted_v_mib", "reported_v_mib", "error_pct", "match"]
+
+
+def parity_table(rows: list[dict]):
+    return _pd().DataFrame(rows, columns=PARITY_COLUMNS)
+
+
+def parity_checks(rows: list[dict], skip_reason: str | None = None) -> list[Check]:
+    """One check per cache llama.cpp reported: pass only when cells, layers, streams and the K, V and total
+    MiB it prints are identical to the prediction."""
+    if skip_reason:
+        return [Check("llama.cpp KV parity", "skip", None, None, skip_reason, PARITY_SOURCE)]
+    out = []
+    for r in rows:
+        run = (f"{r['model']} -c {r['n_ctx']} -np {r['n_parallel']} -ctk {r['type_k']} -ctv {r['type_v']}"
+               f"{' -kvu' if r['kv_unified'] else ''}")
+        out.append(Check(
+            name=f"llama.cpp KV parity: {run} ({r['cache']} cache)", status="pass" if r["match"] else "fail",
+            observed=f"{r['reported_mib']} MiB, {r['reported_cells']} cells, {r['reported_layers']} layers",
+            expected=f"{r['predicted_mib']} MiB, {r['predicted_cells']} cells, {r['predicted_layers']} layers",
+            fix="" if r["match"] else f"prediction differs from llama.cpp: see {r.get('log', 'the server log')}",
+            source=PARITY_SOURCE))
+    return out
+
+
+def parity_chart(rows: list[dict]):
+    """Predicted against reported MiB for every cache; all points on the diagonal means 0 % error."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for model in sorted({r["model"] for r in rows}):
+        sel = [r for r in rows if r["model"] == model and r["reported_mib"] is not None]
+        fig.add_trace(go.Scatter(
+            x=[float(r["predicted_mib"]) for r in sel], y=[float(r["reported_mib"]) for r in sel], mode="markers",
+            name=model, marker={"size": 10},
+            text=[f"-c {r['n_ctx']} -np {r['n_parallel']} {r['type_k']}/{r['type_v']}{' kvu' if r['kv_unified'] else ''}"
+                  f" {r['cache']}" for r in sel]))
+    top = max([float(r["predicted_mib"]) for r in rows if r["predicted_mib"]] + [1])
+    fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="identical",
+                             line={"dash": "dash", "color": "grey"}))
+    fig.update_layout(title="KV cache: lab prediction vs llama.cpp's report (MiB)", xaxis_title="predicted MiB",
+                      yaxis_title="llama.cpp reported MiB", height=420)
+    return fig
+
+
+# ---------------------------------------------------------------- summary
+def summary(arch: ArchSpec, plan: dict, grid_rows: list[dict], claims: list, skip_reason: str | None) -> dict:
+    """The record's summary: the profile's KV numbers and fit, the parity result, the claim verdicts
+    (lab.predict.claims ClaimVerdicts of the KV and layer claims: the same verdicts notebook 06 and `lab plan` show)."""
+    errors = [abs(r["error_pct"]) for r in grid_rows if r["error_pct"] is not None]
+    return {
+        "model": arch.name, "architecture": plan["architecture"], "memory_kind": plan["memory_kind"],
+        "kv_dtype": plan["kv_dtype"], "kv_bytes_per_token": plan["kv_bytes_per_token"],
+        "kv_bytes_total": plan["kv_bytes_total"], "weights_bytes": plan["weights_bytes"], "fits": plan["fits"],
+        "max_context_tokens": plan["max_context_tokens"],
+        "max_concurrent_sequences": plan["max_concurrent_sequences"],
+        "parity_caches_compared": len(grid_rows), "parity_caches_identical": sum(bool(r["match"]) for r in grid_rows),
+        "parity_max_abs_error_pct": max(errors) if errors else None,
+        "parity_skipped": skip_reason,
+        "claims": {c.id: c.verdict for c in claims},
+    }
+
+
+def what_this_means(record: dict) -> str:
+    """A few sentences of Markdown from the written record."""
+    s = record["summary"]
+    kv_mib = s["kv_bytes_total"] / MIB
+    lines = [f"- **{s['model']}** keeps **{s['kv_bytes_per_token']:,} bytes of KV per token** ({s['kv_dtype']}); "
+             f"the profile's context needs **{kv_mib:,.1f} MiB** of KV in {s['memory_kind']}, and the plan "
+             f"**{'fits' if s['fits'] else 'does not fit'}** (longest context per sequence "
+             f"{s['max_context_tokens']:,} tokens, up to {s['max_concurrent_sequences']} sequences at this context)."]
+    if s["parity_skipped"]:
+        lines.append(f"- The llama.cpp parity grid was skipped: {s['parity_skipped']}")
+    else:
+        lines.append(f"- llama.cpp allocated exactly what the lab predicted for **{s['parity_caches_identical']} of "
+                     f"{s['parity_caches_compared']}** caches (largest error {s['parity_max_abs_error_pct']} %), on a GQA "
+                     "model, a sliding-window model and a 4-layer synthetic model of Qwen3.8-27B's real per-layer "
+                     "shape (its attention KV cache and its Gated DeltaNet recurrent state), across contexts, slot "
+                     "counts and KV dtypes — so the same arithmetic can be trusted for the 27B-class configs below.")
+    vk = s.get("vllm_kv_parity")
+    if vk and vk["skipped"]:
+        lines.append(f"- The vLLM comparison was skipped: {vk['skipped']}")
+    elif vk:
+        lines.append(f"- vLLM reported exactly what the lab predicted for **{vk['identical']} of {vk['compared']}** "
+                     f"quantities: **{vk['reported_tokens']:,} tokens** in {vk['reported_blocks']} blocks of "
+                     f"{vk['bytes_per_block']:,} bytes (predicted {vk['predicted_tokens']:,} tokens, "
+                     f"{vk['predicted_blocks']} blocks) — vLLM allocates whole blocks, so the budget ÷ bytes per "
+                     "block, rounded down, is the cache.")
+    for cid, verdict in s["claims"].items():
+        why = next(c["explanation"] for c in record["claims"] if c["id"] == cid)
+        lines.append(f"- Seed claim `{cid}`: **{verdict}** — {why}")
+    return "\n".join(lines)

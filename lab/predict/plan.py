@@ -1,0 +1,124 @@
+"""What should happen on a profile's hardware, worked out without the hardware.
+
+`plan(profile)` is pure: it reads only the profile object and the lab's own data (lab/data/), never a
+GPU, a process or the network. It composes parts — the compatibility findings, the memory fit
+(lab.predict.memory_plan), the speed ceiling — so `lab plan --json` and the notebooks
+read one shape.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.predict import compat
+from lab.core.profiles import Profile, load
+
+
+def compat_part(profile: Profile) -> dict:
+    """The compatibility rules judged on what the profile declares."""
+    findings = compat.evaluate(compat.facts_from_profile(profile))
+    return {"findings": [f.to_dict() for f in findings]}
+
+
+MEMORY_KEYS = ("weights_bytes", "kv_bytes_per_token", "kv_bytes_total", "recurrent_state_bytes_per_sequence",
+               "recurrent_state_bytes_total", "max_context_tokens", "max_concurrent_sequences", "fits")
+
+
+def memory_part(profile: Profile) -> dict:
+    """Weights + KV cache + runtime overhead against the memory the profile has (lab.predict.memory_plan)."""
+    from lab.model import models
+    from lab.predict import memory_plan
+
+    arch = models.arch_for(profile)
+    mem = memory_plan.plan_memory(profile, arch)
+    part = {k: mem[k] for k in MEMORY_KEYS}
+    part["model_source"] = arch.source
+    part["memory"] = {k: v for k, v in mem.items() if k != "findings"}
+    part["findings"] = mem.get("findings", [])
+    return part
+
+
+def speed_part(profile: Profile) -> dict:
+    """Decode ceiling (bandwidth ÷ bytes read per token), the calibrated prediction, and the seeds'
+    claims judged for this profile on physics and arithmetic (lab.predict.claims; a plan measures nothing)."""
+    from lab.predict import claims
+
+    return claims.plan_part(profile)
+
+
+def projection_part(profile: Profile, weights_bytes: float | None) -> list[dict]:
+    """Single-stream decode of this profile's model projected on a V100, an RTX 4090 and the H200 by the
+    per-token model calibrated on the lab's H200 (lab.predict.roofline.projection_rows), beside the plain roofline."""
+    from lab.predict import roofline
+
+    if not weights_bytes:
+        return []
+    return roofline.projection_rows(weights_bytes, roofline.profile_family(profile))
+
+
+def plan(profile: Profile | str | Path) -> dict:
+    """{"profile": name, "findings": [{"id", "severity", "message", "fix", "source"}, ...]}.
+
+    A name or path is loaded (and validated) first; a Profile is used as given.
+    """
+    prof = profile if isinstance(profile, Profile) else load(profile)
+    result: dict = {"profile": prof.name}
+    findings = compat_part(prof)["findings"]
+    mem = memory_part(prof)
+    findings += mem.pop("findings")
+    result.update(mem)
+    result.update(speed_part(prof))
+    result["projections"] = projection_part(prof, result.get("weights_bytes"))
+    result["findings"] = sorted(findings, key=lambda f: ("error", "warn", "info").index(f["severity"]))
+    return result
+
+
+def describe(result: dict) -> str:
+    """The plan as plain text for a terminal: one block per finding, errors first."""
+    findings = result["findings"]
+    counts = {s: sum(f["severity"] == s for f in findings) for s in ("error", "warn", "info")}
+    lines = [f"profile {result['profile']}: {counts['error']} error(s), {counts['warn']} warning(s), "
+             f"{counts['info']} note(s)"]
+    if "fits" in result:
+        gb, mem = 1e9, result.get("memory") or {}
+        state = result.get("recurrent_state_bytes_total") or 0
+        if mem:
+            lines.append(f"  model: {mem['model']} ({result.get('model_source', '')})")
+            lines.append(f"  weights: {result['weights_bytes'] / gb:.2f} GB ({mem['weights_basis']})")
+        kv_dtype = f" at {mem['kv_dtype']}" if mem else ""
+        kv_part = (f"KV {(result['kv_bytes_total'] - state) / gb:.2f} GB ({result['kv_bytes_per_token'] / 1024:.0f} "
+                   f"KiB/token{kv_dtype}, full-attention layers) + recurrent state {state / 2**20:.1f} MiB "
+                   f"({result['recurrent_state_bytes_per_sequence'] / 2**20:.2f} MiB/sequence, Gated DeltaNet layers)"
+                   if state else f"KV {result['kv_bytes_total'] / gb:.2f} GB ({result['kv_bytes_per_token'] / 1024:.0f} "
+                   f"KiB/token{kv_dtype})")
+        against = (f" + overhead {mem['overhead_bytes'] / gb:.2f} GB vs {mem['budget_bytes'] / gb:.2f} GB per device "
+                   f"({mem['memory_kind']}, {mem['devices']} device(s); {mem['context_tokens']} tokens over "
+                   f"{mem['parallel_slots']} slot(s))" if mem else "")
+        basis = f" ({mem['max_context_basis']})" if mem else ""
+        lines.append(f"  memory: weights {result['weights_bytes'] / gb:.2f} GB + {kv_part}{against} → fits: "
+                     f"{result['fits']}; max context {result['max_context_tokens']} tokens{basis}, max concurrent sequences "
+                     f"{result['max_concurrent_sequences']}")
+    for f in findings:
+        lines.append(f"  [{f['severity']}] {f['id']}: {f['message']}")
+        lines.append(f"      fix:    {f['fix']}")
+        lines.append(f"      source: {f['source']}")
+    if not findings:
+        lines.append("  no compatibility problems found in what the profile declares")
+    if result.get("decode_ceiling_tok_s") is not None:
+        rl = result["roofline"]
+        lines.append(f"  speed: single-stream decode ceiling {result['decode_ceiling_tok_s']:.0f} tok/s "
+                     f"({rl['bandwidth_gb_s']:g} GB/s ÷ {rl['bytes_per_token'] / 1e9:.2f} GB read per token, no "
+                     f"speculation; {rl.get('bandwidth_source')}), predicted {result['predicted_decode_tok_s'] or float('nan'):.0f} "
+                     f"tok/s ({rl.get('prediction_basis')})")
+        if rl.get("per_token_predicted_tok_s") is None and rl.get("calibration_source"):
+            lines.append(f"      calibration source: {' '.join(str(rl['calibration_source']).split())}")
+    for row in result.get("projections", []):
+        lines.append(f"  projection, one stream: {row['gpu']}: {row['projected_tok_s']:.0f} tok/s (roofline "
+                     f"{row['roofline_tok_s']:.0f}; weights fit in VRAM: {row['weights_fit_in_vram']})")
+    claim_counts = result.get("claim_counts")
+    if claim_counts:
+        lines.append("  seed claims (lab/data/seed_claims.yaml): "
+                     + ", ".join(f"{n} {v}" for v, n in claim_counts.items() if n))
+    for c in result.get("claims", []):
+        if c["verdict"] not in ("consistent", "not testable here"):
+            lines.append(f"  claim {c['id']}: {c['verdict']} — {c['why']}")
+    return "\n".join(lines)

@@ -1,0 +1,354 @@
+"""Decode-speed ceilings and predictions (pure: numbers in, numbers out).
+
+Decode is memory-bound: to produce one token a sequence reads every weight once and its own KV cache
+once (the memory-bound decode argument; measured on the H200 in outputs/h200-x1/). So
+
+    single-stream ceiling  = bandwidth ÷ (weight bytes + KV bytes of that sequence)
+    aggregate ceiling (B)  = B × bandwidth ÷ (weight bytes + B × KV bytes per sequence)
+
+because one decode step of B sequences reads the weights once and each sequence's KV once. With
+perfect tensor parallelism over N GPUs the bandwidth is N × one GPU's (llama.cpp's default layer split
+runs the GPUs one after another, so it gets one GPU's bandwidth per token). No engine reaches the
+ceiling: `predicted = ceiling × efficiency`, where the efficiency comes from measurements kept with their
+sources in lab/data/calibration.yaml. The weights count as read in full; for a model with an untied
+input embedding only one row of it is read per token, which makes the ceiling ≈ 2–3 % pessimistic
+for 27B-class models (vocab × hidden ÷ params) and exact for tied ones such as SmolLM2.
+
+Bandwidth convention: a measured copy counts read + write (lab.measure.hardware); an efficiency calibrated
+against copy bandwidth is only applied to copy bandwidth, one calibrated against a datasheet figure to
+datasheet figures.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+from lab.core import facts
+
+GB = 1e9
+BandwidthKind = Literal["copy", "datasheet"]
+Mode = Literal["in_process", "served", "aggregate"]
+
+
+# ---------------------------------------------------------------- the arithmetic
+def bytes_per_token(weights_bytes: float, kv_bytes_per_seq: float = 0.0) -> float:
+    """Bytes one sequence reads to produce one token: all weights + its KV cache at the current depth."""
+    if weights_bytes <= 0 or kv_bytes_per_seq < 0:
+        raise ValueError(f"weights_bytes must be > 0 and kv_bytes_per_seq ≥ 0, found {weights_bytes}, {kv_bytes_per_seq}")
+    return float(weights_bytes) + float(kv_bytes_per_seq)
+
+
+def decode_ceiling_tok_s(bandwidth_gb_s: float, bytes_per_token: float) -> float:
+    """Single-stream decode ceiling: bandwidth (GB/s, 1e9 bytes) ÷ bytes read per token."""
+    if bandwidth_gb_s <= 0 or bytes_per_token <= 0:
+        raise ValueError(f"bandwidth and bytes per token must be > 0, found {bandwidth_gb_s}, {bytes_per_token}")
+    return bandwidth_gb_s * GB / bytes_per_token
+
+
+def aggregate_ceiling_tok_s(bandwidth_gb_s: float, weights_bytes: float, kv_bytes_per_seq: float,
+                            batch: int) -> float:
+    """Tokens per second summed over `batch` sequences decoding together: each step reads the weights
+    once and every sequence's KV once, and yields `batch` tokens."""
+    if batch < 1:
+        raise ValueError(f"batch must be ≥ 1, found {batch}")
+    step_bytes = bytes_per_token(weights_bytes, 0) + batch * float(kv_bytes_per_seq)
+    return batch * decode_ceiling_tok_s(bandwidth_gb_s, step_bytes)
+
+
+def efficiency(measured_tok_s: float | None, ceiling_tok_s: float | None) -> float | None:
+    """measured ÷ ceiling; None when either is unknown."""
+    if measured_tok_s is None or not ceiling_tok_s:
+        return None
+    return measured_tok_s / ceiling_tok_s
+
+
+def predicted_tok_s(ceiling_tok_s: float | None, eff: float | None) -> float | None:
+    """ceiling × efficiency; None when either is unknown."""
+    if ceiling_tok_s is None or eff is None:
+        return None
+    return ceiling_tok_s * eff
+
+
+def ceilings_by_concurrency(bandwidth_gb_s: float, weights_bytes: float, kv_bytes_per_seq: float,
+                            levels: list[int]) -> list[dict]:
+    """One row per concurrency level: aggregate ceiling and what each stream gets at most."""
+    rows = []
+    for b in levels:
+        agg = aggregate_ceiling_tok_s(bandwidth_gb_s, weights_bytes, kv_bytes_per_seq, b)
+        rows.append({"concurrency": b, "aggregate_ceiling_tok_s": agg, "per_stream_ceiling_tok_s": agg / b})
+    return rows
+
+
+# ---------------------------------------------------------------- calibration data
+@dataclass(frozen=True)
+class Calibration:
+    """One measured decode speed with the bandwidth and bytes it ran at (lab/data/calibration.yaml)."""
+
+    id: str
+    device_kind: str
+    device: str
+    engine: str
+    mode: str
+    batch: int
+    tok_s: float
+    weights_bytes: int
+    kv_bytes_per_seq: int
+    bandwidth_gb_s: dict
+    quality: str
+    source: str
+
+    def ceiling_tok_s(self, kind: BandwidthKind) -> float | None:
+        bw = self.bandwidth_gb_s.get(kind)
+        if bw is None:
+            return None
+        return aggregate_ceiling_tok_s(bw, self.weights_bytes, self.kv_bytes_per_seq, self.batch)
+
+    def efficiency(self, kind: BandwidthKind) -> float | None:
+        return efficiency(self.tok_s, self.ceiling_tok_s(kind))
+
+    def row(self) -> dict:
+        """For a table: the raw numbers and the efficiencies derived from them."""
+        d = asdict(self)
+        d.pop("bandwidth_gb_s")
+        for kind in ("copy", "datasheet"):
+            d[f"bandwidth_{kind}_gb_s"] = self.bandwidth_gb_s.get(kind)
+            d[f"efficiency_vs_{kind}"] = self.efficiency(kind)
+        return d
+
+
+def calibrations() -> list[Calibration]:
+    """Every entry of lab/data/calibration.yaml (each has a source: lab.core.facts refuses one without)."""
+    data = facts.load("calibration", "measurements")
+    return [Calibration(**{k: e[k] for k in Calibration.__dataclass_fields__}) for e in data["measurements"]]
+
+
+def gpu_specs() -> list[dict]:
+    """Bandwidth per GPU model (for claims about hardware the lab is not running on)."""
+    return facts.load("calibration", "gpus")["gpus"]
+
+
+def gpu_spec(gpu_id: str) -> dict:
+    for g in gpu_specs():
+        if g["id"] == gpu_id:
+            return g
+    raise KeyError(f"unknown GPU {gpu_id!r} in lab/data/calibration.yaml; known: {', '.join(g['id'] for g in gpu_specs())}")
+
+
+def _norm(text: str | None) -> str:
+    return re.sub(r"[^a-z0-9]", "", (text or "").lower())
+
+
+def pick_calibration(device_kind: str, engine: str, mode: Mode = "in_process", bandwidth_kind: BandwidthKind = "copy",
+                     device: str | None = None, entries: list[Calibration] | None = None,
+                     weights_bytes: float | None = None) -> Calibration | None:
+    """The closest calibration entry that has an efficiency for `bandwidth_kind`: same device kind is
+    required; then the same GPU model (e.g. "V100" in the NVML name) weighs most, then the engine, then
+    the mode, then first-hand over secondary, then the nearest model size (`weights_bytes`). None when
+    nothing fits (the prediction is then None)."""
+    entries = calibrations() if entries is None else entries
+    dev = _norm(device)
+
+    def score(c: Calibration) -> tuple:
+        model = re.search(r"(v100|h200|h100|a100|a10|l4|t4|4090|3090|4060|epyc|xeon)", _norm(c.device))
+        same_device = bool(dev and model and model.group(1) in dev)
+        size = -abs(math.log(c.weights_bytes / weights_bytes)) if weights_bytes else 0.0
+        return (same_device, c.engine == engine, c.mode == mode, c.quality == "first_hand", size)
+
+    usable = [c for c in entries if c.device_kind == device_kind and c.efficiency(bandwidth_kind) is not None]
+    return max(usable, key=score) if usable else None
+
+
+# ---------------------------------------------------------------- a profile's numbers
+@dataclass(frozen=True)
+class Bandwidth:
+    """The bandwidth a profile decodes with: gb_s (all tensor-parallel GPUs together), its kind and origin."""
+
+    gb_s: float
+    kind: BandwidthKind
+    per_device_gb_s: float
+    devices: int
+    source: str
+
+
+def runs_on_gpu(profile) -> bool:
+    """Whether the profile decodes on its GPUs (llama.cpp engines only with layers offloaded)."""
+    if profile.gpu_count == 0:
+        return False
+    return profile.engine not in ("llama.cpp", "llama-cpp-python") or profile.n_gpu_layers != 0
+
+
+def bandwidth_for(profile, hardware_record: dict | None = None) -> Bandwidth | None:
+    """Measured bandwidth from notebook 01's record (`bandwidth` key) when it fits the profile (a GPU
+    measurement for a GPU profile, host RAM for a CPU one); else the profile's datasheet figure; else
+    None. Perfect tensor parallelism multiplies by tensor_parallel_size."""
+    tp = profile.tensor_parallel_size
+    on_gpu = runs_on_gpu(profile)
+    measured = (hardware_record or {}).get("bandwidth") or {}
+    if measured.get("gb_s") and measured.get("kind") == ("gpu" if on_gpu else "host_ram"):
+        n = tp if on_gpu else 1
+        return Bandwidth(measured["gb_s"] * n, "copy", measured["gb_s"], n,
+                         f"measured copy bandwidth x {n}: {measured.get('method', measured['kind'])}")
+    if on_gpu and profile.gpu_memory_bandwidth_gb_s:
+        return Bandwidth(profile.gpu_memory_bandwidth_gb_s * tp, "datasheet", profile.gpu_memory_bandwidth_gb_s, tp,
+                         f"profile {profile.name}: gpu_memory_bandwidth_gb_s (datasheet) x tensor_parallel_size {tp}")
+    return None
+
+
+def profile_ceiling(profile, *, bandwidth: Bandwidth | None, weights_bytes: float | None,
+                    kv_bytes_per_seq: float | None, context_tokens: int, levels: list[int] | None = None,
+                    entries: list[Calibration] | None = None, arch_family: str | None = None) -> dict:
+    """The roofline for a profile from numbers already resolved (see lab.predict.claims.profile_inputs):
+    single-stream ceiling at `context_tokens`, a calibrated prediction, and ceilings per concurrency.
+    Values are None, with `reason`, when an input is unknown — never 0."""
+    out = {"context_tokens": context_tokens, "bandwidth_gb_s": bandwidth.gb_s if bandwidth else None,
+           "bandwidth_kind": bandwidth.kind if bandwidth else None,
+           "bandwidth_source": bandwidth.source if bandwidth else None,
+           "weights_bytes": weights_bytes, "kv_bytes_per_seq": kv_bytes_per_seq,
+           "bytes_per_token": None, "decode_ceiling_tok_s": None, "efficiency": None, "calibration_id": None,
+           "calibration_source": None, "predicted_decode_tok_s": None, "by_concurrency": [], "reason": None,
+           "per_token_predicted_tok_s": None, "per_token_fixed_ms": None, "per_token_family": None, "per_token_how": None,
+           "prediction_basis": None, "efficiency_predicted_tok_s": None}
+    missing = [n for n, v in (("bandwidth", bandwidth), ("weights_bytes", weights_bytes),
+                              ("kv_bytes_per_seq", kv_bytes_per_seq)) if v is None]
+    if missing:
+        out["reason"] = (f"unknown: {', '.join(missing)}"
+                         + (" (a CPU profile has no datasheet bandwidth: run notebook 01 to measure it)"
+                            if bandwidth is None and profile.gpu_count == 0 else ""))
+        return out
+    bpt = bytes_per_token(weights_bytes, kv_bytes_per_seq)
+    ceiling = decode_ceiling_tok_s(bandwidth.gb_s, bpt)
+    device_kind = "gpu" if runs_on_gpu(profile) else "cpu"
+    cal = pick_calibration(device_kind, profile.engine, "in_process", bandwidth.kind,
+                           profile.gpu_name_pattern or "", entries, weights_bytes)
+    eff = cal.efficiency(bandwidth.kind) if cal else None
+    out.update(bytes_per_token=bpt, decode_ceiling_tok_s=ceiling, efficiency=eff,
+               calibration_id=cal.id if cal else None, calibration_source=cal.source if cal else None,
+               predicted_decode_tok_s=predicted_tok_s(ceiling, eff),
+               prediction_basis=f"efficiency of calibration {cal.id}" if cal else None,
+               by_concurrency=ceilings_by_concurrency(bandwidth.gb_s, weights_bytes, kv_bytes_per_seq,
+                                                      levels or profile.bench_levels))
+    if device_kind == "gpu" and profile.engine in ("llama.cpp", "llama-cpp-python"):
+        try:
+            ptm = per_token_model()
+            fam = family_of(arch_family) if arch_family else profile_family(profile)
+            out.update(per_token_predicted_tok_s=ptm.predict_tok_s(bpt, bandwidth.gb_s, bandwidth.kind, fam),
+                       per_token_fixed_ms=ptm.fixed_for(fam), per_token_family=fam, per_token_how=ptm.how)
+            # One answer: where the per-token model applies (llama.cpp on a GPU) it is THE prediction; the single
+            # efficiency ratio of the nearest calibration entry stays in the record as what it was, not as a
+            # second prediction (a 3B model's ratio put a V100 at 16 tok/s beside the per-token model's 35).
+            out.update(efficiency_predicted_tok_s=out["predicted_decode_tok_s"],
+                       predicted_decode_tok_s=out["per_token_predicted_tok_s"],
+                       prediction_basis=f"per-token model ({fam}: fixed {ptm.fixed_for(fam):.2f} ms per token + bytes "
+                                        f"at achieved bandwidth; calibrated on the lab's H200)")
+        except (ValueError, KeyError, facts.DataError) as exc:
+            out["per_token_how"] = f"per-token model unavailable: {exc}"
+    if cal is None:
+        out["reason"] = f"no calibration entry for {device_kind} with {bandwidth.kind} bandwidth: prediction unknown"
+    return out
+
+
+# ---------------------------------------------------------------- per-token time model
+@dataclass(frozen=True)
+class PerTokenModel:
+    """t(bytes) = bytes ÷ (achieved_fraction × bandwidth) + fixed_ms; `fixed_ms_by_family` when the fit fell
+    back to one fixed cost per architecture family (see `fit_per_token`)."""
+
+    achieved_gb_s: float  # on the calibration device
+    achieved_fraction_of_copy: float
+    achieved_fraction_of_datasheet: float
+    fixed_ms: float
+    fixed_ms_by_family: dict
+    how: str
+    points: tuple
+
+    def fixed_for(self, family: str | None) -> float:
+        return self.fixed_ms_by_family.get(family or "", self.fixed_ms)
+
+    def predict_tok_s(self, weights_bytes: float, bandwidth_gb_s: float, bandwidth_kind: BandwidthKind = "datasheet",
+                      family: str | None = None) -> float:
+        """Decode tok/s of one stream on a device of `bandwidth_gb_s` (copy or datasheet, as measured there)."""
+        frac = self.achieved_fraction_of_copy if bandwidth_kind == "copy" else self.achieved_fraction_of_datasheet
+        t = weights_bytes / (frac * bandwidth_gb_s * GB) + self.fixed_for(family) / 1000.0
+        return 1.0 / t
+
+
+def fit_per_token(points: list[dict]) -> PerTokenModel:
+    """Fit t = b ÷ BW + c through two (or more: least squares) measured points of one device (pure).
+
+    Physical check: BW may not exceed the measured copy bandwidth (decode reads; a copy reads and writes, so
+    read bandwidth could reach about the copy figure, not beyond). When it does, the two shapes differ in
+    fixed cost too and one (BW, c) cannot describe both: then BW = copy bandwidth and each family keeps its
+    own fixed cost, c_f = t_f − b_f ÷ copy."""
+    if len(points) < 2:
+        raise ValueError(f"the per-token model needs two measured points, found {len(points)}")
+    xs = [p["weights_bytes"] for p in points]
+    ts = [1.0 / p["tok_s"] for p in points]
+    n = len(xs)
+    mx, mt = sum(xs) / n, sum(ts) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (t - mt) for x, t in zip(xs, ts)) / sxx if sxx else 0.0
+    copy = min(p["copy_gb_s"] for p in points)
+    datasheet = min(p["datasheet_gb_s"] for p in points)
+    fitted_bw = 1.0 / slope / GB if slope > 0 else math.inf
+    if math.isfinite(fitted_bw) and fitted_bw <= copy:
+        c = (mt - slope * mx) * 1000.0
+        return PerTokenModel(fitted_bw, fitted_bw / copy, fitted_bw / datasheet, c, {},
+                             f"two-point fit: achieved {fitted_bw:.0f} GB/s, fixed {c:.2f} ms per token", tuple(p["id"] for p in points))
+    by_family = {p["family"]: (1.0 / p["tok_s"] - p["weights_bytes"] / (copy * GB)) * 1000.0 for p in points}
+    mean_c = sum(by_family.values()) / len(by_family)
+    how = (f"the straight fit gives {fitted_bw / 1000:.2f} TB/s, above the measured copy bandwidth ({copy:.0f} GB/s): "
+           f"not physical, so achieved bandwidth = copy bandwidth and a fixed cost per architecture "
+           + ", ".join(f"{f} {c:.2f} ms" for f, c in by_family.items())
+           + "; the fixed cost is carried to other GPUs unchanged (launch-bound work; a slower GPU's is larger, so "
+             "projections there are upper bounds)")
+    return PerTokenModel(copy, 1.0, copy / datasheet, mean_c, by_family, how, tuple(p["id"] for p in points))
+
+
+def per_token_model() -> PerTokenModel:
+    """The model fitted to lab/data/calibration.yaml's per_token_points."""
+    return fit_per_token(facts.load("calibration", "per_token_points")["per_token_points"])
+
+
+def family_of(arch) -> str:
+    """Which fixed cost applies: "qwen35" (a hybrid with linear-attention layers, the measured Qwen3.5/3.8 shape)
+    or "dense". `arch`: an ArchSpec, a family name, or None (dense)."""
+    if arch is None:
+        return "dense"
+    if hasattr(arch, "linear_layers"):
+        return "qwen35" if arch.linear_layers else "dense"
+    return "qwen35" if re.search(r"qwen3[._]?5|qwen35|qwen3next", str(arch).lower()) else "dense"
+
+
+def profile_family(profile) -> str:
+    """family_of the profile's architecture (dense when it cannot be resolved here)."""
+    from lab.model import models
+
+    try:
+        return family_of(models.arch_for(profile))
+    except Exception:  # noqa: BLE001 - an unresolvable architecture costs only the family distinction
+        return "dense"
+
+
+def projection_rows(weights_bytes: float, family: str, gpu_ids: tuple[str, ...] = ("v100-32g", "rtx-4090", "h200"),
+                    model: PerTokenModel | None = None) -> list[dict]:
+    """Single-stream decode projected by the per-token model on each GPU of calibration.yaml's `gpus`, beside the
+    plain roofline (datasheet bandwidth ÷ bytes): what the seeds' single-stream claims are held against."""
+    model = model or per_token_model()
+    rows = []
+    for gid in gpu_ids:
+        g = gpu_spec(gid)
+        fits = weights_bytes / 2**30 < g["memory_gib"]
+        rows.append({"gpu": g["name"], "bandwidth_gb_s": g["bandwidth_gb_s"],
+                     "roofline_tok_s": round(decode_ceiling_tok_s(g["bandwidth_gb_s"], weights_bytes), 1),
+                     "projected_tok_s": round(model.predict_tok_s(weights_bytes, g["bandwidth_gb_s"], "datasheet", family), 1),
+                     "fixed_ms": round(model.fixed_for(family), 2), "weights_fit_in_vram": fits,
+                     "how": model.how, "source": g["source"]})
+    return rows
+
+
+__all__ = ["bytes_per_token", "decode_ceiling_tok_s", "aggregate_ceiling_tok_s", "efficiency", "predicted_tok_s",
+           "ceilings_by_concurrency", "Calibration", "calibrations", "gpu_specs", "gpu_spec", "pick_calibration",
+           "Bandwidth", "runs_on_gpu", "bandwidth_for", "profile_ceiling", "PerTokenModel", "fit_per_token",
+           "per_token_model", "family_of", "projection_rows"]

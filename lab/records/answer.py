@@ -1,0 +1,206 @@
+"""The answer first: what a reader should learn from a run in its first screen.
+
+For a GPU profile: what fits on the card (model, quant, context, sequences), the expected and — when
+measured — the actual decode speed, the checks that failed with their fixes, and the seeds' claims that
+do not hold. For a CPU profile: what was measured here, and what it means for the GPU cards the lab has
+profiles for (each card's `lab.predict.plan`). Built from the run's records and the profiles' plans only (plans
+are pure: they need no hardware), so report.html and the top of every notebook say the same thing.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.core import display
+from lab.core.paths import ROOT
+
+NOT_HOLDING = ("impossible by physics", "contradicted by measurement", "contradicted by facts")
+MAX_FAILED_CHECKS = 8
+
+
+def _gib(n) -> str:
+    return "—" if n is None else display.human_bytes(n)
+
+
+def _tok(x) -> str:
+    return "—" if x is None else f"{display.sig3(x)} tok/s"
+
+
+def card_row(profile) -> dict:
+    """One GPU profile's plan as a row: what fits and how fast one stream can go (lab.predict.plan, no hardware)."""
+    from lab.predict import plan
+
+    p = plan.plan(profile)
+    mem = p["memory"]
+    used = (mem.get("weights_bytes_per_device") or 0) + (mem.get("kv_bytes_per_device") or 0) + (mem.get("overhead_bytes") or 0)
+    model = profile.model_name + (f" (stand-in for {profile.model_stand_in_for})" if profile.model_stand_in_for else "")
+    return {"card (profile)": f"{profile.gpu_count} × GPU · {profile.name}", "model": model, "quant": profile.model_quant,
+            "engine": profile.engine, "context × sequences": f"{mem['context_tokens_per_sequence']:,} × {mem['parallel_slots']}",
+            "fits": p["fits"], "memory used per GPU": f"{_gib(used)} of {_gib(mem['budget_bytes'])}",
+            "longest context, one sequence": p["max_context_tokens"],
+            "ceiling, one stream": _tok(p["decode_ceiling_tok_s"]),
+            "expected, one stream": _tok(p["predicted_decode_tok_s"])}
+
+
+def gpu_profiles() -> list:
+    """Every GPU profile shipped in params/ (the cards the lab has a plan for)."""
+    from lab.core import profiles
+
+    out = []
+    for path in sorted((ROOT / "params").glob("*.yaml")):
+        try:
+            prof = profiles.load(path)
+        except profiles.ProfileError:
+            continue  # `lab validate` reports it; the summary shows the cards it can
+        if prof.gpu_count > 0:
+            out.append(prof)
+    return out
+
+
+def failed_checks(records: dict) -> list[dict]:
+    return [{"notebook": name[:2], **c} for name, rec in records.items() for c in rec.get("checks") or []
+            if c.get("status") == "fail"]
+
+
+def claims_not_holding(profile, records: dict) -> list[dict]:
+    """The seeds' claims judged false: from notebook 06's ledger when it ran (it may hold measurements),
+    else from the profile's plan (physics and arithmetic)."""
+    ledger = (records.get("06_benchmark") or {}).get("claims")
+    if ledger is None:
+        from lab.predict import claims
+
+        ledger = [v.to_dict() for v in claims.verdicts(profile)]
+    return [c for c in ledger if c.get("verdict") in NOT_HOLDING]
+
+
+def measured(records: dict) -> list[str]:
+    """One line per thing this run measured, from the records that exist."""
+    lines = []
+    hw = (records.get("01_hardware") or {}).get("summary") or {}
+    if hw.get("bandwidth_gb_s"):
+        lines.append(f"memory copy bandwidth {display.sig3(hw['bandwidth_gb_s'])} GB/s ({hw.get('bandwidth_kind')}, read + write)")
+    b = (records.get("06_benchmark") or {}).get("summary") or {}
+    if b.get("served_single_stream_decode_tok_s"):
+        lines.append(f"one stream decoded at {_tok(b['served_single_stream_decode_tok_s'])} through the server "
+                     f"(in-process llama-bench {_tok(b.get('llama_bench_tg_tok_s'))}; ceiling {_tok(b.get('decode_ceiling_tok_s'))})")
+    if b.get("best_aggregate_tok_s"):
+        lines.append(f"{_tok(b['best_aggregate_tok_s'])} in total at {b.get('best_aggregate_concurrency')} concurrent streams")
+    elif b.get("benchmark_skipped"):
+        lines.append(f"speed not measured here: {b['benchmark_skipped']}")
+    kv = (records.get("05_kv_cache") or {}).get("summary") or {}
+    if kv.get("parity_caches_compared"):
+        lines.append(f"KV cache: llama.cpp allocated exactly the predicted bytes for {kv['parity_caches_identical']} of "
+                     f"{kv['parity_caches_compared']} caches")
+    q = (records.get("03_quantize") or {}).get("summary") or {}
+    if q.get("recommended for the 27B target"):
+        lines.append(f"quantization ladder: {q['recommended for the 27B target']} recommended for the 27B target")
+    s = (records.get("04_serve") or {}).get("summary") or {}
+    if s and not s.get("skipped"):
+        lines.append(f"{s.get('engine')} served completions {'and chat ' if s.get('chat_ok') else ''}on 127.0.0.1 and stopped "
+                     f"{'cleanly' if s.get('stopped_clean') else 'NOT cleanly'}")
+    return lines
+
+
+def facts(profile, records: dict, notebooks: list[dict] | None = None) -> dict:
+    """Everything the summary shows, as data (the report and the notebooks render it)."""
+    gpu = profile.gpu_count > 0
+    cards = [card_row(profile)] if gpu else [card_row(p) for p in gpu_profiles()]
+    return {"profile": profile.name, "gpu_profile": gpu, "model": profile.model_name, "engine": profile.engine,
+            "cards": cards, "measured": measured(records), "failed_checks": failed_checks(records),
+            "warned_checks": sum(c.get("status") == "warn" for r in records.values() for c in r.get("checks") or []),
+            "claims_not_holding": claims_not_holding(profile, records),
+            "notebooks_not_ok": [n for n in notebooks or [] if n.get("status") != "ok"],
+            "records": sorted(records)}
+
+
+def markdown(f: dict) -> str:
+    """The summary as Markdown: a few sentences, the cards table, failed checks, wrong claims."""
+    out = []
+    if f["gpu_profile"]:
+        c = f["cards"][0]
+        out.append(f"**On this card ({c['card (profile)']}):** {c['model']} at {c['quant']} with {c['engine']}, "
+                   f"{c['context × sequences']} tokens × sequences **{'fits' if c['fits'] else 'does NOT fit'}** "
+                   f"({c['memory used per GPU']}); one stream is expected at **{c['expected, one stream']}** "
+                   f"(ceiling {c['ceiling, one stream']}).")
+    else:
+        out.append(f"**This run ({f['profile']}, {f['model']} on the CPU) demonstrates the method; its speeds are a "
+                   "CPU's.** What it means for a real card is each GPU profile's plan (memory arithmetic checked against "
+                   "llama.cpp here, speed from bandwidth and calibrated runs):")
+    if f["measured"]:
+        out.append("**Measured in this run:** " + "; ".join(f["measured"]) + ".")
+    elif f["records"] == []:
+        out.append("**Measured in this run:** nothing yet (no records in this run folder).")
+    if not f["gpu_profile"]:
+        out.append(_md_table(f["cards"]))
+    bad = f["failed_checks"]
+    if bad:
+        out.append(f"**{len(bad)} failed check(s)** ({f['warned_checks']} warning(s) in the sections below):")
+        out += [f"- {display.label(c['name'])} (notebook {c['notebook']}): {c.get('fix') or 'see the section'}"
+                for c in bad[:MAX_FAILED_CHECKS]]
+        if len(bad) > MAX_FAILED_CHECKS:
+            out.append(f"- … and {len(bad) - MAX_FAILED_CHECKS} more in the sections below.")
+    elif f["records"]:
+        out.append(f"**No check failed** ({f['warned_checks']} warning(s) in the sections below).")
+    for n in f["notebooks_not_ok"]:
+        kind = (n.get("error") or "").split(":", 1)[0]  # the error's type; its whole text is in Run details
+        out.append(f"- notebook **{n['notebook']}** {n['status']}" + (f" ({kind}; the full error is under Run details)"
+                                                                       if kind else ""))
+    claims = f["claims_not_holding"]
+    if claims:
+        out.append(f"**{len(claims)} of the seeds' claims do not hold** for this profile (the numbers behind each "
+                   "verdict are in the claims ledger, notebook 06):")
+        out.append(_md_table([{"seed": (c.get("seed") or "")[:3], "claim": c.get("english") or c.get("id"),
+                               "verdict": c["verdict"]} for c in claims]))
+    return _join(out)
+
+
+def _join(parts: list[str]) -> str:
+    """Paragraphs separated by blank lines, list items kept together."""
+    text = ""
+    for p in parts:
+        sep = "\n" if p.startswith("- ") and text.rstrip().split("\n")[-1].startswith(("- ", "**")) else "\n\n"
+        text += (sep if text else "") + p
+    return text
+
+
+def _md_table(rows: list[dict]) -> str:
+    if not rows:
+        return "(no GPU profiles in params/)"
+    cols = list(rows[0])
+
+    def cell(v, k):
+        return display.fmt(v, k).replace("|", "\\|")
+
+    return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+                     + ["| " + " | ".join(cell(r.get(c), c) for c in cols) + " |" for r in rows])
+
+
+def first(session):
+    """For the top of a notebook: the summary from whatever this run folder holds so far."""
+    from IPython.display import Markdown
+
+    from lab.core import evidence
+
+    records = evidence.read_records(session.run_dir)
+    head = f"### The answer so far · {session.profile.name}\n\n"
+    return Markdown(head + markdown(facts(session.profile, records)))
+
+
+def for_run(run_dir: str | Path) -> dict | None:
+    """The summary's facts for a finished run folder (None when its profile file cannot be loaded)."""
+    import json
+
+    from lab.core import evidence, profiles
+
+    run_dir = Path(run_dir)
+    manifest = json.loads((run_dir / "manifest.json").read_text()) if (run_dir / "manifest.json").exists() else {}
+    records = evidence.read_records(run_dir)
+    candidates = [(manifest.get("profile") or {}).get("file"), (manifest.get("profile") or {}).get("name")]
+    candidates += [(r.get("provenance") or {}).get("profile_file") for r in records.values()]
+    candidates.append(run_dir.resolve().parent.name)  # outputs/<profile>/<run>: the folder names the profile
+    for cand in filter(None, candidates):
+        try:
+            prof = profiles.load(cand if Path(cand).exists() else profiles.resolve(cand))
+        except (profiles.ProfileError, FileNotFoundError, ValueError):
+            continue
+        return facts(prof, records, manifest.get("notebooks"))
+    return None

@@ -1,0 +1,127 @@
+"""manifest.json: the identity card of a run (what ran, where, on what, with which files)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from lab.core import evidence, paths
+from lab.core.profiles import Profile
+
+MANIFEST_VERSION = 1
+
+
+def _hash_cache_file() -> Path:
+    return Path(os.environ.get("LAB_CACHE", Path.home() / ".cache" / "llm-lab")) / "sha256-cache.json"
+
+
+def model_file_sha256(path: Path) -> str:
+    """sha256 of a model file, cached by (path, size, mtime): a 17 GB GGUF takes a minute to hash."""
+    stat = path.stat()
+    # inode and nanosecond mtime too: a file replaced in the same second with the same size is a new file
+    key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ino}"
+    cache_file = _hash_cache_file()
+    try:
+        cache = json.loads(cache_file.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    if key not in cache:
+        cache[key] = evidence.sha256_file(path)
+        try:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            cache_file.write_text(json.dumps(cache, indent=1))
+        except OSError:
+            pass  # a read-only cache only costs time
+    return cache[key]
+
+
+def model_files(profile: Profile) -> list[dict]:
+    """The profile's model file with size and sha256, or why it is not there."""
+    if not profile.model_file:
+        return []
+    try:
+        path = paths.model_path(profile.model_file)
+    except (paths.SetupMissing, KeyError) as exc:
+        return [{"spec": profile.model_file, "path": None, "present": False, "reason": str(exc)}]
+    if not path.exists():
+        return [{"spec": profile.model_file, "path": str(path), "present": False, "reason": "file not found"}]
+    if not path.is_file():  # never hash a device (/dev/zero never ends) or a folder
+        return [{"spec": profile.model_file, "path": str(path), "present": False, "reason": "not a regular file"}]
+    if profile.model_synthetic:  # reproducible from (stand-in id, layers, seed, lab commit); hashing 17 GB costs a minute
+        return [{"spec": profile.model_file, "path": str(path), "present": True, "bytes": path.stat().st_size,
+                 "sha256": None, "synthetic": {"arch": profile.model_synth, "layers": profile.model_synth_layers,
+                                               "note": "random weights written by lab.model.synth (see records/00_model_stand_in.json)"}}]
+    return [{"spec": profile.model_file, "path": str(path), "present": True, "bytes": path.stat().st_size,
+             "sha256": model_file_sha256(path)}]
+
+
+def previous_run(run_dir: Path) -> Path | None:
+    """The newest other run folder beside this one (same profile, same parent) that has a manifest."""
+    runs = sorted((p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir
+                   and (p / "manifest.json").is_file() and p.name < run_dir.name), key=lambda p: p.name)
+    return runs[-1] if runs else None
+
+
+def model_changes(run_dir: Path, files: list[dict]) -> list[dict]:
+    """Model files whose sha256 differs from the previous run of this profile: the same path holding other
+    bytes makes two runs' numbers incomparable, so it is said, not left for a user to notice."""
+    prev = previous_run(run_dir)
+    if prev is None:
+        return []
+    try:
+        before = {f.get("path"): f.get("sha256") for f in json.loads((prev / "manifest.json").read_text()).get("model_files") or []}
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [{"path": f["path"], "previous_run": prev.name, "previous_sha256": before[f["path"]], "sha256": f.get("sha256")}
+            for f in files if f.get("path") in before and before[f["path"]] and f.get("sha256")
+            and before[f["path"]] != f.get("sha256")]
+
+
+def write(run_dir: Path, profile: Profile, profile_path: Path, started_utc: str, notebooks: list[dict],
+          interrupted: dict | None = None) -> Path:
+    gpu = evidence.gpu_summary()
+    files = model_files(profile)
+    status = "interrupted" if interrupted else ("ok" if all(n["status"] == "ok" for n in notebooks) else "failed")
+    body = {
+        "schema_version": MANIFEST_VERSION,
+        "run_id": run_dir.name,
+        "profile": {"name": profile.name, "file": str(profile_path), "sha256": evidence.sha256_file(profile_path)},
+        "git": evidence.git_state(),
+        "started_utc": started_utc,
+        "finished_utc": evidence.utc_now(),
+        "host": evidence.host_info(),
+        "gpus": gpu["gpus"],
+        "driver": gpu["driver"],
+        "cuda_driver": gpu["cuda_driver"],
+        "gpu_note": gpu["reason"],
+        "packages": evidence.package_versions(),
+        "llama_cpp_build": _llama_build_info(),
+        "model_files": files,
+        "model_changed": model_changes(run_dir, files),
+        "server": _server(profile, run_dir),
+        "notebooks": notebooks,
+        "status": status,
+        "interrupted": interrupted,
+    }
+    path = run_dir / "manifest.json"
+    path.write_text(json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False))
+    return path
+
+
+def _server(profile: Profile, run_dir: Path) -> dict:
+    """Which server the run measured: engine and version as it reported them (lab.serving.endpoint.served_by)."""
+    from lab.serving import endpoint
+
+    return endpoint.served_by(profile, evidence.read_records(run_dir))
+
+
+def _llama_build_info() -> dict | None:
+    try:
+        info = Path(paths.setup_paths()["llama_bin"]).parent / "build-info.json"
+        return json.loads(info.read_text())
+    except (paths.SetupMissing, OSError, ValueError, KeyError):
+        return None
+
+
+def read(run_dir: str | Path) -> dict:
+    return json.loads((Path(run_dir) / "manifest.json").read_text())

@@ -1,0 +1,307 @@
+"""report.html: one self-contained page per run (opens offline; plotly.js embedded once).
+
+Built only from manifest.json, records/*.json and the profiles' plans (pure), so a report can be rebuilt
+from a shared run folder without re-running anything (`python -m lab report RUN_DIR`).
+
+The page reads answer first: the summary (lab.records.answer) right under the title, then a table of contents,
+then one numbered section per notebook that opens with the notebook's own closing text ("what this means",
+each module's `what_this_means(record)`), then its results, checks and charts; skipped checks and tables
+that do not apply to the profile are one line each; run details (notebooks, files, packages) come last.
+Tables go through lab.core.display, the same helper the notebooks use.
+"""
+from __future__ import annotations
+
+import html
+import importlib
+import json
+from pathlib import Path
+
+from lab.core import display, evidence
+
+# Which module's `what_this_means(record)` closes each notebook (one name across notebooks).
+# Notebook 01 closes with two parts (the box, then its GPU pairs), joined the way its last cell joins them.
+CLOSINGS = {"01_hardware": ("lab.measure.hardware", "lab.measure.gpu_links"), "02_install": "lab.measure.install", "03_quantize": "lab.model.quantize",
+            "04_serve": "lab.serving.serve", "05_kv_cache": "lab.predict.kv_views", "06_benchmark": "lab.measure.bench",
+            "07_troubleshooting": "lab.diagnose.troubleshoot_repro"}
+STATUS_COLOURS = display.STATUS_COLOURS
+
+
+class NotARun(ValueError):
+    """The folder given is not a run folder (missing, a file, or holding no manifest and no records)."""
+
+
+def check_run_dir(run_dir: str | Path) -> Path:
+    """The run folder, or NotARun saying what was given instead."""
+    path = Path(run_dir)
+    if not path.exists():
+        raise NotARun(f"{path}: no such folder; give a run folder such as outputs/cpu-default/<UTC>_<sha>/")
+    if not path.is_dir():
+        raise NotARun(f"{path}: is a file, not a run folder")
+    if not (path / "manifest.json").is_file() and not any((path / "records").glob("*.json")):
+        raise NotARun(f"{path}: not a run folder (no manifest.json and no records/*.json); "
+                      "give a folder under outputs/<profile>/")
+    return path
+
+
+CSS = """
+html{overflow-x:hidden}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2rem auto;max-width:1200px;color:#222;
+     padding:0 1rem;line-height:1.4}
+h1{margin:.2rem 0;font-size:1.6rem} h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.2rem}
+h3{margin-top:1.4rem}
+.badge{color:#fff;border-radius:3px;padding:0 .4rem;font-weight:600}
+.meta{color:#555;font-size:.85rem} .err{color:#d62728;white-space:pre-wrap;font-family:monospace;overflow-wrap:anywhere}
+code{background:#f4f4f4;padding:0 .2rem;overflow-wrap:anywhere}
+pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;max-width:100%}
+.answer{background:#f3f8ff;border:1px solid #cfe0f5;border-radius:6px;padding:.2rem 1rem .6rem;margin:.6rem 0 1rem}
+.answer table,.closing table{border-collapse:collapse;font-size:.85rem}
+.answer th,.answer td,.closing th,.closing td{border:1px solid #ccd;padding:.2rem .4rem;text-align:left;vertical-align:top}
+.tablebox{overflow-x:auto;max-width:100%}
+.closing{background:#fafafa;border-left:4px solid #1f77b4;padding:.2rem .9rem;margin:.6rem 0}
+nav ol{columns:2;font-size:.95rem} .skipline{color:#666;font-size:.88rem}
+details>summary{cursor:pointer;color:#1f4f8f} details.table{margin:.35rem 0} details.table>summary{font-weight:600}
+.js-plotly-plot,.plotly-graph-div{max-width:100%}
+"""
+
+
+def _e(value) -> str:
+    return html.escape(display.fmt(value))
+
+
+def badge(status: str) -> str:
+    colour = STATUS_COLOURS.get(str(status), "#555")
+    return f'<span class="badge" style="background:{colour}">{html.escape(str(status))}</span>'
+
+
+def html_table(rows: list[dict], status_key: str | None = "status") -> str:
+    """Rows as the lab shows every table (lab.core.display): never truncated, scrolling inside its box."""
+    return display.rows_html(rows)
+
+
+def markdown_html(text: str) -> str:
+    """Markdown (the closing texts, the summary) as HTML; raw HTML in it is escaped, tables scroll."""
+    import mistune
+
+    md = mistune.create_markdown(escape=True, plugins=["table", "strikethrough"])
+    out = md(text or "")
+    return out.replace("<table>", '<div class="tablebox"><table>').replace("</table>", "</table></div>")
+
+
+def _chart(figure: dict, first: bool) -> str:
+    import plotly.io as pio
+
+    fig = pio.from_json(json.dumps(figure), skip_invalid=True)
+    fig.update_layout(autosize=True, width=None)
+    return pio.to_html(fig, include_plotlyjs=True if first else False, full_html=False,
+                       config={"displaylogo": False, "responsive": True}, default_width="100%")
+
+
+def closing_text(record: dict) -> str | None:
+    """The notebook's own closing text, from its record (None when the record has no closing function
+    or it cannot read this record: an older record, say)."""
+    modules = CLOSINGS.get(record.get("record", ""))
+    if not modules:
+        return None
+    try:
+        parts = [importlib.import_module(m).what_this_means(record)
+                 for m in ((modules,) if isinstance(modules, str) else modules)]
+        return "\n".join(p for p in parts if p)
+    except Exception as exc:  # a closing that cannot be written must not hide the rest of the evidence
+        return f"(the closing text could not be written from this record: {type(exc).__name__}: {exc})"
+
+
+def _checks_html(checks: list[dict]) -> str:
+    counts = {s: sum(c.get("status") == s for c in checks) for s in ("pass", "warn", "fail", "skip")}
+    parts = ["<h3>Checks</h3><p>" + " ".join(f"{badge(s)} {n}" for s, n in counts.items() if n) + "</p>"]
+    order = {"fail": 0, "warn": 1, "pass": 2}
+    shown = sorted((c for c in checks if c.get("status") != "skip"), key=lambda c: order.get(c.get("status"), 3))
+    if shown:
+        parts.append(display.rows_html(shown))
+    skipped = [c for c in checks if c.get("status") == "skip"]
+    if skipped:
+        why = sorted({str(c.get("observed") or c.get("fix") or "") for c in skipped} - {""})
+        parts.append(f"<p class='skipline'>{len(skipped)} skipped (not on this profile or machine): "
+                     + html.escape("; ".join(c.get("name", "") for c in skipped))
+                     + (f" — {html.escape(why[0])}" if len(why) == 1 else "") + "</p>")
+    return "\n".join(parts)
+
+
+def record_section(record: dict, plotly_included: bool, number: int | None = None, anchor: str | None = None) -> tuple[str, bool]:
+    title = _title(record)
+    head = f"{number} · {title}" if number is not None else title
+    parts = [f"<h2 id='{html.escape(anchor or record['record'])}'>{html.escape(head)}</h2>",
+             f"<p class='meta'>record <code>records/{html.escape(record['record'])}.json</code> · "
+             f"{html.escape(str(record.get('created_utc')))}</p>"]
+    if record.get("problem"):
+        parts.append(f"<p class='err'>Problem with this record: {html.escape(str(record['problem']))}</p>")
+    closing = closing_text(record) if not record.get("problem") else None
+    if closing:
+        parts.append(f"<div class='closing'><h3>What this means</h3>{markdown_html(closing)}</div>")
+    summary = record.get("summary")
+    if isinstance(summary, dict) and summary:
+        parts.append("<details><summary>Key results (the record's summary)</summary>"
+                     + display.rows_html(display.as_rows(summary)) + "</details>")
+    if record.get("checks"):
+        parts.append(_checks_html(record["checks"]))
+    if record.get("findings"):
+        parts.append("<h3>Findings</h3>" + display.rows_html(record["findings"]))
+    empty = []
+    # Tables are evidence to consult, not to scroll past: each is one line (its title and size) that opens in
+    # place, so a section reads as its closing text, its checks and its charts.
+    for tbl in record.get("tables", []) or []:
+        rows = tbl.get("rows") or []
+        if rows:
+            parts.append(f"<details class='table'><summary>{html.escape(str(tbl.get('title')))} "
+                         f"<span class='meta'>({len(rows)} row{'s' if len(rows) != 1 else ''})</span></summary>"
+                         + display.rows_html(rows) + "</details>")
+        else:
+            empty.append(str(tbl.get("title")))
+    if empty:
+        parts.append(f"<p class='skipline'>Not on this profile: {html.escape('; '.join(empty))}.</p>")
+    for chart in record.get("charts", []) or []:
+        try:
+            parts.append(f"<h3>{html.escape(str(chart.get('title')))}</h3>" + _chart(chart["figure"], not plotly_included))
+            plotly_included = True
+        except Exception as exc:  # a broken chart must not hide the rest of the evidence
+            parts.append(f"<p class='err'>chart {html.escape(str(chart.get('title')))} could not be drawn: {html.escape(str(exc))}</p>")
+    return "\n".join(parts), plotly_included
+
+
+def _title(record: dict) -> str:
+    """The record's title without a leading notebook number ("02 · Install …"): sections are numbered here."""
+    import re
+
+    return re.sub(r"^\d\d\s*·\s*", "", str(record.get("title") or record["record"]))
+
+
+def _answer_html(run_dir: Path) -> str:
+    from lab.records import answer
+
+    try:
+        facts = answer.for_run(run_dir)
+    except Exception as exc:  # the summary is a view; a failure in it must not lose the report
+        return f"<p class='err'>The summary could not be built: {html.escape(f'{type(exc).__name__}: {exc}')}</p>"
+    if facts is None:
+        return "<p class='err'>The summary needs the run's profile file, which could not be loaded.</p>"
+    return markdown_html(answer.markdown(facts))
+
+
+def _meta_line(manifest: dict) -> str:
+    if not manifest:
+        return "no manifest.json in this folder (notebooks run by hand): provenance is in each record"
+    git, host = manifest.get("git", {}), manifest.get("host", {})
+    gpus = manifest.get("gpus") or []
+    gpu_text = ", ".join(f"{g['name']} ({g['compute_capability']})" for g in gpus) or "no GPU"
+    return (f"run <code>{html.escape(str(manifest.get('run_id')))}</code> · {html.escape(str(manifest.get('finished_utc')))} · "
+            f"git {html.escape(str(git.get('short') or git.get('sha')))}{' (uncommitted changes)' if git.get('dirty') else ''} · "
+            f"{html.escape(str(host.get('cpu_model')))}, {html.escape(str(host.get('cpu_logical_cores')))} cores, "
+            f"{html.escape(display.human_bytes(host.get('ram_bytes') or 0))} RAM · {html.escape(gpu_text)}")
+
+
+def read_manifest(run_dir: Path) -> tuple[dict, str | None]:
+    """manifest.json as a dict, and what was wrong with it (None when fine or absent)."""
+    path = run_dir / "manifest.json"
+    if not path.exists():
+        return {}, None
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        return {}, f"manifest.json is not readable JSON: {exc}"
+    if not isinstance(data, dict):
+        return {}, f"manifest.json holds a {type(data).__name__}, not an object"
+    return data, None
+
+
+def interrupted_banner(manifest: dict) -> str:
+    """'This run was cut …' when the runner recorded an interruption, else ''."""
+    cut = manifest.get("interrupted")
+    if not isinstance(cut, dict):
+        return ""
+    return (f"<p class='err'>This run was cut: {_e(cut.get('signal'))} at {_e(cut.get('utc'))} during "
+            f"{_e(cut.get('notebook') or 'start-up')}. Notebooks after it did not run; records written before "
+            f"the cut are shown below.</p>")
+
+
+def build(run_dir: str | Path, require_run: bool = False) -> Path:
+    """Write report.html of a run folder; with require_run, a folder that is not a run raises NotARun
+    (`lab report` on a typo should not write an empty report into it)."""
+    run_dir = check_run_dir(run_dir) if require_run else Path(run_dir)
+    manifest, manifest_problem = read_manifest(run_dir)
+    records = evidence.read_records(run_dir)
+    prof = manifest.get("profile") if isinstance(manifest.get("profile"), dict) else {}
+    if not prof.get("name"):  # a folder without a manifest (an interactive session's): the records name the profile
+        named = [(r.get("provenance") or {}).get("profile_file") for r in records.values()]
+        prof = {"name": next((Path(n).stem for n in named if n), run_dir.name)}
+    overall = manifest.get("status", "interactive" if not manifest else "unknown")
+    sections, toc, plotly_included = [], [], False
+    for number, record in enumerate(records.values(), start=1):
+        anchor = f"s{number}"
+        section, plotly_included = record_section(record, plotly_included, number, anchor)
+        sections.append(section)
+        toc.append(f"<li><a href='#{anchor}'>{html.escape(_title(record))}</a></li>")
+    details_n = len(records) + 1
+    toc.append(f"<li><a href='#run'>Run details: notebooks, model files, packages</a></li>")
+    nb_rows = [{"notebook": n.get("notebook"), "status": n.get("status"), "duration_s": n.get("duration_s"),
+                "error": n.get("error") or ""} for n in manifest.get("notebooks") or [] if isinstance(n, dict)]
+    parts = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>LLM lab report · {html.escape(str(prof.get('name')))} · {html.escape(str(manifest.get('run_id') or run_dir.name))}</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>LLM lab report: {html.escape(str(prof.get('name')))} {badge(overall)}</h1>",
+        f"<p class='meta'>{_meta_line(manifest)}</p>",
+        interrupted_banner(manifest),
+        *(f"<p class='err'>Model file changed since run {_e(c.get('previous_run'))}: {_e(c.get('path'))} had sha256 "
+          f"{_e(str(c.get('previous_sha256'))[:16])}…, now {_e(str(c.get('sha256'))[:16])}…; numbers of the two runs "
+          "are not comparable.</p>" for c in manifest.get("model_changed") or [] if isinstance(c, dict)),
+        f"<p class='err'>{_e(manifest_problem)}</p>" if manifest_problem else "",
+        f"<section class='answer' id='answer'><h2 style='margin-top:.6rem;border:0'>The answer</h2>{_answer_html(run_dir)}</section>",
+        "<nav><h2>Contents</h2><ol>" + "".join(toc) + "</ol></nav>",
+        *sections,
+    ]
+    if not records:
+        parts.append("<p class='err'>No records were written: see the notebooks' errors below.</p>")
+    parts += [f"<h2 id='run'>{details_n} · Run details</h2>", "<h3>Notebooks</h3>", display.rows_html(nb_rows)]
+    if manifest.get("model_files"):
+        parts += ["<h3>Model files</h3>", display.rows_html(manifest["model_files"])]
+    packages = [{"package": k, "version": v} for k, v in (manifest.get("packages") or {}).items() if v]
+    parts.append(f"<details><summary>Packages ({len(packages)})</summary>{display.rows_html(packages)}</details>")
+    parts.append("</body></html>")
+    out = run_dir / "report.html"
+    out.write_text("\n".join(parts), encoding="utf-8")
+    return out
+
+
+def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
+    """One row per (record, result) with one column per run: many runs' key results side by side."""
+    runs = []
+    for rd in run_dirs:
+        rd = check_run_dir(rd)
+        manifest, _ = read_manifest(rd)
+        name = (manifest.get("profile") or {}).get("name") if isinstance(manifest.get("profile"), dict) else None
+        label = f"{name}/{rd.name}" if name else rd.name
+        runs.append((label, evidence.read_records(rd)))
+    keys: list[tuple[str, str]] = []
+    for _, records in runs:
+        for name, rec in records.items():
+            for k in (rec.get("summary") or {}):
+                if (name, k) not in keys:
+                    keys.append((name, k))
+    rows = [{"record": name, "result": "problem", **{label: recs[name]["problem"] if name in recs else None
+                                                     for label, recs in runs}}
+            for name in dict.fromkeys(n for _, recs in runs for n, r in recs.items() if r.get("problem"))]
+    for name, k in keys:
+        row = {"record": name, "result": k}
+        for label, records in runs:
+            row[label] = (records.get(name, {}).get("summary") or {}).get(k)
+        rows.append(row)
+    return rows
+
+
+def build_compare(run_dirs: list[str | Path], out: str | Path) -> Path:
+    rows = compare_rows(run_dirs)
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>LLM lab: compare runs</title>"
+            f"<style>{CSS}</style></head><body><h1>Compare runs</h1>{html_table(rows, None)}</body></html>")
+    out = Path(out)
+    out.write_text(page, encoding="utf-8")
+    return out

@@ -1,0 +1,327 @@
+"""`lab run`: papermill runs the notebooks in order into one run folder, then the manifest and report.
+
+A failing notebook does not stop the others, except those that depend on it (they are skipped,
+saying why). The run exits non-zero when anything failed; the report shows what and the error.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from lab.core import evidence, profiles
+from lab.serving import engines
+from lab.core.interrupt import SIGNAL_EXIT, Terminated, raise_terminated
+from lab.core.paths import NOTEBOOKS
+
+KERNEL_NAME = "llm-lab"
+# Which notebooks need another one to have succeeded first (by two-digit prefix).
+DEPENDS_ON: dict[str, tuple[str, ...]] = {"06": ("04",)}
+
+
+# The per-run API key the lab's own servers get (lab.serving.serve reads it; see serve.run_api_key): made here so
+# the runner can redact it from logs a cut run leaves behind, handed to kernels through the environment.
+RUN_KEY_ENV = engines.RUN_KEY_ENV
+
+@dataclass
+class NotebookResult:
+    notebook: str
+    status: str  # ok | failed | skipped | interrupted | not run
+    duration_s: float = 0.0
+    error: str | None = None
+    output: str | None = None
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    results: list[NotebookResult] = field(default_factory=list)
+    interrupted: dict | None = None  # {"signal", "utc", "notebook"} when the run was cut
+
+    @property
+    def ok(self) -> bool:
+        return self.interrupted is None and all(r.status == "ok" for r in self.results)
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return SIGNAL_EXIT.get(self.interrupted["signal"], 130)
+        return 0 if self.ok else 1
+
+
+def discover(only: list[str] | None = None) -> list[Path]:
+    """notebooks/NN_*.ipynb in order, optionally only the given prefixes ("01", "02")."""
+    books = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        known = {b.name[:2] for b in books}
+        unknown = [o for o in only if o not in known]
+        if unknown:
+            raise ValueError(f"--only {','.join(unknown)}: no such notebook; known: {', '.join(sorted(known))}")
+        books = [b for b in books if b.name[:2] in only]
+    return books
+
+
+def strip_unstable_metadata(path: Path) -> None:
+    """Drop per-cell timings and similar noise so two runs' notebooks diff on content only."""
+    nb = json.loads(path.read_text())
+    for cell in nb.get("cells", []):
+        meta = cell.get("metadata", {})
+        meta.pop("execution", None)
+        pm = meta.get("papermill")
+        if isinstance(pm, dict):
+            for key in ("start_time", "end_time", "duration"):
+                pm.pop(key, None)
+    pm = nb.get("metadata", {}).get("papermill")
+    if isinstance(pm, dict):
+        for key in ("start_time", "end_time", "duration", "input_path", "output_path"):
+            pm.pop(key, None)
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
+def _error_text(exc: Exception) -> str:
+    ename = getattr(exc, "ename", type(exc).__name__)
+    evalue = getattr(exc, "evalue", str(exc))
+    return f"{ename}: {evalue}"
+
+
+REQUIRED_PARAMETERS = ("profile", "run_dir")
+
+
+def parameter_problem(book: Path) -> str | None:
+    """papermill only *warns* when a notebook lacks a parameter it is given; the lab refuses."""
+    import papermill as pm
+
+    found = set(pm.inspect_notebook(str(book)))
+    missing = [p for p in REQUIRED_PARAMETERS if p not in found]
+    if missing:
+        return (f"{book.name}: the cell tagged 'parameters' does not define {', '.join(missing)} "
+                f"(papermill parsed: {', '.join(sorted(found)) or 'nothing'}); write them as typed literals, "
+                f'e.g. run_dir: str = ""  # comment')
+    return None
+
+
+def kernel_manager_class(log_path: Path, runtime: Path | None = None):
+    """nbclient's kernel manager with the kernel's own stdout/stderr in `log_path`, not on the terminal: a
+    kernel shut down mid-cell prints tracebacks there (zmq, asyncio), which a user of `lab run` should not
+    have to read, and which belong with the run's other logs. Its connection file (the kernel's ports and
+    HMAC key) goes into `runtime`, the run's private folder removed at the end: jupyter_client otherwise
+    makes it with tempfile.mkstemp and only deletes it on a clean shutdown, so a cut run left it in /tmp."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class LoggedKernelManager(AsyncKernelManager):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            if runtime is not None and not self.connection_file:
+                self.connection_file = str(runtime / f"kernel-{os.getpid()}-{id(self):x}.json")
+
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            with open(log_path, "ab") as fh:  # Popen keeps its own copy of the descriptor
+                kw["stdout"] = kw["stderr"] = fh
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return LoggedKernelManager
+
+
+# What the notebook kernels inherit: a progress bar redrawn in a saved notebook is dozens of stale
+# fragments, so tqdm stays off inside executed notebooks (TQDM_DISABLE, read by tqdm ≥ 4.66 at import;
+# lab.progress reads it too). papermill's own bar in this process was created before, so the CLI keeps it.
+KERNEL_ENV = {"TQDM_DISABLE": "1", "LAB_EXECUTED": "1"}
+
+
+@contextlib.contextmanager
+def kernel_environment():
+    saved = {k: os.environ.get(k) for k in KERNEL_ENV}
+    os.environ.update(KERNEL_ENV)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def look_at_report(run_dir: Path) -> None:
+    """Open report.html in headless Chromium when it is installed and keep what it showed (report.png,
+    report-check.json); a browser problem is reported, never a reason to fail the run."""
+    from lab.records import browser
+
+    try:
+        seen = browser.check_run(run_dir)
+    except Exception as exc:  # the report exists either way; say why it was not looked at
+        print(f"[run] report not checked in Chromium: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return
+    if seen is None:
+        print("[run] report not checked in Chromium (not installed: apt-get install -y chromium)", file=sys.stderr)
+    else:
+        found = seen["findings"]
+        print(f"[run] report checked in Chromium: {'reads right' if not found else '; '.join(found)} "
+              f"(page {seen['page_height']} px high; screenshot report.png)", file=sys.stderr, flush=True)
+
+
+def run_notebook(book: Path, run_dir: Path, profile_path: Path, runtime: Path | None = None) -> NotebookResult:
+    import papermill as pm
+
+    out = run_dir / "notebooks" / book.name
+    t0 = time.monotonic()
+    problem = parameter_problem(book)
+    if problem:
+        return NotebookResult(book.stem, "failed", 0.0, f"BadParameters: {problem}")
+    try:
+        with kernel_environment():
+            pm.execute_notebook(str(book), str(out), parameters={"profile": str(profile_path), "run_dir": str(run_dir)},
+                                kernel_name=KERNEL_NAME, progress_bar=True, cwd=str(NOTEBOOKS),
+                                request_save_on_cell_execute=True,
+                                kernel_manager_class=kernel_manager_class(run_dir / "logs" / f"kernel-{book.stem}.log",
+                                                                                     runtime))
+        status, error = "ok", None
+    except Exception as exc:  # papermill raises PapermillExecutionError; kernel deaths raise others
+        status, error = "failed", _error_text(exc)
+    if out.exists():
+        strip_unstable_metadata(out)
+    return NotebookResult(book.stem, status, round(time.monotonic() - t0, 2), error,
+                          str(out.relative_to(run_dir)) if out.exists() else None)
+
+
+def stop_children(grace_s: float = 5.0) -> list[int]:
+    """Stop every process this one started (kernels, the servers they started, their workers): SIGTERM,
+    `grace_s` to exit, then SIGKILL. Returns the pids found."""
+    import psutil
+
+    try:
+        kids = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+    for proc in kids:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(kids, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=3)
+    return [p.pid for p in kids]
+
+
+def finish_partial_files(run_dir: Path, note: str, secrets: tuple[str, ...] = ()) -> list[str]:
+    """What a cut run leaves half-written: owner-only raw server logs (`logs/.NAME.log.partial`) become
+    redacted `logs/NAME.log` with a last line saying they were cut; half-written records are removed (a
+    record is whole or absent). Returns what was done, for the manifest."""
+    done = []
+    for raw in sorted((run_dir / "logs").rglob(".*.log.partial")):
+        final = raw.with_name(raw.name[1:].removesuffix(".partial"))
+        text = evidence.redact(raw.read_text(errors="replace"))
+        for secret in secrets:
+            text = text.replace(secret, "[REDACTED]")
+        if not final.exists():
+            final.write_text(text + f"\n[lab] {note}\n")
+            done.append(f"{final.relative_to(run_dir)}: redacted from the raw log")
+        raw.unlink(missing_ok=True)
+    for partial in sorted((run_dir / "records").glob("*.partial")):
+        partial.unlink(missing_ok=True)
+        done.append(f"{partial.relative_to(run_dir)}: half-written record removed")
+    return done
+
+
+def run(profile: str, only: list[str] | None = None, out: str | None = None,
+        synth_if_missing: bool = False) -> RunResult:
+    """Run the notebooks into a fresh run folder, then write the manifest and the report.
+
+    SIGINT (Ctrl-C) or SIGTERM while a notebook runs cuts the run cleanly: every kernel and server it
+    started is stopped, raw logs are redacted, the manifest and report say what was cut, when and where,
+    and `result.interrupted` is set (the CLI exits 130 / 143).
+
+    synth_if_missing: the user allows a synthetic random-weight stand-in when the profile's model file is
+    missing and the profile names model_synth (lab/model/standin.py); the run then uses the labelled profile copy."""
+    import secrets
+
+    from lab.model import standin
+    from lab.records import manifest, report
+
+    profile_path = profiles.resolve(profile).resolve()
+    prof = profiles.load(profile_path)
+    books = discover(only)
+    run_dir = evidence.new_run_dir(prof.name, out)
+    substituted = standin.for_run(prof, profile_path, run_dir, standin.allowed(synth_if_missing))
+    if substituted is not None:
+        profile_path, prof = substituted, profiles.load(substituted)
+    started = evidence.utc_now()
+    result = RunResult(run_dir)
+    # Kernels write their connection files (which hold the kernel's HMAC key) into a private folder
+    # removed at the end, whatever happens: none is left behind in ~/.local/share/jupyter/runtime.
+    runtime = Path(tempfile.mkdtemp(prefix="lab-run-"))
+    saved_env = {k: os.environ.get(k) for k in ("JUPYTER_RUNTIME_DIR", RUN_KEY_ENV)}
+    os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
+    run_key = os.environ.setdefault(RUN_KEY_ENV, secrets.token_urlsafe(24))
+    old_term = signal.signal(signal.SIGTERM, raise_terminated)
+    current: str | None = None
+    print(f"[run] profile {prof.name} → {run_dir}", file=sys.stderr, flush=True)
+    try:
+        for book in books:
+            prefix = book.name[:2]
+            failed_deps = [r.notebook for r in result.results
+                           if r.notebook[:2] in DEPENDS_ON.get(prefix, ()) and r.status != "ok"]
+            if failed_deps:
+                res = NotebookResult(book.stem, "skipped", error=f"skipped: depends on {', '.join(failed_deps)}, which did not succeed")
+            else:
+                print(f"[run] {book.stem} ...", file=sys.stderr, flush=True)
+                current = book.stem
+                res = run_notebook(book, run_dir, profile_path, runtime)
+                current = None
+            result.results.append(res)
+            print(f"[run] {book.stem}: {res.status} ({res.duration_s:.1f} s)" + (f" — {res.error}" if res.error else ""),
+                  file=sys.stderr, flush=True)
+    except KeyboardInterrupt as exc:
+        # A second Ctrl-C must not cut the clean-up itself.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sig = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+        result.interrupted = {"signal": sig, "utc": evidence.utc_now(), "notebook": current}
+        stopped = stop_children()
+        note = f"log cut: the run was interrupted by {sig} at {result.interrupted['utc']}"
+        result.interrupted["stopped_pids"] = stopped
+        result.interrupted["cleaned"] = finish_partial_files(run_dir, note, (run_key,))
+        done = {r.notebook for r in result.results}
+        for book in books:
+            if book.stem not in done:
+                out_nb = run_dir / "notebooks" / book.name
+                result.results.append(NotebookResult(
+                    book.stem, "interrupted" if book.stem == current else "not run",
+                    error=f"{sig} at {result.interrupted['utc']}" if book.stem == current else f"not run: {sig} earlier",
+                    output=str(out_nb.relative_to(run_dir)) if out_nb.exists() else None))
+        print(f"[run] interrupted by {sig} during {current or 'start-up'}: stopped {len(stopped)} process(es); "
+              f"the manifest and report in {run_dir} say so", file=sys.stderr, flush=True)
+    else:
+        # A kernel that died (killed, out of memory) leaves its server's raw log behind: redact it too.
+        for done in finish_partial_files(run_dir, "log cut: the notebook's kernel ended before the server was stopped",
+                                         (run_key,)):
+            print(f"[run] {done}", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    try:
+        manifest.write(run_dir, prof, profile_path, started, [asdict(r) for r in result.results],
+                       interrupted=result.interrupted)
+        report.build(run_dir)
+        if result.interrupted is None:
+            look_at_report(run_dir)
+    finally:
+        if result.interrupted is None:
+            signal.signal(signal.SIGTERM, old_term)
+    return result

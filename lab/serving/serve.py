@@ -1,0 +1,626 @@
+"""Run a server as a real process on this machine, wait until it answers, and stop it cleanly.
+
+    cmd = engines.build_command(profile)
+    with serve.start(cmd, log_dir=run_dir / "logs", name="04_serve") as srv:
+        serve.smoke_test(srv)
+
+What it guarantees:
+- the port is checked *before* starting (`PortInUse` names the port, what holds it, and the fix);
+- a host other than loopback is refused unless the command names an API-key variable that holds a key of
+  at least engines.MIN_API_KEY_CHARS characters; on loopback too the server gets a key: the profile's, or a
+  per-run random one (`run_api_key`), so no other program or web page on this machine can use it;
+- the model file is checked before the engine is asked to load it (lab.model.models.gguf_problem: truncated,
+  empty, not GGUF, an architecture or tensor type the pinned llama.cpp does not know);
+- the server gets a minimal environment (engines.minimal_env): no HF_TOKEN, OPENAI_API_KEY & co.;
+- start-up waits for `/health` (llama-server answers 503 while loading) and then a 1-token request;
+  an early exit or a timeout raises `StartupFailed` with the tail of the server's log;
+- the server runs in its own process group and is stopped with SIGTERM, then SIGKILL, for the whole
+  group: by `stop()`, by leaving a `with` block (also on an exception or KeyboardInterrupt), when the
+  `Server` is garbage-collected, at interpreter exit (atexit), and — on Linux — when the Python
+  process that started it dies without running any of those (PR_SET_PDEATHSIG);
+- the log goes to `<log_dir>/.<name>.log.partial` (owner-only) while the server runs and is copied,
+  secrets redacted, to `<log_dir>/<name>.log` when it stops (the partial file is then removed).
+A server the user runs (an endpoint profile's `endpoint_url`, or the older `engine: external` with host and
+port) is not started: `connect` only checks that it answers; lab.serving.endpoint asks it what it is.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import errno
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import weakref
+from pathlib import Path
+
+import httpx
+
+from lab.core import evidence
+from lab.serving import engines
+from lab.core.checks import Check
+from lab.serving.engines import LOOPBACK, Command
+from lab.core.profiles import Profile
+
+_LIVE: "weakref.WeakSet[Server]" = weakref.WeakSet()
+_ATEXIT = {"registered": False}
+DEFAULT_HEALTH_TIMEOUT_S = 120.0  # a 27B GGUF from a cold disk takes tens of seconds; SmolLM2 ~1-3 s
+# vLLM imports torch, spawns an engine core and a worker, loads and profiles the model: 35-82 s here for
+# SmolLM2 on 2 CPU cores with --enforce-eager, ~100-125 s with torch.compile (seen here, 2026-11-29); a 27B on GPUs
+# compiles CUDA graphs too. Generous, because a timeout kills a server that was about to answer.
+VLLM_HEALTH_TIMEOUT_S = 420.0
+
+
+def health_timeout_for(command: Command) -> float:
+    """How long `start` waits for the server to answer: longer for vLLM than for llama.cpp."""
+    return VLLM_HEALTH_TIMEOUT_S if command.engine == "vllm" else DEFAULT_HEALTH_TIMEOUT_S
+SMOKE_PROMPT = "The capital of France is"
+SMOKE_CHAT = "Say hello in five words."
+
+
+class ServeError(RuntimeError):
+    """The server could not be started or reached; the message says why and what to do."""
+
+
+class PortInUse(ServeError):
+    pass
+
+
+class UnsafeBind(ServeError):
+    pass
+
+
+class BadModelFile(ServeError):
+    """The model file cannot be loaded; found before the engine was started."""
+
+
+class StartupFailed(ServeError):
+    """The process exited early or never became healthy; `log_tail` holds the server's last lines."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        super().__init__(f"{message}\n--- last lines of the server log ---\n{log_tail}" if log_tail else message)
+        self.log_tail = log_tail
+
+
+# ---------------------------------------------------------------- ports and binding
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (the OS picks it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_holder(port: int) -> str | None:
+    """'pid 1234 (llama-server: llama-server -m …)' for the process listening on `port`, if findable."""
+    try:
+        import psutil
+
+        for conn in psutil.net_connections(kind="inet"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                proc = psutil.Process(conn.pid)
+                cmdline = evidence.redact(" ".join(proc.cmdline()))[:160]
+                return f"pid {conn.pid} ({proc.name()}: {cmdline})"
+    except Exception:  # permissions, a process that just exited: the holder is a nicety, not a need
+        return None
+    return None
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise PortInUse when `host:port` cannot be bound (something already listens there)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        # Servers set SO_REUSEADDR too, so a port left in TIME_WAIT is not reported as busy.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
+                raise
+    holder = port_holder(port)
+    raise PortInUse(
+        f"port {port} on {host} is already in use{' by ' + holder if holder else ''}. "
+        f"Fix: stop that process{' (kill ' + holder.split()[1] + ')' if holder else ''}, or use another port: "
+        f"set `port:` in the profile, or pass port=serve.free_port() to engines.build_command().")
+
+
+_PROCESS_KEY: dict[str, str] = {}
+
+
+def run_api_key() -> str:
+    """The key the lab's own servers get when the profile names none: the runner's per-run key (handed to
+    kernels in engines.RUN_KEY_ENV), else one random key for this Python process."""
+    return os.environ.get(engines.RUN_KEY_ENV) or _PROCESS_KEY.setdefault("key", secrets.token_urlsafe(24))
+
+
+def check_bind_allowed(command: Command) -> None:
+    """Refuse a non-loopback host unless the command names an API-key variable holding a strong key."""
+    if command.host in LOOPBACK:
+        return
+    if not command.api_key_env:
+        raise UnsafeBind(f"refusing to bind {command.host}:{command.port}: that exposes the server to the network "
+                         "and the profile sets no api_key_env. Fix: use host 127.0.0.1, or set api_key_env "
+                         "to the name of an environment variable holding a key.")
+    key = os.environ.get(command.api_key_env) or ""
+    if not key:
+        raise UnsafeBind(f"refusing to bind {command.host}:{command.port}: the profile's api_key_env "
+                         f"{command.api_key_env} is not set in this environment. Fix: "
+                         f"export {command.api_key_env}=<a long random key>, or use host 127.0.0.1.")
+    if len(key) < engines.MIN_API_KEY_CHARS:
+        raise UnsafeBind(f"refusing to bind {command.host}:{command.port}: the key in {command.api_key_env} has "
+                         f"{len(key)} characters; a server on the network needs at least {engines.MIN_API_KEY_CHARS}. "
+                         "Fix: export " + command.api_key_env + '="$(python3 -c \'import secrets; print(secrets.token_urlsafe(24))\')"')
+
+
+def check_model_file(command: Command) -> None:
+    """Raise BadModelFile when llama.cpp's `-m` file cannot be a model it loads (see models.gguf_problem)."""
+    if command.engine != "llama.cpp" or "-m" not in command.argv:
+        return
+    from lab.model import models
+
+    problem = models.gguf_problem(command.argv[command.argv.index("-m") + 1])
+    if problem:
+        raise BadModelFile(f"not starting {command.engine}: {problem}")
+
+
+# ---------------------------------------------------------------- process control
+def _pdeathsig_preexec():
+    """A preexec_fn that makes the kernel send SIGTERM to the server if this process dies (Linux).
+    libc is loaded here, before fork; the child only makes one system call."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    pr_set_pdeathsig = 1
+
+    def preexec():
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    return preexec
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live processes of process group `pgid` (zombies excluded)."""
+    import psutil
+
+    out = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                out.append(proc.pid)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return out
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_group_now(pgid: int) -> None:
+    """Last-resort stop (garbage collection, interpreter exit): SIGTERM, 3 s, SIGKILL."""
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and _group_members(pgid):
+        time.sleep(0.1)
+    _signal_group(pgid, signal.SIGKILL)
+
+
+def stop_all() -> list[dict]:
+    """Stop every server this Python process started and has not stopped yet (runs at exit too)."""
+    return [srv.stop(timeout_s=5) for srv in list(_LIVE)]
+
+
+def _register(server: "Server") -> None:
+    _LIVE.add(server)
+    if not _ATEXIT["registered"]:
+        atexit.register(stop_all)
+        _ATEXIT["registered"] = True
+
+
+# ---------------------------------------------------------------- the server object
+class Server:
+    """A running server (or an external one): base_url, pid, log_path, api_key, stop()."""
+
+    def __init__(self, command: Command, name: str, process: subprocess.Popen | None = None,
+                 raw_log: Path | None = None, log_path: Path | None = None, api_key: str | None = None):
+        self.command = command
+        self.name = name
+        self.process = process
+        self.log_path = log_path
+        self.api_key = api_key
+        self.health_s: float | None = None
+        self.started_utc = evidence.utc_now()
+        self.stop_report: dict | None = None
+        self._raw_log = raw_log
+        self._finalizer = weakref.finalize(self, _kill_group_now, process.pid) if process else None
+
+    def __repr__(self) -> str:  # never show the key
+        state = "external" if self.process is None else ("running" if self.alive() else "stopped")
+        return f"<Server {self.name} {self.command.engine} {self.base_url} pid={self.pid} {state}>"
+
+    @property
+    def base_url(self) -> str:
+        return self.command.base_url
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def external(self) -> bool:
+        return self.process is None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def log_text(self) -> str:
+        """The server's log so far, secrets redacted ("" for an external server)."""
+        path = self._raw_log if self._raw_log and self._raw_log.exists() else self.log_path
+        if not path or not path.exists():
+            return ""
+        return self._redact(path.read_text(errors="replace"))
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def reported(self) -> dict:
+        """What the server said about itself at start-up (engines.parse_log on its log)."""
+        return engines.parse_log(self.command.engine, self.log_text())
+
+    def _redact(self, text: str) -> str:
+        text = evidence.redact(text)
+        return text.replace(self.api_key, "[REDACTED]") if self.api_key else text
+
+    def stop(self, timeout_s: float = 15.0) -> dict:
+        """SIGTERM to the process group, wait up to `timeout_s`, then SIGKILL; copy the log (redacted)
+        into the run folder. Returns what happened; calling it again returns the same report."""
+        if self.stop_report is not None:
+            return self.stop_report
+        if self.process is None:
+            self.stop_report = {"external": True, "stopped": False, "leftover_pids": []}
+            return self.stop_report
+        t0, pgid = time.monotonic(), self.process.pid
+        exited_before = self.process.poll() is not None
+        sent = None
+        if not exited_before:
+            sent = "SIGTERM"
+            _signal_group(pgid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                sent = "SIGKILL"
+                _signal_group(pgid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        # The leader has exited, but its children may still be shutting down on the SIGTERM they got too
+        # (vLLM's EngineCore and worker outlive the API server by a moment): give them the rest of
+        # timeout_s before calling them leftovers and killing them.
+        while _group_members(pgid) and time.monotonic() - t0 < timeout_s:
+            time.sleep(0.1)
+        leftovers = _group_members(pgid)
+        if leftovers:  # a child that outlived its parent and the grace period: kill it, and say so
+            _signal_group(pgid, signal.SIGKILL)
+            time.sleep(0.2)
+        self._finalizer.detach()
+        _LIVE.discard(self)
+        self._save_log()
+        self.stop_report = {"pid": pgid, "returncode": self.process.returncode, "signal": sent,
+                            "exited_before_stop": exited_before, "stop_s": round(time.monotonic() - t0, 3),
+                            "leftover_pids": leftovers, "left_running": _group_members(pgid)}
+        return self.stop_report
+
+    def _save_log(self) -> None:
+        if not self._raw_log or not self._raw_log.exists():
+            return
+        text = self._redact(self._raw_log.read_text(errors="replace"))
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.write_text(text)
+        self._raw_log.unlink(missing_ok=True)
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.stop()
+        return False
+
+
+# ---------------------------------------------------------------- start, connect, wait
+def start(command: Command, log_dir: str | Path, name: str = "server",
+          health_timeout_s: float | None = None) -> Server:
+    """Start `command` on this machine and return once it serves a 1-token completion.
+
+    Raises PortInUse / UnsafeBind before starting anything, StartupFailed (with the log tail) when the
+    process exits early or is not healthy within `health_timeout_s` (default: `health_timeout_for`; the
+    process is stopped first). For an external command nothing is started: see `connect`.
+    """
+    health_timeout_s = health_timeout_s or health_timeout_for(command)
+    if command.external:
+        return connect(command, timeout_s=min(health_timeout_s, 30.0))
+    check_bind_allowed(command)
+    check_port_free(command.host, command.port)
+    check_model_file(command)
+    api_key = os.environ.get(command.api_key_env) if command.api_key_env else None
+    api_key = api_key or (run_api_key() if command.engine in engines.API_KEY_VARIABLE else None)
+    log_path = Path(log_dir) / f"{name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    raw = log_path.with_name(f".{name}.log.partial")  # owner-only until redacted into <name>.log
+    fd = os.open(raw, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as log_fh:
+            process = subprocess.Popen(list(command.argv), stdin=subprocess.DEVNULL, stdout=log_fh,
+                                       stderr=subprocess.STDOUT, env=engines.env_with_secrets(command, api_key=api_key),
+                                       start_new_session=True, preexec_fn=_pdeathsig_preexec(), close_fds=True)
+    except FileNotFoundError as exc:
+        Path(raw).unlink(missing_ok=True)
+        raise StartupFailed(f"cannot start {command.argv[0]!r}: {exc.strerror}. Fix: run `make setup` "
+                            "(llama.cpp tools) or install the engine named in the profile.") from None
+    server = Server(command, name, process, Path(raw), log_path, api_key)
+    _register(server)
+    try:
+        server.health_s = wait_until_healthy(server, health_timeout_s)
+    except BaseException:
+        server.stop(timeout_s=5)
+        raise
+    return server
+
+
+def connect(command: Command, timeout_s: float = 10.0, name: str = "external") -> Server:
+    """An external server: nothing is started; raise StartupFailed unless it answers within `timeout_s`."""
+    api_key = os.environ.get(command.api_key_env) if command.api_key_env else None
+    server = Server(command, name, api_key=api_key)
+    server.health_s = wait_until_healthy(server, timeout_s)
+    return server
+
+
+def wait_until_healthy(server: Server, timeout_s: float) -> float:
+    """Poll the health route until 200, then send a 1-token completion; return the seconds it took."""
+    t0 = time.monotonic()
+    url = server.base_url + server.command.health_path
+    last = "no answer yet"
+    with httpx.Client(timeout=5.0, trust_env=False, headers=server.headers()) as client:
+        while True:
+            if server.process is not None and server.process.poll() is not None:
+                raise StartupFailed(f"{server.command.engine} exited with code {server.process.returncode} "
+                                    f"{time.monotonic() - t0:.1f} s after start, before answering {url}",
+                                    server.log_tail())
+            if time.monotonic() - t0 > timeout_s:
+                raise StartupFailed(f"{url} did not answer 200 within {timeout_s:.0f} s (last: {last}). "
+                                    "Fix: a large model needs a longer health_timeout_s; otherwise read the log",
+                                    server.log_tail())
+            try:
+                reply = client.get(url)
+                if reply.status_code == 200:
+                    break
+                last = f"HTTP {reply.status_code} {reply.text[:120]!r}"  # llama-server: 503 while loading
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            time.sleep(0.25)
+        _first_token(server, client, max(10.0, timeout_s - (time.monotonic() - t0)))
+    return round(time.monotonic() - t0, 3)
+
+
+def _first_token(server: Server, client: httpx.Client, timeout_s: float) -> None:
+    body = {"model": model_name(server, client), "prompt": "Hi", "max_tokens": 1, "temperature": 0}
+    try:
+        reply = client.post(server.base_url + "/v1/completions", json=body, timeout=timeout_s)
+    except httpx.TransportError as exc:
+        raise StartupFailed(f"health answered but a 1-token completion failed: {exc}", server.log_tail()) from None
+    if reply.status_code != 200:
+        raise StartupFailed(f"health answered but a 1-token completion got HTTP {reply.status_code}: "
+                            f"{reply.text[:300]}", server.log_tail())
+
+
+def model_name(server: Server, client: httpx.Client | None = None) -> str:
+    """The `model` field to send: the served name, or the first id the server lists."""
+    if server.command.served_model:
+        return server.command.served_model
+    own = client is None
+    client = client or httpx.Client(timeout=10.0, trust_env=False, headers=server.headers())
+    try:
+        data = client.get(server.base_url + "/v1/models").json().get("data") or [{}]
+        return data[0].get("id", "default")
+    except (httpx.HTTPError, ValueError):
+        return "default"
+    finally:
+        if own:
+            client.close()
+
+
+# ---------------------------------------------------------------- smoke test
+def _call(client: httpx.Client, url: str, body: dict) -> dict:
+    t0 = time.monotonic()
+    try:
+        reply = client.post(url, json=body)
+    except httpx.HTTPError as exc:
+        return {"ok": False, "status": None, "latency_s": round(time.monotonic() - t0, 3), "text": "",
+                "usage": None, "finish_reason": None, "error": f"{type(exc).__name__}: {exc}"}
+    latency = round(time.monotonic() - t0, 3)
+    try:
+        data = reply.json()
+        choice = data["choices"][0]
+        text = choice.get("text") if "text" in choice else (choice.get("message") or {}).get("content")
+        ok = reply.status_code == 200 and isinstance(text, str)
+        return {"ok": ok, "status": reply.status_code, "latency_s": latency, "text": text or "",
+                "usage": data.get("usage"), "finish_reason": choice.get("finish_reason"),
+                "model": data.get("model"), "error": None if ok else reply.text[:300]}
+    except (ValueError, KeyError, IndexError, TypeError):
+        return {"ok": False, "status": reply.status_code, "latency_s": latency, "text": "", "usage": None,
+                "finish_reason": None, "error": reply.text[:300]}
+
+
+def smoke_test(server: Server, max_tokens: int = 16, timeout_s: float = 120.0) -> dict:
+    """One /v1/completions and one /v1/chat/completions request (greedy); what came back and how fast."""
+    with httpx.Client(timeout=timeout_s, trust_env=False, headers=server.headers()) as client:
+        model = model_name(server, client)
+        completions = _call(client, server.base_url + "/v1/completions",
+                            {"model": model, "prompt": SMOKE_PROMPT, "max_tokens": max_tokens, "temperature": 0})
+        chat = _call(client, server.base_url + "/v1/chat/completions",
+                     {"model": model, "messages": [{"role": "user", "content": SMOKE_CHAT}],
+                      "max_tokens": max_tokens, "temperature": 0})
+    completions["prompt"], chat["prompt"] = SMOKE_PROMPT, SMOKE_CHAT
+    return {"model": model, "completions": completions, "chat": chat}
+
+
+def smoke_rows(smoke: dict | None) -> list[dict]:
+    """The smoke test as table rows: route, ok, HTTP status, seconds, prompt, reply, tokens."""
+    if not smoke:
+        return []
+    rows = []
+    for key, route in (("completions", "/v1/completions"), ("chat", "/v1/chat/completions")):
+        res = smoke[key]
+        usage = res.get("usage") or {}
+        rows.append({"route": route, "ok": res["ok"], "status": res["status"], "seconds": res["latency_s"],
+                     "prompt": res["prompt"], "reply": res["text"] or res.get("error"),
+                     "prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens")})
+    return rows
+
+
+# ---------------------------------------------------------------- can this machine start it?
+def why_not_startable(profile: Profile, command: Command) -> str | None:
+    """None when this machine can run the command, else the reason (a GPU profile on a CPU box...)."""
+    if command.external:
+        return None
+    if profile.gpu_count > 0:
+        gpus = evidence.gpu_summary()
+        if len(gpus["gpus"]) < profile.gpu_count:
+            return (f"profile {profile.name} needs {profile.gpu_count} GPU(s) matching "
+                    f"{profile.gpu_name_pattern!r}; this machine has {len(gpus['gpus'])}"
+                    f"{' (' + gpus['reason'] + ')' if gpus.get('reason') else ''}. "
+                    "The command above is what to run on that machine.")
+    if command.problems:
+        return "the command has problems no flag fixes: " + "; ".join(n.text for n in command.problems)
+    exe = command.argv[0]
+    if not (Path(exe).exists() or shutil.which(exe)):
+        return f"{exe} is not on this machine: run `make setup` (llama.cpp) or install the engine"
+    if profile.engine in ("vllm", "llama-cpp-python") and engines.installed_version(profile) is None:
+        return f"{profile.engine} is not installed for {profile.engine_python or 'this Python'}"
+    return None
+
+
+# ---------------------------------------------------------------- checks and record for notebook 04
+def serve_checks(skip_reason: str | None, server: Server | None, smoke: dict | None,
+                 stop_report: dict | None, health_timeout_s: float | None = None) -> list[Check]:
+    """started, health time, /v1/completions, /v1/chat/completions, stopped with no process left."""
+    src = "lab.serving.serve (this run)"
+    if health_timeout_s is None:
+        health_timeout_s = health_timeout_for(server.command) if server else DEFAULT_HEALTH_TIMEOUT_S
+    if skip_reason:
+        names = ("server started", "health time", "/v1/completions answers", "/v1/chat/completions answers",
+                 "stopped, no process left")
+        return [Check(n, "skip", None, None, skip_reason, src) for n in names]
+    checks = [Check("server started", "pass" if server else "fail", server.pid if server else None,
+                    "a running process (or a reachable external server)", "" if server else "see the error above", src)]
+    health = server.health_s if server else None
+    checks.append(Check("health time", "pass" if health is not None else "fail",
+                        f"{health:.1f} s" if health is not None else None, f"< {health_timeout_s:.0f} s",
+                        "" if health is not None else "read the server log", src))
+    for key, route in (("completions", "/v1/completions"), ("chat", "/v1/chat/completions")):
+        res = (smoke or {}).get(key) or {}
+        checks.append(Check(f"{route} answers", "pass" if res.get("ok") else "fail",
+                            f"HTTP {res.get('status')}: {res.get('text', '')[:60]!r}" if res else None,
+                            "HTTP 200 with text", "" if res.get("ok") else (res.get("error") or "no response"), src))
+    if server is not None and server.external:
+        checks.append(Check("stopped, no process left", "skip", None, None, "external server: not ours to stop", src))
+    else:
+        rep = stop_report or {}
+        clean = bool(rep) and not rep.get("left_running") and rep.get("returncode") is not None
+        checks.append(Check("stopped, no process left", "pass" if clean else "fail",
+                            f"{rep.get('signal') or 'already exited'} → exit {rep.get('returncode')} in "
+                            f"{rep.get('stop_s')} s; left running: {rep.get('left_running')}" if rep else None,
+                            "exit after SIGTERM, no process of its group left",
+                            "" if clean else "kill the pids listed; report the engine's shutdown bug", src))
+    return checks
+
+
+def build_record(command: Command, corrections: list, skip_reason: str | None, server: Server | None,
+                 smoke: dict | None, reported: dict, stop_report: dict | None, checks: list[Check],
+                 then_and_now: list | None = None, discovery: dict | None = None) -> dict:
+    """The 04_serve record: summary, checks, tables, command, seed corrections, reported, smoke, stop;
+    for a vLLM profile also the seeds' vLLM commands then (vLLM 0.4.2) and now (engines.seed_then_and_now);
+    `discovery` (lab.serving.endpoint.discover): what the server said about itself through its API."""
+    from lab.serving import endpoint
+
+    slots = reported.get("slots") or {}
+    kv = reported.get("kv_caches") or []
+    off = reported.get("offloaded")
+    vllm_kv_gib = reported.get("kv_cache_memory_gib")
+    summary = {"engine": command.engine, "engine_version": command.engine_version, "started": server is not None,
+               "skipped": skip_reason, "health_s": server.health_s if server else None,
+               "completions_ok": smoke["completions"]["ok"] if smoke else None,  # None: not tried
+               "chat_ok": smoke["chat"]["ok"] if smoke else None,
+               "stopped_clean": None if skip_reason or command.external else  # not ours to stop
+               any(c.name.startswith("stopped") and c.status == "pass" for c in checks),
+               "kv_cache_mib": round(sum(k["mib"] for k in kv), 2) if kv else
+               (round(vllm_kv_gib * 1024, 2) if vllm_kv_gib is not None else None),
+               "kv_cache_tokens": reported.get("kv_cache_tokens"),
+               "slots": slots.get("n_slots"), "n_ctx_slot": slots.get("n_ctx_slot"),
+               "layers_offloaded": f"{off['layers']}/{off['of']}" if off else None,
+               "serialises_requests": command.serialises_requests, "external": command.external,
+               "endpoint_url": command.base_url if command.external else None,
+               "engine_found": discovery["engine"] if discovery else None,
+               "engine_found_version": discovery["version"] if discovery else None,
+               "context_per_request_reported": ((discovery or {}).get("facts") or {}).get("context_per_request")}
+    tables = [evidence.table_entry("Command flags and why", command.notes_rows()),
+              evidence.table_entry("Smoke test", smoke_rows(smoke)),
+              evidence.table_entry("What the server reported", engines.reported_rows(reported))]
+    if discovery:
+        tables += [evidence.table_entry("What the server says about itself (its API)", endpoint.facts_rows(discovery)),
+                   evidence.table_entry("Routes asked, by engine", endpoint.probe_rows(discovery))]
+    for corr in corrections:
+        tables.append(evidence.table_entry(f"Seed command {corr.command_id} corrected for {corr.target}", corr.rows()))
+    then_and_now = then_and_now or []
+    if then_and_now:
+        summary["seed_vllm_then_and_now"] = {f"{c.command_id} @ {c.target}": c.runs for c in then_and_now}
+        tables += [evidence.table_entry("The seeds' vLLM commands, then and now", engines.then_and_now_rows(then_and_now)),
+                   evidence.table_entry("The seeds' vLLM commands, then and now: every change",
+                                        engines.then_and_now_changes(then_and_now))]
+    return {"title": f"Serve: {command.engine} on {command.host}:{command.port}", "summary": summary,
+            "checks": [c.to_dict() for c in checks], "tables": tables, "command": command.to_record(),
+            "seed_corrections": [c.to_record() for c in corrections],
+            "seed_then_and_now": [c.to_record() for c in then_and_now], "reported": reported,
+            "smoke": smoke, "stop": stop_report, "skip_reason": skip_reason, "discovery": discovery,
+            "log": str(server.log_path) if server and server.log_path else None}
+
+
+def what_this_means(record: dict) -> str:
+    """What notebook 04 means for the user, from its record (Markdown, one point per line)."""
+    s = record["summary"]
+    if s["skipped"]:
+        return (f"- Not started here: {s['skipped']}\n- On the target machine, run the command shown above (or the "
+                "by-hand steps in section 'By hand'); the seed commands beside it say which of their flags would fail "
+                "there and why.")
+    lines = [f"{s['engine']} {s['engine_version']} answered in {s['health_s']} s; completions "
+             f"{'ok' if s['completions_ok'] else 'FAILED'}, chat {'ok' if s['chat_ok'] else 'FAILED'}."]
+    if s.get("external"):
+        found = s.get("engine_found")
+        lines[0] = (f"The server at {s['endpoint_url']} (started by you, not the lab) answered in {s['health_s']} s; "
+                    f"completions {'ok' if s['completions_ok'] else 'FAILED'}, chat {'ok' if s['chat_ok'] else 'FAILED'}. "
+                    + (f"It is {found} {s.get('engine_found_version') or '(version not reported)'}."
+                       if found and found != "unknown" else "Its engine could not be identified from its routes."))
+        if s.get("context_per_request_reported"):
+            lines.append(f"It gives one request {s['context_per_request_reported']} tokens of context (prompt + output), "
+                         "as it reports itself; notebook 05 sets that beside the plan.")
+    if s.get("slots"):
+        lines.append(f"It runs {s['slots']} slots of {s['n_ctx_slot']} tokens each: one request gets at most "
+                     f"{s['n_ctx_slot']} tokens of context (prompt + output), whatever -c says.")
+    if s.get("kv_cache_mib") is not None:
+        tokens = f" = {s['kv_cache_tokens']:,} tokens" if s.get("kv_cache_tokens") else ""
+        lines.append(f"Its KV cache takes {s['kv_cache_mib']} MiB{tokens} (compare with notebook 05's prediction).")
+    if s["serialises_requests"]:
+        lines.append("llama_cpp.server serialises requests: concurrency numbers from it are not llama.cpp's.")
+    if not s.get("external"):
+        lines.append("Stopped cleanly, nothing left running." if s["stopped_clean"] else
+                     "The server did NOT stop cleanly: see the checks.")
+    return "\n".join(f"- {line}" for line in lines)

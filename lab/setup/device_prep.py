@@ -1,0 +1,176 @@
+"""Prepare `.device/` here for a machine with no internet (a lent GPU box): everything `lab.setup` and `lab run`
+need there that the repo itself does not hold, small enough to carry (the device tool carries ≤ 64 MiB with
+the working tree).
+
+    python3 -m lab.setup.device_prep [--out .device] [--cache DIR]
+
+Writes (the folder is git-ignored):
+  .device/llama-src.tar.xz  the llama-cpp-python sdist stripped to what the CPU + CUDA build needs: its
+                            llama_cpp/ Python package and vendor/llama.cpp without models (but the two
+                            tokenizer GGUFs lab.model.synth copies), docs, tests, examples, .git and other GPU
+                            backends (≈ 40 MB unpacked, ≈ 15 MB packed)   → LAB_LLAMA_SRC
+  .device/whl/*.whl         the Python packages the GPU image lacks (papermill, ipykernel, plotly, pydantic,
+                            gguf, ... for CPython 3.12 manylinux x86_64)                       → LAB_WHEELS
+  .device/MANIFEST.json     what is inside, sizes and sha256
+
+Then on that machine: `LAB_LLAMA_SRC=.device/llama-src.tar.xz LAB_WHEELS=.device/whl python3 -m lab.setup`
+(lab/device/run_h200.sh does this and the rest). Standard library only: it runs before any venv exists.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from lab import setup
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+# What the GPU image (the device tool's 'cuda' image, Python 3.12.3 at /opt/torch/.venv, package list read
+# 2026-11-17) lacks of what the lab imports, with the exact versions this lab was tested with. Packages the
+# image has (numpy, pandas, pyyaml, psutil, httpx, tqdm, requests, nvidia-ml-py, torch, ...) are used as they
+# are there. debugpy, jedi and parso are left out: ipykernel and IPython run without them (their imports are
+# optional), and they are 10 MB of the budget.
+DEVICE_WHEELS = (
+    "papermill==2.7.0", "nbformat==5.11.1", "nbclient==0.11.0", "ipykernel==7.4.0", "ipython==9.18.1",
+    "ipython_pygments_lexers==1.1.1", "jupyter_client==8.10.0", "jupyter_core==5.9.1", "traitlets==5.16.1",
+    "tornado==6.6.1", "pyzmq==27.3.0", "comm==0.2.3", "matplotlib_inline==0.2.2", "nest_asyncio2==1.7.4",
+    "prompt_toolkit==3.0.53", "wcwidth==0.9.4", "stack_data==0.6.3", "asttokens==3.0.2", "executing==2.3.0",
+    "pure_eval==0.2.4", "pexpect==4.9.0", "ptyprocess==0.7.0", "platformdirs==4.14.9", "fastjsonschema==2.22.3",
+    "jsonschema==4.26.0", "jsonschema_specifications==2025.9.1", "referencing==0.37.0", "rpds_py==2026.9.1",
+    "tenacity==9.2.1", "entrypoints==0.4.2", "plotly==7.1.0", "narwhals==2.29.0", "pydantic==2.14.4",
+    "pydantic_core==2.50.5", "annotated_types==0.8.0", "typing_inspection==0.4.5", "typing_extensions==4.16.0",
+    "gguf==0.19.0", "diskcache==5.6.3",  # diskcache: llama_cpp's own import (jinja2, its other need, is there)
+    # report.html renders the notebooks' closing texts with mistune: without it the H200 run of 2026-12-01
+    # executed all seven notebooks, then lost its report at the last step
+    "mistune==3.4.0",
+)
+# pip matches manylinux tags exactly: the ones these wheels are published under (device README's recipe).
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64", "manylinux_2_17_x86_64",
+             "manylinux2014_x86_64", "manylinux1_x86_64")
+DEVICE_PYTHON = "3.12"
+
+# Inside vendor/llama.cpp: folders the build never reads. ggml backends other than CPU and CUDA go too.
+# (scripts/ stays: tools/ui's CMake runs scripts/ui-assets.cmake; pocs/ goes with examples/, which the lab's
+# -DLLAMA_BUILD_EXAMPLES=OFF never adds.)
+DROP_TOP = {"models", "docs", "media", "tests", "benches", "examples", "pocs", ".git", ".github", ".devops",
+            "gguf-py", "conversion"}
+KEEP_BACKENDS = {"ggml-cpu", "ggml-cuda", "ggml-blas", "ggml-rpc"}
+KEEP_MODELS = set(setup.VOCABS)
+# Outside vendor/: the Python package only (its CMakeLists/pyproject are for pip wheel, not used offline).
+KEEP_OUTSIDE = ("llama_cpp/", "LICENSE.md", "pyproject.toml")
+
+
+def keep(member: str) -> bool:
+    """Whether a path inside the sdist (`llama_cpp_python-<ver>/...`) goes into the stripped copy."""
+    parts = member.split("/", 1)
+    if len(parts) < 2 or not parts[1]:
+        return True  # the top folder itself
+    rel = parts[1]
+    if not rel.startswith("vendor/llama.cpp/"):
+        return rel.startswith(KEEP_OUTSIDE) or rel in ("vendor", "vendor/llama.cpp")
+    inner = rel[len("vendor/llama.cpp/"):]
+    first = inner.split("/", 1)[0]
+    if first == "models":
+        return inner == "models" or inner.removeprefix("models/") in KEEP_MODELS
+    if first in DROP_TOP:
+        return False
+    if inner.startswith("ggml/src/ggml-") and "/" in inner[len("ggml/src/"):]:
+        return inner[len("ggml/src/"):].split("/", 1)[0] in KEEP_BACKENDS
+    if inner.startswith("tools/ui/tests/"):
+        return False  # the web UI's test fixtures (1.9 MB); the UI's CMake and sources stay
+    return True
+
+
+def strip_sdist(sdist: Path, out: Path) -> dict:
+    """Write the stripped source as .tar.xz; returns counts and sizes."""
+    kept = dropped = kept_bytes = 0
+    tmp = out.with_name(out.name + ".partial")
+    with tarfile.open(sdist) as src, tarfile.open(tmp, "w:xz", preset=6) as dst:
+        for m in src:
+            if not keep(m.name):
+                dropped += 1
+                continue
+            kept += 1
+            if m.isfile():
+                kept_bytes += m.size
+                dst.addfile(m, src.extractfile(m))
+            elif m.isdir() or m.issym():
+                dst.addfile(m)
+    tmp.replace(out)
+    return {"files_kept": kept, "files_dropped": dropped, "bytes_unpacked": kept_bytes, "bytes": out.stat().st_size}
+
+
+def download_wheels(dest: Path, cache: Path) -> list[Path]:
+    """The wheels in DEVICE_WHEELS for CPython 3.12 manylinux x86_64, through pip (kept in the cache)."""
+    store = cache / "device-wheels"
+    store.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+           "--python-version", DEVICE_PYTHON, "--implementation", "cp", "-d", str(store)]
+    for plat in PLATFORMS:
+        cmd += ["--platform", plat]
+    proc = subprocess.run(cmd + list(DEVICE_WHEELS), capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"[device_prep] pip download failed:\n{proc.stderr[-3000:]}")
+    wanted = {req.split("==")[0].lower().replace("-", "_"): req.split("==")[1] for req in DEVICE_WHEELS}
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in dest.glob("*.whl"):
+        old.unlink()
+    out = []
+    for whl in sorted(store.glob("*.whl")):
+        name, version = whl.name.split("-")[:2]
+        if wanted.get(name.lower()) == version:  # one version of each: two would stop the install there
+            shutil.copy2(whl, dest / whl.name)
+            out.append(dest / whl.name)
+    missing = sorted(set(wanted) - {p.name.split("-")[0].lower() for p in out})
+    if missing:
+        sys.exit(f"[device_prep] no wheel for: {', '.join(missing)} (see {store})")
+    return out
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m lab.setup.device_prep", description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=ROOT / ".device", help="folder to fill (default .device, git-ignored)")
+    ap.add_argument("--cache", type=Path, default=None, help="lab cache holding the sdist (default $LAB_CACHE or ~/.cache/llm-lab)")
+    args = ap.parse_args(argv)
+    cache = (args.cache or setup.cache_dir()).resolve()
+    sdist = cache / "sdist" / f"llama_cpp_python-{setup.LLAMA_CPP_PYTHON_VERSION}.tar.gz"
+    if not sdist.exists():
+        print(f"error: {sdist} is missing: run `python3 -m lab.setup` here first (it downloads the sdist)", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    src = args.out / "llama-src.tar.xz"
+    stats = strip_sdist(sdist, src)
+    print(f"[device_prep] {src}: {stats['files_kept']} files kept, {stats['files_dropped']} dropped, "
+          f"{stats['bytes_unpacked'] / 2**20:.1f} MiB unpacked, {stats['bytes'] / 2**20:.1f} MiB packed", flush=True)
+    wheels = download_wheels(args.out / "whl", cache)
+    wheel_bytes = sum(w.stat().st_size for w in wheels)
+    print(f"[device_prep] {args.out / 'whl'}: {len(wheels)} wheels, {wheel_bytes / 2**20:.1f} MiB")
+    manifest = {"made_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "llama_cpp_python": setup.LLAMA_CPP_PYTHON_VERSION, "sdist": str(sdist), "sdist_sha256": sha256(sdist),
+                "source": {"file": src.name, "sha256": sha256(src), **stats},
+                "wheels": [{"file": w.name, "bytes": w.stat().st_size} for w in wheels],
+                "device_python": DEVICE_PYTHON, "platforms": list(PLATFORMS)}
+    (args.out / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    total = stats["bytes"] + wheel_bytes
+    print(f"[device_prep] total {total / 2**20:.1f} MiB in {time.monotonic() - t0:.0f} s; carry it with the device "
+          f"tool's carry: [\".device\"]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
