@@ -13,12 +13,15 @@ def test_grid_is_one_factor_at_a_time():
     base = g[0]
     assert base.dimension == "baseline" and (base.threads, base.kv, base.slots) == (2, "f16", 4)
     dims = {s.dimension for s in g}
-    assert {"threads", "batch", "flash_attn", "kv_cache", "slots", "sampling"} <= dims
+    assert {"threads", "batch", "flash_attn", "kv_cache", "slots", "sampling", "server_state"} <= dims
+    assert g[1].dimension == "server_state"  # the per-request state copies go first: a short budget answers them
     for s in g[1:]:  # every other point changes exactly its own dimension (kv may switch -fa on with it)
-        changed = {k for k in ("threads", "kv", "slots", "batch", "ubatch", "sampling", "backend_sampling", "flash_attn")
+        changed = {k for k in ("threads", "kv", "slots", "batch", "ubatch", "sampling", "backend_sampling", "flash_attn",
+                               "prompt_cache_mib", "ctx_checkpoints")
                    if getattr(s, k) != getattr(base, k)}
         allowed = {"threads": {"threads"}, "batch": {"batch", "ubatch"}, "flash_attn": {"flash_attn"},
-                   "kv_cache": {"kv", "flash_attn"}, "slots": {"slots"}, "sampling": {"sampling", "backend_sampling"}}
+                   "kv_cache": {"kv", "flash_attn"}, "slots": {"slots"}, "sampling": {"sampling", "backend_sampling"},
+                   "server_state": {"prompt_cache_mib", "ctx_checkpoints"}}
         assert changed and changed <= allowed[s.dimension], (s.name, changed)
     assert len({s.name for s in g}) == len(g)
 
@@ -49,6 +52,18 @@ def test_pareto_winner_and_patch():
 
     assert yaml.safe_load(patch) == {"server_args": ["-b", "512", "-ub", "512"]}
     assert "nothing to change" in tune.patch_yaml(prof, pts[0], pts[0], tune.baseline(prof), "now")
+
+
+def test_server_state_settings_become_flags_and_a_patch():
+    prof = profiles.load("h200-x1")
+    both = next(s for s in tune.grid(prof, n_cores=16) if s.name.startswith("server_state: both"))
+    assert both.server_args() == ["--cache-ram", "0", "-ctxcp", "0"]
+    pts = [{"name": "baseline (the profile)", "dimension": "baseline", "single_decode_tok_s": 83.0, "aggregate_tok_s": 176.0, "concurrency": 16},
+           {"name": both.name, "dimension": "server_state", "single_decode_tok_s": 84.0, "aggregate_tok_s": 352.0, "concurrency": 16}]
+    patch = tune.patch_yaml(prof, tune.choose(pts), pts[0], both, "2026-12-01")
+    import yaml
+
+    assert yaml.safe_load(patch) == {"server_args": ["--cache-ram", "0", "-ctxcp", "0"]} and "+100.0%" in patch
 
 
 def test_server_args_reach_the_command():

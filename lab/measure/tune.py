@@ -1,8 +1,9 @@
 """`lab tune`: measure which llama-server settings are worth changing on this box, instead of folklore.
 
 A bounded one-factor-at-a-time sweep: the profile's own settings (the baseline), then one setting changed at a
-time — threads, batch/micro-batch (-b/-ub), flash attention (-fa), KV cache type (-ctk/-ctv), slots (-np) and the
-sampling path (what the request asks for, and llama-server's experimental backend sampling) — and at the end the
+time — the server's per-request state copies (prompt cache --cache-ram, context checkpoints -ctxcp: 149.6 MiB per
+copy on Qwen3.8-27B), threads, batch/micro-batch (-b/-ub), flash attention (-fa), KV cache type (-ctk/-ctv), slots
+(-np) and the sampling path (what the request asks for, and llama-server's experimental backend sampling) — and at the end the
 best value of every dimension together. Every point starts its own server and is measured with the lab's client
 (lab.measure.bench) at one stream and at the profile's highest concurrency, with lab.measure.gpumon's energy and memory where
 NVML is present. Combinations llama.cpp refuses or that cannot serve the load are skipped with the reason;
@@ -27,6 +28,14 @@ from lab.core.profiles import Profile
 LLAMA_DEFAULT_BATCH = (2048, 512)  # llama.cpp common/common.h: n_batch 2048, n_ubatch 512
 SINGLE_STREAM_TOLERANCE = 0.95
 SOURCE_FA_V = "llama.cpp src/llama-context.cpp: 'quantized V cache requires flash_attn to be enabled'"
+# llama-server keeps finished prompts' state in host RAM (--cache-ram, PR #16391) and, for models whose memory
+# cannot be rolled back (recurrent / Gated DeltaNet hybrids, SWA), copies each slot's state into "context
+# checkpoints" (-ctxcp, PR #15293). For Qwen3.8-27B one state is 149.6 MiB: every request copies it off the
+# GPU, on the server's one loop thread, while the other streams wait.
+SOURCE_SERVER_STATE = ("llama.cpp common/arg.cpp: '-cram, --cache-ram N: set the maximum cache size in MiB (default: "
+                       "8192, -1 - no limit, 0 - disable)', '-ctxcp, --ctx-checkpoints N: max number of context "
+                       "checkpoints to create per slot (default: 32)'; tools/server/server-context.cpp creates "
+                       "checkpoints only when the memory cannot be partially removed (recurrent/hybrid) or uses SWA")
 SAMPLING = {  # request-side variants (llama-server /v1/completions fields); the lab's client asks temperature 0
     "greedy (temperature 0, default chain)": {},
     "top_k 1 only (samplers: [top_k])": {"samplers": ["top_k"], "top_k": 1},
@@ -48,10 +57,16 @@ class Setting:
     ubatch: int | None = None
     sampling: str = "greedy (temperature 0, default chain)"
     backend_sampling: bool = False
+    prompt_cache_mib: int | None = None  # --cache-ram; None = llama-server's default (8192 MiB)
+    ctx_checkpoints: int | None = None  # -ctxcp; None = llama-server's default (32 per slot)
 
     def server_args(self) -> list[str]:
         """Flags beyond what lab.serving.engines builds from the profile fields (threads, kv, slots)."""
         args = []
+        if self.prompt_cache_mib is not None:
+            args += ["--cache-ram", str(self.prompt_cache_mib)]
+        if self.ctx_checkpoints is not None:
+            args += ["-ctxcp", str(self.ctx_checkpoints)]
         if self.batch is not None:
             args += ["-b", str(self.batch)]
         if self.ubatch is not None:
@@ -80,8 +95,12 @@ def grid(profile: Profile, n_cores: int | None = None) -> list[Setting]:
     def vary(dim: str, label: str, **changes):
         out.append(replace(base, name=f"{dim}: {label}", dimension=dim, **changes))
 
-    # Most telling first, so a short budget still answers it: the sampling path (the fixed per-token cost inside
+    # Most telling first, so a short budget still answers it: the server's state copies (prompt cache, context
+    # checkpoints: per request on a hybrid model), the sampling path (the fixed per-token cost inside
     # llama-server), flash attention, batch sizes, KV type, slots, threads.
+    vary("server_state", "prompt cache off (--cache-ram 0)", prompt_cache_mib=0)
+    vary("server_state", "context checkpoints off (-ctxcp 0)", ctx_checkpoints=0)
+    vary("server_state", "both off (--cache-ram 0 -ctxcp 0)", prompt_cache_mib=0, ctx_checkpoints=0)
     for label in SAMPLING:
         if label != base.sampling:
             vary("sampling", label, sampling=label)
@@ -145,7 +164,7 @@ def combined(points: list[dict], settings: dict[str, Setting], profile: Profile)
     base = settings["baseline (the profile)"]
     chosen = base
     changed = []
-    for dim in ("threads", "batch", "flash_attn", "kv_cache", "slots", "sampling"):
+    for dim in ("threads", "batch", "flash_attn", "kv_cache", "slots", "sampling", "server_state"):
         cands = [p for p in points if p["dimension"] in (dim, "baseline")]
         best = choose(cands)
         if best and best["dimension"] == dim:
@@ -155,7 +174,9 @@ def combined(points: list[dict], settings: dict[str, Setting], profile: Profile)
                              batch=s.batch if dim == "batch" else chosen.batch,
                              ubatch=s.ubatch if dim == "batch" else chosen.ubatch,
                              sampling=s.sampling if dim == "sampling" else chosen.sampling,
-                             backend_sampling=s.backend_sampling if dim == "sampling" else chosen.backend_sampling)
+                             backend_sampling=s.backend_sampling if dim == "sampling" else chosen.backend_sampling,
+                             prompt_cache_mib=s.prompt_cache_mib if dim == "server_state" else chosen.prompt_cache_mib,
+                             ctx_checkpoints=s.ctx_checkpoints if dim == "server_state" else chosen.ctx_checkpoints)
             changed.append(best["name"])
     if len(changed) < 2:
         return None
@@ -408,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lab tune", description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="cpu-default")
     ap.add_argument("--budget-s", type=float, default=None, help="time budget in seconds (default: the profile's tune_budget_s)")
-    ap.add_argument("--dimensions", default=None, help="comma-separated subset: threads,batch,flash_attn,kv_cache,slots,sampling")
+    ap.add_argument("--dimensions", default=None, help="comma-separated subset: server_state,sampling,flash_attn,batch,kv_cache,slots,threads")
     ap.add_argument("--run-dir", default=None, help="run folder to write records/06_tune.json into (default: a new one)")
     args = ap.parse_args(argv)
     try:
