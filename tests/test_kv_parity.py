@@ -31,6 +31,33 @@ def test_parser_skips_dry_run_and_names_caches():
     rec = caches[3]
     assert (rec["k_mib"], rec["v_mib"], rec["layers"], rec["seqs"], rec["rs_seq"], rec["type_k"]) == \
         ("0.70", "18.00", 4, 2, 0, "f32")
+    assert [c["buffer"] for c in caches] == ["CPU"] * 4  # the dry run's buffer line is not carried over
+
+
+def test_parser_names_the_gpu_buffers():
+    """On a GPU the same lines name the device (llama.cpp prints ggml_backend_buffer_name: CUDA0, ...)."""
+    log = """\
+llama_kv_cache:      CUDA0 KV buffer size = 16384.00 MiB
+llama_kv_cache: size = 16384.00 MiB (262144 cells,  16 layers, 16/16 seqs), K (f16): 8192.00 MiB, V (f16): 8192.00 MiB
+llama_memory_recurrent:      CUDA0 RS buffer size =  2394.00 MiB
+llama_memory_recurrent: size = 2394.00 MiB (    16 cells,  64 layers, 16 seqs  0 rs_seq), R (f32):   90.00 MiB, S (f32): 2304.00 MiB
+"""
+    caches = kv.parse_kv_lines(log)
+    assert [(c["cache"], c["buffer"], c["streams"]) for c in caches] == [("kv", "CUDA0", 16), ("recurrent", "CUDA0", 16)]
+
+
+def test_gpu_profile_adds_its_own_server_configuration(tmp_path):
+    from lab import profiles
+
+    assert kv.gpu_layers(profiles.load("cpu-default")) is None and kv.profile_point(profiles.load("cpu-default")) is None
+    h200 = profiles.load("h200-x1")
+    assert kv.gpu_layers(h200) == 999
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    label, path, run = kv.profile_point(h200.model_copy(update={"model_file": str(model)}))
+    assert (label, path, run.n_ctx, run.n_parallel, run.type_k) == (
+        "profile: Qwen3.8-27B-Q4_K_M", model, 262144, 16, "f16")
+    assert kv.profile_point(h200.model_copy(update={"model_file": str(tmp_path / "absent.gguf")})) is None
 
 
 def test_qwen38_full_model_caches_as_llama_cpp_would_print_them():

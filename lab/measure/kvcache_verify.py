@@ -29,8 +29,8 @@ RECURRENT_LINE = re.compile(
     r"llama_memory_recurrent: size =\s*(?P<size>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,"
     r"\s*(?P<seqs>\d+) seqs\s+(?P<rs_seq>\d+) rs_seq\), R \((?P<type_k>\w+)\):\s*(?P<k>[\d.]+) MiB,"
     r" S \((?P<type_v>\w+)\):\s*(?P<v>[\d.]+) MiB")
-BUFFER_LINE = re.compile(r"llama_kv_cache:\s+\S+ KV buffer size =\s*(?P<mib>[\d.]+) MiB")
-RS_BUFFER_LINE = re.compile(r"llama_memory_recurrent:\s+\S+ RS buffer size =\s*(?P<mib>[\d.]+) MiB")
+BUFFER_LINE = re.compile(r"llama_kv_cache:\s+(?P<dev>\S+) KV buffer size =\s*(?P<mib>[\d.]+) MiB")
+RS_BUFFER_LINE = re.compile(r"llama_memory_recurrent:\s+(?P<dev>\S+) RS buffer size =\s*(?P<mib>[\d.]+) MiB")
 ISWA_LINE = re.compile(r"llama_kv_cache_iswa: creating\s+(?P<kind>non-SWA|SWA) KV cache")
 QUANTIZED = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 HYBRID_MODEL = "qwen3.8-27b-4L"  # Qwen3.8-27B's per-layer shape, 4 layers (3 Gated DeltaNet + 1 full attention)
@@ -61,34 +61,41 @@ def parse_kv_lines(log_text: str) -> list[dict]:
     caches: list[dict] = []
     pending_kind = None
     last_buffer = None
+    devices: list[str] = []  # where the cache's buffers live ("CPU", "CUDA0", ...): one line per device
     for line in log_text.splitlines():
         if m := ISWA_LINE.search(line):
             pending_kind = "swa" if m["kind"] == "SWA" else "global"
         elif (m := BUFFER_LINE.search(line)) or (m := RS_BUFFER_LINE.search(line)):
             last_buffer = float(m["mib"])
+            devices.append(m["dev"])
         elif m := SIZE_LINE.search(line):
             dry_run = last_buffer == 0.0
             last_buffer = None
             kind, pending_kind = pending_kind or "kv", None
             if dry_run:
+                devices = []
                 continue
             caches.append({"cache": kind, "size_mib": m["size"], "k_mib": m["k"], "v_mib": m["v"],
                            "cells": int(m["cells"]), "layers": int(m["layers"]), "seqs": int(m["seqs"]),
-                           "streams": int(m["streams"]), "type_k": m["type_k"], "type_v": m["type_v"]})
+                           "streams": int(m["streams"]), "type_k": m["type_k"], "type_v": m["type_v"],
+                           "buffer": "+".join(devices) or None})
+            devices = []
         elif m := RECURRENT_LINE.search(line):
             dry_run = last_buffer == 0.0
             last_buffer = None
             if dry_run:
+                devices = []
                 continue
             caches.append({"cache": "recurrent", "size_mib": m["size"], "k_mib": m["k"], "v_mib": m["v"],
                            "cells": int(m["cells"]), "layers": int(m["layers"]), "seqs": int(m["seqs"]),
                            "streams": int(m["seqs"]), "rs_seq": int(m["rs_seq"]), "type_k": m["type_k"],
-                           "type_v": m["type_v"]})
+                           "type_v": m["type_v"], "buffer": "+".join(devices) or None})
+            devices = []
     return caches
 
 
 def _start_llama_server_for_kv(server: Path, model_file: Path, run: KvRun, log_dir: Path, name: str,
-                               threads: int = 2, timeout_s: float = 120.0) -> str:
+                               threads: int = 2, timeout_s: float = 120.0, n_gpu_layers: int | None = None) -> str:
     """Start llama-server for one grid point through lab.serving.serve, wait until it serves a token (or fails),
     stop it; return its log (the whole log of a server that failed to start)."""
     from lab.serving import serve
@@ -100,6 +107,8 @@ def _start_llama_server_for_kv(server: Path, model_file: Path, run: KvRun, log_d
             "-fa", run.flash_attn, "-t", str(threads), "--no-warmup", "-fit", "off", "-lv", "4"]
     if run.kv_unified:
         argv.append("-kvu")
+    if n_gpu_layers is not None:  # a GPU profile: the caches go where the layers go (CUDA0 ... buffers)
+        argv += ["-ngl", str(n_gpu_layers)]
     cmd = Command(engine="llama.cpp", argv=tuple(argv), host="127.0.0.1", port=port, health_path="/health",
                   served_model=None, notes=())
     log_path = Path(log_dir) / f"{name}.log"
@@ -130,7 +139,8 @@ def compare(run: KvRun, arch: ArchSpec, reported: list[dict], n_ubatch: int = kv
                "predicted_bytes": p and p["size_bytes"],
                "predicted_mib": p and p["size_mib"], "reported_mib": r and r["size_mib"],
                "predicted_k_mib": p and p["k_mib"], "reported_k_mib": r and r["k_mib"],
-               "predicted_v_mib": p and p["v_mib"], "reported_v_mib": r and r["v_mib"]}
+               "predicted_v_mib": p and p["v_mib"], "reported_v_mib": r and r["v_mib"],
+               "buffer": r and r.get("buffer")}
         keys = ("cells", "layers", "streams", "mib", "k_mib", "v_mib")
         row["match"] = bool(p and r) and all(row[f"predicted_{k}"] == row[f"reported_{k}"] for k in keys)
         row["error_pct"] = (round((float(p["size_mib"]) - float(r["size_mib"])) / float(r["size_mib"]) * 100, 4)
@@ -166,7 +176,9 @@ def default_grid() -> list[KvRun]:
 def grid_setup(skip_reason: str | None = None) -> tuple[Path | None, dict, str | None]:
     """(llama-server, {label: (gguf, ArchSpec)}, skip reason) for `run_grid`: the embedded SmolLM2 (GQA) and
     Gemma-3-270M (sliding window), and Qwen3.8-27B's real per-layer shape at 4 layers written by lab.model.synth
-    (cached in ~/.cache/llm-lab/synth). Nothing is started when `skip_reason` is given or set-up is missing."""
+    (cached in ~/.cache/llm-lab/synth). A model that is not on this machine (an offline GPU box set up without
+    the embedded models) is left out with a note and the others still run. Nothing is started when
+    `skip_reason` is given or llama-server is missing."""
     from lab.core import paths
     from lab.model import models, synth
 
@@ -174,20 +186,63 @@ def grid_setup(skip_reason: str | None = None) -> tuple[Path | None, dict, str |
         return None, {}, skip_reason
     try:
         server = paths.tool("llama-server")
-        found = {k: (paths.embedded_model(k), models.from_gguf(paths.embedded_model(k)))
-                 for k in ("smollm2", "gemma3-270m")}
     except paths.SetupMissing as exc:
-        return None, {}, f"llama.cpp or the embedded models are not set up: {exc}"
+        return None, {}, f"llama.cpp is not set up: {exc}"
+    found = {}
+    for key in ("smollm2", "gemma3-270m"):
+        try:
+            found[key] = (paths.embedded_model(key), models.from_gguf(paths.embedded_model(key)))
+        except paths.SetupMissing as exc:
+            print(f"{key} left out of the grid: {exc}")
     try:
         hybrid = synth.cached_file("qwen3.8-27b", layers=4)
         found[HYBRID_MODEL] = (hybrid, models.from_gguf(hybrid))
     except synth.SynthError as exc:  # e.g. no room for the 2.3 GB file: the other models still run
         print(f"hybrid model skipped: {exc}")
+    if not found:
+        return None, {}, "no model for the grid on this machine (embedded models missing, no room for the synthetic one)"
     return server, found, None
 
 
+def gpu_layers(profile) -> int | None:
+    """-ngl for the grid's servers: every layer on a GPU profile (so the table shows the CUDA buffers the
+    profile's server would allocate), none on a CPU profile."""
+    return 999 if profile.gpu_count > 0 else None
+
+
+def profile_point(profile) -> tuple[str, Path, KvRun] | None:
+    """The profile's own server configuration as one more grid point — its model, -c, -np and KV type — on a
+    GPU profile whose model file is on this machine (on a CPU profile the embedded models already are the
+    profile's models, and a 27B file would take minutes to load)."""
+    from lab.core import paths
+
+    if profile.gpu_count == 0 or not profile.model_file or profile.engine != "llama.cpp":
+        return None
+    path = paths.model_path(profile.model_file)
+    if not path.exists():
+        return None
+    kv = "f16" if profile.kv_cache_dtype == "auto" else profile.kv_cache_dtype
+    return f"profile: {profile.model_name}", path, KvRun(f"profile: {profile.model_name}", profile.context_tokens,
+                                                         profile.parallel_slots, kv, kv)
+
+
+def run_for_profile(profile, log_dir: Path, skip_reason: str | None = None) -> tuple[list[dict], str | None]:
+    """Notebook 05's grid for this profile: `default_grid` on the models found here, plus the profile's own
+    configuration on a GPU profile; (rows, skip reason)."""
+    from lab.model import models as lab_models
+
+    server, found, skip = grid_setup(skip_reason)
+    grid = default_grid()
+    point = profile_point(profile) if server is not None else None
+    if point:
+        label, path, run = point
+        found[label] = (path, lab_models.from_gguf(path))
+        grid.append(run)
+    return run_grid(found, grid, log_dir, server, n_gpu_layers=gpu_layers(profile)), skip
+
+
 def run_grid(models: dict[str, tuple[Path, ArchSpec]], grid: list[KvRun], log_dir: Path, server: Path | None,
-             threads: int = 2) -> list[dict]:
+             threads: int = 2, n_gpu_layers: int | None = None) -> list[dict]:
     """Run every grid point whose model is in `models` ({label: (gguf path, ArchSpec)}); rows of `compare`.
     No server (a skipped grid): no rows.
 
@@ -199,8 +254,10 @@ def run_grid(models: dict[str, tuple[Path, ArchSpec]], grid: list[KvRun], log_di
         if run.model not in models:
             continue
         path, arch = models[run.model]
-        name = f"kv_{i:02d}_{run.model}_c{run.n_ctx}_np{run.n_parallel}_{run.type_k}"
-        reported = parse_kv_lines(_start_llama_server_for_kv(server, path, run, Path(log_dir), name, threads))
+        label = "".join(c if c.isalnum() or c in "-." else "_" for c in run.model)[:40]
+        name = f"kv_{i:02d}_{label}_c{run.n_ctx}_np{run.n_parallel}_{run.type_k}"
+        reported = parse_kv_lines(_start_llama_server_for_kv(server, path, run, Path(log_dir), name, threads,
+                                                             n_gpu_layers=n_gpu_layers))
         for row in compare(run, arch, reported):
             rows.append({**row, "log": str(Path(log_dir) / f"{name}.log")})
     return rows

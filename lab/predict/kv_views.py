@@ -170,7 +170,7 @@ def target_chart(rows: list[dict], device_bytes: int, title: str):
 PARITY_COLUMNS = ["model", "n_ctx", "n_parallel", "type_k", "type_v", "kv_unified", "flash_attn", "cache",
                   "predicted_cells", "reported_cells", "predicted_layers", "reported_layers",
                   "predicted_mib", "reported_mib", "predicted_k_mib", "reported_k_mib",
-                  "predicted_v_mib", "reported_v_mib", "error_pct", "match"]
+                  "predicted_v_mib", "reported_v_mib", "error_pct", "match", "buffer"]
 
 
 def parity_table(rows: list[dict]):
@@ -188,7 +188,8 @@ def parity_checks(rows: list[dict], skip_reason: str | None = None) -> list[Chec
                f"{' -kvu' if r['kv_unified'] else ''}")
         out.append(Check(
             name=f"llama.cpp KV parity: {run} ({r['cache']} cache)", status="pass" if r["match"] else "fail",
-            observed=f"{r['reported_mib']} MiB, {r['reported_cells']} cells, {r['reported_layers']} layers",
+            observed=f"{r['reported_mib']} MiB, {r['reported_cells']} cells, {r['reported_layers']} layers"
+                     + (f" in {r['buffer']} memory" if r.get("buffer") else ""),
             expected=f"{r['predicted_mib']} MiB, {r['predicted_cells']} cells, {r['predicted_layers']} layers",
             fix="" if r["match"] else f"prediction differs from llama.cpp: see {r.get('log', 'the server log')}",
             source=PARITY_SOURCE))
@@ -229,6 +230,7 @@ def summary(arch: ArchSpec, plan: dict, grid_rows: list[dict], claims: list, ski
         "parity_caches_compared": len(grid_rows), "parity_caches_identical": sum(bool(r["match"]) for r in grid_rows),
         "parity_max_abs_error_pct": max(errors) if errors else None,
         "parity_skipped": skip_reason,
+        "parity_buffers": sorted({r["buffer"] for r in grid_rows if r.get("buffer")}),
         "claims": {c.id: c.verdict for c in claims},
     }
 
