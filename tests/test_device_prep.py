@@ -39,3 +39,31 @@ def test_offline_switches(monkeypatch, tmp_path):
     monkeypatch.setenv("LAB_WHEELS", str(tmp_path / "whl"))
     with pytest.raises(SystemExit, match="not a folder of .whl files"):
         setup.offline_wheels()
+
+
+def test_embedded_model_travels_in_parts_and_is_joined_once_complete(tmp_path):
+    from lab import setup
+    from lab.setup import device_prep
+
+    cache = tmp_path / "cache"
+    (cache / "models").mkdir(parents=True)
+    data = bytes(range(256)) * 40 + b"tail"  # 10,244 bytes → 3 parts of 4,096
+    (cache / "models" / setup.SMOLLM2_FILE).write_bytes(data)
+    out = tmp_path / ".device-models"
+    manifest = device_prep.split_models(out, cache, part_bytes=4096)
+    assert [p["bytes"] for p in manifest["parts"]] == [4096, 4096, 2052]
+    assert sorted(x.name for x in out.iterdir()) == ["0", "1", "2"] and (out / "0" / "MODELS.json").exists()
+    there = tmp_path / "device-cache" / "models"
+    store = tmp_path / "store"
+    calls = [["0"], ["1"], ["2"]]  # one folder per device call, as the carry limit forces
+    said = []
+    for names in calls:
+        call = tmp_path / f"call-{names[0]}"
+        for n in names:
+            import shutil
+
+            shutil.copytree(out / n, call / n)
+        said.append(device_prep.assemble(call, store, there))
+    assert said[0] == "1 of 3 parts here" and said[1] == "2 of 3 parts here" and "written (10,244 bytes" in said[2]
+    assert (there / setup.SMOLLM2_FILE).read_bytes() == data
+    assert "already there" in device_prep.assemble(tmp_path / "call-2", store, there)

@@ -104,3 +104,20 @@ def test_absent_draft_n_with_speculation_on_is_zero_drafts():
     rs = [RequestResult(0, True, server_timings={"predicted_n": 24})]
     assert speculative.acceptance(rs, speculating=True) == {"draft_n": 0, "draft_n_accepted": 0, "acceptance_rate": None}
     assert speculative.acceptance(rs, speculating=False)["draft_n"] is None
+
+
+def test_patch_applies_to_the_profile_text():
+    import yaml
+
+    text = "# a profile\nname: x\nthreads: 8   # cores\nparallel_slots: 16\n"
+    patch = "# lab tune on x: winner 'both off'\nserver_args: [\"--cache-ram\", \"0\", \"-ctxcp\", \"0\"]\nthreads: 16\n"
+    out = tune.apply_patch(text, patch)
+    assert yaml.safe_load(out) == {"name": "x", "threads": 16, "parallel_slots": 16,
+                                   "server_args": ["--cache-ram", "0", "-ctxcp", "0"]}
+    assert out.startswith("# a profile\n") and "# lab tune on x: winner 'both off'" in out
+    assert tune.apply_patch(text, "# the profile's own settings won: nothing to change\n") == text
+    prof = profiles.load("h200-x1")
+    from pathlib import Path
+
+    patched = yaml.safe_load(tune.apply_patch(Path(profiles.resolve("h200-x1")).read_text(), patch))
+    assert profiles.Profile(**patched).server_args == ["--cache-ram", "0", "-ctxcp", "0"] and prof.threads == 8

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # `lab run --profile h200-x1` on a lent GPU machine (the device tool), from this repo's own files, offline.
 #
-# Here, once:  python3 -m lab.setup.device_prep          (fills the git-ignored .device/: stripped llama.cpp source
-#                                                 + the wheels the GPU image lacks, ≈ 25 MiB)
-# There, the device tool's command (carry: [".device"]), the same line every call:
+# Here, once:  python3 -m lab.setup.device_prep --models (fills the git-ignored .device/: stripped llama.cpp source
+#                                                 + the wheels the GPU image lacks, ≈ 25 MiB; and
+#                                                 .device-models/0..3: SmolLM2 for notebooks 03 and 05 in parts)
+# There, the device tool's command, the same line every call:
 #   LAB_GIT_SHA=<sha of this checkout> bash lab/device/run_h200.sh
+# with carry [".device", ".device-models/0"] on the first call, [".device-models/1", ".device-models/2"] on the
+# second, [".device-models/3"] on the third, nothing after (each call's parts are kept there and joined once
+# all have come: the tool carries ≤ 64 MiB a call).
 #
 # The first call copies the tree to $WORK and starts the pipeline detached (setsid): set-up (builds llama.cpp
 # for the GPU's arch with -j$(nproc)), the synthetic Qwen3.8-27B-shaped Q4_K file (lab.model.standin, while the
@@ -14,6 +18,9 @@
 # small logs: no model, no build) into $OUT/run.tar.xz (in 15 MiB parts if larger), with $OUT/pipeline.log and
 # $OUT/status.txt.
 #
+# Before the suite, `lab tune` measures the server-state settings (prompt cache, context checkpoints) for
+# PRETUNE_S seconds (default 200; 0 = skip) and the suite runs with the winner applied to the profile (the
+# copy there; the run folder's profile copy and 00_pretune/ say what was measured).
 # Environment: PROFILE (default h200-x1), LAB_RUN_ARGS (more `lab run` flags, e.g. "--only 01,06"),
 # WAIT_S (default 540: a call must end inside the tool's 600 s), WORK (default /root/lab-device),
 # LAB_GIT_SHA / LAB_GIT_DIRTY (the commit, recorded in every record: the copy there has no .git).
@@ -40,6 +47,18 @@ pipeline() {  # runs detached, in $WORK/repo
   local synth_pid=$!
   python3 -m lab.setup || { say "lab.setup failed"; return 1; }
   wait "$synth_pid"; say "standin rc=$(cat "$WORK/standin.rc"): $(tail -1 "$WORK/standin.log")"
+  local smol; smol="$(python3 -c 'from lab import setup; print(setup.cache_dir() / "models" / setup.SMOLLM2_FILE)')"
+  for _ in $(seq 24); do [ -e "$smol" ] && break; sleep 5; done
+  say "embedded SmolLM2: $([ -e "$smol" ] && echo "there ($smol)" || echo "missing: notebook 03 fails, 05 runs without it")"
+  if [ "${PRETUNE_S:-200}" -gt 0 ]; then
+    local synth; synth="$(sed -n 's/^\(wrote\|found\) \(\S*\) .*/\2/p' "$WORK/standin.log" | tail -1)"
+    sed "s#^model_file:.*#model_file: $synth#" "params/$PROFILE.yaml" > "$WORK/pretune-profile.yaml"
+    say "pre-tune: lab tune --dimensions server_state for ${PRETUNE_S:-200} s on $synth"
+    .venv/bin/python -m lab tune --profile "$WORK/pretune-profile.yaml" --dimensions server_state \
+      --budget-s "${PRETUNE_S:-200}" --run-dir "$WORK/pretune" --write-profile "$WORK/tuned.yaml" \
+      && sed "s#^model_file:.*#$(grep '^model_file:' "params/$PROFILE.yaml")#" "$WORK/tuned.yaml" > "params/$PROFILE.yaml"
+    say "profile for the suite: $(grep -E '^(server_args|threads|parallel_slots):' "params/$PROFILE.yaml" | tr '\n' ' ')"
+  fi
   # shellcheck disable=SC2086
   .venv/bin/python -m lab run --profile "$PROFILE" --synth-if-missing ${LAB_RUN_ARGS:-}
 }
@@ -50,6 +69,8 @@ if [ "${1:-}" = "--pipeline" ]; then
 fi
 
 mkdir -p "$WORK" "$OUT"
+# this call's share of the embedded model (see the top): kept there, joined once every part has come
+[ -d .device-models ] && python3 -m lab.setup.device_prep --assemble .device-models --store "$WORK/model-parts"
 if [ ! -e "$WORK/started" ]; then
   rm -rf "$WORK/repo" && mkdir -p "$WORK/repo" && cp -a . "$WORK/repo/" || { echo "copy failed"; exit 1; }
   date -u +%s > "$WORK/started"
@@ -78,6 +99,7 @@ if [ -n "$run_dir" ] && [ -d "$run_dir" ]; then
   find "$run_dir" -type f -size +4M -name '*.log' -exec sh -c 'tail -c 4M "$1" > "$1.tail" && mv "$1.tail" "$1"' _ {} \;
   # xz: executed notebooks each embed plotly.js; the tool brings back files of at most 16 MiB, so a bigger
   # archive comes back in 15 MiB parts (cat run.tar.xz.part-* > run.tar.xz)
+  [ -d "$WORK/pretune" ] && cp -r "$WORK/pretune" "$run_dir/00_pretune"
   XZ_OPT=-T0 tar cJf "$OUT/run.tar.xz" -C "$(dirname "$run_dir")" --exclude='*.gguf' "$(basename "$run_dir")"
   if [ "$(stat -c %s "$OUT/run.tar.xz")" -gt $((15 * 1024 * 1024)) ]; then
     split -b 15M "$OUT/run.tar.xz" "$OUT/run.tar.xz.part-" && rm "$OUT/run.tar.xz"

@@ -213,6 +213,28 @@ def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting
     return "\n".join(lines) + "\n"
 
 
+def apply_patch(profile_text: str, patch: str) -> str:
+    """The profile YAML with the patch's keys set: a top-level `key:` line is replaced, a missing key appended
+    (the patch's comment lines go above its keys, so the copy says what was measured). The profile's other
+    lines and comments stay as they are."""
+    import yaml
+
+    values = yaml.safe_load(patch) or {}
+    if not values:
+        return profile_text
+    lines = profile_text.rstrip("\n").split("\n")
+    comments = [ln for ln in patch.splitlines() if ln.startswith("#")]
+    appended = []
+    for key, value in values.items():
+        line = f"{key}: {yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+        hits = [i for i, ln in enumerate(lines) if ln.startswith(f"{key}:")]
+        if hits:
+            lines[hits[0]] = line
+        else:
+            appended.append(line)
+    return "\n".join(lines + [""] + comments + appended) + "\n"
+
+
 # ---------------------------------------------------------------- measuring (needs llama-server)
 def why_not(profile: Profile) -> str | None:
     """Why this machine cannot tune this profile (None: it can): the sweep varies llama-server's own flags, so it
@@ -431,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=None, help="time budget in seconds (default: the profile's tune_budget_s)")
     ap.add_argument("--dimensions", default=None, help="comma-separated subset: server_state,sampling,flash_attn,batch,kv_cache,slots,threads")
     ap.add_argument("--run-dir", default=None, help="run folder to write records/06_tune.json into (default: a new one)")
+    ap.add_argument("--write-profile", default=None, metavar="PATH",
+                    help="also write a copy of the profile with the winner's settings applied to PATH")
     args = ap.parse_args(argv)
     try:
         path = profiles.resolve(args.profile)
@@ -444,6 +468,11 @@ def main(argv: list[str] | None = None) -> int:
                      args.dimensions.split(",") if args.dimensions else None, monitor=mon)
     evidence.write_record(run_dir, "06_tune", build_record(result, chart(result)), path)
     (run_dir / "tune-patch.yaml").write_text(result["patch_yaml"])
+    if args.write_profile:
+        from pathlib import Path
+
+        Path(args.write_profile).write_text(apply_patch(Path(path).read_text(), result["patch_yaml"]))
+        print(f"profile with the winner applied: {args.write_profile}")
     print(result["patch_yaml"])
     print(f"record: {run_dir / 'records' / '06_tune.json'}; patch: {run_dir / 'tune-patch.yaml'}")
     return 0 if result["points"] else 1

@@ -15,6 +15,12 @@ Writes (the folder is git-ignored):
 
 Then on that machine: `LAB_LLAMA_SRC=.device/llama-src.tar.xz LAB_WHEELS=.device/whl python3 -m lab.setup`
 (lab/device/run_h200.sh does this and the rest). Standard library only: it runs before any venv exists.
+
+The embedded models (SmolLM2 for notebook 03's ladder and 05's grid: 94 MiB) do not fit one call's 64 MiB
+beside .device/, so `--models` also cuts SmolLM2 into 25 MiB parts under .device-models/<i>/ (git-ignored):
+the first call carries [".device", ".device-models/0"], the next ones the other parts, and on the machine
+`python3 -m lab.setup.device_prep --assemble .device-models` gathers each call's parts and, once all are there and
+the sha256 matches, writes the file where lab.setup would have extracted it.
 """
 from __future__ import annotations
 
@@ -133,6 +139,55 @@ def download_wheels(dest: Path, cache: Path) -> list[Path]:
     return out
 
 
+PART_BYTES = 25 << 20  # 1st call: tree ≈ 11 MB + .device ≈ 24 MB + one part; later calls: two parts each
+
+
+def split_models(out: Path, cache: Path, part_bytes: int = PART_BYTES) -> dict:
+    """Cut the embedded SmolLM2 into parts under out/<i>/; returns the manifest (also out/MODELS.json)."""
+    src = cache / "models" / setup.SMOLLM2_FILE
+    if not src.exists():
+        sys.exit(f"[device_prep] {src} is missing: run `python3 -m lab.setup` here first (it extracts the model)")
+    shutil.rmtree(out, ignore_errors=True)
+    parts = []
+    with open(src, "rb") as fh:
+        for i, chunk in enumerate(iter(lambda: fh.read(part_bytes), b"")):
+            (out / str(i)).mkdir(parents=True)
+            name = f"{setup.SMOLLM2_FILE}.part{i:02d}"
+            (out / str(i) / name).write_bytes(chunk)
+            parts.append({"file": name, "bytes": len(chunk), "sha256": hashlib.sha256(chunk).hexdigest()})
+    manifest = {"file": setup.SMOLLM2_FILE, "bytes": src.stat().st_size, "sha256": sha256(src), "parts": parts}
+    (out / "0" / "MODELS.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def assemble(parts_dir: Path, store: Path, models_dir: Path) -> str:
+    """Move this call's parts (parts_dir/<i>/*) into `store` (kept between calls); when every part listed in
+    MODELS.json is there, join them into models_dir/<file> (sha256 checked, atomic). Returns what happened."""
+    store.mkdir(parents=True, exist_ok=True)
+    for f in parts_dir.glob("*/*"):
+        shutil.copy2(f, store / f.name)
+    mf = store / "MODELS.json"
+    if not mf.exists():
+        return "waiting for the part that carries MODELS.json"
+    manifest = json.loads(mf.read_text())
+    dest = models_dir / manifest["file"]
+    if dest.exists() and dest.stat().st_size == manifest["bytes"]:
+        return f"{dest} already there"
+    have = [p for p in manifest["parts"] if (store / p["file"]).exists()]
+    if len(have) < len(manifest["parts"]):
+        return f"{len(have)} of {len(manifest['parts'])} parts here"
+    models_dir.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".partial")
+    with open(tmp, "wb") as out:
+        for p in manifest["parts"]:
+            out.write((store / p["file"]).read_bytes())
+    if sha256(tmp) != manifest["sha256"]:
+        tmp.unlink()
+        return f"parts joined but the sha256 differs from {manifest['sha256'][:12]}: not written"
+    tmp.replace(dest)
+    return f"{dest} written ({manifest['bytes']:,} bytes, sha256 {manifest['sha256'][:12]} ok)"
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -145,8 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m lab.setup.device_prep", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / ".device", help="folder to fill (default .device, git-ignored)")
     ap.add_argument("--cache", type=Path, default=None, help="lab cache holding the sdist (default $LAB_CACHE or ~/.cache/llm-lab)")
+    ap.add_argument("--models", action="store_true", help="also cut the embedded SmolLM2 into parts under .device-models/")
+    ap.add_argument("--assemble", type=Path, default=None, metavar="PARTS",
+                    help="on the device: gather the parts carried in PARTS (.device-models) and join them when complete")
+    ap.add_argument("--store", type=Path, default=Path("/root/lab-device/model-parts"),
+                    help="with --assemble: where parts are kept between calls")
     args = ap.parse_args(argv)
     cache = (args.cache or setup.cache_dir()).resolve()
+    if args.assemble is not None:
+        print(f"[device_prep] models: {assemble(args.assemble, args.store, cache / 'models')}")
+        return 0
     sdist = cache / "sdist" / f"llama_cpp_python-{setup.LLAMA_CPP_PYTHON_VERSION}.tar.gz"
     if not sdist.exists():
         print(f"error: {sdist} is missing: run `python3 -m lab.setup` here first (it downloads the sdist)", file=sys.stderr)
@@ -166,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
                 "wheels": [{"file": w.name, "bytes": w.stat().st_size} for w in wheels],
                 "device_python": DEVICE_PYTHON, "platforms": list(PLATFORMS)}
     (args.out / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if args.models:
+        parts = split_models(ROOT / ".device-models", cache)
+        print(f"[device_prep] .device-models: {parts['file']} in {len(parts['parts'])} parts of ≤ "
+              f"{PART_BYTES >> 20} MiB; carry .device-models/0 with .device, then the others")
     total = stats["bytes"] + wheel_bytes
     print(f"[device_prep] total {total / 2**20:.1f} MiB in {time.monotonic() - t0:.0f} s; carry it with the device "
           f"tool's carry: [\".device\"]")
