@@ -47,7 +47,7 @@ llama_memory_recurrent: size = 2394.00 MiB (    16 cells,  64 layers, 16 seqs  0
 
 
 def test_gpu_profile_adds_its_own_server_configuration(tmp_path):
-    from lab import profiles
+    from lab.core import profiles
 
     assert kv.gpu_layers(profiles.load("cpu-default")) is None and kv.profile_point(profiles.load("cpu-default")) is None
     h200 = profiles.load("h200-x1")
