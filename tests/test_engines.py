@@ -248,3 +248,21 @@ def test_reported_rows_show_slots_context_and_kv():
     rows = {r["what"]: r["value"] for r in engines.reported_rows(rep)}
     assert rows["slots"] == 4 and rows["context per slot (n_ctx_slot)"] == 1024
     assert rows["context total (n_ctx)"] == 4096 and "90.00 MiB" in rows["KV cache (all layers)"]
+
+
+def test_failure_said_puts_llama_cpp_s_cause_first_without_time_stamps():
+    # the lines llama-server 0.3.36's build printed here for --spec-type draft-mtp on SmolLM2 (no MTP layers)
+    log = ("0.00.840.603 W operator(): failed to measure the memory of the extra model\n"
+           "0.02.301.520 I llama_init_from_model: n_ctx = 4096\n"
+           "0.02.301.527 W llama_init_from_model: context type MTP requested but model doesn't contain MTP layers\n"
+           "0.02.301.527 E common_speculative_init_result: failed to create MTP context\n"
+           "0.02.301.534 E srv    load_model: failed to create MTP context\n"
+           "0.02.319.168 E srv  llama_server: exiting due to model loading error\n")
+    assert engines.failure_said("llama.cpp", log) == [
+        "llama_init_from_model: context type MTP requested but model doesn't contain MTP layers",
+        "common_speculative_init_result: failed to create MTP context",
+        "srv    load_model: failed to create MTP context"]
+    assert engines.failure_said("llama.cpp", "0.01 I all well\n") == []
+    vllm = "INFO 01-01 api_server.py: starting\nERROR 01-01 core.py: EngineCore failed to start.\n"
+    assert engines.failure_said("vllm", vllm) == ["ERROR 01-01 core.py: EngineCore failed to start."]
+    assert engines.failure_said("external", vllm) == []

@@ -107,6 +107,26 @@ def test_early_exit_gives_the_exit_code_and_log_tail(smol_model, tmp_path):
     assert "--no-such-flag" in err.value.log_tail  # llama-server's own complaint
 
 
+def test_measure_returns_the_measurement_or_the_refusal_and_stops_the_server(smol_model, tmp_path):
+    """serve.measure, the one start → measure → stop of lab.tune and lab.speculative: a setting that serves gives
+    the fields `how` measured; one llama-server refuses gives its own words; neither leaves a process."""
+    pids = []
+
+    def how(srv):
+        pids.append(srv.pid)
+        return {"answer": serve.smoke_test(srv, max_tokens=2)["completions"]["ok"]}
+
+    ok = serve.measure(smol_command(smol_model), tmp_path, "ok", how)
+    assert ok["status"] == "ok" and ok["error"] is None and ok["answer"] is True and ok["load_s"] > 0
+    assert ok["seconds"] >= ok["load_s"] and "llama-server" in ok["command"] and gone(pids[0])
+    refused = serve.measure(smol_command(smol_model, extra_args=("--spec-type", "draft-mtp")), tmp_path, "mtp", how)
+    assert refused["status"] == "failed" and refused["load_s"] is None and len(pids) == 1
+    assert refused["error"].startswith("llama_init_from_model: context type MTP requested but model doesn't contain MTP")
+    assert "exiting due to model loading error" in refused["log_tail"]
+    broke = serve.measure(smol_command(smol_model), tmp_path, "broke", lambda srv: pids.append(srv.pid) or 1 / 0)
+    assert broke["status"] == "failed" and broke["error"] == "ZeroDivisionError: division by zero" and gone(pids[1])
+
+
 def test_a_missing_model_file_is_refused_before_the_server_starts(smol_model, tmp_path):
     with pytest.raises(serve.BadModelFile, match="nonexistent/model.gguf"):
         serve.start(smol_command("/nonexistent/model.gguf"), log_dir=tmp_path, name="bad")

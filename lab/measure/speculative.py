@@ -24,6 +24,7 @@ record says so (`acceptance_rate_valid_for_real_model`), and only the synthetic-
 from __future__ import annotations
 
 import time
+from functools import partial
 
 SOURCE = ("llama.cpp vendored in llama-cpp-python 0.3.36: common/arg.cpp (--spec-type, -md, --spec-draft-n-max, "
           "--spec-synth-len), common/speculative.cpp, tools/server/server-common.cpp (timings.draft_n, draft_n_accepted)")
@@ -73,10 +74,8 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
     not run (the baseline always runs). Returns rows and the summary the claims judge reads."""
     from pathlib import Path
 
-    from lab.serving import engines, serve
-    from lab.measure import bench
-
     from lab.measure import tune
+    from lab.serving import engines, serve
 
     reason = tune.why_not(profile)
     if reason:
@@ -97,46 +96,38 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
             continue
         cmd = engines.build_command(one_slot, installed_version=engines.installed_version(one_slot),
                                     port=serve.free_port(), extra_args=v["args"])
-        row = {"variant": v["name"], "kind": v["kind"], "synthetic_length": v.get("length"), "command": cmd.shell(),
-               "status": "ok", "error": None}
         name = "spec_" + "".join(c if c.isalnum() else "_" for c in v["name"])[:40]
-        srv = None
-        try:
-            srv = serve.start(cmd, log_dir=log_dir, name=name)
-            words, _ = bench.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
-            target = bench.Target(srv.base_url, model=serve.model_name(srv),
-                                  max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key)
-            run = bench.run_load(target, bench.make_prompts(requests + 1, words, seed=11, tag=v["kind"]),
-                                 bench.LoadSpec(concurrency=1, max_requests=requests, warmup_requests=1))
-            if monitor is not None:
-                monitor.watch(srv.pid)
-                run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
-            s = bench.summarise_run(run)
-            row.update(decode_tok_s=s["stream_decode_tok_s"], server_decode_tok_s=s["server_decode_tok_s"],
-                       tpot_p50_ms=s["tpot_ms"]["p50"], ttft_p50_ms=s["ttft_ms"]["p50"],
-                       joules_per_token=s.get("joules_per_token"), **acceptance(run.results, v["kind"] != "none"))
-            if s["failures"]:
-                row.update(status="failed", error="; ".join(s["errors"])[:300])
-        except Exception as exc:  # noqa: BLE001 - a variant the build or the model does not support is a result
-            # llama-server's own error lines say why (e.g. "model doesn't contain MTP layers")
-            log = log_dir / f"{name}.log"
-            lines = log.read_text(errors="replace").splitlines() if log.exists() else []
-            first_e = next((i for i, ln in enumerate(lines) if " E " in ln), None)
-            said = ([ln.split(" W ", 1)[1].strip() for ln in lines[max(0, first_e - 1):first_e] if " W " in ln]
-                    + [ln.split(" E ", 1)[1].strip() for ln in lines[first_e:] if " E " in ln][:2]) if first_e is not None else []
-            row.update(status="failed", error=("; ".join(said) or f"{type(exc).__name__}: {exc}")[:300])
-            if srv is not None:
-                row["log_tail"] = srv.log_tail(12)
-        finally:
-            if srv is not None:
-                srv.stop()
-        row["seconds"] = round(time.monotonic() - t0, 1)
+        how = partial(_single_stream, profile=profile, variant=v, requests=requests, output_tokens=output_tokens,
+                      monitor=monitor)
+        row = {"variant": v["name"], "kind": v["kind"], "synthetic_length": v.get("length"),
+               **serve.measure(cmd, log_dir, name, how, monitor=monitor)}
         dec, acc = row.get("decode_tok_s"), row.get("acceptance_rate")
         progress(f"[spec] {v['name']}: {row['status']}, decode {f'{dec:.1f}' if dec else '—'} tok/s, drafted "
                  f"{row.get('draft_n')}, acceptance {f'{acc:.3f}' if acc is not None else '—'}"
                  + (f" — {row['error'][:160]}" if row["error"] else ""))
         rows.append(row)
     return summarise(rows, profile, draft)
+
+
+def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens: int | None, monitor) -> dict:
+    """`requests` greedy single-stream requests to a running server: decode speed, latency, drafts accepted."""
+    from lab.measure import bench
+    from lab.serving import serve
+
+    words, _ = bench.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
+    target = bench.Target(srv.base_url, model=serve.model_name(srv),
+                          max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key)
+    run = bench.run_load(target, bench.make_prompts(requests + 1, words, seed=11, tag=variant["kind"]),
+                         bench.LoadSpec(concurrency=1, max_requests=requests, warmup_requests=1))
+    if monitor is not None:
+        run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
+    s = bench.summarise_run(run)
+    out = dict(decode_tok_s=s["stream_decode_tok_s"], server_decode_tok_s=s["server_decode_tok_s"],
+               tpot_p50_ms=s["tpot_ms"]["p50"], ttft_p50_ms=s["ttft_ms"]["p50"],
+               joules_per_token=s.get("joules_per_token"), **acceptance(run.results, variant["kind"] != "none"))
+    if s["failures"]:
+        out.update(status="failed", error="; ".join(s["errors"])[:300])
+    return out
 
 
 def summarise(rows: list[dict], profile, draft: str | None) -> dict:

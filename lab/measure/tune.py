@@ -22,6 +22,7 @@ import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 
 from lab.core.profiles import Profile
 
@@ -261,9 +262,7 @@ def measure_point(profile: Profile, setting: Setting, log_dir, monitor=None, req
                   output_tokens: int | None = None) -> dict:
     """Start the server with `setting`, measure one stream and the profile's top concurrency, stop it."""
     from lab.serving import engines, serve
-    from lab.measure import bench
 
-    conc = max(profile.bench_levels)
     variant = profile.model_copy(update={"threads": setting.threads, "kv_cache_dtype": setting.kv,
                                          "parallel_slots": setting.slots})
     cmd = engines.build_command(variant, installed_version=engines.installed_version(variant), port=serve.free_port(),
@@ -272,46 +271,43 @@ def measure_point(profile: Profile, setting: Setting, log_dir, monitor=None, req
     i = argv.index("-fa")
     argv[i + 1] = setting.flash_attn
     cmd = replace(cmd, argv=tuple(argv))
-    row = {"name": setting.name, "dimension": setting.dimension, "setting": asdict(setting), "command": cmd.shell(),
-           "concurrency": conc, "status": "ok", "error": None}
-    t0 = time.monotonic()
-    srv = None
-    try:
-        srv = serve.start(cmd, log_dir=log_dir, name="tune_" + "".join(c if c.isalnum() else "_" for c in setting.name)[:60])
+    how = partial(_one_and_many, profile=profile, setting=setting, monitor=monitor, requests_single=requests_single,
+                  output_tokens=output_tokens)
+    return {"name": setting.name, "dimension": setting.dimension, "setting": asdict(setting),
+            "concurrency": max(profile.bench_levels),
+            **serve.measure(cmd, log_dir, "tune_" + "".join(c if c.isalnum() else "_" for c in setting.name)[:60],
+                            how, monitor=monitor)}
+
+
+def _one_and_many(srv, *, profile: Profile, setting: Setting, monitor, requests_single: int,
+                  output_tokens: int | None) -> dict:
+    """One stream, then the profile's top concurrency, against a running server with `setting`."""
+    from lab.measure import bench
+    from lab.serving import serve
+
+    conc = max(profile.bench_levels)
+    words, _ = bench.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
+    target = bench.Target(srv.base_url, model=serve.model_name(srv),
+                          max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key,
+                          extra_body=SAMPLING[setting.sampling] or None)
+    runs = {}
+    for level, n in ((1, requests_single), (conc, 2 * conc)):
+        prompts = bench.make_prompts(n + 1, words, seed=len(setting.name) * 7 + level, tag=setting.name)
+        run = bench.run_load(target, prompts, bench.LoadSpec(concurrency=level, max_requests=n, warmup_requests=1))
         if monitor is not None:
-            monitor.watch(srv.pid)
-        row["load_s"] = round(time.monotonic() - t0, 2)
-        words, _ = bench.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
-        target = bench.Target(srv.base_url, model=serve.model_name(srv),
-                              max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key,
-                              extra_body=SAMPLING[setting.sampling] or None)
-        runs = {}
-        for level, n in ((1, requests_single), (conc, 2 * conc)):
-            prompts = bench.make_prompts(n + 1, words, seed=len(setting.name) * 7 + level, tag=setting.name)
-            run = bench.run_load(target, prompts, bench.LoadSpec(concurrency=level, max_requests=n, warmup_requests=1))
-            if monitor is not None:
-                run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
-            runs[level] = bench.summarise_run(run)
-        one, many = runs[1], runs[conc]
-        row.update(single_decode_tok_s=one["stream_decode_tok_s"], single_server_decode_tok_s=one["server_decode_tok_s"],
-                   single_tpot_p50_ms=one["tpot_ms"]["p50"], single_ttft_p50_ms=one["ttft_ms"]["p50"],
-                   aggregate_tok_s=many["output_throughput"], tpot_p50_ms=many["tpot_ms"]["p50"],
-                   e2el_p50_ms=many["e2el_ms"]["p50"], ttft_p50_ms=many["ttft_ms"]["p50"],
-                   failures=one["failures"] + many["failures"],
-                   joules_per_token=many.get("joules_per_token"), joules_per_token_single=one.get("joules_per_token"),
-                   peak_vram_mib=many.get("peak_vram_mib"), peak_host_rss_mib=many.get("peak_host_rss_mib"))
-        if row["failures"]:
-            row["status"] = "failed"
-            row["error"] = "; ".join(list(one["errors"]) + list(many["errors"]))[:300]
-    except Exception as exc:  # noqa: BLE001 - a refused setting is a result ("the server would not start")
-        row.update(status="failed", error=f"{type(exc).__name__}: {exc}"[:400])
-        if srv is not None:
-            row["log_tail"] = srv.log_tail(15)
-    finally:
-        if srv is not None:
-            srv.stop()
-    row["seconds"] = round(time.monotonic() - t0, 1)
-    return row
+            run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
+        runs[level] = bench.summarise_run(run)
+    one, many = runs[1], runs[conc]
+    out = dict(single_decode_tok_s=one["stream_decode_tok_s"], single_server_decode_tok_s=one["server_decode_tok_s"],
+               single_tpot_p50_ms=one["tpot_ms"]["p50"], single_ttft_p50_ms=one["ttft_ms"]["p50"],
+               aggregate_tok_s=many["output_throughput"], tpot_p50_ms=many["tpot_ms"]["p50"],
+               e2el_p50_ms=many["e2el_ms"]["p50"], ttft_p50_ms=many["ttft_ms"]["p50"],
+               failures=one["failures"] + many["failures"],
+               joules_per_token=many.get("joules_per_token"), joules_per_token_single=one.get("joules_per_token"),
+               peak_vram_mib=many.get("peak_vram_mib"), peak_host_rss_mib=many.get("peak_host_rss_mib"))
+    if out["failures"]:
+        out.update(status="failed", error="; ".join(list(one["errors"]) + list(many["errors"]))[:300])
+    return out
 
 
 def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str] | None = None,

@@ -963,6 +963,21 @@ def parse_log(engine: str, text: str) -> dict:
     return {}
 
 
+def failure_said(engine: str, text: str, most: int = 3) -> list[str]:
+    """The engine's own words for why it failed, from its log: llama.cpp states the cause as a warning just
+    before its first error ("context type MTP requested but model doesn't contain MTP layers", then "E ...
+    failed to create MTP context"), so that warning comes first; time stamp and level are left out."""
+    if engine not in ("vllm", "llama.cpp", "llama-cpp-python"):
+        return []
+    errors = parse_log(engine, text)["errors"]
+    if not errors or engine == "vllm":
+        return errors[:most]
+    lines = [ln.strip() for ln in text.splitlines()]
+    first = lines.index(errors[0])
+    cause = [lines[first - 1]] if first and re.search(r"^(warning:|\S+ W )", lines[first - 1]) else []
+    return [re.sub(r"^(\S+ [EW] |error: |warning: )", "", ln).strip() for ln in cause + errors][:most]
+
+
 def reported_rows(reported: dict) -> list[dict]:
     """The parsed log as (what, value) rows: layers offloaded, KV buffer, slots, context, model, build."""
     rows = []

@@ -376,6 +376,35 @@ def start(command: Command, log_dir: str | Path, name: str = "server",
     return server
 
 
+def measure(command: Command, log_dir: str | Path, name: str, how, monitor=None) -> dict:
+    """Start `command`, hand the server to `how(server)` (it returns the measured fields), stop the server:
+    one row of a sweep over server settings (lab.tune, lab.speculative). A setting the build or the model
+    refuses is a result, not a crash: status "failed", error = what the engine's log says (or the exception),
+    log_tail. Every row has command, status, error, load_s (None if it never served) and seconds."""
+    t0 = time.monotonic()
+    row = {"command": command.shell(), "status": "ok", "error": None, "load_s": None}
+    srv = None
+    try:
+        srv = start(command, log_dir=log_dir, name=name)
+        row["load_s"] = round(time.monotonic() - t0, 2)
+        if monitor is not None:
+            monitor.watch(srv.pid)
+        row.update(how(srv))
+    except Exception as exc:  # noqa: BLE001 - a refused setting is a measurement ("the server would not start")
+        # a server that failed to start has already been stopped by `start`, its log saved (redacted)
+        log = Path(log_dir) / f"{name}.log"
+        text = srv.log_text() if srv is not None else (log.read_text(errors="replace") if log.exists() else "")
+        # the engine's words only when it died: an exception while it serves is the client's or the load's
+        said = engines.failure_said(command.engine, text) if srv is None or not srv.alive() else []
+        row.update(status="failed", error=("; ".join(said) or f"{type(exc).__name__}: {exc}")[:400],
+                   log_tail="\n".join(text.splitlines()[-15:]))
+    finally:
+        if srv is not None:
+            srv.stop()
+    row["seconds"] = round(time.monotonic() - t0, 1)
+    return row
+
+
 def connect(command: Command, timeout_s: float = 10.0, name: str = "external") -> Server:
     """An external server: nothing is started; raise StartupFailed unless it answers within `timeout_s`."""
     api_key = os.environ.get(command.api_key_env) if command.api_key_env else None
