@@ -72,32 +72,32 @@ def claims_not_holding(profile, records: dict) -> list[dict]:
     return [c for c in ledger if c.get("verdict") in NOT_HOLDING]
 
 
+def _summary(records: dict, name: str) -> dict:
+    """A record's summary; {} when that notebook did not run or wrote none."""
+    return (records.get(name) or {}).get("summary") or {}
+
+
 def measured(records: dict) -> list[str]:
-    """One line per thing this run measured, from the records that exist."""
-    lines = []
-    hw = (records.get("01_hardware") or {}).get("summary") or {}
-    if hw.get("bandwidth_gb_s"):
-        lines.append(f"memory copy bandwidth {display.sig3(hw['bandwidth_gb_s'])} GB/s ({hw.get('bandwidth_kind')}, read + write)")
-    b = (records.get("06_benchmark") or {}).get("summary") or {}
-    if b.get("served_single_stream_decode_tok_s"):
-        lines.append(f"one stream decoded at {_tok(b['served_single_stream_decode_tok_s'])} through the server "
-                     f"(in-process llama-bench {_tok(b.get('llama_bench_tg_tok_s'))}; ceiling {_tok(b.get('decode_ceiling_tok_s'))})")
-    if b.get("best_aggregate_tok_s"):
-        lines.append(f"{_tok(b['best_aggregate_tok_s'])} in total at {b.get('best_aggregate_concurrency')} concurrent streams")
-    elif b.get("benchmark_skipped"):
-        lines.append(f"speed not measured here: {b['benchmark_skipped']}")
-    kv = (records.get("05_kv_cache") or {}).get("summary") or {}
-    if kv.get("parity_caches_compared"):
-        lines.append(f"KV cache: llama.cpp allocated exactly the predicted bytes for {kv['parity_caches_identical']} of "
-                     f"{kv['parity_caches_compared']} caches")
-    q = (records.get("03_quantize") or {}).get("summary") or {}
-    if q.get("recommended for the 27B target"):
-        lines.append(f"quantization ladder: {q['recommended for the 27B target']} recommended for the 27B target")
-    s = (records.get("04_serve") or {}).get("summary") or {}
-    if s and not s.get("skipped"):
-        lines.append(f"{s.get('engine')} served completions {'and chat ' if s.get('chat_ok') else ''}on 127.0.0.1 and stopped "
-                     f"{'cleanly' if s.get('stopped_clean') else 'NOT cleanly'}")
-    return lines
+    """One line per thing this run measured, from the records that exist (a line is None where nothing was)."""
+    hw, q, s, kv, b = (_summary(records, name) for name in
+                       ("01_hardware", "03_quantize", "04_serve", "05_kv_cache", "06_benchmark"))
+    recommended = q.get("recommended for the 27B target")
+    lines = [
+        f"memory copy bandwidth {display.sig3(hw['bandwidth_gb_s'])} GB/s ({hw.get('bandwidth_kind')}, read + write)"
+        if hw.get("bandwidth_gb_s") else None,
+        f"one stream decoded at {_tok(b['served_single_stream_decode_tok_s'])} through the server (in-process "
+        f"llama-bench {_tok(b.get('llama_bench_tg_tok_s'))}; ceiling {_tok(b.get('decode_ceiling_tok_s'))})"
+        if b.get("served_single_stream_decode_tok_s") else None,
+        f"{_tok(b['best_aggregate_tok_s'])} in total at {b.get('best_aggregate_concurrency')} concurrent streams"
+        if b.get("best_aggregate_tok_s") else
+        f"speed not measured here: {b['benchmark_skipped']}" if b.get("benchmark_skipped") else None,
+        f"KV cache: llama.cpp allocated exactly the predicted bytes for {kv['parity_caches_identical']} of "
+        f"{kv['parity_caches_compared']} caches" if kv.get("parity_caches_compared") else None,
+        f"quantization ladder: {recommended} recommended for the 27B target" if recommended else None,
+        f"{s.get('engine')} served completions {'and chat ' if s.get('chat_ok') else ''}on 127.0.0.1 and stopped "
+        f"{'cleanly' if s.get('stopped_clean') else 'NOT cleanly'}" if s and not s.get("skipped") else None,
+    ]
+    return [line for line in lines if line]
 
 
 def facts(profile, records: dict, notebooks: list[dict] | None = None) -> dict:
