@@ -28,3 +28,17 @@ def test_cpu_default_measures_here_and_points_at_every_gpu_profile():
     assert "79.9 tok/s" in text and "150 tok/s in total at 4" in text and "27.4 GB/s" in text
     assert "1 failed check(s)" in text and "X (notebook 06): do y" in text
     assert "do not hold" not in text  # 06's ledger (empty here) wins over the plan's
+
+
+def test_measured_has_a_line_only_for_what_a_record_holds():
+    records = {"03_quantize": {"summary": {"recommended for the 27B target": "IQ4_XS"}},
+               "04_serve": {"summary": {"skipped": "a GPU profile on a CPU box"}},
+               "05_kv_cache": {"summary": {"parity_caches_compared": 28, "parity_caches_identical": 28}},
+               "06_benchmark": {"summary": {"benchmark_skipped": "no llama-server"}}}
+    assert answer.measured(records) == [
+        "speed not measured here: no llama-server",
+        "KV cache: llama.cpp allocated exactly the predicted bytes for 28 of 28 caches",
+        "quantization ladder: IQ4_XS recommended for the 27B target"]
+    served = {"04_serve": {"summary": {"engine": "llama.cpp", "chat_ok": True, "stopped_clean": False}}}
+    assert answer.measured(served) == ["llama.cpp served completions and chat on 127.0.0.1 and stopped NOT cleanly"]
+    assert answer.measured({}) == [] and answer.measured({"01_hardware": {"summary": None}}) == []
