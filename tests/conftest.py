@@ -116,8 +116,9 @@ def smol_model():
 
 
 def cli_output(argv: list[str]) -> tuple[int, str]:
-    """Exit code and everything printed by `python -m lab ARGV`, in-process; anything escaping lab's entry point
-    comes back as rc -1 and a 'Traceback:' line (what a user would see)."""
+    """Exit code and everything printed by `python -m lab ARGV`, in-process; argparse's usage error is its exit
+    status 2 and its message, as a user sees them; anything else escaping lab's entry point comes back as rc -1
+    and a 'Traceback:' line (what a user would see)."""
     import contextlib
     import io
 
@@ -127,6 +128,8 @@ def cli_output(argv: list[str]) -> tuple[int, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             rc = cli.entry(argv)
+        except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0, after printing what to do
+            rc = exc.code if isinstance(exc.code, int) else 1
         except BaseException as exc:  # noqa: BLE001 - anything escaping entry() is a traceback for a user
             rc, err = -1, io.StringIO(f"Traceback: {type(exc).__name__}: {exc}")
     return rc, out.getvalue() + err.getvalue()
