@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,52 @@ def vllm_skip_reason() -> str | None:
     except paths.VllmMissing as exc:
         return f"no vLLM engine venv: {exc}"
     return None
+
+
+VLLM_START_TIMEOUT_S = 420  # measured 35-82 s here; the box is shared with other work
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory):
+    """(profile, server, group): the cpu-vllm profile's real vLLM server, started once for the whole session by
+    lab.serving.serve with exactly the command the notebooks run (no path or environment patched in here); `group` is
+    its process group right after start-up (API server, EngineCore, worker, resource tracker). Shared by
+    tests/test_vllm_cpu.py (the lab's own path) and tests/test_endpoint_vllm.py (to a `lab run` subprocess it is
+    a server the lab did not start, as a user's is). vLLM's start-up is most of their time, so it happens once;
+    the tests that use it run last, the one marked `stops_vllm_server` after all others (see below)."""
+    from lab.core import profiles
+    from lab.serving import engines, serve
+
+    reason = vllm_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    profile = profiles.load("cpu-vllm")
+    cmd = engines.build_command(profile, port=serve.free_port(), installed_version=engines.installed_version(profile))
+    t0 = time.monotonic()
+    server = serve.start(cmd, log_dir=tmp_path_factory.mktemp("vllm-logs"), name="vllm-cpu",
+                         health_timeout_s=VLLM_START_TIMEOUT_S)
+    group = serve._group_members(server.pid)
+    server.ready_s = round(time.monotonic() - t0, 1)
+    try:
+        yield profile, server, group
+    finally:
+        server.stop()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "stops_vllm_server: stops the session's shared vLLM server (runs after every "
+                                       "other test that uses it)")
+
+
+def pytest_collection_modifyitems(items):
+    """The tests of the shared vLLM server run last and together, so the server (~4 GiB of RAM) is up only while
+    they run and never beside another test's vLLM; the test that stops it comes after all of them."""
+    def rank(item) -> int:
+        if item.get_closest_marker("stops_vllm_server"):
+            return 2
+        return 1 if "vllm_server" in getattr(item, "fixturenames", ()) else 0
+
+    items.sort(key=rank)  # stable: the order within each group is pytest's own
 
 
 # ---------------------------------------------------------------- reliability figures

