@@ -1,0 +1,69 @@
+"""lab.install (notebook 02): what is installed on this machine, the facts the compatibility rules read (seen
+here where the machine shows them, else the profile's word), and the checks. The first test looks at this
+machine for real; the others give `machine_facts` and the checks versions as another machine would report them
+(pure logic, no tool run)."""
+import pytest
+
+from lab import install, profiles
+
+
+@pytest.mark.integration
+def test_this_machine_has_the_pinned_bindings_and_one_llama_cpp_build(smol_model):
+    prof = profiles.load("cpu-default")
+    versions = install.installed_versions(prof)
+    lcp, server = versions["llama_cpp_python"], versions["llama_cpp_tools"]["llama-server"]
+    assert lcp["version"] == "0.3.36" and lcp["system_info"] and lcp["gpu_offload"] is False  # the CPU build
+    assert server["present"] and server["runs"] and server["build"] is not None and len(server["commit"]) >= 7
+    nvcc = versions["nvcc"]
+    assert (nvcc["path"] is None) == (nvcc["version"] is None)  # where nvcc is, its release is read
+    checks = {c.name: c for c in install.install_checks(prof, versions)}
+    assert checks["bindings and tools share one llama.cpp build"].status == "pass"
+    assert all(checks[f"{t} built"].status == "pass" for t in ("llama-server", "llama-bench", "llama-quantize"))
+    assert checks["llama.cpp can offload to the GPU"].status == "skip"  # a CPU profile does not need it
+    rows = {r["what"]: r for r in install.versions_rows(versions)}
+    assert rows["llama-cpp-python"]["version"] == "0.3.36" and rows["llama.cpp tools"]["version"].endswith(
+        f"(commit {server['commit']})")
+
+
+def _versions(gpus=(), driver=None, nvcc=None, torch=None, offload=None, vllm=None) -> dict:
+    """What installed_versions returns, as a given machine would report it."""
+    return {"driver": driver, "cuda_driver_api": None, "gpus": list(gpus), "gpu_note": None,
+            "nvcc": {"version": nvcc, "path": "/usr/local/cuda/bin/nvcc" if nvcc else None},
+            "torch": torch or {"version": None, "reason": "not installed"},
+            "llama_cpp_python": {"version": "0.3.36", "gpu_offload": offload, "system_info": "CPU : AVX2 = 1"},
+            "llama_cpp_tools": {}, "vllm": {"version": vllm}, "jupyter": {"papermill": "2.6.0"}, "python": "3.11.7"}
+
+
+def test_machine_facts_take_what_is_seen_over_what_the_profile_declares():
+    prof = profiles.load("v100-32g-x1")
+    seen = _versions(gpus=[{"compute_capability": "7.0"}], driver="580.65.06", nvcc="12.8", offload=True,
+                     torch={"version": "2.7.1+cu126", "cuda": "12.6", "arch_list": ["sm_70", "sm_80"]})
+    facts = install.machine_facts(prof, seen)
+    assert facts["compute_capability"] == 7.0 and facts["gpu_count"] == 1 and facts["driver_version"] == "580.65.06"
+    assert facts["torch_version"] == "2.7.1" and facts["torch_cuda_wheel"] == "cu126"
+    assert facts["torch_arch_list"] == ["sm_70", "sm_80"] and facts["llama_cpp_gpu_offload"] is True
+    assert {k: facts["origin"][k] for k in ("compute_capability", "cuda_toolkit", "torch_cuda_wheel")} == \
+        {"compute_capability": "seen here", "cuda_toolkit": "seen here", "torch_cuda_wheel": "seen here"}
+    # a machine that shows nothing: the profile's word, and the facts say so
+    blind = install.machine_facts(prof, _versions())
+    assert blind["compute_capability"] == 7.0 and blind["origin"]["compute_capability"] == "declared"
+    assert blind["driver_version"] == prof.driver_version and blind["origin"]["driver_version"] == "declared"
+
+
+def test_a_gpu_profile_on_a_build_without_offload_fails_with_the_rebuild_command():
+    checks = {c.name: c for c in install.install_checks(profiles.load("v100-32g-x1"), _versions(offload=False))}
+    offload = checks["llama.cpp can offload to the GPU"]
+    assert offload.status == "fail" and "LAB_CUDA_ARCH=70 make setup" in offload.fix
+    assert checks["llama-cpp-python imports"].status == "pass"
+    assert checks["llama-server built"].status == "fail" and checks["llama-server built"].fix == "run `make setup`"
+
+
+def test_what_this_means_lists_failures_before_warnings():
+    record = {"checks": [
+        {"name": "w", "status": "warn", "observed": "a", "expected": "b", "fix": "f1", "source": "s1"},
+        {"name": "ok", "status": "pass", "observed": "", "expected": "", "fix": "", "source": ""},
+        {"name": "x", "status": "fail", "observed": "c", "expected": "d", "fix": "f2", "source": "s2"}]}
+    text = install.what_this_means(record)
+    assert text.startswith("2 thing(s) to fix") and text.index("**fail: x**") < text.index("**warn: w**")
+    assert "Fix: f2 *(source: s2)*" in text
+    assert install.what_this_means({"checks": []}).startswith("Everything the profile needs is installed")

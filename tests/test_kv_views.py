@@ -1,0 +1,87 @@
+"""lab.kv_views (notebook 05's tables, charts and closing text): the numbers it shows are the KV arithmetic of
+the architectures themselves — checked here against the per-layer shapes, not against a snapshot of the tables."""
+from lab import claims, kv_views, kvcache, memory_plan, models, profiles
+
+GIB = 2**30
+V100_BYTES = 32768 * 2**20
+
+
+def f16_kv_bytes_per_token(arch) -> int:
+    """K and V, 2 bytes each, for every layer that keeps a KV cache (a Gated DeltaNet layer keeps none)."""
+    return 2 * len(arch.global_layers + arch.local_layers) * arch.n_kv_heads * arch.head_dim_k * 2
+
+
+def test_kv_per_dtype_for_the_seeds_model():
+    arch = models.stand_in("qwen3.8-27b")
+    assert len(arch.global_layers) == 16 and len(arch.linear_layers) == 48  # 1 in 4 layers is full attention
+    table = kv_views.kv_dtype_table(arch, 4096, 1).set_index("kv_dtype")
+    per_token = f16_kv_bytes_per_token(arch)
+    assert per_token == 65_536 and table.loc["f16", "bytes_per_token"] == per_token
+    # q8_0: blocks of 32 values in 34 bytes; q4_0: 32 values in 18 bytes
+    assert table.loc["q8_0", "bytes_per_token"] == per_token // 2 * 34 // 32 == 34_816
+    assert table.loc["q4_0", "bytes_per_token"] == per_token // 2 * 18 // 32 == 18_432
+    state_mib = table.loc["f16", "of_which_linear_state_MiB"]
+    assert state_mib == 149.62 and set(table["of_which_linear_state_MiB"]) == {state_mib}  # state is f32 whatever the KV
+    assert table.loc["f16", "cache_MiB_per_device"] == round(4096 * per_token / 2**20 + state_mib, 2)
+
+
+def test_the_naive_calculator_overstates_by_query_over_kv_heads():
+    rows = kv_views.stand_in_table().set_index("model")
+    for mid in ("qwen3-32b", "qwen2.5-32b", "llama-3.1-8b"):  # dense GQA: every layer keeps KV
+        arch = models.stand_in(mid)
+        assert rows.loc[mid, "naive_overstates_32K"] == f"{arch.n_heads / arch.n_kv_heads:.1f}x"
+        assert rows.loc[mid, "KiB_per_token"] == f16_kv_bytes_per_token(arch) / 1024
+    hybrid = rows.loc["qwen3.8-27b"]
+    assert hybrid["global/local/linear"] == "16/0/48" and float(hybrid["naive_overstates_32K"][:-1]) > 20
+
+
+def test_the_27b_class_on_one_v100():
+    rows = {(r["model"], r["context_tokens"]): r for r in kv_views.target_rows(V100_BYTES, contexts=(4096, 65536),
+                                                                              kv_dtypes=("f16",))}
+    q = rows[("qwen3.8-27b", 4096)]
+    assert q["kv_GiB"] == 0.25 and q["recurrent_state_GiB"] == round(149.62 / 1024, 3)  # 4096 × 64 KiB; the state
+    assert q["total_GiB"] == round(q["weights_GiB"] + 0.25 + 149.62 / 1024 + q["overhead_GiB"], 2) and q["fits"]
+    dense = rows[("qwen3-32b", 65536)]
+    assert dense["kv_GiB"] == 16.0 and not dense["fits"] and dense["beyond_trained_context"]  # trained on 40,960
+    table = kv_views.target_max_context_table(V100_BYTES, kv_dtypes=("f16",)).set_index("model")
+    arch = models.stand_in("qwen3.8-27b")
+    weights = memory_plan.weights_bytes(arch, "Q4_K_M", "qwen3.8-27b")[0]
+    over = int(memory_plan.runtime_overhead("llama.cpp-gpu")["bytes"])
+    state = round(149.62 * 2**20)
+    by_hand = (V100_BYTES - weights - over - state) / 65_536  # tokens of KV left once weights, overhead, state fit
+    assert 0 <= by_hand - table.loc["qwen3.8-27b", "max_context_f16"] < 512  # llama.cpp pads n_ctx to 256
+    assert table.loc["qwen3-32b", "max_context_f16"] == 40_960  # capped at the trained context
+
+
+def test_parity_checks_pass_only_identical_caches_and_skip_with_the_reason():
+    row = {"model": "smollm2", "n_ctx": 4096, "n_parallel": 4, "type_k": "f16", "type_v": "f16", "kv_unified": False,
+           "cache": "kv", "predicted_mib": 90.0, "reported_mib": 90.0, "predicted_cells": 1024, "reported_cells": 1024,
+           "predicted_layers": 30, "reported_layers": 30, "match": True, "error_pct": 0.0}
+    off = {**row, "n_parallel": 1, "reported_mib": 91.0, "match": False, "error_pct": 1.1, "log": "logs/x.log"}
+    checks = kv_views.parity_checks([row, off])
+    assert [c.status for c in checks] == ["pass", "fail"] and "-np 4" in checks[0].name and "logs/x.log" in checks[1].fix
+    assert [c.status for c in kv_views.parity_checks([], "no llama-server")] == ["skip"]
+    assert list(kv_views.parity_table([row]).columns) == kv_views.PARITY_COLUMNS
+    fig = kv_views.parity_chart([row, off])
+    assert [t.name for t in fig.data] == ["smollm2", "identical"] and list(fig.data[0].y) == [90.0, 91.0]
+
+
+def test_summary_and_closing_text_come_from_the_plan_and_the_grid():
+    prof = profiles.load("cpu-default")
+    arch = models.arch_for(prof)
+    plan = memory_plan.plan_memory(prof, arch)
+    grid = [{"match": True, "error_pct": 0.0}, {"match": True, "error_pct": 0.0}, {"match": False, "error_pct": -2.5}]
+    kv_claims = claims.of_kinds(claims.verdicts(prof), "kv", "layers")
+    s = kv_views.summary(arch, plan, grid, kv_claims, None)
+    assert s["kv_bytes_per_token"] == f16_kv_bytes_per_token(arch) == kvcache.kv_bytes_per_token(arch, "f16")
+    assert (s["parity_caches_compared"], s["parity_caches_identical"], s["parity_max_abs_error_pct"]) == (3, 2, 2.5)
+    record = {"summary": {**s, "vllm_kv_parity": None}, "claims": [v.to_dict() for v in kv_claims]}
+    text = kv_views.what_this_means(record)
+    assert f"{s['kv_bytes_per_token']:,} bytes of KV per token" in text and "**2 of 3** caches" in text
+    assert all(f"`{c.id}`: **{c.verdict}**" in text for c in kv_claims)
+    skipped = kv_views.what_this_means({"summary": {**kv_views.summary(arch, plan, [], [], "no tools"),
+                                                    "vllm_kv_parity": None}, "claims": []})
+    assert "The llama.cpp parity grid was skipped: no tools" in skipped
+    fig = kv_views.memory_stack_chart(arch, plan)
+    names = [t.name for t in fig.data]
+    assert names[0] == "weights" and names[-1] == "budget" and fig.data[0].x[-1] == arch.max_context
