@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import ROOT, cli_output
 
-from lab import evidence
+from lab.core import evidence
 
 
 def _profile(tmp_path, name: str, base: str = "cpu-default", **changes):

@@ -1,4 +1,4 @@
-"""lab.gpu_evidence (run on a GPU box by lab/gpu_evidence.sh) on this CPU with tiny inputs: a 2-layer
+"""lab.measure.gpu_evidence (run on a GPU box by lab/device/gpu_evidence.sh) on this CPU with tiny inputs: a 2-layer
 random-weight file of a tiny Qwen3 shape, llama-bench for a few tokens, and the llama-server sweep at 1 and 2
 streams through the script's own entry point. What is checked is the path — records written with the numbers
 in them, the file's size as predicted, nothing left running — not the speeds, which are a shared CPU's."""
@@ -7,7 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from lab import gpu_evidence, models, paths, synth
+from lab.core import paths
+from lab.measure import gpu_evidence
+from lab.model import models, synth
 
 pytestmark = pytest.mark.integration
 TINY = replace(models.stand_in("qwen3-14b"), name="tiny-qwen3", n_layers=2, hidden_size=256, ffn_size=512,

@@ -4,7 +4,8 @@ machine for real; the others give `machine_facts` and the checks versions as ano
 (pure logic, no tool run)."""
 import pytest
 
-from lab import install, profiles
+from lab.core import profiles
+from lab.measure import install
 
 
 @pytest.mark.integration

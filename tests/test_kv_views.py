@@ -1,6 +1,8 @@
 """lab.kv_views (notebook 05's tables, charts and closing text): the numbers it shows are the KV arithmetic of
 the architectures themselves — checked here against the per-layer shapes, not against a snapshot of the tables."""
-from lab import claims, kv_views, kvcache, memory_plan, models, profiles
+from lab.core import profiles
+from lab.model import models
+from lab.predict import claims, kv_views, kvcache, memory_plan
 
 GIB = 2**30
 V100_BYTES = 32768 * 2**20

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from lab import evidence, profiles, session
+from lab.core import evidence, profiles, session
 
 
 @pytest.fixture
