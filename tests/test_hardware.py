@@ -1,4 +1,4 @@
-"""lab.measure.hardware: pure checks on fake inventories (tier 1), then the real inventory and host
+"""lab.measure.inventory / hardware_checks / psu_sizing / copy_bandwidth / hardware: pure checks on fake inventories (tier 1), then the real inventory and host
 bandwidth probe on this machine (tier 2; no GPU here, so NVML is missing for real)."""
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import json
 import pytest
 
 from lab.core import profiles
-from lab.measure import hardware
+from lab.measure import copy_bandwidth, hardware, hardware_checks, inventory, psu_sizing
+from lab.predict import roofline
 from lab.core.checks import worst
 from lab.core.profiles import Profile
 
@@ -91,76 +92,76 @@ def test_healthy_v100_pair_passes_everything_checkable():
 
 def test_ecc_errors_fail_and_history_warns():
     gpu = healthy_v100(0) | {"ecc_uncorrected_volatile": 2, "ecc_uncorrected_aggregate": 5}
-    found = hardware.check_ecc(gpu)
+    found = hardware_checks.check_ecc(gpu)
     assert found[1].status == "fail" and "Xid 48" in found[1].fix
     old = healthy_v100(0) | {"ecc_uncorrected_aggregate": 3}
-    assert hardware.check_ecc(old)[1].status == "warn"
+    assert hardware_checks.check_ecc(old)[1].status == "warn"
     off = healthy_v100(0) | {"ecc_mode_current": False, "ecc_mode_pending": False}
-    assert hardware.check_ecc(off)[0].status == "warn" and "HBM2" in hardware.check_ecc(off)[0].fix
+    assert hardware_checks.check_ecc(off)[0].status == "warn" and "HBM2" in hardware_checks.check_ecc(off)[0].fix
     pending = healthy_v100(0) | {"ecc_mode_pending": False}
-    assert "reboot" in hardware.check_ecc(pending)[0].fix
+    assert "reboot" in hardware_checks.check_ecc(pending)[0].fix
 
 
 def test_retired_pages_and_row_remapping():
-    assert hardware.check_memory_retirement(healthy_v100(0) | {"retired_pages_pending": True}).status == "warn"
-    assert hardware.check_memory_retirement(healthy_v100(0) | {"retired_pages_dbe": 2}).status == "warn"
+    assert hardware_checks.check_memory_retirement(healthy_v100(0) | {"retired_pages_pending": True}).status == "warn"
+    assert hardware_checks.check_memory_retirement(healthy_v100(0) | {"retired_pages_dbe": 2}).status == "warn"
     ampere = healthy_v100(0) | {"remapped_rows_correctable": 0, "remapped_rows_uncorrectable": 1,
                                 "remapped_rows_pending": False, "remapped_rows_failure": True}
-    check = hardware.check_memory_retirement(ampere)
+    check = hardware_checks.check_memory_retirement(ampere)
     assert check.status == "fail" and "RMA" in check.fix
-    assert hardware.check_memory_retirement(ampere | {"remapped_rows_failure": False,
+    assert hardware_checks.check_memory_retirement(ampere | {"remapped_rows_failure": False,
                                                       "remapped_rows_pending": True}).status == "warn"
 
 
 def test_throttling_decoded_and_judged():
-    assert hardware.throttle_reason_names(0x1 | 0x40) == ["GPU idle", "HW thermal slowdown"]
-    assert hardware.throttle_reason_names(0) == []
-    assert hardware.throttle_reason_names(None) is None
-    assert hardware.throttle_reason_names(0x8000) == ["other bits 0x8000"]
+    assert inventory.throttle_reason_names(0x1 | 0x40) == ["GPU idle", "HW thermal slowdown"]
+    assert inventory.throttle_reason_names(0) == []
+    assert inventory.throttle_reason_names(None) is None
+    assert inventory.throttle_reason_names(0x8000) == ["other bits 0x8000"]
     hot = healthy_v100(0) | {"throttle_reasons_mask": 0x40 | 0x8, "temperature_c": 88}
-    assert hardware.check_throttle(hot).status == "fail"
-    assert hardware.check_throttle(hot).observed == "HW slowdown, HW thermal slowdown"
-    assert hardware.check_temperature(hot).status == "fail"
-    assert hardware.check_temperature(healthy_v100(0) | {"temperature_c": 80}).status == "warn"
-    assert hardware.check_throttle(healthy_v100(0) | {"throttle_reasons_mask": 0x4}).status == "warn"
-    assert hardware.check_throttle(healthy_v100(0)).status == "pass"  # idle only
+    assert hardware_checks.check_throttle(hot).status == "fail"
+    assert hardware_checks.check_throttle(hot).observed == "HW slowdown, HW thermal slowdown"
+    assert hardware_checks.check_temperature(hot).status == "fail"
+    assert hardware_checks.check_temperature(healthy_v100(0) | {"temperature_c": 80}).status == "warn"
+    assert hardware_checks.check_throttle(healthy_v100(0) | {"throttle_reasons_mask": 0x4}).status == "warn"
+    assert hardware_checks.check_throttle(healthy_v100(0)).status == "pass"  # idle only
 
 
 def test_pcie_x8_and_idle_gen_drop_warn_not_fail():
-    x8 = hardware.check_pcie(healthy_v100(0) | {"pcie_width_current": 8})
+    x8 = hardware_checks.check_pcie(healthy_v100(0) | {"pcie_width_current": 8})
     assert x8.status == "warn" and x8.observed == "gen 3 x8" and "riser" in x8.fix
-    idle = hardware.check_pcie(healthy_v100(0) | {"pcie_gen_current": 1})
+    idle = hardware_checks.check_pcie(healthy_v100(0) | {"pcie_gen_current": 1})
     assert idle.status == "warn" and "idle" in idle.fix
 
 
 def test_nvlink_down_fails_only_when_expected():
     down = healthy_v100(0) | {"nvlink_links": [{"link": k, "active": False} for k in range(6)]}
-    check = hardware.check_nvlink(down, v100_profile())
+    check = hardware_checks.check_nvlink(down, v100_profile())
     assert check.status == "fail" and "V100 PCIe" in check.fix
     absent = healthy_v100(0) | {"nvlink_links": None,
                                 "unavailable": {"nvlink_links": "NVMLError_NotSupported: Not Supported"}}
-    assert hardware.check_nvlink(absent, v100_profile()).status == "fail"
-    assert "NotSupported" in hardware.check_nvlink(absent, v100_profile()).observed
+    assert hardware_checks.check_nvlink(absent, v100_profile()).status == "fail"
+    assert "NotSupported" in hardware_checks.check_nvlink(absent, v100_profile()).observed
     no_nvlink = v100_profile(nvlink_expected=False, tensor_parallel_size=1)
-    assert hardware.check_nvlink(down, no_nvlink).status == "skip"
+    assert hardware_checks.check_nvlink(down, no_nvlink).status == "skip"
 
 
 def test_power_cap_display_and_persistence_warn():
-    capped = hardware.check_power(healthy_v100(0) | {"power_limit_w": 180.0}, v100_profile())
+    capped = hardware_checks.check_power(healthy_v100(0) | {"power_limit_w": 180.0}, v100_profile())
     assert capped.status == "warn" and "72%" in capped.fix
-    sxm2 = hardware.check_power(healthy_v100(0) | {"power_limit_w": 300.0, "power_default_limit_w": 300.0},
+    sxm2 = hardware_checks.check_power(healthy_v100(0) | {"power_limit_w": 300.0, "power_default_limit_w": 300.0},
                                 v100_profile())
     assert sxm2.status == "warn" and "gpu_tdp_w" in sxm2.fix
-    assert hardware.check_display(healthy_v100(0) | {"display_active": True}).status == "warn"
+    assert hardware_checks.check_display(healthy_v100(0) | {"display_active": True}).status == "warn"
     # a headless H200 reported display mode Enabled with nothing active: not a warning
-    assert hardware.check_display(healthy_v100(0) | {"display_mode": True}).status == "pass"
-    assert hardware.check_persistence(healthy_v100(0) | {"persistence_mode": False}).status == "warn"
+    assert hardware_checks.check_display(healthy_v100(0) | {"display_mode": True}).status == "pass"
+    assert hardware_checks.check_persistence(healthy_v100(0) | {"persistence_mode": False}).status == "warn"
 
 
 def test_wrong_card_fails_identity_checks():
     p100 = healthy_v100(0) | {"name": "Tesla P100-PCIE-16GB", "memory_total_bytes": 16280 * 2**20,
                               "compute_capability": "6.0"}
-    found = by_name(hardware.gpu_checks(fake_inventory([p100, healthy_v100(1)]), v100_profile()))
+    found = by_name(hardware_checks.gpu_checks(fake_inventory([p100, healthy_v100(1)]), v100_profile()))
     assert found["GPU 0 model"].status == "fail"
     assert found["GPU 0 VRAM"].status == "fail"
     assert found["GPU 0 compute capability"].status == "fail"
@@ -175,54 +176,53 @@ def test_missing_gpu_on_gpu_profile_fails_without_raising():
     assert "Above 4G" in names["GPU count"].fix
     assert names["NVIDIA driver"].status == "fail"
     assert worst(found) == "fail"
-    one_missing = hardware.check_gpu_count(fake_inventory([healthy_v100(0)]), v100_profile())
+    one_missing = hardware_checks.check_gpu_count(fake_inventory([healthy_v100(0)]), v100_profile())
     assert one_missing.status == "fail" and one_missing.observed == 1
 
 
 def test_cpu_profile_skips_gpu_checks_with_reason():
     cpu = profiles.load("cpu-default")
     inv = fake_inventory([], nvml_reason="NVMLError_LibraryNotFound: NVML Shared Library Not Found")
-    found = hardware.gpu_checks(inv, cpu)
+    found = hardware_checks.gpu_checks(inv, cpu)
     assert {c.status for c in found} == {"skip"}
     assert all("CPU-only" in (c.fix or c.expected) for c in found)
     # a CPU profile on a box that has a GPU: say so (the GPU sits unused)
-    assert hardware.check_gpu_count(fake_inventory(), cpu).status == "warn"
+    assert hardware_checks.check_gpu_count(fake_inventory(), cpu).status == "warn"
 
 
 def test_host_checks_ram_disk_and_psu_arithmetic():
     small = fake_inventory()
     small["host"]["ram_bytes"] = 32 * 2**30
-    assert hardware.check_ram(small, v100_profile()).status == "fail"
+    assert hardware_checks.check_ram(small, v100_profile()).status == "fail"
     full = fake_inventory()
     full["model_file"]["disk_free_bytes"] = 10 * 2**30
-    assert hardware.check_disk(full, v100_profile()).status == "fail"
-    psu = hardware.psu_advice(fake_inventory(), v100_profile())
+    assert hardware_checks.check_disk(full, v100_profile()).status == "fail"
+    psu = psu_sizing.advice(fake_inventory(), v100_profile())
     assert psu["sustained_w"] == 650 and round(psu["minimum_w"]) == 812 and psu["recommended_w"] == 850
     assert psu["arithmetic"] == "250 + 250 W GPUs + 150 W CPU/board = 650 W sustained; / 0.8 = 812 W -> a 850 W PSU"
-    no_nvml = hardware.psu_advice(fake_inventory([], nvml_reason="x"), v100_profile())
+    no_nvml = psu_sizing.advice(fake_inventory([], nvml_reason="x"), v100_profile())
     assert no_nvml["gpu_total_w"] == 500 and "gpu_tdp_w" in no_nvml["how"]  # falls back to the profile
-    assert hardware.check_psu(psu).status == "skip"
+    assert psu_sizing.check(psu).status == "skip"
 
 
 def test_model_size_estimate_from_name_and_quant():
-    assert hardware._params_from_name("Qwen3-32B") == 32e9
-    assert hardware._params_from_name(None, "SmolLM2-135M-Instruct") == 135e6
-    assert hardware._params_from_name("Gemma-3-27B-it") == 27e9
-    assert hardware._params_from_name("mystery-model") is None
-    info = hardware.model_file_info(v100_profile(model_name="gemma-3-27b-it (27B)"))
+    assert inventory._params_from_name("Qwen3-32B") == 32e9
+    assert inventory._params_from_name(None, "SmolLM2-135M-Instruct") == 135e6
+    assert inventory._params_from_name("Gemma-3-27B-it") == 27e9
+    assert inventory._params_from_name("mystery-model") is None
+    info = inventory.model_file_info(v100_profile(model_name="gemma-3-27b-it (27B)"))
     assert info["how"].startswith("estimate") and 16e9 < info["size_bytes"] < 17e9  # ~16.5 GB at Q4_K_M
-    assert hardware.decode_ceiling_tok_s(900, 16_500_000_000) == pytest.approx(54.5, abs=0.1)
 
 
 def test_bandwidth_check_against_datasheet():
     slow = GPU_BW | {"gb_s": 500.0}
-    assert hardware.check_bandwidth(slow, v100_profile()).status == "warn"
+    assert hardware_checks.check_bandwidth(slow, v100_profile()).status == "warn"
     host = {"kind": "host_ram", "gb_s": 20.0, "sd": 1.0, "n": 10, "gpu_unmeasured_reason": "torch missing"}
-    check = hardware.check_bandwidth(host, v100_profile())
+    check = hardware_checks.check_bandwidth(host, v100_profile())
     assert check.status == "warn" and "torch missing" in check.fix
 
 
-# What lab.measure.hardware.gpu_inventory() read on a real H200 (device run, 2026-11-29, driver 580.159.04):
+# What lab.measure.inventory.gpu_inventory() read on a real H200 (device run, 2026-11-29, driver 580.159.04):
 # Hopper reports remapped rows, not retired pages; a single GPU answers NotSupported for NVLink.
 H200_SEEN = {
     "index": 0, "name": "NVIDIA H200", "pci_bus_id": "00000000:00:06.0", "memory_total_bytes": 150754820096,
@@ -254,12 +254,12 @@ def test_real_h200_inventory_passes_an_h200_profile():
     assert found["GPU 0 retired pages / remapped rows"].observed.startswith("remapped rows: 0 uncorrectable")
     assert found["GPU 0 NVLink"].status == "skip"
     assert found["Memory bandwidth (measured)"].observed.endswith("= 88% of datasheet")
-    assert hardware.psu_advice(inv, prof)["recommended_w"] == 1200
+    assert psu_sizing.advice(inv, prof)["recommended_w"] == 1200
 
 
 # ---------------------------------------------------------------- tier 2: real, on this machine
 def test_real_inventory_on_this_machine():
-    inv = hardware.inventory(profiles.load("cpu-default"))
+    inv = inventory.collect(profiles.load("cpu-default"))
     json.dumps(inv, allow_nan=False)  # plain data, recordable as is
     assert inv["host"]["cpu_logical_cores"] >= 1 and inv["host"]["ram_bytes"] > 2**30
     assert inv["model_file"]["disk_free_bytes"] > 0 and inv["model_file"]["size_bytes"] > 0
@@ -270,7 +270,7 @@ def test_real_inventory_on_this_machine():
 
 
 def test_real_host_bandwidth_keeps_samples():
-    bw = hardware.measure_host_bandwidth(size_mib=64, repeats=5)
+    bw = copy_bandwidth.measure_host(size_mib=64, repeats=5)
     assert bw["kind"] == "host_ram" and len(bw["samples"]) == 5 and bw["n"] == 5
     assert all(s > 0 for s in bw["samples"]) and bw["gb_s"] > 0.5 and bw["sd"] is not None
     assert bw["bytes_per_copy"] == 64 << 20 and "2 x bytes" in bw["counted"]
@@ -278,7 +278,7 @@ def test_real_host_bandwidth_keeps_samples():
 
 
 def test_measure_bandwidth_falls_back_to_host_with_a_reason():
-    bw = hardware.measure_bandwidth(host_size_mib=64, repeats=3)
+    bw = copy_bandwidth.measure(host_size_mib=64, repeats=3)
     assert bw["kind"] in ("gpu", "host_ram") and bw["gb_s"] > 0
     if bw["kind"] == "host_ram":
         assert bw["gpu_unmeasured_reason"]
@@ -289,9 +289,11 @@ def test_fake_inventory_round_trips_through_a_record(tmp_path):
 
     inv, prof = fake_inventory(), v100_profile()
     found = hardware.check_all(inv, GPU_BW, prof)
-    psu = hardware.psu_advice(inv, prof)
+    psu = psu_sizing.advice(inv, prof)
     body = {"title": "t", "summary": hardware.summary(inv, GPU_BW, found, psu), "checks": [c.to_dict() for c in found],
             "tables": [], "charts": [], "inventory": copy.deepcopy(inv), "bandwidth": GPU_BW, "psu": psu}
     rec = json.loads(evidence.write_record(tmp_path, "01_hardware", body).read_text())
+    # the ceiling is roofline's one formula over the model file's bytes (weights only)
+    assert rec["summary"]["decode_ceiling_tok_s"] == pytest.approx(roofline.decode_ceiling_tok_s(780.0, 19_600_000_000))
     text = hardware.what_this_means(rec)
     assert "Verdict: pass" in text and "780.0 GB/s" in text and "850 W PSU" in text

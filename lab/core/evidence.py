@@ -94,7 +94,7 @@ def package_versions() -> dict:
 
 
 def host_info() -> dict:
-    """CPU model, cores, RAM and OS of this machine (no GPU: see lab.measure.hardware)."""
+    """CPU model, cores, RAM and OS of this machine (no GPU: see lab.measure.inventory)."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -7,7 +7,7 @@ capability, versions, NVML counters, check results), a cause, a fix and its sour
 Layers, so the matching can be tested without files or hardware:
 
 * `load_kb()` reads and validates the YAML once (bad regexes or ids fail loudly).
-* `derive_facts(facts)` flattens whatever facts were passed (lab.measure.hardware's inventory, a
+* `derive_facts(facts)` flattens whatever facts were passed (lab.measure.inventory.collect's dict, a
   manifest, lab.core.evidence.gpu_summary, versions, checks) into the few keys the conditions use.
 * `match_text(text, facts)` is pure: text and facts in, ranked `Finding`s out.
 * `diagnose(source, facts)` takes log text, a log file or a run folder; for a run folder it reads
@@ -172,7 +172,7 @@ def _cc_float(value: Any) -> float | None:
 def derive_facts(facts: dict | None) -> dict:
     """Flatten collected facts into the keys the knowledge base's conditions use.
 
-    Accepts lab.measure.hardware.inventory() ({"nvml": {...}, "gpus": [...], "host": {...}}),
+    Accepts lab.measure.inventory.collect() ({"nvml": {...}, "gpus": [...], "host": {...}}),
     lab.core.evidence.gpu_summary() ({"gpus", "driver", "cuda_driver"}), a manifest or record holding
     either, plus optional "versions" ({"torch", "torch_cuda", "nvcc"/"cuda_toolkit", ...}),
     "torch_arch_list", "os", "is_wsl" and "checks" (Check dicts). Keys that cannot be worked out
@@ -678,7 +678,7 @@ def diagnose(source: str | Path, facts: dict | None = None, include_repro: bool 
     """Ranked findings for log text, a log file, or a run folder (outputs/<profile>/<run>/).
 
     A `str` is taken as a path only when it is one line naming an existing file or folder; any
-    other string is log text. `facts` (e.g. lab.measure.hardware.inventory(), versions, checks) confirm
+    other string is log text. `facts` (e.g. lab.measure.inventory.collect(), versions, checks) confirm
     log findings and let facts-only entries fire; in a run folder they add to what the records hold."""
     kb = load_kb()
     if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):

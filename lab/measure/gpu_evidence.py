@@ -3,7 +3,7 @@
 Runs on the GPU machine after llama.cpp is built and the synthetic model is written (lab/device/gpu_evidence.sh
 does all three). Steps, each recorded even when a later one fails:
 
-  01_hardware            lab.measure.hardware inventory + checks against the profile, GPU copy-bandwidth probe
+  01_hardware            lab.measure.inventory + hardware checks against the profile, GPU copy-bandwidth probe
   03_synthetic_model     the lab.model.synth file: predicted vs written bytes, shape, seed, time to write
   06_llama_bench         llama-bench -o json: pp512/tg128 with -fa 0 and 1, tg64 at depth 16384
   06_server_concurrency  llama-server (the profile's command, -fa on) + lab.measure.bench streaming sweep
@@ -57,12 +57,12 @@ def ratio(a, b):
 
 # ---------------------------------------------------------------- 01 hardware
 def hardware_record(profile) -> dict:
-    from lab.measure import hardware
+    from lab.measure import copy_bandwidth, hardware, inventory, psu_sizing
 
-    inv = hardware.inventory(profile)
-    bw = hardware.measure_bandwidth()
+    inv = inventory.collect(profile)
+    bw = copy_bandwidth.measure()
     found = hardware.check_all(inv, bw, profile)
-    psu = hardware.psu_advice(inv, profile)
+    psu = psu_sizing.advice(inv, profile)
     summ = hardware.summary(inv, bw, found, psu)
     summ["facts_copy_gb_s"] = FACTS_H200["copy_gb_s"]
     summ["copy_vs_facts"] = ratio(bw["gb_s"], FACTS_H200["copy_gb_s"])

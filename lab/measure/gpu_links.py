@@ -1,6 +1,6 @@
 """How the GPUs of one box are joined: NVLink or PCIe, peer-to-peer access, and a measured GPU-to-GPU copy.
 
-Three layers, like lab.measure.hardware (which answers the per-GPU questions; this module only the pairs):
+Three layers, like lab.measure.inventory / hardware_checks (which answer the per-GPU questions; this module only the pairs):
 
 * `survey()` reads NVML for every pair of GPUs — P2P status (read, write, NVLink, atomics), the PCIe
   common ancestor, and per NVLink link its state, version and what sits at the other end — plus
@@ -172,7 +172,7 @@ def nvidia_smi_topo(timeout_s: float = 30) -> dict:
 
 def measure_peer_copy(size_mib: int = 256, repeats: int = 10, inner: int = 4) -> dict:
     """Time a copy from each GPU to each other one with PyTorch (one direction at a time; bytes counted once,
-    unlike lab.measure.hardware's device copy, which counts read + write). Keeps the raw samples."""
+    unlike lab.measure.copy_bandwidth's device copy, which counts read + write). Keeps the raw samples."""
     try:
         import torch
     except ImportError as exc:
@@ -249,7 +249,7 @@ def _expected_kind(profile: Profile) -> str:
 
 def link_checks(survey_: dict, profile: Profile, inventory: dict | None = None) -> list[Check]:
     """Per pair: the link against the profile's expectation, peer-to-peer access, and the measured copy
-    against the link's line rate. `inventory` (lab.measure.hardware.inventory) supplies PCIe generation/width."""
+    against the link's line rate. `inventory` (lab.measure.inventory.collect) supplies PCIe generation/width."""
     src = f"profile {profile.name} ({'params/' + profile.name + '.yaml'})"
     if profile.gpu_count < 2:
         return [Check("GPU pair link", "skip", f"{len(survey_['gpus'])} GPU(s) seen", "-",

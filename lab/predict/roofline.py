@@ -14,7 +14,7 @@ sources in lab/data/calibration.yaml. The weights count as read in full; for a m
 input embedding only one row of it is read per token, which makes the ceiling ≈ 2–3 % pessimistic
 for 27B-class models (vocab × hidden ÷ params) and exact for tied ones such as SmolLM2.
 
-Bandwidth convention: a measured copy counts read + write (lab.measure.hardware); an efficiency calibrated
+Bandwidth convention: a measured copy counts read + write (lab.measure.copy_bandwidth); an efficiency calibrated
 against copy bandwidth is only applied to copy bandwidth, one calibrated against a datasheet figure to
 datasheet figures.
 """
