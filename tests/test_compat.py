@@ -268,9 +268,6 @@ def test_checks_map_severities_to_check_statuses():
 
 
 def test_version_helpers():
-    assert compat.version_tuple("535.129.03") == (535, 129, 3)
-    assert compat.version_tuple("2.7.1+cu126") == (2, 7, 1)
-    assert compat.version_tuple("0.10.1.1") > compat.version_tuple("0.10.1")
     assert compat.cc_x10(7.0) == 70 and compat.cc_x10("8.9") == 89 and compat.cc_x10(12.0) == 120
     assert compat.wheel_cuda("cu126") == "12.6" and compat.wheel_cuda("cu130") == "13.0"
     assert compat.wheel_cuda("cpu") is None

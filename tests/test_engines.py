@@ -36,14 +36,6 @@ def test_rule_and_seed_files_have_sources():
     assert all(c["argv"] and c["seed"] for c in engines.seed_commands())
 
 
-def test_version_compare():
-    assert engines.at_least("0.10.1", "0.10.1") and engines.at_least("0.10.1.post1", "0.10.1")
-    assert engines.at_least("0.18", "0.18.0") and not engines.at_least("0.4.2", "0.5.2")
-    assert engines.at_least("v0.11.0rc1", "0.11.0")
-    with pytest.raises(ValueError):
-        engines.version_tuple("latest")
-
-
 # ---------------------------------------------------------------- llama-server
 def test_llama_server_command_has_every_setting_with_a_reason():
     cmd = engines.build_command(profile(CPU), model_path="/models/smol.gguf")

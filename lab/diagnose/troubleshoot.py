@@ -28,6 +28,7 @@ from typing import Any, Iterable
 
 from lab.core import facts as facts_data
 from lab.core.evidence import redact
+from lab.core.versions import version_tuple
 
 KB_NAME = "troubleshooting"
 SEVERITIES = ("error", "warn", "info")
@@ -133,14 +134,13 @@ def load_kb() -> tuple[Entry, ...]:
 
 # ================================================================ facts
 def _version_tuple(value: Any) -> tuple[int, ...] | None:
-    """"12.2" -> (12, 2); "2.11.0+cu128" -> (2, 11, 0); 535 -> (535,). None when no digits."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return tuple(int(p) for p in str(value).split(".") if p.isdigit()) or None
-    if not isinstance(value, str):
+    """lab.core.versions.version_tuple of a fact, or None when it holds no version (unknown, not an error)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return None
-    head = value.split("+")[0]
-    nums = re.findall(r"\d+", head)
-    return tuple(int(n) for n in nums) if nums else None
+    try:
+        return version_tuple(value)
+    except ValueError:
+        return None
 
 
 def _find_key(obj: Any, key: str, depth: int = 0):

@@ -23,6 +23,7 @@ from typing import Any, Callable, Literal
 
 from lab.core import facts as lab_facts
 from lab.core.checks import Check
+from lab.core.versions import version_tuple
 
 Severity = Literal["error", "warn", "info"]
 SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
@@ -81,11 +82,6 @@ class RuleResult:
 
 
 # ---------------------------------------------------------------- small parsers
-def version_tuple(text: str) -> tuple[int, ...]:
-    """"535.129.03" → (535, 129, 3); "0.10.1.1" → (0, 10, 1, 1); "2.7.1+cu126" → (2, 7, 1)."""
-    return tuple(int(x) for x in re.findall(r"\d+", str(text).split("+")[0]))
-
-
 def cc_x10(value: float | str) -> int:
     """Compute capability as an integer ×10 (7.0 → 70, "8.9" → 89, 12.0 → 120)."""
     return int(round(float(value) * 10))

@@ -13,6 +13,8 @@ import shlex
 from dataclasses import dataclass, field
 
 from lab.core import facts as lab_facts
+from lab.core.versions import version_tuple
+from lab.predict import compat
 
 UBUNTU_RELEASES = ("22.04", "24.04")
 
@@ -35,18 +37,12 @@ def data() -> dict:
 
 
 def _rule(rule_id: str) -> dict:
-    from lab.predict import compat
-
     return next(r for r in compat.rules() if r["id"] == rule_id)
-
-
-def _version(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in str(v).split(".") if x.isdigit())
 
 
 def _cc10(profile) -> int | None:
     cc = profile.gpu_compute_capability
-    return int(round(float(cc) * 10)) if cc else None
+    return compat.cc_x10(cc) if cc else None
 
 
 def cuda_arch(profile) -> str:
@@ -65,20 +61,21 @@ def toolkit_for(profile, ubuntu: str) -> str:
     first = _ubuntu(ubuntu)["first_cuda"]
     no_arch_from = _rule("cuda13_drops_pre_turing")["first_major_without"]
     needs_12 = (_cc10(profile) or 999) < _rule("cuda13_drops_pre_turing")["min_capability"]
-    usable = [t for t in table if _version(t) >= _version(first) and (not needs_12 or _version(t)[0] < no_arch_from)]
+    usable = [t for t in table
+              if version_tuple(t) >= version_tuple(first) and (not needs_12 or version_tuple(t)[0] < no_arch_from)]
     if profile.cuda_toolkit in usable:
         return profile.cuda_toolkit
     if not usable:
         raise ValueError(f"no CUDA toolkit in lab/data/compat_rules.yaml is published for Ubuntu {ubuntu} and builds "
                          f"for compute capability {profile.gpu_compute_capability}")
-    return max(usable, key=_version)
+    return max(usable, key=version_tuple)
 
 
 def driver_branch_for(profile, toolkit: str) -> int:
     """The driver branch: the profile's when it runs the toolkit, else the toolkit's minimum branch; never past the
     last branch for the card (580 for Volta)."""
-    need = _version(_rule("driver_for_cuda_toolkit")["min_driver"][toolkit])[0]
-    declared = _version(profile.driver_version)[0] if profile.driver_version else None
+    need = version_tuple(_rule("driver_for_cuda_toolkit")["min_driver"][toolkit])[0]
+    declared = version_tuple(profile.driver_version)[0] if profile.driver_version else None
     branch = declared if declared and declared >= need else need
     last = _rule("last_driver_branch_for_volta")
     if (_cc10(profile) or 999) < last["applies_below_capability"]:

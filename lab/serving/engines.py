@@ -24,6 +24,7 @@ from typing import Literal
 
 from lab.core import facts, paths
 from lab.core.profiles import Profile
+from lab.core.versions import at_least
 
 Level = Literal["info", "warn", "error"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -117,21 +118,6 @@ class Command:
 
 
 # ---------------------------------------------------------------- versions and rules
-def version_tuple(version: str) -> tuple[int, ...]:
-    """"0.10.1.post1" → (0, 10, 1, 1); "v0.4.2" → (0, 4, 2); pre-release tags count as the release."""
-    m = re.match(r"^\s*v?(\d+(?:\.\d+)*)", str(version))
-    if not m:
-        raise ValueError(f"not a version number: {version!r}")
-    return tuple(int(x) for x in m.group(1).split("."))
-
-
-def at_least(version: str, threshold: str) -> bool:
-    """Whether `version` is `threshold` or later (missing parts count as 0)."""
-    a, b = version_tuple(version), version_tuple(threshold)
-    width = max(len(a), len(b))
-    return a + (0,) * (width - len(a)) >= b + (0,) * (width - len(b))
-
-
 def rule(rule_id: str) -> dict:
     """One entry of lab/data/engine_rules.yaml (text, source, and since/until for vLLM rules)."""
     for entry in facts.load("engine_rules", "rules")["rules"]:
