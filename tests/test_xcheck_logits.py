@@ -1,0 +1,18 @@
+"""lab.model.xcheck_logits: llama-cpp-python's logits come from a child process, and a child that dies says how."""
+import numpy as np
+import pytest
+
+from lab.model import xcheck_logits
+
+
+def test_how_a_child_ended_is_said_in_words():
+    assert xcheck_logits.how_it_ended(-11) == "killed by SIGSEGV"
+    assert xcheck_logits.how_it_ended(1) == "exit code 1"
+    assert xcheck_logits.how_it_ended(-200) == "killed by signal 200"
+
+
+def test_a_failing_child_raises_with_its_last_words(tmp_path):
+    bad = tmp_path / "not-a-model.gguf"
+    bad.write_bytes(b"not a gguf")
+    with pytest.raises(xcheck_logits.CrosscheckFailed, match=r"not-a-model.gguf: exit code 1"):
+        xcheck_logits.logits(bad, np.arange(8), 4, 2, 2, 1, tmp_path / "work", timeout_s=120)
