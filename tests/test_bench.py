@@ -9,8 +9,9 @@ import time
 import httpx
 import pytest
 
-from lab.measure import bench, bench_source
-from lab.measure.bench import Criteria, RequestResult
+from lab.measure import bench_source, loadgen, metrics
+from lab.measure.loadgen import RequestResult
+from lab.measure.metrics import Criteria
 
 
 def ok(index, start, ttft, chunks, e2el, out, prompt=10, cached=0, timings=None):
@@ -30,7 +31,7 @@ TRACE = [
 
 # ---------------------------------------------------------------- summarise: exact arithmetic
 def test_summary_metrics_exact():
-    s = bench.summarise(TRACE, duration_s=2.0)
+    s = metrics.summarise(TRACE, duration_s=2.0)
     assert (s["requests"], s["successes"], s["failures"]) == (3, 2, 1)
     assert s["error_rate"] == pytest.approx(1 / 3)
     assert s["errors"] == {"ConnectError": 1}
@@ -53,17 +54,17 @@ def test_summary_metrics_exact():
 
 
 def test_goodput_counts_requests_meeting_every_slo():
-    s = bench.summarise(TRACE, 2.0, slo={"ttft_ms": 400})
+    s = metrics.summarise(TRACE, 2.0, slo={"ttft_ms": 400})
     assert s["goodput"] == {"slo": {"ttft_ms": 400}, "good_requests": 1, "goodput_req_s": pytest.approx(0.5),
                             "fraction": pytest.approx(1 / 3)}
-    both = bench.summarise(TRACE, 2.0, slo={"ttft_ms": 600, "tpot_ms": 150})
+    both = metrics.summarise(TRACE, 2.0, slo={"ttft_ms": 600, "tpot_ms": 150})
     assert both["goodput"]["good_requests"] == 0  # both TPOTs are 200 ms
     with pytest.raises(ValueError, match="unknown SLO"):
-        bench.summarise(TRACE, 2.0, slo={"latency": 1})
+        metrics.summarise(TRACE, 2.0, slo={"latency": 1})
 
 
 def test_nothing_succeeded_gives_none_never_zero():
-    s = bench.summarise([failed(0), failed(1, "HTTP 503: loading")], duration_s=3.0, slo={"ttft_ms": 1000})
+    s = metrics.summarise([failed(0), failed(1, "HTTP 503: loading")], duration_s=3.0, slo={"ttft_ms": 1000})
     for key in ("request_throughput", "output_throughput", "total_token_throughput", "stream_decode_tok_s",
                 "server_decode_tok_s", "output_tokens_mean", "prompt_tokens_mean", "cached_fraction"):
         assert s[key] is None, key
@@ -73,43 +74,43 @@ def test_nothing_succeeded_gives_none_never_zero():
     assert s["error_rate"] == 1.0
     assert not s["validity"]["valid"]
     assert any("no request succeeded" in r for r in s["validity"]["reasons"])
-    empty = bench.summarise([], 1.0)
+    empty = metrics.summarise([], 1.0)
     assert empty["error_rate"] is None and empty["request_throughput"] is None
 
 
 def test_validity_reasons():
-    short = bench.summarise(TRACE, 2.0, criteria=Criteria(min_duration_s=5, min_successes=4, max_error_rate=0.05))
+    short = metrics.summarise(TRACE, 2.0, criteria=Criteria(min_duration_s=5, min_successes=4, max_error_rate=0.05))
     reasons = " | ".join(short["validity"]["reasons"])
     assert "2.00 s < 5 s" in reasons
     assert "2 successful requests < 4" in reasons
     assert "error rate 33% > 5%" in reasons
     assert short["validity"]["valid"] is False
-    fine = bench.summarise(TRACE[:2], 10.0, criteria=Criteria(min_duration_s=5, min_successes=2, max_cached_fraction=0.1))
+    fine = metrics.summarise(TRACE[:2], 10.0, criteria=Criteria(min_duration_s=5, min_successes=2, max_cached_fraction=0.1))
     assert fine["validity"]["valid"] is True
     assert "prompt cache" in fine["validity"]["warnings"][0]  # 5 of 30 prompt tokens were cached
 
 
 def test_missing_usage_is_a_warning_and_tpot_unknown():
     r = ok(0, 0.0, 0.1, [0.1, 0.2], 0.3, None)
-    s = bench.summarise([r], 10.0, criteria=Criteria(min_successes=1))
+    s = metrics.summarise([r], 10.0, criteria=Criteria(min_successes=1))
     assert s["tpot_ms"]["n"] == 0 and s["output_throughput"] is None
     assert s["requests_without_usage"] == 1 and "no usage" in s["validity"]["warnings"][0]
 
 
 def test_percentile_matches_linear_interpolation():
     xs = [3.0, 1.0, 4.0, 1.5, 9.0]
-    assert bench.percentile(xs, 50) == 3.0
-    assert bench.percentile(xs, 90) == pytest.approx(7.0)  # numpy: 4 + 0.6 x (9 - 4)
-    assert bench.percentile([], 50) is None
-    assert bench.percentile([2.0], 99) == 2.0
+    assert metrics.percentile(xs, 50) == 3.0
+    assert metrics.percentile(xs, 90) == pytest.approx(7.0)  # numpy: 4 + 0.6 x (9 - 4)
+    assert metrics.percentile([], 50) is None
+    assert metrics.percentile([2.0], 99) == 2.0
 
 
 # ---------------------------------------------------------------- measure: stream parsing
 def run_mock(handler, endpoint="completions"):
     async def go():
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-            target = bench.Target("http://mock", max_tokens=8, endpoint=endpoint)
-            return await bench.stream_request(client, target, "hi", 0, time.perf_counter())
+            target = loadgen.Target("http://mock", max_tokens=8, endpoint=endpoint)
+            return await loadgen.stream_request(client, target, "hi", 0, time.perf_counter())
     return asyncio.run(go())
 
 
@@ -168,28 +169,28 @@ def max_in_flight(results):
 
 def test_fixed_concurrency_and_request_budget():
     with bench_source.running() as url:
-        target = bench.Target(url + "/i5", max_tokens=10, ignore_eos=False)
-        run = bench.run_load(target, bench.make_prompts(10, 6), bench.LoadSpec(concurrency=3, max_requests=9))
+        target = loadgen.Target(url + "/i5", max_tokens=10, ignore_eos=False)
+        run = loadgen.run_load(target, loadgen.make_prompts(10, 6), loadgen.LoadSpec(concurrency=3, max_requests=9))
     assert len(run.warmup) == 1 and len(run.results) == 9
     assert all(r.success and r.output_tokens == 10 for r in run.results)
     assert max_in_flight(run.results) <= 3
-    assert bench.summarise_run(run)["concurrency"] == 3
+    assert metrics.summarise_run(run)["concurrency"] == 3
 
 
 def test_time_budget_stops_sending():
     with bench_source.running() as url:
-        target = bench.Target(url + "/i20", max_tokens=10, ignore_eos=False)  # ~0.2 s per request
-        run = bench.run_load(target, bench.make_prompts(100, 6),
-                             bench.LoadSpec(concurrency=1, duration_s=0.5, warmup_requests=0))
+        target = loadgen.Target(url + "/i20", max_tokens=10, ignore_eos=False)  # ~0.2 s per request
+        run = loadgen.run_load(target, loadgen.make_prompts(100, 6),
+                               loadgen.LoadSpec(concurrency=1, duration_s=0.5, warmup_requests=0))
     assert 2 <= len(run.results) <= 4 and all(r.success for r in run.results)
     assert run.duration_s < 1.5
 
 
 def test_poisson_arrivals_are_seeded():
     with bench_source.running() as url:
-        target = bench.Target(url + "/i0", max_tokens=2, ignore_eos=False)
-        spec = bench.LoadSpec(concurrency=None, request_rate=50.0, max_requests=8, warmup_requests=0, seed=7)
-        runs = [bench.run_load(target, bench.make_prompts(8, 4), spec) for _ in range(2)]
+        target = loadgen.Target(url + "/i0", max_tokens=2, ignore_eos=False)
+        spec = loadgen.LoadSpec(concurrency=None, request_rate=50.0, max_requests=8, warmup_requests=0, seed=7)
+        runs = [loadgen.run_load(target, loadgen.make_prompts(8, 4), spec) for _ in range(2)]
     starts = [[r.start_s for r in run.results] for run in runs]
     assert all(b > a for a, b in zip(starts[0], starts[0][1:]))
     gaps = [[b - a for a, b in zip(s, s[1:])] for s in starts]
@@ -198,23 +199,23 @@ def test_poisson_arrivals_are_seeded():
 
 def test_load_spec_needs_a_budget_and_a_shape():
     with pytest.raises(ValueError, match="budget"):
-        bench.LoadSpec(concurrency=1)
+        loadgen.LoadSpec(concurrency=1)
     with pytest.raises(ValueError, match="concurrency, request_rate"):
-        bench.LoadSpec(concurrency=None, max_requests=3)
+        loadgen.LoadSpec(concurrency=None, max_requests=3)
 
 
 def test_prompts_differ_from_the_first_word():
-    prompts = bench.make_prompts(5, 20, seed=1)
+    prompts = loadgen.make_prompts(5, 20, seed=1)
     assert len({p.split(":")[0] for p in prompts}) == 5
     assert all(len(p.split()) == 20 for p in prompts)
-    assert bench.make_prompts(3, 10, seed=1, tag="x") == bench.make_prompts(3, 10, seed=1, tag="x")
+    assert loadgen.make_prompts(3, 10, seed=1, tag="x") == loadgen.make_prompts(3, 10, seed=1, tag="x")
 
 
 def test_run_load_works_inside_a_running_event_loop():
     async def inside_loop():  # what a notebook cell is
         with bench_source.running() as url:
-            target = bench.Target(url + "/i0", max_tokens=3, ignore_eos=False)
-            return bench.run_load(target, bench.make_prompts(3, 4), bench.LoadSpec(concurrency=2, max_requests=2))
+            target = loadgen.Target(url + "/i0", max_tokens=3, ignore_eos=False)
+            return loadgen.run_load(target, loadgen.make_prompts(3, 4), loadgen.LoadSpec(concurrency=2, max_requests=2))
     run = asyncio.run(inside_loop())
     assert [r.success for r in run.results] == [True, True]
 
@@ -229,14 +230,14 @@ def test_server_killed_mid_run_counts_failures_and_keeps_records(tmp_path):
     cmd = engines.build_command(prof, port=serve.free_port())
     srv = serve.start(cmd, log_dir=tmp_path, name="bench_kill")
     try:
-        target = bench.Target(srv.base_url, model=serve.model_name(srv), max_tokens=24, api_key=srv.api_key)
-        one = bench.run_load(target, bench.make_prompts(1, 32, seed=3),
-                             bench.LoadSpec(concurrency=1, max_requests=1, warmup_requests=0))
+        target = loadgen.Target(srv.base_url, model=serve.model_name(srv), max_tokens=24, api_key=srv.api_key)
+        one = loadgen.run_load(target, loadgen.make_prompts(1, 32, seed=3),
+                               loadgen.LoadSpec(concurrency=1, max_requests=1, warmup_requests=0))
         assert one.results[0].success, one.results[0].error
         first_done = threading.Event()
         box = {}
-        worker = threading.Thread(target=lambda: box.update(run=bench.run_load(
-            target, bench.make_prompts(6, 32, seed=4), bench.LoadSpec(concurrency=1, max_requests=6, warmup_requests=0),
+        worker = threading.Thread(target=lambda: box.update(run=loadgen.run_load(
+            target, loadgen.make_prompts(6, 32, seed=4), loadgen.LoadSpec(concurrency=1, max_requests=6, warmup_requests=0),
             on_result=lambda r: r.success and first_done.set())))
         worker.start()
         assert first_done.wait(timeout=120)  # however loaded the machine is, one request has finished
@@ -247,7 +248,7 @@ def test_server_killed_mid_run_counts_failures_and_keeps_records(tmp_path):
     finally:
         report = srv.stop()
     run = box["run"]
-    s = bench.summarise_run(run)
+    s = metrics.summarise_run(run)
     from conftest import record_figure
 
     record_figure("server SIGKILLed mid-benchmark: requests recorded", 6, len(run.results),

@@ -13,7 +13,7 @@ from lab.core import profiles
 from lab.model import models
 from lab.predict import memory_plan
 from lab.serving import endpoint, engines, serve
-from lab.measure import bench
+from lab.measure import bench, loadgen, metrics
 from lab.diagnose import endpoint_diagnose
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "params" / "endpoint-example.yaml"
@@ -153,11 +153,11 @@ def test_key_variable_named_but_unset_is_said(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- measurement
 def test_stream_without_usage_is_counted_by_chunks_and_marked():
     with fake_server("ollama") as base:
-        target = bench.Target(base, model=OLLAMA_MODEL, max_tokens=5)
-        run = bench.run_load(target, bench.make_prompts(4, 8), bench.LoadSpec(concurrency=1, max_requests=3))
+        target = loadgen.Target(base, model=OLLAMA_MODEL, max_tokens=5)
+        run = loadgen.run_load(target, loadgen.make_prompts(4, 8), loadgen.LoadSpec(concurrency=1, max_requests=3))
     assert all(r.success and r.output_tokens == 5 and r.tokens_from == "chunks" and r.prompt_tokens is None
                for r in run.results)
-    s = bench.summarise(run.results, run.duration_s)
+    s = metrics.summarise(run.results, run.duration_s)
     assert s["tokens_counted_from"] == "chunks" and s["requests_without_usage"] == 3
     assert any("counted as streamed chunks" in w for w in s["validity"]["warnings"])
 
@@ -168,10 +168,10 @@ def _summary(c, ttft_ms, e2el_ms, tok_s):
 
 
 def test_queueing_flags_a_serial_server_not_a_batching_one():
-    serial = bench.queueing([_summary(1, 50, 1000, 60), _summary(2, 1040, 2000, 61), _summary(4, 3050, 4000, 60)])
+    serial = metrics.queueing([_summary(1, 50, 1000, 60), _summary(2, 1040, 2000, 61), _summary(4, 3050, 4000, 60)])
     assert [q["queued"] for q in serial] == [None, True, True]
     assert serial[1]["serial_wait_ms"] == 1000 and round(serial[1]["wait_vs_serial"], 2) == 0.99
-    batched = bench.queueing([_summary(1, 50, 1000, 60), _summary(2, 90, 1100, 110), _summary(4, 160, 1300, 190)])
+    batched = metrics.queueing([_summary(1, 50, 1000, 60), _summary(2, 90, 1100, 110), _summary(4, 160, 1300, 190)])
     assert [q["queued"] for q in batched] == [None, False, False]
     checks = bench.bench_checks([], None, None, None, queue=serial)
     assert [c.status for c in checks if "batched" in c.name] == ["warn", "warn"]

@@ -21,7 +21,7 @@ from conftest import ROOT, lab_run, read_record
 
 from lab.core import paths, profiles
 from lab.serving import serve
-from lab.measure import bench
+from lab.measure import loadgen, metrics
 from lab.diagnose import endpoint_diagnose
 
 pytestmark = pytest.mark.integration
@@ -139,10 +139,10 @@ def test_without_its_key_04_fails_saying_why(keyed_server, tmp_path, monkeypatch
 
 
 def test_one_slot_queues_and_is_flagged(open_serial_server, tmp_path):
-    target = bench.Target(open_serial_server, model="any", max_tokens=48)  # decode, not per-request overhead, dominates: a serial server cannot overlap it
-    runs = bench.sweep(target, [1, 2], requests_per_level=6, prompt_words=24)
-    summaries = [bench.summarise_run(r) for r in runs]
-    queue = bench.queueing(summaries)
+    target = loadgen.Target(open_serial_server, model="any", max_tokens=48)  # decode, not per-request overhead, dominates: a serial server cannot overlap it
+    runs = loadgen.sweep(target, [1, 2], requests_per_level=6, prompt_words=24)
+    summaries = [metrics.summarise_run(r) for r in runs]
+    queue = metrics.queueing(summaries)
     assert queue[1]["queued"] is True, queue  # -np 1: the second request waits for the first
     assert queue[1]["wait_vs_serial"] > 0.5 and queue[1]["throughput_gain"] < 1.25
 

@@ -37,9 +37,9 @@ def test_synth_record_says_the_file_is_the_predicted_size(tiny):
 
 
 def test_llama_bench_rows_from_the_real_tool(tiny):
-    model, _, bin_dir = tiny
-    run = gpu_evidence.llama_bench(bin_dir, model, ["-p", "16", "-n", "8", "-r", "2", "-fa", "0,1"], timeout_s=300)
-    assert run["returncode"] == 0, run["stderr_tail"]
+    model, _, _ = tiny
+    run = gpu_evidence.bench_run(model, n_prompt=16, n_gen=8, reps=2, flash_attn="0,1")
+    assert "error" not in run, run.get("error")
     rows = gpu_evidence.bench_rows([run])
     assert sorted((r["test"], bool(r["flash_attn"])) for r in rows) == [
         ("pp16", False), ("pp16", True), ("tg8", False), ("tg8", True)]

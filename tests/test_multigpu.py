@@ -101,7 +101,7 @@ def test_kv_split_rows_match_the_log_by_device_name():
 
 def test_scaling_rows_are_ratios_over_one_gpu():
     def res(tg, pp, one, agg8):
-        return {"status": "ok", "bench": {"tg": {"tok_s_mean": tg}, "pp": {"tok_s_mean": pp}},
+        return {"status": "ok", "bench": {"tg": {"tok_s": tg}, "pp": {"tok_s": pp}},
                 "server": {"summaries": [{"concurrency": 1, "stream_decode_tok_s": one, "output_throughput": one},
                                          {"concurrency": 8, "output_throughput": agg8}]}}
     rows = multigpu.scaling_rows({"none": res(90, 2500, 86, 280), "tensor": res(120, 3000, 110, 420)}, [1, 8])
@@ -126,7 +126,7 @@ def test_multigpu_cli_on_cpu_measures_one_device_and_skips_the_splits(tmp_path):
     assert rec["summary"]["modes_run"] == ["none"]
     assert set(rec["summary"]["modes_skipped"]) == {"layer", "row", "tensor"}
     none = rec["results"]["none"]
-    assert none["bench"]["tg"]["tok_s_mean"] > 0 and none["server"]["summaries"][0]["successes"] >= 4
+    assert none["bench"]["tg"]["tok_s"] > 0 and none["server"]["summaries"][0]["successes"] >= 4
     kv = next(t for t in rec["tables"] if t["title"].startswith("KV cache"))["rows"][0]
     assert kv["KV match"] is True  # the CPU buffer llama-server printed = lab.predict.kvcache's prediction
     tp = json.loads((tmp_path / "records" / "08_tp_model.json").read_text())
@@ -163,8 +163,8 @@ def test_allreduce_bench_runs_on_gloo(tmp_path):
 
 def test_tp_prediction_sits_beside_the_measured_tensor_split():
     arch = models.stand_in("qwen3.8-27b")
-    results = {"none": {"bench": {"tg": {"tok_s_mean": 90.3}}}, "tensor": {"bench": {"tg": {"tok_s_mean": 101.0}}},
-               "layer": {"bench": {"tg": {"tok_s_mean": 88.0}}}}
+    results = {"none": {"bench": {"tg": {"tok_s": 90.3}}}, "tensor": {"bench": {"tg": {"tok_s": 101.0}}},
+               "layer": {"bench": {"tg": {"tok_s": 88.0}}}}
     rows = multigpu.tp_prediction_rows(results, arch, 14_860_000_000, 4227.0,
                                        {"busbw_peak_gb_s": 350.0, "latency_us": 15.0})
     tensor, layer = rows

@@ -230,16 +230,8 @@ def test_parse_errors_are_clear():
         q.parse_kld_output("llama_model_load: error loading model")
     with pytest.raises(q.ToolError, match="no final PPL"):
         q.parse_base_output("nothing")
-    with pytest.raises(q.ToolError, match="no JSON"):
-        q.parse_bench_json("error: unknown argument")
     assert q.parse_base_output("calculating perplexity over 12 chunks, n_ctx=128, batch_size=512\n"
                                "Final estimate: PPL = 26.0816 +/- 2.56731")["ppl"] == 26.0816
-
-
-def test_parse_bench_json():
-    rows = q.parse_bench_json('main: warm-up\n[{"model_filename": "a.gguf", "n_prompt": 64, "n_gen": 0, '
-                              '"avg_ts": 100.0, "stddev_ts": 1.0, "samples_ts": [99, 101]}]')
-    assert rows[0]["avg_ts"] == 100.0
 
 
 def test_kld_stats_of_identical_and_shifted_logits():

@@ -1,15 +1,13 @@
 """lab.model.synth: the shape and exact size of a synthetic GGUF (pure), valid random blocks, and a tiny file
 that the real llama.cpp loads and generates from (integration, needs `make setup`)."""
-import json
 import math
 import re
-import subprocess
 
 import numpy as np
 import pytest
 
 from lab.core import paths
-from lab.model import models, synth
+from lab.model import llama_bench, models, synth
 from lab.model.models import ArchSpec
 
 TINY = ArchSpec(name="tiny", family="llama", source="tests/test_synth.py", n_layers=2, n_heads=4, n_kv_heads=2,
@@ -264,16 +262,14 @@ def test_tiny_file_size_and_header_are_as_predicted(tiny_file):
 @pytest.mark.integration
 def test_llama_bench_runs_the_tiny_file(tiny_file):
     try:
-        bench = paths.tool("llama-bench")
+        paths.tool("llama-bench")
     except paths.SetupMissing as exc:
         pytest.skip(str(exc))
     path, size = tiny_file
-    proc = subprocess.run([str(bench), "-m", str(path), "-t", "2", "-p", "32", "-n", "8", "-r", "1", "-o", "json"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = json.loads(proc.stdout)
+    result = llama_bench.run(path, threads=2, n_prompt=32, n_gen=8, reps=1, timeout_s=300)
+    rows = result["rows"]
     assert [(r["n_prompt"], r["n_gen"]) for r in rows] == [(32, 0), (0, 8)]
-    assert all(r["avg_ts"] > 0 for r in rows)
+    assert all(t["tok_s"] > 0 for t in result["tests"]) and [t["test"] for t in result["tests"]] == ["pp32", "tg8"]
     assert rows[0]["model_size"] == size["tensor_bytes"] and rows[0]["model_n_params"] == size["params"]
 
 

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from lab.core import profiles
 from lab.measure import speculative, tune
-from lab.measure.bench import RequestResult
+from lab.measure.loadgen import RequestResult
 
 
 def test_grid_is_one_factor_at_a_time():

@@ -21,7 +21,7 @@ from lab.core import paths
 from lab.model import models
 from lab.predict import kvcache
 from lab.serving import engines, serve
-from lab.measure import bench, vllm_kv
+from lab.measure import bench_views, loadgen, metrics, vllm_kv
 
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 
@@ -78,12 +78,12 @@ def test_kv_cache_matches_prediction_to_the_block(vllm_server):
 
 def test_short_sweep_through_the_lab_client(vllm_server):
     _, server, _ = vllm_server
-    target = bench.Target(server.base_url, model=server.command.served_model, max_tokens=16, api_key=server.api_key)
-    words, per_word = bench.words_for_tokens(server.base_url, 64, server.headers())  # vLLM's /tokenize sizes the prompts
+    target = loadgen.Target(server.base_url, model=server.command.served_model, max_tokens=16, api_key=server.api_key)
+    words, per_word = loadgen.words_for_tokens(server.base_url, 64, server.headers())  # vLLM's /tokenize sizes the prompts
     assert per_word is not None
-    [run] = bench.sweep(target, [2], 4, words, warmup_requests=1)
-    summary = bench.summarise_run(run)
-    print(f"\nconcurrency 2: {bench.summary_row(summary)}")
+    [run] = loadgen.sweep(target, [2], 4, words, warmup_requests=1)
+    summary = metrics.summarise_run(run)
+    print(f"\nconcurrency 2: {bench_views.summary_row(summary)}")
     assert summary["successes"] == 4 and summary["failures"] == 0
     assert all(r.output_tokens == 16 and r.choice_chunks >= 1 and r.first_choice_s <= r.ttft_s for r in run.results)
     assert all(40 <= r.prompt_tokens <= 90 for r in run.results)

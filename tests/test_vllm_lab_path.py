@@ -14,7 +14,7 @@ import pytest
 from lab.core import profiles
 from lab.predict import kvcache
 from lab.serving import engines, serve
-from lab.measure import bench, peer_bench, vllm_kv
+from lab.measure import loadgen, metrics, peer_bench, vllm_kv
 from lab.core.profiles import Profile
 from conftest import v100_x2_vllm
 
@@ -149,8 +149,8 @@ def _req(i, ttft, gaps, tokens, first=None, tail=0.002):
     times = [ttft]
     for g in gaps:
         times.append(times[-1] + g)
-    r = bench.RequestResult(i, success=True, ttft_s=ttft, chunk_times_s=times, e2el_s=times[-1] + tail,
-                            output_tokens=tokens, prompt_tokens=128)
+    r = loadgen.RequestResult(i, success=True, ttft_s=ttft, chunk_times_s=times, e2el_s=times[-1] + tail,
+                              output_tokens=tokens, prompt_tokens=128)
     r.first_choice_s, r.last_choice_s, r.choice_chunks = (first if first is not None else ttft), times[-1], len(times)
     return r
 
@@ -162,7 +162,7 @@ def test_lab_client_under_vllm_definitions():
     assert d["ttft_ms"]["mean"] == pytest.approx(190)
     assert d["e2el_ms"]["mean"] == pytest.approx(290)  # the last choices chunk, not the end of the stream
     assert d["tpot_ms"]["mean"] == pytest.approx((0.29 - 0.19) / 3 * 1000)
-    lab = bench.summarise([r], 1.0)
+    lab = metrics.summarise([r], 1.0)
     assert lab["ttft_ms"]["mean"] == pytest.approx(200) and lab["e2el_ms"]["mean"] == pytest.approx(292)
 
 
@@ -174,14 +174,14 @@ def test_per_token_itl_differs_from_per_chunk_when_chunks_carry_several_tokens()
 
 def test_comparison_rows_and_checks():
     lab_results = [_req(i, 0.25, [0.03] * 63, 64) for i in range(4)]
-    run = bench.RunResult(bench.LoadSpec(concurrency=2, max_requests=4), "t", lab_results, 4.0, [], "now", 0.5, 100)
+    run = loadgen.RunResult(loadgen.LoadSpec(concurrency=2, max_requests=4), "t", lab_results, 4.0, [], "now", 0.5, 100)
     vllm = {"completed": 4, "failed": 0, "errors": [""] * 4, "ttfts": [0.26] * 4, "latencies": [0.26 + 63 * 0.031] * 4,
             "output_lens": [64] * 4, "itls": [[0.031] * 63] * 4, "input_lens": [128] * 4, "duration": 4.1,
             "output_throughput": 256 / 4.1, "request_throughput": 4 / 4.1,
             **{f"{s}_{m}_ms": v for m, v in (("ttft", 260.0), ("tpot", 31.0), ("itl", 31.0), ("e2el", 2213.0))
                for s in ("mean", "p50", "p90", "p99")}}
     peer = {"skipped": None, "load": {"num_prompts": 4}, "vllm_bench": {"result": vllm, "returncode": 0, "seconds": 20},
-            "lab": {"run": run.to_dict(), "summary": bench.summarise(run.results, run.duration_s),
+            "lab": {"run": run.to_dict(), "summary": metrics.summarise(run.results, run.duration_s),
                     "vllm_definitions": peer_bench.lab_with_vllm_definitions(run.results, run.duration_s)}}
     peer["rows"] = peer_bench.comparison_rows(peer)
     rows = {r["metric"]: r for r in peer["rows"]}
@@ -191,7 +191,7 @@ def test_comparison_rows_and_checks():
     assert all(r["agrees"] for r in peer["rows"] if r["agrees"] is not None)
     found = peer_bench.checks(peer)
     assert found[0].status == "pass" and all(c.status == "pass" for c in found)
-    s = bench.peer_summary(peer)
+    s = peer_bench.peer_summary(peer)
     assert s["metrics_agreeing"] == s["metrics_judged"] >= 8
 
 

@@ -19,7 +19,7 @@ import time
 import httpx
 
 from lab.core import evidence
-from lab.measure import bench
+from lab.measure import loadgen
 from lab.diagnose import troubleshoot
 from lab.core.checks import Check
 from lab.serving.endpoint import _client, api_key_for, discover, is_loopback, request
@@ -140,8 +140,8 @@ def probe_context(client: httpx.Client, base: str, model: str, key: str | None, 
     what = f"POST /v1/completions, a prompt of ~{target} tokens (context {context}, {context_from})"
     if target > MAX_PROBE_TOKENS:
         return _probe("context", what, None, f"not sent: {target} tokens would cost a long prefill (limit {MAX_PROBE_TOKENS})", "skip")
-    prompt = bench.make_prompts(1, target, seed=7, tag="ctxprobe")[0]
-    sent = bench.count_tokens(base, prompt, client.headers)
+    prompt = loadgen.make_prompts(1, target, seed=7, tag="ctxprobe")[0]
+    sent = loadgen.count_tokens(base, prompt, client.headers)
     counted = "counted by the server's /tokenize" if sent else "at least one token per word (no /tokenize)"
     sent = sent or len(prompt.split())
     a = request(client, "POST", base + "/v1/completions",

@@ -5,8 +5,8 @@ does all three). Steps, each recorded even when a later one fails:
 
   01_hardware            lab.measure.inventory + hardware checks against the profile, GPU copy-bandwidth probe
   03_synthetic_model     the lab.model.synth file: predicted vs written bytes, shape, seed, time to write
-  06_llama_bench         llama-bench -o json: pp512/tg128 with -fa 0 and 1, tg64 at depth 16384
-  06_server_concurrency  llama-server (the profile's command, -fa on) + lab.measure.bench streaming sweep
+  06_llama_bench         lab.model.llama_bench: pp512/tg128 with -fa 0 and 1, tg64 at depth 16384
+  06_server_concurrency  llama-server (the profile's command, -fa on) + lab.measure.loadgen streaming sweep
 
 Every record compares with the lab's earlier H200 measurements (2026-11-29) where there is one.
 
@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import re
-import subprocess
 import sys
 import time
 import traceback
@@ -38,7 +36,7 @@ FACTS_H200 = {
     "source": "measured for this lab on a lent H200, 2026-11-29 (driver 580.159.04, CUDA 13.0, llama.cpp from "
               "llama-cpp-python 0.3.36)",
 }
-LEVEL_REQUESTS = {1: 4, 2: 4, 4: 8, 8: 16, 16: 32}  # two waves per level; lab.measure.bench calls < 4 requests invalid
+LEVEL_REQUESTS = {1: 4, 2: 4, 4: 8, 8: 16, 16: 32}  # two waves per level; lab.measure.metrics calls < 4 requests invalid
 
 
 def checkout() -> dict:
@@ -94,32 +92,33 @@ def synth_record(model: Path, arch_id: str, vocab: Path, synth_seconds: float | 
 
 
 # ---------------------------------------------------------------- 06 llama-bench
-def llama_bench(bin_dir: Path, model: Path, args: list[str], timeout_s: float = 900) -> dict:
-    cmd = [str(bin_dir / "llama-bench"), "-m", str(model), "-ngl", "99", "-o", "json", *args]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    out = {"command": cmd, "returncode": proc.returncode, "duration_s": time.perf_counter() - t0,
-           "stderr_tail": evidence.redact(proc.stderr[-3000:])}
-    out["rows"] = json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else []
-    return out
+def bench_run(model: Path, **settings) -> dict:
+    """One lab.model.llama_bench run on every GPU layer; a failure is kept in the record (command, error)
+    instead of losing the runs before and after it."""
+    from lab.model import llama_bench
+
+    try:
+        return llama_bench.run(model, n_gpu_layers=-1, timeout_s=900, **settings)
+    except llama_bench.LlamaBenchError as exc:
+        return {"command": llama_bench.command(model, n_gpu_layers=-1, **settings), "error": evidence.redact(str(exc)),
+                "rows": [], "tests": []}
 
 
 def bench_rows(runs: list[dict]) -> list[dict]:
+    """One row per llama-bench test: `tok_s` the median of the repetitions (lab.model.llama_bench says why)."""
     rows = []
     for run in runs:
-        for r in run["rows"]:
-            test = (f"pp{r['n_prompt']}" if not r["n_gen"] else f"tg{r['n_gen']}") + \
-                   (f"@d{r['n_depth']}" if r.get("n_depth") else "")
-            rows.append({"test": test, "flash_attn": r.get("flash_attn"), "tok_s": round(r["avg_ts"], 2),
-                         "sd": round(r["stddev_ts"], 2), "reps": len(r.get("samples_ts") or []),
-                         "samples_tok_s": r.get("samples_ts"), "threads": r.get("n_threads"),
+        for t, r in zip(run["tests"], run["rows"]):
+            rows.append({"test": t["test"], "flash_attn": t["flash_attn"], "tok_s": round(t["tok_s"], 2),
+                         "mean": round(t["tok_s_mean"], 2), "sd": round(t["tok_s_sd"], 2), "reps": t["reps"],
+                         "samples_tok_s": t["samples_tok_s"], "threads": t["n_threads"],
                          "gpu": r.get("gpu_info"), "build": f"{r.get('build_commit')} ({r.get('build_number')})"})
     return rows
 
 
-def bench_record(bin_dir: Path, model: Path, bandwidth_gb_s: float | None, tensor_bytes: int) -> dict:
-    runs = [llama_bench(bin_dir, model, ["-p", "512", "-n", "128", "-fa", "0,1", "-r", "5"]),
-            llama_bench(bin_dir, model, ["-p", "0", "-n", "64", "-d", "16384", "-fa", "1,0", "-r", "3"])]
+def bench_record(model: Path, bandwidth_gb_s: float | None, tensor_bytes: int) -> dict:
+    runs = [bench_run(model, n_prompt=512, n_gen=128, flash_attn="0,1", reps=5),
+            bench_run(model, n_prompt=0, n_gen=64, depth=16384, flash_attn="1,0", reps=3)]
     rows = bench_rows(runs)
 
     def tok_s(test, fa):
@@ -148,18 +147,18 @@ def bench_record(bin_dir: Path, model: Path, bandwidth_gb_s: float | None, tenso
                         "tg64_d16384_fa0_tok_s": tok_s("tg64@d16384", False),
                         "copy_roofline_tok_s": round(ceiling, 1) if ceiling else None,
                         "tg128_fa1_of_roofline": ratio(tg, ceiling), "llama_cpp_build": build,
-                        "failed_runs": [r["command"] for r in runs if r["returncode"] != 0]},
+                        "failed_runs": [r["command"] for r in runs if r.get("error")]},
             "tables": [{"title": "llama-bench results", "rows": [{k: v for k, v in r.items() if k != "samples_tok_s"}
                                                                  for r in rows]},
                        {"title": "vs the earlier H200 measurement (2026-11-29)", "rows": comparison}],
             "facts": f, "runs": runs}
 
 
-# ---------------------------------------------------------------- 06 llama-server + lab.measure.bench
+# ---------------------------------------------------------------- 06 llama-server + lab.measure.loadgen
 def server_record(profile, model: Path, out: Path, levels: list[int], output_tokens: int,
                   prompt_tokens: int) -> dict:
     from lab.serving import engines, serve
-    from lab.measure import bench
+    from lab.measure import bench_views, loadgen, metrics
 
     cmd = engines.build_command(profile, port=serve.free_port(), model_path=model)
     argv = list(cmd.argv)
@@ -170,15 +169,15 @@ def server_record(profile, model: Path, out: Path, levels: list[int], output_tok
     load_s = time.perf_counter() - t0
     summaries, raw = [], []
     try:
-        words, per_word = bench.words_for_tokens(server.base_url, prompt_tokens, server.headers())
-        target = bench.Target(server.base_url, model=cmd.served_model or "default", max_tokens=output_tokens,
-                              api_key=server.api_key)
+        words, per_word = loadgen.words_for_tokens(server.base_url, prompt_tokens, server.headers())
+        target = loadgen.Target(server.base_url, model=cmd.served_model or "default", max_tokens=output_tokens,
+                                api_key=server.api_key)
         for k, level in enumerate(levels):
             n = LEVEL_REQUESTS.get(level, 2 * level)
-            prompts = bench.make_prompts(1 + n, words, seed=100 + k)
-            run = bench.run_load(target, prompts, bench.LoadSpec(concurrency=level, max_requests=n,
-                                                                 warmup_requests=1, seed=100 + k))
-            s = bench.summarise_run(run)
+            prompts = loadgen.make_prompts(1 + n, words, seed=100 + k)
+            run = loadgen.run_load(target, prompts, loadgen.LoadSpec(concurrency=level, max_requests=n,
+                                                                     warmup_requests=1, seed=100 + k))
+            s = metrics.summarise_run(run)
             s["facts_total_tok_s"] = FACTS_H200["server_total_tok_s"].get(level)
             s["output_over_facts"] = ratio(s["output_throughput"], s["facts_total_tok_s"])
             summaries.append(s)
@@ -187,9 +186,9 @@ def server_record(profile, model: Path, out: Path, levels: list[int], output_tok
     finally:
         stopped = server.stop()
         reported = server.reported()
-    rows = [bench.summary_row(s) | {"facts_total_tok_s": s["facts_total_tok_s"], "vs_facts": s["output_over_facts"]}
+    rows = [bench_views.summary_row(s) | {"facts_total_tok_s": s["facts_total_tok_s"], "vs_facts": s["output_over_facts"]}
             for s in summaries]
-    return {"title": "llama-server concurrency sweep (lab.measure.bench, streaming /v1/completions)",
+    return {"title": "llama-server concurrency sweep (lab.measure.loadgen, streaming /v1/completions)",
             "summary": {"command": argv, "load_and_health_s": round(load_s, 1), "prompt_words": words,
                         "tokens_per_word": per_word, "output_tokens": output_tokens,
                         "total_tok_s_by_concurrency": {s["concurrency"]: s["output_throughput"] for s in summaries},
@@ -257,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
 
         tensor_bytes = size or models.read_gguf_header(args.model).tensor_bytes
         bw = hw["bandwidth"]["gb_s"] if hw and hw["bandwidth"]["kind"] == "gpu" else None
-        record("06_llama_bench", step("llama-bench", lambda: bench_record(args.llama_bin, args.model, bw, tensor_bytes),
+        record("06_llama_bench", step("llama-bench", lambda: bench_record(args.model, bw, tensor_bytes),
                                       failures))
     if "server" not in skip:
         levels = [int(x) for x in args.levels.split(",")]

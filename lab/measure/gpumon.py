@@ -6,7 +6,7 @@
 `window(t0, t1, output_tokens)` then gives, for any stretch of the run (a model load, one benchmark point):
 peak VRAM per GPU, mean power, energy (the counter's difference when the GPU has one, else power integrated
 over the samples) and joules per output token, peak host RSS. Times are time.perf_counter() seconds, the clock
-lab.measure.bench stamps its runs with.
+lab.measure.loadgen stamps its runs with.
 
 On a machine without NVML or GPUs every GPU number is None with `gpu_not_measured` saying why: "not measured",
 never 0 and never a guess. Host RSS is measured everywhere psutil runs.

@@ -4,9 +4,9 @@ recurrent state land on each card, and tensor parallelism's cost predicted next 
 For each mode — `none` (one GPU: CUDA_VISIBLE_DEVICES=0) and, when two GPUs are visible, `layer`, `row`,
 `tensor` — the same model is measured twice with the lab's own parts:
 
-* llama-bench pp/tg (lab.measure.bench.llama_bench) with the mode's -sm/-ts/-mg and CUDA environment
+* llama-bench pp/tg (lab.model.llama_bench) with the mode's -sm/-ts/-mg and CUDA environment
   (lab.serving.engines.llama_gpu_settings, the flags llama-server gets too);
-* llama-server from lab.serving.engines.build_command, swept by lab.measure.bench at the given concurrency levels; its
+* llama-server from lab.serving.engines.build_command, swept by lab.measure.loadgen at the given concurrency levels; its
   start-up log, parsed by lab.serving.engines.parse_llama_log, gives the KV and recurrent-state buffers per device,
   compared with lab.predict.kvcache.llama_cpp_device_split.
 
@@ -51,19 +51,20 @@ def variant(profile, mode: str):
 
 
 def bench_mode(profile, model: Path, prompt: int, gen: int, reps: int) -> dict:
+    from lab.model import llama_bench
     from lab.serving import engines
-    from lab.measure import bench
 
     argv, env, _ = engines.llama_gpu_settings(profile)
     gpu = profile.gpu_count > 0
-    return bench.llama_bench(model, profile.threads, prompt, gen, reps=reps, n_gpu_layers=-1 if gpu else None,
-                             flash_attn="1" if gpu else None, extra_args=tuple(argv), env=env, timeout_s=180)
+    return llama_bench.run(model, threads=profile.threads, n_prompt=prompt, n_gen=gen, reps=reps,
+                           n_gpu_layers=-1 if gpu else None, flash_attn="1" if gpu else None, extra_args=tuple(argv),
+                           env=env, timeout_s=180)
 
 
 def serve_mode(profile, model: Path, logs: Path, mode: str, levels: list[int], output_tokens: int,
                prompt_tokens: int) -> dict:
     from lab.serving import engines, serve
-    from lab.measure import bench
+    from lab.measure import loadgen, metrics
 
     cmd = engines.build_command(profile, port=serve.free_port(), model_path=model)
     t0 = time.perf_counter()
@@ -71,15 +72,15 @@ def serve_mode(profile, model: Path, logs: Path, mode: str, levels: list[int], o
     load_s = time.perf_counter() - t0
     summaries = []
     try:
-        words, _ = bench.words_for_tokens(server.base_url, prompt_tokens, server.headers())
-        target = bench.Target(server.base_url, model=cmd.served_model or "default", max_tokens=output_tokens,
-                              api_key=server.api_key)
+        words, _ = loadgen.words_for_tokens(server.base_url, prompt_tokens, server.headers())
+        target = loadgen.Target(server.base_url, model=cmd.served_model or "default", max_tokens=output_tokens,
+                                api_key=server.api_key)
         for k, level in enumerate(levels):
-            n = max(4, 2 * level)  # two waves per level (lab.measure.bench calls a run of < 4 requests invalid)
-            prompts = bench.make_prompts(1 + n, words, seed=200 + k, tag=f"{mode}-{level}")
-            run = bench.run_load(target, prompts, bench.LoadSpec(concurrency=level, max_requests=n,
-                                                                 warmup_requests=1, seed=200 + k))
-            summaries.append(bench.summarise_run(run))
+            n = max(4, 2 * level)  # two waves per level (lab.measure.metrics calls a run of < 4 requests invalid)
+            prompts = loadgen.make_prompts(1 + n, words, seed=200 + k, tag=f"{mode}-{level}")
+            run = loadgen.run_load(target, prompts, loadgen.LoadSpec(concurrency=level, max_requests=n,
+                                                                     warmup_requests=1, seed=200 + k))
+            summaries.append(metrics.summarise_run(run))
             print(f"[multigpu] {mode}: {level} stream(s) {summaries[-1]['output_throughput']} tok/s total", flush=True)
     finally:
         stopped = server.stop()
@@ -133,7 +134,7 @@ def scaling_rows(results: dict[str, dict], levels: list[int]) -> list[dict]:
 
     def metrics(r: dict) -> dict:
         b, lv = r.get("bench") or {}, _by_level(r.get("server"))
-        out = {"pp_tok_s": (b.get("pp") or {}).get("tok_s_mean"), "tg_tok_s": (b.get("tg") or {}).get("tok_s_mean"),
+        out = {"pp_tok_s": (b.get("pp") or {}).get("tok_s"), "tg_tok_s": (b.get("tg") or {}).get("tok_s"),
                "served_1_stream_decode_tok_s": (lv.get(1) or {}).get("stream_decode_tok_s")}
         for level in levels:
             out[f"aggregate_{level}_tok_s"] = (lv.get(level) or {}).get("output_throughput")
@@ -189,7 +190,7 @@ def tp_prediction_rows(results: dict, arch, weights_bytes: int, copy_gb_s: float
     tensor and -sm layer single-stream decode beside what was measured."""
     from lab.predict import tp_model
 
-    tg1 = (((results.get("none") or {}).get("bench") or {}).get("tg") or {}).get("tok_s_mean")
+    tg1 = (((results.get("none") or {}).get("bench") or {}).get("tg") or {}).get("tok_s")
     if not tg1 or not copy_gb_s or not link_fit.get("busbw_peak_gb_s"):
         return [{"prediction": "not made", "why": "needs the one-GPU tg, a GPU copy bandwidth and the all-reduce fit "
                  f"(tg {tg1}, copy {copy_gb_s}, all-reduce {link_fit or 'not measured'})"}]
@@ -201,7 +202,7 @@ def tp_prediction_rows(results: dict, arch, weights_bytes: int, copy_gb_s: float
     pp = tp_model.pp_decode(tok_s_one_gpu=tg1, n_stages=2, hidden=arch.hidden_size, link=link, element_bytes=4)
 
     def measured(mode):
-        return (((results.get(mode) or {}).get("bench") or {}).get("tg") or {}).get("tok_s_mean")
+        return (((results.get(mode) or {}).get("bench") or {}).get("tg") or {}).get("tok_s")
 
     return [{"mode": "tensor (TP=2)", "predicted_tok_s": f"{tp.pessimistic_tok_s:.1f}..{tp.optimistic_tok_s:.1f}",
              "measured_tg_tok_s": measured("tensor"), "one_gpu_tg_tok_s": tg1,

@@ -1,4 +1,4 @@
-"""Peer check of the lab's benchmark client: `vllm bench serve` and lab.measure.bench on the same server, same load.
+"""Peer check of the lab's benchmark client: `vllm bench serve` and lab.measure.loadgen on the same server, same load.
 
     peer = peer_bench.run(profile, server, out_dir)      # vLLM profiles only; otherwise says why it skipped
     peer_bench.comparison_rows(peer)                      # metric by metric, both clients, both definitions
@@ -17,7 +17,7 @@ Where the definitions differ (vllm/benchmarks/lib/endpoint_request_func.py, vllm
 * ITL: both take the gap between consecutive chunks — per chunk, not per token. A chunk can carry several
   tokens, and messages that arrive in one network read get (almost) the same timestamp, so per-chunk ITL is
   shown beside per-token ITL = decode time ÷ (output tokens − 1), computed the same way for both clients.
-The lab's client is measured under both definitions (lab.measure.bench records first/last `choices` chunk too), so
+The lab's client is measured under both definitions (lab.measure.loadgen records first/last `choices` chunk too), so
 the like-for-like comparison is "lab client, vLLM definitions" against `vllm bench serve`.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 from lab.core import paths
 from lab.core.checks import Check
 from lab.serving import engines, vllm_env
-from lab.measure import bench
+from lab.measure import loadgen, metrics
 
 # 4-8 requests on a 2-core box shared by server and client: differences below this are noise here.
 TOLERANCE = 0.25
@@ -171,15 +171,15 @@ def run_vllm_bench(argv: list[str], env: dict[str, str], result_path: Path, log_
     return out
 
 
-def run_lab_client(server, load: PeerLoad) -> bench.RunResult:
+def run_lab_client(server, load: PeerLoad) -> loadgen.RunResult:
     """The lab's client with the same load on the same server."""
-    words, _ = bench.words_for_tokens(server.base_url, load.input_tokens, server.headers())
-    target = bench.Target(server.base_url, model=server.command.served_model or "default",
-                          max_tokens=load.output_tokens, api_key=server.api_key)
-    prompts = bench.make_prompts(load.warmup_requests + load.num_prompts, words, seed=1000 + load.seed, tag="peer")
-    spec = bench.LoadSpec(concurrency=load.concurrency, max_requests=load.num_prompts,
-                          warmup_requests=load.warmup_requests, seed=load.seed)
-    return bench.run_load(target, prompts, spec)
+    words, _ = loadgen.words_for_tokens(server.base_url, load.input_tokens, server.headers())
+    target = loadgen.Target(server.base_url, model=server.command.served_model or "default",
+                            max_tokens=load.output_tokens, api_key=server.api_key)
+    prompts = loadgen.make_prompts(load.warmup_requests + load.num_prompts, words, seed=1000 + load.seed, tag="peer")
+    spec = loadgen.LoadSpec(concurrency=load.concurrency, max_requests=load.num_prompts,
+                            warmup_requests=load.warmup_requests, seed=load.seed)
+    return loadgen.run_load(target, prompts, spec)
 
 
 def run(profile, server, out_dir: str | Path, load: PeerLoad | None = None) -> dict:
@@ -197,7 +197,7 @@ def run(profile, server, out_dir: str | Path, load: PeerLoad | None = None) -> d
     peer["vllm_bench"] = run_vllm_bench(argv, env, out_dir / "vllm_bench_serve.json", out_dir / "vllm_bench_serve.log",
                                         api_key=server.api_key)
     lab_run = run_lab_client(server, load)
-    peer["lab"] = {"run": lab_run.to_dict(), "summary": bench.summarise(lab_run.results, lab_run.duration_s),
+    peer["lab"] = {"run": lab_run.to_dict(), "summary": metrics.summarise(lab_run.results, lab_run.duration_s),
                    "vllm_definitions": lab_with_vllm_definitions(lab_run.results, lab_run.duration_s),
                    "client_cpu_s": lab_run.client_cpu_s}
     peer["rows"] = comparison_rows(peer)
@@ -210,7 +210,7 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def _ms(xs: list[float]) -> dict:
-    return bench.stats_ms(xs)
+    return metrics.stats_ms(xs)
 
 
 def per_token_itl_ms(ttfts: list[float], latencies: list[float], output_tokens: list[int]) -> float | None:
@@ -220,7 +220,7 @@ def per_token_itl_ms(ttfts: list[float], latencies: list[float], output_tokens: 
     return 1000 * sum(d for d, _ in pairs) / tokens if tokens else None
 
 
-def lab_with_vllm_definitions(results: list[bench.RequestResult], duration_s: float) -> dict:
+def lab_with_vllm_definitions(results: list[loadgen.RequestResult], duration_s: float) -> dict:
     """The lab client's own requests, measured the way `vllm bench serve` measures: TTFT to the first chunk
     carrying `choices`, latency to the last such chunk, TPOT from those, ITL per chunk with text."""
     ok = [r for r in results if r.success and r.first_choice_s is not None and r.output_tokens]
@@ -348,11 +348,24 @@ def checks(peer: dict) -> list[Check]:
     return out
 
 
+def peer_summary(peer: dict) -> dict:
+    """What the benchmark record's summary keeps of the peer check (lab.measure.peer_bench.run's result)."""
+    judged = [r for r in peer["rows"] if r["agrees"] is not None]
+    pick = {r["metric"]: (r["lab client (vLLM definitions)"], r["vllm bench serve"]) for r in peer["rows"]}
+    return {"skipped": peer["skipped"], "load": peer["load"],
+            "metrics_agreeing": sum(bool(r["agrees"]) for r in judged), "metrics_judged": len(judged),
+            "output_tok_s_lab_vs_vllm": pick.get("output throughput (tok/s)"),
+            "ttft_mean_ms_lab_vs_vllm": pick.get("TTFT mean (ms)"),
+            "tpot_mean_ms_lab_vs_vllm": pick.get("TPOT mean (ms)"),
+            "itl_mean_ms_lab_vs_vllm": pick.get("ITL mean, per chunk (ms)"),
+            "vllm_bench_seconds": (peer.get("vllm_bench") or {}).get("seconds")}
+
+
 def text(peer: dict) -> str:
     """One paragraph for the notebook: what ran, and how many metrics agree."""
     if peer["skipped"]:
         return f"peer check skipped: {peer['skipped']}"
-    s, load = bench.peer_summary(peer), peer["load"]
+    s, load = peer_summary(peer), peer["load"]
     vb = peer["vllm_bench"]
     head = (f"same load for both: {load['num_prompts']} requests, ≤ {load['concurrency']} in flight, ≈ {load['input_tokens']} "
             f"prompt tokens, {load['output_tokens']} output tokens (ignore_eos, temperature 0), 1 warm-up.\n"

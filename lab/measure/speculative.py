@@ -111,17 +111,17 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
 
 def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens: int | None, monitor) -> dict:
     """`requests` greedy single-stream requests to a running server: decode speed, latency, drafts accepted."""
-    from lab.measure import bench
+    from lab.measure import loadgen, metrics
     from lab.serving import serve
 
-    words, _ = bench.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
-    target = bench.Target(srv.base_url, model=serve.model_name(srv),
-                          max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key)
-    run = bench.run_load(target, bench.make_prompts(requests + 1, words, seed=11, tag=variant["kind"]),
-                         bench.LoadSpec(concurrency=1, max_requests=requests, warmup_requests=1))
+    words, _ = loadgen.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
+    target = loadgen.Target(srv.base_url, model=serve.model_name(srv),
+                            max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key)
+    run = loadgen.run_load(target, loadgen.make_prompts(requests + 1, words, seed=11, tag=variant["kind"]),
+                           loadgen.LoadSpec(concurrency=1, max_requests=requests, warmup_requests=1))
     if monitor is not None:
         run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
-    s = bench.summarise_run(run)
+    s = metrics.summarise_run(run)
     out = dict(decode_tok_s=s["stream_decode_tok_s"], server_decode_tok_s=s["server_decode_tok_s"],
                tpot_p50_ms=s["tpot_ms"]["p50"], ttft_p50_ms=s["ttft_ms"]["p50"],
                joules_per_token=s.get("joules_per_token"), **acceptance(run.results, variant["kind"] != "none"))

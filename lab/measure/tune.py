@@ -5,7 +5,7 @@ time — the server's per-request state copies (prompt cache --cache-ram, contex
 copy on Qwen3.8-27B), threads, batch/micro-batch (-b/-ub), flash attention (-fa), KV cache type (-ctk/-ctv), slots
 (-np) and the sampling path (what the request asks for, and llama-server's experimental backend sampling) — and at the end the
 best value of every dimension together. Every point starts its own server and is measured with the lab's client
-(lab.measure.bench) at one stream and at the profile's highest concurrency, with lab.measure.gpumon's energy and memory where
+(lab.measure.loadgen) at one stream and at the profile's highest concurrency, with lab.measure.gpumon's energy and memory where
 NVML is present. Combinations llama.cpp refuses or that cannot serve the load are skipped with the reason;
 points that do not fit the time budget are listed as not run.
 
@@ -282,21 +282,21 @@ def measure_point(profile: Profile, setting: Setting, log_dir, monitor=None, req
 def _one_and_many(srv, *, profile: Profile, setting: Setting, monitor, requests_single: int,
                   output_tokens: int | None) -> dict:
     """One stream, then the profile's top concurrency, against a running server with `setting`."""
-    from lab.measure import bench
+    from lab.measure import loadgen, metrics
     from lab.serving import serve
 
     conc = max(profile.bench_levels)
-    words, _ = bench.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
-    target = bench.Target(srv.base_url, model=serve.model_name(srv),
-                          max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key,
+    words, _ = loadgen.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
+    target = loadgen.Target(srv.base_url, model=serve.model_name(srv),
+                            max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key,
                           extra_body=SAMPLING[setting.sampling] or None)
     runs = {}
     for level, n in ((1, requests_single), (conc, 2 * conc)):
-        prompts = bench.make_prompts(n + 1, words, seed=len(setting.name) * 7 + level, tag=setting.name)
-        run = bench.run_load(target, prompts, bench.LoadSpec(concurrency=level, max_requests=n, warmup_requests=1))
+        prompts = loadgen.make_prompts(n + 1, words, seed=len(setting.name) * 7 + level, tag=setting.name)
+        run = loadgen.run_load(target, prompts, loadgen.LoadSpec(concurrency=level, max_requests=n, warmup_requests=1))
         if monitor is not None:
             run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
-        runs[level] = bench.summarise_run(run)
+        runs[level] = metrics.summarise_run(run)
     one, many = runs[1], runs[conc]
     out = dict(single_decode_tok_s=one["stream_decode_tok_s"], single_server_decode_tok_s=one["server_decode_tok_s"],
                single_tpot_p50_ms=one["tpot_ms"]["p50"], single_ttft_p50_ms=one["ttft_ms"]["p50"],

@@ -26,7 +26,6 @@ import math
 import os
 import re
 import shutil
-import statistics
 import struct
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from typing import Any, Sequence
 
 from lab.core import checks as lab_checks
 from lab.core import evidence, facts, paths
-from lab.model import models, xcheck_logits
+from lab.model import llama_bench, models, xcheck_logits
 
 DATA = "quant_types"  # lab/data/quant_types.yaml
 DEFAULT_LADDER = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
@@ -1227,55 +1226,31 @@ class Speed:
         return pd.DataFrame(self.rows)
 
 
-def parse_bench_json(text: str) -> list[dict]:
-    """llama-bench -o json → one dict per test (the tool's own fields: model_filename, n_prompt, n_gen,
-    avg_ts, stddev_ts, samples_ts, ...)."""
-    start = text.find("[")
-    if start < 0:
-        raise ToolError("llama-bench printed no JSON array; first lines:\n" + "\n".join(text.splitlines()[:10]))
-    try:
-        data = json.loads(text[start:text.rfind("]") + 1])
-    except json.JSONDecodeError as exc:
-        raise ToolError(f"llama-bench JSON did not parse: {exc}") from exc
-    return data
-
-
 def measure_speed(ladder: Ladder, n_prompt: int = 64, n_gen: int = 32, reps: int = 5,
                   include_reference: bool = True, log_dir: str | Path | None = None, progress: bool = True) -> Speed:
     """Prompt processing (pp) and generation (tg) tokens/s of every file, from one `llama-bench -o json` run
     (after llama-bench's warm-up; `*_tok_s` is the median of the `reps` samples, `*_mean`/`*_sd` llama-bench's)."""
     files = ([("F16 (reference)", ladder.reference.path)] if include_reference else []) + \
             [(f.qtype, f.path) for f in ladder.files]
-    args = []
-    for _, p in files:
-        args += ["-m", str(p)]
-    args += ["-p", str(n_prompt), "-n", str(n_gen), "-r", str(reps), "-t", str(ladder.threads), "-fa", "on", "-o", "json"]
     load_before = os.getloadavg()[0]
     with _progress(1, f"llama-bench ({len(files)} files × pp{n_prompt}/tg{n_gen} × {reps})", "run", progress) as bar:
-        cmd = [str(paths.tool("llama-bench")), *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        if log_dir:
-            log = Path(log_dir) / "03_quantize" / "llama-bench.log"
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(f"$ {' '.join(cmd)}\n# exit {proc.returncode}\n{proc.stdout}\n--- stderr\n{proc.stderr}")
-        if proc.returncode != 0:
-            raise ToolError(f"llama-bench exited {proc.returncode}:\n" + "\n".join(proc.stderr.splitlines()[-15:]))
+        result = llama_bench.run([p for _, p in files], threads=ladder.threads, n_prompt=n_prompt, n_gen=n_gen,
+                                 reps=reps, flash_attn="on", timeout_s=600,
+                                 log=Path(log_dir) / "03_quantize" / "llama-bench.log" if log_dir else None)
         bar.update(1)
     load_after = os.getloadavg()[0]
-    raw = parse_bench_json(proc.stdout)
+    raw = result["rows"]
     label = {str(p): lab for lab, p in files}
     by_name = {Path(p).name: lab for lab, p in files}
     rows: dict[str, dict] = {}
-    for r in raw:
-        lab = label.get(r.get("model_filename"), by_name.get(Path(str(r.get("model_filename"))).name, r.get("model_filename")))
-        row = rows.setdefault(lab, {"type": lab, "model_bytes": r.get("model_size")})
-        test = "pp" if r.get("n_prompt", 0) > 0 and r.get("n_gen", 0) == 0 else "tg"
-        samples = r.get("samples_ts") or [r["avg_ts"]]
-        # the median: one stalled repetition on a shared box (seen: 1.3 tok/s among 190s) must not move it
-        row[f"{test}_tok_s"] = statistics.median(samples)
-        row[f"{test}_mean"] = r["avg_ts"]
-        row[f"{test}_sd"] = r["stddev_ts"]
-        row[f"{test}_samples"] = samples
+    for t in result["tests"]:
+        lab = label.get(t["model_filename"], by_name.get(Path(str(t["model_filename"])).name, t["model_filename"]))
+        row = rows.setdefault(lab, {"type": lab, "model_bytes": t["model_size"]})
+        test = "pp" if t["n_prompt"] and not t["n_gen"] else "tg"
+        row[f"{test}_tok_s"] = t["tok_s"]  # the median (lab.model.llama_bench says why)
+        row[f"{test}_mean"] = t["tok_s_mean"]
+        row[f"{test}_sd"] = t["tok_s_sd"]
+        row[f"{test}_samples"] = t["samples_tok_s"] or [t["tok_s_mean"]]
     settings = {"n_prompt": n_prompt, "n_gen": n_gen, "reps": reps, "threads": ladder.threads, "flash_attn": "on",
                 "cores": os.cpu_count(), "load_avg_before": load_before, "load_avg_after": load_after,
                 "build": raw[0].get("build_commit") if raw else None, "cpu": raw[0].get("cpu_info") if raw else None}
@@ -1564,7 +1539,7 @@ __all__ = [
     "target_model_ids", "target_sizes", "exact_gguf_bytes", "published_size_checks", "vllm_quant_plan",
     "ladder_source", "cache_dir", "free_bytes", "check_free_disk", "write_f16_reference", "f16_reference",
     "build_ladder", "size_check", "explain_size", "parse_kld_output", "parse_kld_chunks", "parse_base_output",
-    "heldout_text", "measure_quality", "read_kld_base", "kld_stats", "crosscheck_kld", "parse_bench_json",
+    "heldout_text", "measure_quality", "read_kld_base", "kld_stats", "crosscheck_kld",
     "measure_speed", "summarise", "ladder_table", "ladder_chart", "recommend", "quality_monotone", "make_checks",
     "what_this_means", "target_table", "plan_table", "plan_markdown", "record_body",
 ]

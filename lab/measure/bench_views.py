@@ -1,0 +1,285 @@
+"""Notebook 06's views: the sweep's tables and charts, the llama-bench / roofline / client-capacity tables, the
+06_benchmark record (`build_record`) and its closing text (`what_this_means`), all from numbers measured elsewhere
+(lab.measure.loadgen, lab.measure.metrics, lab.measure.bench, lab.measure.peer_bench)."""
+from __future__ import annotations
+
+from lab.core import evidence
+from lab.core.display import sig3
+from lab.measure import gpumon, metrics, peer_bench
+from lab.measure.loadgen import RunResult
+
+
+def summary_row(summary: dict) -> dict:
+    """One flat table row of a run's summary (ms and tok/s, rounded for reading)."""
+    def r(x, nd=1):
+        return None if x is None else round(x, nd)
+
+    v = summary["validity"]
+    return {"concurrency": summary.get("concurrency"), "requests": summary["requests"], "ok": summary["successes"],
+            "errors": summary["failures"], "duration_s": r(summary["duration_s"], 2),
+            "output_tok_s": r(summary["output_throughput"]), "stream_decode_tok_s": r(summary["stream_decode_tok_s"]),
+            "server_decode_tok_s": r(summary["server_decode_tok_s"]),
+            "ttft_p50_ms": r(summary["ttft_ms"]["p50"]), "ttft_p99_ms": r(summary["ttft_ms"]["p99"]),
+            "tpot_p50_ms": r(summary["tpot_ms"]["p50"]), "itl_p50_ms": r(summary["itl_ms"]["p50"]),
+            "itl_p99_ms": r(summary["itl_ms"]["p99"]), "e2el_p50_ms": r(summary["e2el_ms"]["p50"]),
+            "prompt_tokens": r(summary["prompt_tokens_mean"]), "cached": r(summary["cached_fraction"], 3),
+            "joules_per_token": r(summary.get("joules_per_token"), 4),
+            "peak_vram_mib": None if summary.get("peak_vram_mib") is None else [round(x) for x in summary["peak_vram_mib"] if x is not None],
+            "peak_host_rss_mib": r(summary.get("peak_host_rss_mib"), 0),
+            "valid": v["valid"], "why_not": "; ".join(v["reasons"] + v["warnings"])}
+
+
+def sweep_frame(summaries: list[dict]):
+    import pandas as pd
+
+    return pd.DataFrame([summary_row(s) for s in summaries])
+
+
+def requests_frame(run: RunResult):
+    """Every request of a run: start, TTFT, E2EL, tokens, error — for a closer look."""
+    import pandas as pd
+
+    return pd.DataFrame([{"index": r.index, "success": r.success, "start_s": r.start_s, "ttft_s": r.ttft_s,
+                          "e2el_s": r.e2el_s, "chunks": len(r.chunk_times_s), "output_tokens": r.output_tokens,
+                          "prompt_tokens": r.prompt_tokens, "cached_tokens": r.cached_tokens, "error": r.error}
+                         for r in run.results])
+
+
+def sweep_chart(summaries: list[dict], ceilings: list[dict] | None = None, predicted_single: float | None = None,
+                title: str = "Throughput and latency by concurrency"):
+    """Two panels: output tok/s (measured aggregate, and the roofline's aggregate ceiling when known)
+    and latency (TTFT p50, TPOT p50, E2EL p50) against concurrency."""
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    xs = [s.get("concurrency") for s in summaries]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("output tokens per second (all streams)", "latency, p50 (ms)"))
+    fig.add_trace(go.Scatter(x=xs, y=[s["output_throughput"] for s in summaries], mode="lines+markers",
+                             name="measured (served)"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=xs, y=[s["stream_decode_tok_s"] for s in summaries], mode="lines+markers",
+                             name="per-stream decode", line={"dash": "dot"}), row=1, col=1)
+    if ceilings:
+        fig.add_trace(go.Scatter(x=[c["concurrency"] for c in ceilings], y=[c["aggregate_ceiling_tok_s"] for c in ceilings],
+                                 mode="lines+markers", name="roofline ceiling", line={"dash": "dash"}), row=1, col=1)
+    if predicted_single is not None:
+        fig.add_trace(go.Scatter(x=[1], y=[predicted_single], mode="markers", marker={"symbol": "x", "size": 11},
+                                 name="calibrated prediction (1 stream)"), row=1, col=1)
+    for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2el_ms", "E2E latency")):
+        fig.add_trace(go.Scatter(x=xs, y=[s[key]["p50"] for s in summaries], mode="lines+markers", name=name),
+                      row=1, col=2)
+    ticks = xs or [c["concurrency"] for c in ceilings or []]
+    fig.update_xaxes(title_text="concurrent streams", type="log", tickvals=ticks)
+    fig.update_yaxes(type="log", row=1, col=1)
+    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_layout(title=title, height=420)
+    return fig
+
+
+def energy_chart(summaries: list[dict], title: str = "Energy and memory by concurrency"):
+    """Joules per output token and peak VRAM (all GPUs) against concurrency; on a machine where NVML measured
+    nothing the chart says "not measured" instead of drawing zeros."""
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    xs = [s.get("concurrency") for s in summaries]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("joules per output token (GPU)", "peak memory (MiB)"))
+    jpt = [s.get("joules_per_token") for s in summaries]
+    vram = [sum(v for v in s["peak_vram_mib"] if v is not None) if s.get("peak_vram_mib") else None for s in summaries]
+    rss = [s.get("peak_host_rss_mib") for s in summaries]
+    fig.add_trace(go.Scatter(x=xs, y=jpt, mode="lines+markers", name="J / token"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=xs, y=vram, mode="lines+markers", name="peak VRAM, all GPUs"), row=1, col=2)
+    fig.add_trace(go.Scatter(x=xs, y=rss, mode="lines+markers", name="peak host RSS, server tree"), row=1, col=2)
+    if all(v is None for v in jpt):
+        why = next((s.get("energy_not_measured") for s in summaries if s.get("energy_not_measured")), "no GPU")
+        fig.add_annotation(text=f"GPU energy not measured: {why}"[:90], xref="x domain", yref="y domain", x=0.5, y=0.5,
+                           showarrow=False, row=1, col=1)
+    fig.update_xaxes(title_text="concurrent streams", type="log", tickvals=xs)
+    fig.update_layout(title=title, height=380)
+    return fig
+
+
+def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama_bench_result: dict | None,
+                 roofline_result: dict, capacity: dict | None, verdicts: list, found: list, charts: list,
+                 skip_reason: str | None, llama_bench_skip: str | None, server: dict | None, busy: dict | None = None,
+                 peer: dict | None = None, queue: list[dict] | None = None,
+                 resources: dict | None = None) -> dict:
+    """The 06_benchmark record: summary, checks, tables, charts, every request, the sweep's summaries,
+    llama-bench's rows, the roofline, the client's capacity, the claims' verdicts and (vLLM profiles) the
+    peer check against `vllm bench serve` (lab.measure.peer_bench)."""
+    single = summaries[0] if summaries else None
+    tg = (llama_bench_result or {}).get("tg") or {}
+    served = single["stream_decode_tok_s"] if single else None
+    ratio = metrics.served_ratio(served, tg.get("tok_s"))
+    best = max(summaries, key=lambda s: s["output_throughput"] or 0) if summaries else None
+    counts = {v: sum(x.verdict == v for x in verdicts) for v in dict.fromkeys(x.verdict for x in verdicts)}
+    summary = {
+        "served_single_stream_decode_tok_s": served,
+        "server_reported_decode_tok_s": single["server_decode_tok_s"] if single else None,
+        "llama_bench_tg_tok_s": tg.get("tok_s"), "llama_bench_test": tg.get("test"),
+        "served_over_in_process": ratio,
+        "decode_ceiling_tok_s": roofline_result.get("decode_ceiling_tok_s"),
+        "predicted_decode_tok_s": roofline_result.get("predicted_decode_tok_s"),
+        "served_fraction_of_ceiling": (served / roofline_result["decode_ceiling_tok_s"]
+                                       if served and roofline_result.get("decode_ceiling_tok_s") else None),
+        "best_aggregate_tok_s": best["output_throughput"] if best else None,
+        "best_aggregate_concurrency": best.get("concurrency") if best else None,
+        "ttft_p50_ms_single": single["ttft_ms"]["p50"] if single else None,
+        "client_parsed_tok_per_cpu_s": capacity["flat_out"]["tok_per_client_cpu_s"] if capacity else None,
+        "client_added_itl_ms": capacity["added_itl_ms_mean"] if capacity else None,
+        "claims": counts, "benchmark_skipped": skip_reason, "llama_bench_skipped": llama_bench_skip,
+        "other_work_cores_during_sweep": busy.get("others_cores") if busy else None,
+        "queued_at_concurrency": [q["concurrency"] for q in queue or [] if q["queued"]],
+        "tokens_counted_from": sorted({x["tokens_counted_from"] for x in summaries if x.get("tokens_counted_from")}),
+        "joules_per_token_single": single.get("joules_per_token") if single else None,
+        "joules_per_token_best_aggregate": best.get("joules_per_token") if best else None,
+        "peak_vram_mib_load": ((resources or {}).get("load") or {}).get("peak_vram_mib"),
+        "peak_vram_mib_sweep": max((sum(v for v in s["peak_vram_mib"] if v is not None) for s in summaries
+                                    if s.get("peak_vram_mib")), default=None),
+        "peak_host_rss_mib_sweep": max((s["peak_host_rss_mib"] for s in summaries if s.get("peak_host_rss_mib")), default=None),
+        "energy_not_measured": single.get("energy_not_measured") if single else None,
+    }
+    tables = [evidence.table_entry("Sweep by concurrency", [summary_row(s) for s in summaries]),
+              evidence.table_entry("Roofline inputs and outputs", roofline_rows(roofline_result)),
+              evidence.table_entry("Claims ledger", [v.row() for v in verdicts])]
+    if queue:
+        tables.insert(1, evidence.table_entry("Queued or batched: TTFT growth by concurrency", queue))
+    if llama_bench_result:
+        tables.insert(1, evidence.table_entry("llama-bench (in-process)", llama_bench_rows(llama_bench_result)))
+    if capacity:
+        tables.append(evidence.table_entry("Client capacity", capacity_rows(capacity)))
+    if resources:
+        windows = {"model load (server start → healthy)": resources.get("load")}
+        windows.update({f"{s.get('concurrency')} streams": r.resources for s, r in zip(summaries, runs)})
+        tables.append(evidence.table_entry("Memory and energy (NVML sampler + psutil)", gpumon.rows(windows)))
+    if peer is not None:
+        summary["peer_check"] = peer_bench.peer_summary(peer)
+        if peer["rows"]:
+            tables += [evidence.table_entry("Peer check: lab client vs vllm bench serve (same server, same load)", peer["rows"]),
+                       evidence.table_entry("Peer check: where the definitions differ", peer["definitions"])]
+    return {"title": "Benchmark: served and in-process speed, the roofline, and the seeds' claims",
+            "summary": summary, "checks": [c.to_dict() for c in found], "tables": tables, "charts": charts,
+            "runs": [r.to_dict() for r in runs], "sweep": summaries, "llama_bench": llama_bench_result,
+            "roofline": roofline_result, "client_capacity": capacity,
+            "claims": [v.to_dict() for v in verdicts], "server": server, "contention": busy, "peer_check": peer,
+            "queueing": queue, "resources": resources}
+
+
+def roofline_rows(rl: dict) -> list[dict]:
+    """The roofline's inputs and results as (quantity, value, where it comes from) rows."""
+    def gb(x):
+        return None if x is None else round(x / 1e9, 4)
+
+    return [
+        {"quantity": "bandwidth (GB/s)", "value": rl.get("bandwidth_gb_s"), "from": rl.get("bandwidth_source") or rl.get("reason")},
+        {"quantity": "weights read per token (GB)", "value": gb(rl.get("weights_bytes")), "from": rl.get("weights_how")},
+        {"quantity": f"KV read per token at {rl.get('context_tokens')} tokens (GB)", "value": gb(rl.get("kv_bytes_per_seq")),
+         "from": "lab.predict.kvcache"},
+        {"quantity": "decode ceiling, one stream (tok/s)", "value": rl.get("decode_ceiling_tok_s"), "from": "bandwidth ÷ bytes per token"},
+        {"quantity": "efficiency (calibrated)", "value": rl.get("efficiency"), "from": rl.get("calibration_id")},
+        {"quantity": "predicted decode, one stream (tok/s)", "value": rl.get("predicted_decode_tok_s"),
+         "from": "ceiling × efficiency"},
+    ]
+
+
+def llama_bench_rows(result: dict) -> list[dict]:
+    """llama-bench's pp and tg: the median the lab reports (lab.model.llama_bench says why), its mean ± sd, the samples."""
+    return [{"test": r["test"], "tok_s (median)": r["tok_s"], "tok_s_mean": r["tok_s_mean"], "tok_s_sd": r["tok_s_sd"],
+             "samples_tok_s": r["samples_tok_s"]} for r in (result.get("pp"), result.get("tg")) if r]
+
+
+def capacity_rows(capacity: dict) -> list[dict]:
+    flat, paced = capacity["flat_out"], capacity["paced"]
+    return [{"measure": "concurrent streams served", "value": flat["successes"], "target": "≥ 64"},
+            {"measure": "tokens parsed per second (flat out)", "value": flat["parsed_tok_s"], "target": ""},
+            {"measure": "tokens parsed per client CPU second", "value": flat["tok_per_client_cpu_s"], "target": "≥ 5000"},
+            {"measure": f"ITL mean at {capacity['paced_interval_ms']:g} ms pacing (ms)", "value": paced["itl_ms"]["mean"],
+             "target": f"{capacity['paced_interval_ms']:g}"},
+            {"measure": "added ITL, mean (ms): client ITL − source send gap", "value": capacity["added_itl_ms_mean"],
+             "target": "≤ 1"},
+            {"measure": "added ITL, p50 (ms)", "value": capacity["added_itl_ms"]["p50"], "target": ""},
+            {"measure": "added ITL, p99 (ms)", "value": capacity["added_itl_ms_p99"], "target": ""}]
+
+
+def served_gap_markdown(single: dict | None, in_process_tok_s: float | None) -> str:
+    """The served ÷ in-process paragraph of notebook 06, from this run's numbers (never typed in)."""
+    if not single or not in_process_tok_s:
+        return "Not measured here: it needs both a served single stream and llama-bench."
+    client, server = single.get("stream_decode_tok_s"), single.get("server_decode_tok_s")
+    cost, _ = metrics.served_cost_s()
+    reach = metrics.reachable_ratio(in_process_tok_s)
+    lines = [f"In this run: client-measured **{_f(client)}** tok/s, server-reported **{_f(server)}** tok/s, "
+             f"llama-bench **{_f(in_process_tok_s)}** tok/s — served ÷ in-process **{_f(metrics.served_ratio(client, in_process_tok_s), 3)}**."]
+    if client and server:
+        cost_pct = 100 * (1 - client / server)
+        lines.append((f"The client and HTTP path cost {_f(cost_pct)} % (client vs server-reported)" if cost_pct >= 0.5
+                      else "The client and HTTP path cost nothing measurable (client ≈ server-reported)")
+                     + "; the rest of any gap is inside llama-server or taken by other work on the machine.")
+    lines.append(f"llama-server spends a fixed ≈ {cost * 1e3:.2f} ms per token outside the compute graph (measured, "
+                 f"lab/data/served_overhead.yaml), so at {_f(in_process_tok_s)} tok/s the best reachable ratio is "
+                 f"1 ÷ (1 + {cost * 1e3:.2f} ms × {_f(in_process_tok_s)} tok/s) = **{_f(reach, 3)}**"
+                 + (f" — the ≥ {metrics.SERVED_RATIO_TARGET} target applies." if reach >= metrics.SERVED_RATIO_TARGET else
+                    f" — below the {metrics.SERVED_RATIO_TARGET} target, which applies only to models slower than "
+                    f"{_f(metrics.max_tok_s_for_target())} tok/s (a 27B-class model on a V100, for one)."))
+    return " ".join(lines)
+
+
+def _f(x, nd: int = 1) -> str:
+    return "unknown" if x is None else sig3(x)
+
+
+def what_this_means(record: dict) -> str:
+    """What the benchmark means for the reader, from the record alone (Markdown, one point per line)."""
+    s = record["summary"]
+    lines = []
+    if s["benchmark_skipped"]:
+        lines.append(f"No server was measured here: {s['benchmark_skipped']}")
+    else:
+        lines.append(f"One stream decoded at **{_f(s['served_single_stream_decode_tok_s'])} tok/s** through the server "
+                     f"(llama-bench in-process: {_f(s['llama_bench_tg_tok_s'])} tok/s; ratio "
+                     f"{_f(s['served_over_in_process'])}). The first token took {_f(s['ttft_p50_ms_single'])} ms (p50).")
+        lines.append(_batching_sentence(record.get("sweep") or []))
+    if s["decode_ceiling_tok_s"] is not None:
+        lines.append(f"The memory-bandwidth ceiling for one stream of this model here is {_f(s['decode_ceiling_tok_s'])} tok/s; "
+                     f"the calibrated prediction is {_f(s['predicted_decode_tok_s'])} tok/s. No engine beats the ceiling.")
+    peer = s.get("peer_check")
+    if peer and not peer["skipped"] and peer["metrics_judged"]:
+        (lab_tok, vllm_tok) = peer["output_tok_s_lab_vs_vllm"]
+        lines.append(f"Peer check: on the same server and load, the lab's client and `vllm bench serve` agree on "
+                     f"{peer['metrics_agreeing']} of {peer['metrics_judged']} metrics within the noise "
+                     f"(output {lab_tok} vs {vllm_tok} tok/s), so the sweep above measures the server, not the client.")
+    elif peer and peer["skipped"] is None:
+        lines.append("Peer check: `vllm bench serve` did not produce a result; see the checks.")
+    if s.get("queued_at_concurrency"):
+        lines.append(f"The server queued requests at concurrency {', '.join(map(str, s['queued_at_concurrency']))}: the "
+                     "first token waited for the requests ahead of it and the total did not grow, so it serves one "
+                     "request at a time (Ollama: raise OLLAMA_NUM_PARALLEL; llama-server: -np).")
+    if "chunks" in " ".join(s.get("tokens_counted_from") or []):
+        lines.append("The server sent no token usage in its stream: output tokens were counted as chunks (one token each).")
+    if (s.get("other_work_cores_during_sweep") or 0) > 0.1:
+        lines.append(f"Other processes kept {s['other_work_cores_during_sweep']:.2f} cores busy during the sweep: "
+                     "the served numbers are lower than this machine can do when idle.")
+    c = s["claims"]
+    lines.append("Seed claims: " + ", ".join(f"{n} {v}" for v, n in c.items()) + ".")
+    return "\n".join(f"- {line}" for line in lines)
+
+
+def _batching_sentence(sweep: list[dict]) -> str:
+    """Batching compared like with like: output tokens per second over the whole run (prefill included) at
+    one stream and at the best concurrency — never one stream's decode-only speed against a total."""
+    runs = [x for x in sweep if x.get("output_throughput")]
+    if not runs:
+        return "No concurrency sweep result to compare."
+    one = next((x for x in runs if x.get("concurrency") == 1), None)
+    best = max(runs, key=lambda x: x["output_throughput"])
+    if one is None or best is one:
+        return (f"Batching did not raise the total output here: {_f(runs[0]['output_throughput'])} tok/s at one stream "
+                f"is the highest of the sweep ({', '.join(str(x.get('concurrency')) for x in runs)} streams).")
+    per_stream = best["output_throughput"] / best["concurrency"]
+    return (f"Batching: output over the whole run (prefill included) went from {_f(one['output_throughput'])} tok/s at "
+            f"one stream to **{_f(best['output_throughput'])} tok/s in total at {best['concurrency']} streams** "
+            f"(× {_f(best['output_throughput'] / one['output_throughput'])}), each stream getting {_f(per_stream)} tok/s — "
+            "that total, not one stream's speed, is the kind of number the seeds' \"280 tok/s\" can only be.")
+
+
+__all__ = ["summary_row", "sweep_frame", "requests_frame", "sweep_chart", "energy_chart", "build_record",
+           "roofline_rows", "llama_bench_rows", "capacity_rows", "served_gap_markdown", "what_this_means"]

@@ -1,0 +1,229 @@
+"""The arithmetic of a load run (pure: records in, numbers out; no server, no clock, no file but the lab's data).
+
+`summarise(results, duration_s, slo, criteria)`: latencies in ms and throughputs per second, `None` where
+nothing succeeded (never 0), and a validity verdict with reasons (MLPerf-loadgen style); `queueing` tells a
+server that queues from one that batches; `served_ratio` and `reachable_ratio` put the served speed beside
+llama-bench's in-process speed.
+
+Definitions follow `vllm bench serve` (vllm/benchmarks/serve.py `calculate_metrics`): TTFT = send → first
+streamed chunk carrying generated text; ITL = gaps between consecutive such chunks; TPOT = (E2EL − TTFT) /
+(output tokens − 1) per request; E2EL = send → end of stream; goodput = requests/s that met every SLO. The
+records are lab.measure.loadgen's `RequestResult` and `RunResult`.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from lab.core import facts
+from lab.measure.loadgen import RequestResult, RunResult
+
+# Interactive use: the first token within 2 s, then at least 10 tokens/s per stream (faster than reading).
+DEFAULT_SLO = {"ttft_ms": 2000.0, "tpot_ms": 100.0}
+SERVED_RATIO_TARGET = 0.95
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0–100) with linear interpolation (numpy's default); None for no values."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def stats_ms(values_s: list[float]) -> dict:
+    """mean, p50, p90, p99 in milliseconds, and n; every value None when there is none."""
+    if not values_s:
+        return {"mean": None, "p50": None, "p90": None, "p99": None, "n": 0}
+    ms = [v * 1000 for v in values_s]
+    return {"mean": sum(ms) / len(ms), "p50": percentile(ms, 50), "p90": percentile(ms, 90),
+            "p99": percentile(ms, 99), "n": len(ms)}
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """When a run counts: long enough, enough successes, few enough errors."""
+
+    min_duration_s: float = 5.0
+    min_successes: int = 4
+    max_error_rate: float = 0.05
+    max_cached_fraction: float = 0.2  # above this the prompt cache, not the model, made TTFT (a warning)
+
+
+def tpot_s(r: RequestResult) -> float | None:
+    """(E2EL − TTFT) / (output tokens − 1): the mean time per generated token after the first."""
+    if not r.success or r.ttft_s is None or r.e2el_s is None or not r.output_tokens or r.output_tokens < 2:
+        return None
+    return (r.e2el_s - r.ttft_s) / (r.output_tokens - 1)
+
+
+def meets_slo(r: RequestResult, slo: dict) -> bool:
+    """Whether a successful request met every SLO given (ttft_ms, tpot_ms, e2el_ms)."""
+    if not r.success:
+        return False
+    measured = {"ttft_ms": r.ttft_s, "tpot_ms": tpot_s(r), "e2el_ms": r.e2el_s}
+    for key, limit in slo.items():
+        if key not in measured:
+            raise ValueError(f"unknown SLO {key!r}; known: {', '.join(measured)}")
+        value = measured[key]
+        if value is None or value * 1000 > limit:
+            return False
+    return True
+
+
+def validity(summary: dict, criteria: Criteria = Criteria()) -> dict:
+    """{"valid": bool, "reasons": [why not, with what to do], "warnings": [...]} for a summary."""
+    reasons, warnings = [], []
+    if summary["successes"] == 0:
+        reasons.append("no request succeeded: read the errors and the server log")
+    elif summary["successes"] < criteria.min_successes:
+        reasons.append(f"{summary['successes']} successful requests < {criteria.min_successes}: send more requests")
+    if summary["duration_s"] < criteria.min_duration_s:
+        reasons.append(f"ran {summary['duration_s']:.2f} s < {criteria.min_duration_s:g} s: raise the request or time budget")
+    if summary["error_rate"] is not None and summary["error_rate"] > criteria.max_error_rate:
+        reasons.append(f"error rate {summary['error_rate']:.0%} > {criteria.max_error_rate:.0%}: "
+                       f"{', '.join(summary['errors']) or 'see errors'}")
+    cached = summary.get("cached_fraction")
+    if cached is not None and cached > criteria.max_cached_fraction:
+        warnings.append(f"{cached:.0%} of prompt tokens came from the server's prompt cache: TTFT is too low; "
+                        "vary the prompts")
+    if summary.get("requests_without_usage"):
+        warnings.append(f"{summary['requests_without_usage']} successful request(s) had no usage: their output tokens "
+                        "were counted as streamed chunks with text, one token per chunk assumed, and their prompt tokens "
+                        "are unknown (the server ignores stream_options.include_usage)")
+    return {"valid": not reasons, "reasons": reasons, "warnings": warnings}
+
+
+def summarise(results: list[RequestResult], duration_s: float, slo: dict | None = None,
+              criteria: Criteria = Criteria()) -> dict:
+    """The metrics of one run (pure). Latencies in ms; throughputs per second of the run's duration.
+    Every metric is None when no request succeeded — never 0, which would read as "measured: zero"."""
+    ok = [r for r in results if r.success]
+    failed = [r for r in results if not r.success]
+    with_usage = [r for r in ok if r.output_tokens is not None]
+    by_chunks = [r for r in ok if r.tokens_from == "chunks"]
+    n = len(results)
+    out_tokens = sum(r.output_tokens for r in with_usage) if with_usage else None
+    prompt_known = [r for r in ok if r.prompt_tokens is not None]
+    prompt_tokens = sum(r.prompt_tokens for r in prompt_known) if prompt_known else None
+    cached_known = [r for r in prompt_known if r.cached_tokens is not None]
+    decode = [(r.output_tokens - 1, r.e2el_s - r.ttft_s) for r in with_usage if tpot_s(r) is not None]
+    decode_time = sum(t for _, t in decode)
+    server_speeds = [r.server_timings["predicted_per_second"] for r in ok
+                     if r.server_timings and r.server_timings.get("predicted_per_second")]
+    per_s = (lambda x: x / duration_s if x is not None and ok and duration_s > 0 else None)
+    summary = {
+        "requests": n, "successes": len(ok), "failures": len(failed), "duration_s": duration_s,
+        "error_rate": len(failed) / n if n else None,
+        "errors": dict(Counter((r.error or "unknown")[:120] for r in failed)),
+        "ttft_ms": stats_ms([r.ttft_s for r in ok]),
+        "tpot_ms": stats_ms([t for r in ok if (t := tpot_s(r)) is not None]),
+        "itl_ms": stats_ms([g for r in ok for g in r.itl_s]),
+        "e2el_ms": stats_ms([r.e2el_s for r in ok]),
+        "request_throughput": per_s(len(ok)) if ok else None,
+        "output_throughput": per_s(out_tokens),
+        "total_token_throughput": per_s(out_tokens + prompt_tokens) if out_tokens is not None and prompt_tokens is not None else None,
+        "stream_decode_tok_s": sum(k for k, _ in decode) / decode_time if decode and decode_time > 0 else None,
+        "server_decode_tok_s": sum(server_speeds) / len(server_speeds) if server_speeds else None,
+        "output_tokens_mean": out_tokens / len(with_usage) if with_usage else None,
+        "prompt_tokens_mean": prompt_tokens / len(prompt_known) if prompt_known else None,
+        "cached_fraction": (sum(r.cached_tokens for r in cached_known) / max(1, sum(r.prompt_tokens for r in cached_known))
+                            if cached_known else None),
+        "requests_without_usage": len(ok) - len(with_usage) + len(by_chunks),
+        "tokens_counted_from": ("chunks" if len(by_chunks) == len(ok) else "usage" if not by_chunks else "usage and chunks")
+        if ok else None,
+        "goodput": None,
+    }
+    if slo:
+        good = sum(meets_slo(r, slo) for r in results)
+        summary["goodput"] = {"slo": dict(slo), "good_requests": good,
+                              "goodput_req_s": good / duration_s if ok and duration_s > 0 else None,
+                              "fraction": good / n if ok else None}
+    summary["validity"] = validity(summary, criteria)
+    return summary
+
+
+def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = Criteria()) -> dict:
+    """`summarise` of a RunResult, with its load settings and the client's CPU time."""
+    s = summarise(run.results, run.duration_s, slo, criteria)
+    s.update(concurrency=run.spec.concurrency, request_rate=run.spec.request_rate, client_cpu_s=run.client_cpu_s)
+    res = run.resources or {}
+    # None = not measured (no NVML / no sampler), never 0
+    s.update(joules_per_token=res.get("joules_per_token"), mean_power_w=res.get("mean_power_w"),
+             peak_vram_mib=res.get("peak_vram_mib"), peak_host_rss_mib=res.get("peak_host_rss_mib"),
+             energy_not_measured=res.get("gpu_not_measured") if res else "no sampler ran")
+    return s
+
+
+# A server that runs one request at a time makes each new request wait for those ahead of it: at
+# concurrency c (closed loop) the median TTFT grows by about (c − 1) × one request's end-to-end time,
+# and the total throughput stays where one stream had it. Ollama does this when OLLAMA_NUM_PARALLEL is 1
+# (https://docs.ollama.com/faq "How does Ollama handle concurrent requests?"), llama-server with -np 1.
+QUEUED_WAIT_FRACTION = 0.5  # extra TTFT ≥ half the serial wait ...
+QUEUED_MAX_GAIN = 1.25  # ... and throughput < 1.25 × one stream's: the server queues
+
+
+def queueing(summaries: list[dict]) -> list[dict]:
+    """Per concurrency level, whether the server queued requests instead of batching them (pure).
+
+    extra_wait_ms = TTFT p50 at this level − at concurrency 1; serial_wait_ms = (c − 1) × E2EL p50 at
+    concurrency 1 (what a one-at-a-time server adds); throughput_gain = output tok/s ÷ concurrency 1's."""
+    base = next((s for s in summaries if s.get("concurrency") == 1 and s["successes"]), None)
+    rows = []
+    for s in summaries:
+        c = s.get("concurrency")
+        row = {"concurrency": c, "ttft_p50_ms": s["ttft_ms"]["p50"], "extra_wait_ms": None, "serial_wait_ms": None,
+               "wait_vs_serial": None, "throughput_gain": None, "queued": None}
+        if base and c and c > 1 and s["ttft_ms"]["p50"] is not None and base["e2el_ms"]["p50"]:
+            row["extra_wait_ms"] = s["ttft_ms"]["p50"] - base["ttft_ms"]["p50"]
+            row["serial_wait_ms"] = (c - 1) * base["e2el_ms"]["p50"]
+            row["wait_vs_serial"] = row["extra_wait_ms"] / row["serial_wait_ms"]
+            if s["output_throughput"] and base["output_throughput"]:
+                row["throughput_gain"] = s["output_throughput"] / base["output_throughput"]
+            row["queued"] = (row["wait_vs_serial"] >= QUEUED_WAIT_FRACTION and row["throughput_gain"] is not None
+                             and row["throughput_gain"] < QUEUED_MAX_GAIN)
+        rows.append(row)
+    return rows
+
+
+def criteria_for(profile) -> Criteria:
+    """Validity criteria that the profile's own benchmark plan can meet (small plans, small minimums)."""
+    return Criteria(min_duration_s=3.0, min_successes=min(4, profile.bench_requests), max_error_rate=0.05)
+
+
+# ================================================================ served against in-process
+def served_cost_s() -> tuple[float, str]:
+    """llama-server's fixed per-token cost (seconds) — the largest measured in lab/data/served_overhead.yaml —
+    and where it was measured."""
+    rows = facts.load("served_overhead", "measurements")["measurements"]
+    worst = max(rows, key=lambda r: 1 / r["served_tok_s"] - 1 / r["in_process_tok_s"])
+    return 1 / worst["served_tok_s"] - 1 / worst["in_process_tok_s"], worst["source"].strip()
+
+
+def reachable_ratio(in_process_tok_s: float | None) -> float | None:
+    """The best served ÷ in-process a server with that fixed per-token cost can reach at this speed."""
+    if not in_process_tok_s:
+        return None
+    return 1 / (1 + served_cost_s()[0] * in_process_tok_s)
+
+
+def max_tok_s_for_target() -> float:
+    """The fastest in-process decode at which served ÷ in-process can still reach the target:
+    1 / (1 + c × tg) ≥ T  ⇔  tg ≤ (1/T − 1) / c."""
+    return (1 / SERVED_RATIO_TARGET - 1) / served_cost_s()[0]
+
+
+def served_ratio(served_tok_s: float | None, in_process_tok_s: float | None) -> float | None:
+    """Served single-stream decode speed ÷ llama-bench tg for the same model and threads (target ≥ 0.95)."""
+    if served_tok_s is None or not in_process_tok_s:
+        return None
+    return served_tok_s / in_process_tok_s
+
+
+__all__ = ["DEFAULT_SLO", "SERVED_RATIO_TARGET", "Criteria", "percentile", "stats_ms", "tpot_s", "meets_slo",
+           "validity", "summarise", "summarise_run", "queueing", "criteria_for", "served_ratio", "served_cost_s",
+           "reachable_ratio", "max_tok_s_for_target"]
