@@ -132,7 +132,7 @@ def test_wrong_served_model_is_diagnosed(tmp_path):
         result = endpoint_diagnose.run(p)
     model = next(x for x in result["probes"] if x["probe"] == "model")
     assert model["severity"] == "error" and model["kb"][0] == "endpoint-model-not-found" and "ollama pull" in " ".join(
-        e.commands[-1] for e in __import__("lab.diagnose.troubleshoot", fromlist=["x"]).load_kb() if e.id == "endpoint-model-not-found")
+        e.commands[-1] for e in __import__("lab.diagnose.knowledge_base", fromlist=["x"]).load_kb() if e.id == "endpoint-model-not-found")
 
 
 def test_connection_refused_fails_with_the_fix(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, cli_output, record_figure
 
 from lab.core import evidence
-from lab.diagnose import troubleshoot
+from lab.diagnose import knowledge_base
 
 LOGS = ROOT / "tests" / "troubleshoot_logs"
 ERROR_LINE = "0.00.014.824 E gguf_init_from_reader: failed to read magic\n"
@@ -150,4 +150,4 @@ def test_the_knowledge_base_covers_every_tool_the_lab_runs():
     record_figure("knowledge base: tools with entries backed by real error text", len(TOOLS),
                   sum(bool(v) for v in covered.values()), ", ".join(f"{k} {len(v)}" for k, v in covered.items()))
     assert all(covered.values()), covered
-    assert len(troubleshoot.load_kb()) == len(raw)
+    assert len(knowledge_base.load_kb()) == len(raw)

@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 from lab.core import facts as facts_data
+from lab.diagnose import knowledge_base
 from lab.diagnose import troubleshoot as ts
+from lab.diagnose import troubleshoot_views as views
 
 LOGS = Path(__file__).parent / "troubleshoot_logs"
 INDEX = yaml.safe_load((LOGS / "INDEX.yaml").read_text())
@@ -27,7 +29,7 @@ def _ids(findings) -> list[str]:
 
 # ---------------------------------------------------------------- the data
 def test_knowledge_base_is_big_enough_and_sourced():
-    kb = ts.load_kb()
+    kb = knowledge_base.load_kb()
     assert len(kb) >= 30
     assert len({e.id for e in kb}) == len(kb)
     for e in kb:
@@ -37,7 +39,7 @@ def test_knowledge_base_is_big_enough_and_sourced():
 
 
 def test_every_entry_has_a_sample_and_every_sample_file_is_indexed():
-    kb_ids = {e.id for e in ts.load_kb()}
+    kb_ids = {e.id for e in knowledge_base.load_kb()}
     sampled = {s["entry"] for s in SAMPLES}
     assert kb_ids <= sampled, f"entries without a sample: {sorted(kb_ids - sampled)}"
     assert sampled <= kb_ids, f"samples for unknown entries: {sorted(sampled - kb_ids)}"
@@ -51,7 +53,7 @@ def test_every_entry_has_a_sample_and_every_sample_file_is_indexed():
 
 def test_most_samples_are_real_text_not_facts():
     texts = [s for s in SAMPLES if s["kind"] in ("captured", "quoted")]
-    assert {s["entry"] for s in texts} >= {e.id for e in ts.load_kb()} - {"thermal-throttling"}
+    assert {s["entry"] for s in texts} >= {e.id for e in knowledge_base.load_kb()} - {"thermal-throttling"}
     assert sum(s["kind"] == "captured" for s in SAMPLES) >= 20
 
 
@@ -70,9 +72,9 @@ def test_bad_regex_in_the_data_fails_loudly():
     raw = {"id": "x", "title": "t", "severity": "error", "cause": "c", "fix": "f", "source": ["s"],
            "matchers": ["(unclosed"]}
     with pytest.raises(facts_data.DataError, match="bad regex"):
-        ts._entry(raw)
+        knowledge_base._entry(raw)
     with pytest.raises(facts_data.DataError, match="severity"):
-        ts._entry({**raw, "matchers": ["ok"], "severity": "fatal"})
+        knowledge_base._entry({**raw, "matchers": ["ok"], "severity": "fatal"})
 
 
 # ---------------------------------------------------------------- matching rules
@@ -130,9 +132,9 @@ def test_no_offload_is_only_a_note_without_a_gpu():
     text = (LOGS / "llamacpp-no-gpu-offload__cpu_build_ngl99.txt").read_text()
     on_cpu_box = ts.match_text(text, {"gpus": []})
     assert [f.severity for f in on_cpu_box] == ["info"]
-    assert ts.doctor_exit_code(on_cpu_box) == 0 and ts.doctor_exit_code(on_cpu_box, "info") == 1
+    assert views.doctor_exit_code(on_cpu_box) == 0 and views.doctor_exit_code(on_cpu_box, "info") == 1
     on_gpu_box = ts.match_text(text, {"gpus": [{"compute_capability": "7.0"}]})
-    assert [f.severity for f in on_gpu_box] == ["warn"] and ts.doctor_exit_code(on_gpu_box) == 1
+    assert [f.severity for f in on_gpu_box] == ["warn"] and views.doctor_exit_code(on_gpu_box) == 1
 
 
 def test_no_offload_never_matches_a_profile_that_expects_no_gpu():
@@ -184,7 +186,7 @@ def test_derive_facts_from_hardware_inventory_shape():
                      "throttle_reasons": ["SW power cap"]},
                     {"compute_capability": "7.0", "ecc_uncorrected_volatile": 1, "throttle_reasons": []}],
            "host": {"os": "Linux-5.15.167.4-microsoft-standard-WSL2-x86_64-with-glibc2.35"}}
-    d = ts.derive_facts(inv)
+    d = knowledge_base.derive_facts(inv)
     assert d["gpu_count"] == 2 and d["min_compute_capability"] == 7.0 and d["driver_major"] == 580
     assert d["nvlink_links_inactive"] == 1 and d["ecc_uncorrected"] == 1 and d["retired_pages_dbe"] == 2
     assert d["thermal_throttle"] is False and d["is_wsl"] is True
@@ -193,13 +195,13 @@ def test_derive_facts_from_hardware_inventory_shape():
 
 
 def test_condition_operators_and_unknown_facts():
-    assert ts.condition_holds({"fact": "cuda_toolkit", "op": ">=", "value": "13.0"}, {"cuda_toolkit": "13.0.88"})
-    assert ts.condition_holds({"fact": "cuda_toolkit", "op": ">=", "value": "13.0"}, {"cuda_toolkit": "12.8"}) is False
-    assert ts.condition_holds({"fact": "os", "op": "matches", "value": "(?i)windows-7"}, {"os": "Windows-7-6.1"})
-    assert ts.condition_holds({"fact": "gpu_count", "op": ">", "value": 0}, {}) is None
-    assert ts.conditions_hold([{"fact": "a", "op": "==", "value": 1}, {"fact": "b", "op": "==", "value": 2}],
+    assert knowledge_base.condition_holds({"fact": "cuda_toolkit", "op": ">=", "value": "13.0"}, {"cuda_toolkit": "13.0.88"})
+    assert knowledge_base.condition_holds({"fact": "cuda_toolkit", "op": ">=", "value": "13.0"}, {"cuda_toolkit": "12.8"}) is False
+    assert knowledge_base.condition_holds({"fact": "os", "op": "matches", "value": "(?i)windows-7"}, {"os": "Windows-7-6.1"})
+    assert knowledge_base.condition_holds({"fact": "gpu_count", "op": ">", "value": 0}, {}) is None
+    assert knowledge_base.conditions_hold([{"fact": "a", "op": "==", "value": 1}, {"fact": "b", "op": "==", "value": 2}],
                               {"a": 1}, "all") is None
-    assert ts.conditions_hold([{"fact": "a", "op": "==", "value": 1}, {"fact": "b", "op": "==", "value": 2}],
+    assert knowledge_base.conditions_hold([{"fact": "a", "op": "==", "value": 1}, {"fact": "b", "op": "==", "value": 2}],
                               {"a": 1}, "any") is True
 
 
@@ -244,7 +246,7 @@ def test_diagnose_run_folder(tmp_path):
     assert where["cuda-oom-startup"].startswith("notebooks/05_kv_cache.ipynb:")
     assert "\x1b" not in next(f for f in found if f.entry_id == "cuda-oom-startup").evidence
     assert "gguf-truncated" in _ids(ts.diagnose(run, include_repro=True))
-    assert ts.doctor_exit_code(found) == 1
+    assert views.doctor_exit_code(found) == 1
     assert ts.diagnose(str(run)) == found  # a one-line str naming a folder is a path
 
 
@@ -256,7 +258,7 @@ def test_diagnose_run_folder_with_nothing_wrong(tmp_path):
     (run / "records" / "01_hardware.json").write_text(json.dumps({"checks": [
         {"name": "GPU count", "status": "skip", "observed": 0, "expected": 0}]}))
     found = ts.diagnose(run)
-    assert found == [] and ts.doctor_exit_code(found) == 0
+    assert found == [] and views.doctor_exit_code(found) == 0
 
 
 def test_diagnose_log_file_and_text(tmp_path):
@@ -271,9 +273,9 @@ def test_diagnose_log_file_and_text(tmp_path):
 
 def test_table_and_text_output():
     found = ts.match_text((LOGS / "gguf-truncated__head_50MB.txt").read_text())
-    table = ts.findings_table(found)
+    table = views.findings_table(found)
     assert list(table["entry_id"]) == ["gguf-truncated"]
     assert {"severity", "evidence", "cause", "fix", "source", "score"} <= set(table.columns)
-    assert "gguf-truncated" in ts.format_findings(found) and "sha256sum" in ts.format_findings(found)
-    assert ts.format_findings([]) == "No known problem found."
-    assert ts.findings_table([]).empty
+    assert "gguf-truncated" in views.format_findings(found) and "sha256sum" in views.format_findings(found)
+    assert views.format_findings([]) == "No known problem found."
+    assert views.findings_table([]).empty

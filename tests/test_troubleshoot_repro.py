@@ -10,6 +10,8 @@ import pytest
 from lab.serving import serve
 from lab.diagnose import troubleshoot
 from lab.diagnose import troubleshoot_repro as tr
+from lab.diagnose import troubleshoot_views as views
+from lab.diagnose.knowledge_base import derive_facts
 
 LOGS = Path(__file__).parent / "troubleshoot_logs"
 EXAMPLES = tr.captured_examples()
@@ -66,28 +68,28 @@ def test_correct_only_when_the_expected_entry_is_first():
     assert _rep("llamacpp-invalid-argument").correct
     assert not _rep("port-in-use").correct
     assert not _rep("llamacpp-invalid-argument", skipped="no tools").correct
-    text = tr.explain([_rep("llamacpp-invalid-argument"), _rep("port-in-use")])
+    text = views.explain([_rep("llamacpp-invalid-argument"), _rep("port-in-use")])
     assert "as expected" in text and "EXPECTED port-in-use" in text and "source: ggml-org/llama.cpp common/arg.cpp" in text
 
 
 def test_record_checks_and_no_facts_leak_into_doctor():
     reps = [_rep("llamacpp-invalid-argument"), _rep("port-in-use"), _rep("gguf-truncated", "no tools")]
-    record = tr.build_record([], reps, tr.diagnose_captured())
+    record = views.build_record([], reps, tr.diagnose_captured())
     assert [c["status"] for c in record["checks"]] == ["pass", "fail", "skip", "pass"]
     assert record["summary"]["reproductions_diagnosed"] == "1/2" and record["summary"]["reproductions_skipped"] == 1
     assert record["summary"]["run_findings"] == 0 and record["findings"] == []
     # The captured V100 thermal facts must not become this run's facts when `lab doctor --run` reads the record.
-    derived = troubleshoot.derive_facts({"records": {"07_troubleshooting": record}})
+    derived = derive_facts({"records": {"07_troubleshooting": record}})
     assert not {"gpu_count", "thermal_throttle", "min_compute_capability", "driver"} & set(derived)
-    assert "NOT recognised as expected: r (got llamacpp-invalid-argument)" in tr.what_this_means(record)
+    assert "NOT recognised as expected: r (got llamacpp-invalid-argument)" in views.what_this_means(record)
 
 
 def test_run_summary_says_plainly_when_nothing_was_found(tmp_path):
-    assert "Nothing the knowledge base knows was found" in tr.run_summary(tmp_path, [])
+    assert "Nothing the knowledge base knows was found" in views.run_summary(tmp_path, [])
     (tmp_path / "logs" / "repro").mkdir(parents=True)
     (tmp_path / "logs" / "repro" / "x.log").write_text("error: invalid argument: --foo\n")
     (tmp_path / "logs" / "server.log").write_text("couldn't bind HTTP server socket, hostname: 127.0.0.1\n")
     findings = troubleshoot.diagnose(tmp_path)
     assert [f.entry_id for f in findings] == ["port-in-use"]  # the repro log is not the run's problem
-    assert "Read 1 server/tool log(s)" in tr.run_summary(tmp_path, findings)
-    assert "Found 1: 1 error." in tr.run_summary(tmp_path, findings)
+    assert "Read 1 server/tool log(s)" in views.run_summary(tmp_path, findings)
+    assert "Found 1: 1 error." in views.run_summary(tmp_path, findings)

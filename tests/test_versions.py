@@ -2,7 +2,7 @@
 import pytest
 
 from lab.core import versions
-from lab.diagnose import troubleshoot
+from lab.diagnose import knowledge_base
 from lab.predict import compat
 from lab.serving import byhand, engines
 
@@ -29,6 +29,6 @@ def test_every_caller_uses_the_one_parser():
     parsers that read "0.10.1.post1" as (0, 10, 1, 1), (0, 10, 1) or (0, 10, 1) with "+cu126" dropped."""
     assert engines.at_least is versions.at_least
     assert compat.version_tuple is versions.version_tuple and byhand.version_tuple is versions.version_tuple
-    assert troubleshoot._compare(">=", "0.10.1.post1", "0.10.1") is True
-    assert troubleshoot._compare("<", "0.10.1.post1", "0.10.2") is True
-    assert troubleshoot._compare("<", "Linux", "Windows") is True  # no version in either: compared as text
+    assert knowledge_base._compare(">=", "0.10.1.post1", "0.10.1") is True
+    assert knowledge_base._compare("<", "0.10.1.post1", "0.10.2") is True
+    assert knowledge_base._compare("<", "Linux", "Windows") is True  # no version in either: compared as text

@@ -1,0 +1,184 @@
+"""Findings shown and judged: the table, the terminal text and the exit code of `lab doctor`, and notebook
+07's views of the reproductions (what happened, rows, the severity chart, the checks, the record and the
+closing text)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.core import evidence
+from lab.core.checks import Check
+from lab.diagnose import run_inputs
+from lab.diagnose.knowledge_base import SEVERITIES, SEVERITY_RANK, load_kb
+from lab.diagnose.troubleshoot import Finding
+from lab.diagnose.troubleshoot_repro import SOURCE, Reproduction
+
+
+def findings_table(findings: list[Finding]):
+    """Findings as a pandas DataFrame, in rank order (for notebooks and the report)."""
+    import pandas as pd
+
+    cols = ["severity", "entry_id", "title", "evidence", "where", "count", "cause", "fix", "commands", "source",
+            "score", "matched_by", "confirmed_by"]
+    rows = [{**f.to_dict(), "commands": "\n".join(f.commands), "source": "\n".join(f.source)} for f in findings]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def format_findings(findings: list[Finding]) -> str:
+    """Plain text for a terminal (`lab doctor`)."""
+    if not findings:
+        return "No known problem found."
+    blocks = []
+    for i, f in enumerate(findings, 1):
+        lines = [f"{i}. [{f.severity}] {f.title}  ({f.entry_id})",
+                 f"   seen: {f.evidence}" + (f"  [{f.where}]" if f.where else "") + (f"  (x{f.count})" if f.count > 1 else ""),
+                 f"   cause: {f.cause}", f"   fix: {f.fix}"]
+        lines += [f"     $ {c}" for c in f.commands]
+        if f.confirmed_by and f.matched_by == "log":
+            lines.append(f"   confirmed by: {f.confirmed_by}")
+        lines += [f"   source: {s}" for s in f.source]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def doctor_exit_code(findings: list[Finding], min_severity: str = "warn") -> int:
+    """0 when nothing at or above `min_severity` matched, 1 when something did.
+
+    The default ignores "info" findings (notes such as "vLLM disabled its custom all-reduce", or
+    "no GPU offload" on a machine that has no GPU); pass min_severity="info" to count them too."""
+    limit = SEVERITY_RANK[min_severity]
+    return 1 if any(SEVERITY_RANK[f.severity] <= limit for f in findings) else 0
+
+
+def explain(reps: Reproduction | list[Reproduction]) -> str:
+    """What was done, the real error text, and the diagnosis (entry, cause, fix, source), as text."""
+    reps = [reps] if isinstance(reps, Reproduction) else reps
+    blocks = []
+    for r in reps:
+        lines = [f"■ {r.title}", f"What you did: {r.did}"]
+        if r.skipped:
+            blocks.append("\n".join(lines + [f"Not tried here: {r.skipped}"]))
+            continue
+        lines += ["Command:", *(f"  $ {c}" for c in r.command.splitlines()), f"What happened: {r.outcome}",
+                  f"Real error text (last lines; all of it in {r.log}):",
+                  *(f"  | {line}" for line in r.error_text.splitlines())]
+        if not r.findings:
+            lines.append(f"Diagnosis: NOTHING recognised (expected {r.expected_entry})")
+        else:
+            f = r.findings[0]
+            verdict = "as expected" if r.correct else f"EXPECTED {r.expected_entry}"
+            lines += [f"Diagnosis: {f['entry_id']} — {f['title']}  [{f['severity']}, {verdict}]",
+                      f"  seen:   {f['evidence']}", f"  cause:  {f['cause']}", f"  fix:    {f['fix']}",
+                      *(f"          $ {c}" for c in f["commands"]), *(f"  source: {s}" for s in f["source"])]
+            if len(r.findings) > 1:
+                lines.append("  also matched: " + ", ".join(x["entry_id"] for x in r.findings[1:]))
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def reproductions_rows(reps: list[Reproduction]) -> list[dict]:
+    """One row per reproduction: pitfall, expected and diagnosed entry, verdict, seconds, log."""
+    return [{"pitfall": r.title, "expected": r.expected_entry, "diagnosed": r.diagnosed_as,
+             "correct": r.correct, "outcome": r.skipped and f"skipped: {r.skipped}" or r.outcome,
+             "seconds": r.seconds, "log": r.log} for r in reps]
+
+
+def run_summary(run_dir: str | Path, findings: list[Finding]) -> str:
+    """In words: what was read from the run folder and what was found (plainly, when nothing)."""
+    chunks, found = run_inputs.run_folder_inputs(run_dir)
+    logs = sum(o.startswith("logs/") for _, o in chunks)
+    failed_books = sum(o.startswith("notebooks/") for _, o in chunks)
+    books = len(list((Path(run_dir) / "notebooks").glob("*.ipynb")))
+    bad = [c for c in found["checks"] if c["status"] in ("fail", "warn")]
+    read = (f"Read {logs} server/tool log(s), {len(found['records'])} record(s) holding {len(found['checks'])} "
+            f"checks ({len(bad)} failed or warned) and {books} executed notebook(s) ({failed_books} with an error) "
+            f"in {run_dir}.")
+    if not findings:
+        return read + "\nNothing the knowledge base knows was found: no error, warning or note in this run."
+    counts = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
+    return read + f"\nFound {len(findings)}: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + "."
+
+
+def findings_rows(findings: list[Finding]) -> list[dict]:
+    """Findings flattened for a record (the report shows them as a table with severity badges)."""
+    return [{"severity": f.severity, "entry_id": f.entry_id, "title": f.title, "evidence": f.evidence,
+             "where": f.where, "count": f.count, "fix": f.fix, "commands": "\n".join(f.commands),
+             "source": "\n".join(f.source)} for f in findings]
+
+
+def severity_chart(findings: list[Finding], reps: list[Reproduction], captured: list[dict]):
+    """Bars by severity: this run's findings, the first finding of each reproduction, of each captured text."""
+    import plotly.graph_objects as go
+
+    sev = {e.id: e.severity for e in load_kb()}
+    groups = {"this run": [f.severity for f in findings],
+              "reproduced here": [r.findings[0]["severity"] for r in reps if r.findings],
+              "captured GPU errors": [sev[c["diagnosed"]] for c in captured if c["diagnosed"] in sev]}
+    fig = go.Figure([go.Bar(name=name, x=list(SEVERITIES),
+                            y=[vals.count(s) for s in SEVERITIES],
+                            text=[vals.count(s) for s in SEVERITIES], textposition="auto")
+                     for name, vals in groups.items()])
+    fig.update_layout(title="Findings by severity", barmode="group", xaxis_title="severity",
+                      yaxis_title="findings", height=340)
+    return fig
+
+
+def repro_checks(reps: list[Reproduction], captured: list[dict]) -> list[Check]:
+    """One check per reproduction (pass: diagnose() put the expected entry first), one for the captured texts."""
+    out = []
+    for r in reps:
+        if r.skipped:
+            out.append(Check(f"reproduction diagnosed: {r.id}", "skip", None, r.expected_entry, r.skipped, SOURCE))
+            continue
+        out.append(Check(f"reproduction diagnosed: {r.id}", "pass" if r.correct else "fail", r.diagnosed_as,
+                         r.expected_entry, "" if r.correct else
+                         f"the knowledge base does not rank {r.expected_entry} first for this text: see {r.log}",
+                         SOURCE))
+    wrong = [c["expected"] for c in captured if not c["correct"]]
+    out.append(Check("captured GPU errors diagnosed", "pass" if not wrong else "fail",
+                     f"{len(captured) - len(wrong)}/{len(captured)}", f"{len(captured)}/{len(captured)}",
+                     f"not recognised first: {', '.join(wrong)}" if wrong else "", "lab/data/captured_errors.yaml"))
+    return out
+
+
+def build_record(findings: list[Finding], reps: list[Reproduction], captured: list[dict]) -> dict:
+    """The 07_troubleshooting record: summary, checks, tables, charts, this run's findings, reproductions."""
+    tried = [r for r in reps if not r.skipped]
+    checks = repro_checks(reps, captured)
+    summary = {**{f"run_findings_{s}": sum(f.severity == s for f in findings) for s in SEVERITIES},
+               "run_findings": len(findings),
+               "reproductions_diagnosed": f"{sum(r.correct for r in tried)}/{len(tried)}",
+               "reproductions_skipped": len(reps) - len(tried),
+               "captured_diagnosed": f"{sum(c['correct'] for c in captured)}/{len(captured)}",
+               "reproduction_seconds": round(sum(r.seconds or 0 for r in reps), 1)}
+    tables = [evidence.table_entry("This run: findings", findings_rows(findings)),
+              evidence.table_entry("Pitfalls reproduced here", reproductions_rows(reps)),
+              evidence.table_entry("GPU-only pitfalls, from captured logs", captured)]
+    return {"title": "Troubleshooting: this run diagnosed, pitfalls reproduced", "summary": summary,
+            "checks": [c.to_dict() for c in checks], "tables": tables,
+            "charts": [evidence.chart_entry("Findings by severity", severity_chart(findings, reps, captured))],
+            "findings": findings_rows(findings), "reproductions": [r.to_record() for r in reps],
+            "captured": captured}
+
+
+def what_this_means(record: dict) -> str:
+    """What notebook 07 means for the user, from its record (Markdown, one point per line)."""
+    s = record["summary"]
+    lines = []
+    if s["run_findings"] == 0:
+        lines.append("This run shows no known problem: nothing in its logs, checks or notebooks matched.")
+    else:
+        top = record["findings"][0]
+        lines.append(f"This run shows {s['run_findings']} known problem(s) ({s['run_findings_error']} error, "
+                     f"{s['run_findings_warn']} warning, {s['run_findings_info']} note). Start with the first — "
+                     f"{top['title']} — fix: {top['fix']}")
+    lines.append(f"The lab recognised {s['reproductions_diagnosed']} errors it made happen here with the real "
+                 f"llama-server, and {s['captured_diagnosed']} real GPU error texts.")
+    wrong = [r for r in record["reproductions"] if not r["skipped"] and not r["correct"]]
+    if wrong:
+        lines.append("NOT recognised as expected: " + ", ".join(f"{r['id']} (got {r['diagnosed_as']})" for r in wrong))
+    if s["reproductions_skipped"]:
+        lines.append(f"{s['reproductions_skipped']} reproduction(s) were not tried here: see the table.")
+    lines.append("When something fails on your machine: `python -m lab doctor --log server.log` (or pipe the "
+                 "error text into `python -m lab doctor`, or `--run` a run folder); it exits 1 when it recognises "
+                 "an error or warning, with the fix and where it comes from.")
+    return "\n".join(f"- {line}" for line in lines)
