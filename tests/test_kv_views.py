@@ -1,8 +1,9 @@
-"""lab.kv_views (notebook 05's tables, charts and closing text): the numbers it shows are the KV arithmetic of
+"""lab.measure.kv_views (notebook 05's tables, charts and closing text): the numbers it shows are the KV arithmetic of
 the architectures themselves — checked here against the per-layer shapes, not against a snapshot of the tables."""
 from lab.core import profiles
 from lab.model import models
-from lab.predict import claims, kv_views, kvcache, memory_plan
+from lab.measure import kv_views
+from lab.predict import claims, kvcache, memory_plan
 
 GIB = 2**30
 V100_BYTES = 32768 * 2**20
@@ -87,3 +88,38 @@ def test_summary_and_closing_text_come_from_the_plan_and_the_grid():
     fig = kv_views.memory_stack_chart(arch, plan)
     names = [t.name for t in fig.data]
     assert names[0] == "weights" and names[-1] == "budget" and fig.data[0].x[-1] == arch.max_context
+
+
+def test_fit_check_and_record_from_the_plan_and_the_grid():
+    """The check the notebook's record carries for the plan's fit (was built in a cell), the record's keys and the
+    one-line texts under the grid, the vLLM comparison and the server section."""
+    prof = profiles.load("cpu-default")
+    arch = models.arch_for(prof)
+    plan = memory_plan.plan_memory(prof, arch)
+    fit = kv_views.fit_check(plan)
+    used = plan["weights_bytes_per_device"] + plan["overhead_bytes"] + plan["kv_bytes_per_device"]
+    assert (fit.status, fit.observed, fit.fix) == ("pass", f"{used:,} bytes", "") and plan["memory_kind"] in fit.expected
+    too_big = {**plan, "fits": False, "findings": [{"severity": "error", "fix": "lower -c"}, {"severity": "info", "fix": "x"}]}
+    assert (kv_views.fit_check(too_big).status, kv_views.fit_check(too_big).fix) == ("fail", "lower -c")
+
+    row = {"model": "smollm2", "n_ctx": 4096, "n_parallel": 4, "type_k": "f16", "type_v": "f16", "kv_unified": False,
+           "cache": "kv", "predicted_mib": 90.0, "reported_mib": 90.0, "predicted_cells": 1024, "reported_cells": 1024,
+           "predicted_layers": 30, "reported_layers": 30, "match": True, "error_pct": 0.0}
+    parity = kv_views.parity_checks([row])
+    assert kv_views.parity_text(parity, None) == "1 of 1 caches identical to the prediction"
+    assert kv_views.parity_text([], "no llama-server") == "no llama-server"
+    vllm_skipped = {"skipped": "not a vLLM profile", "rows": []}
+    assert kv_views.vllm_text(vllm_skipped, []) == "skipped: not a vLLM profile"
+    assert kv_views.served_text({"engine_name": "Ollama", "base_url": "http://h:11434"}) == "Ollama at http://h:11434"
+    assert kv_views.served_text(None).startswith("no server reported here")
+    assert kv_views.device_bytes("v100-32g-x1") == V100_BYTES
+
+    kv_claims = claims.of_kinds(claims.verdicts(prof), "kv", "layers")
+    rec = kv_views.build_record(
+        arch=arch, plan=plan, grid_rows=[row], skip_reason=None, parity=parity, vllm_result=vllm_skipped,
+        vllm_parity=[], kv_claims=kv_claims, target=[], target_max=[], plan_vs_server=[], served=None,
+        stack_fig=None, target_fig=None, parity_fig=None)
+    assert [c["name"] for c in rec["checks"]] == [parity[0].name, "memory plan fits the profile"]
+    assert rec["summary"]["parity_caches_identical"] == 1 and rec["summary"]["vllm_kv_parity"]["skipped"] == "not a vLLM profile"
+    assert rec["kv_grid"] == [row] and rec["claims"] == [v.to_dict() for v in kv_claims]
+    assert kv_views.what_this_means(rec).startswith(f"- **{arch.name}**")

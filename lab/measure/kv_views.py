@@ -1,11 +1,16 @@
-"""Tables, charts and summaries for notebook 05 (KV-cache math), built from lab.predict.kvcache / lab.predict.memory_plan
-results so the notebook's cells stay one call each."""
+"""Notebook 05's views (KV-cache math): its tables, charts, checks, the 05_kv_cache record (`build_record`) and its
+closing text (`what_this_means`), built from lab.predict.kvcache / lab.predict.memory_plan predictions and the
+llama.cpp grid (lab.measure.kvcache_verify) and vLLM (lab.measure.vllm_kv) measurements, so the notebook's cells
+stay one call each."""
 from __future__ import annotations
 
-from lab.model import models
-from lab.predict import kvcache, memory_plan
+from lab.core import evidence, profiles
 from lab.core.checks import Check
+from lab.model import models
 from lab.model.models import ArchSpec
+from lab.measure import vllm_kv
+from lab.predict import claims, kvcache, memory_plan
+from lab.serving import endpoint
 
 MIB, GIB, GB = kvcache.MIB, kvcache.GIB, 1e9
 PARITY_SOURCE = ("llama.cpp src/llama-kv-cache.cpp (the size line), src/llama-context.cpp (n_ctx padding, "
@@ -105,6 +110,11 @@ def memory_stack_chart(arch: ArchSpec, plan: dict, contexts: list[int] | None = 
     return fig
 
 
+def device_bytes(profile_name: str) -> int:
+    """One card's memory in bytes, from a shipped profile (`gpu_vram_mib`): the budget of the seeds' target."""
+    return profiles.load(profile_name).gpu_vram_mib * 2**20
+
+
 # The seeds' model first, then the comparisons (same-shape Qwen3.5-27B, sliding-window Gemma-3-27B, dense Qwen 32Bs)
 TARGET_MODELS = ("qwen3.8-27b", "gemma-3-27b", "qwen3.5-27b", "qwen3-32b", "qwen2.5-32b")
 
@@ -196,6 +206,13 @@ def parity_checks(rows: list[dict], skip_reason: str | None = None) -> list[Chec
     return out
 
 
+def parity_text(parity: list[Check], skip_reason: str | None) -> str:
+    """One line under the grid: why it was skipped, or how many caches matched the prediction."""
+    if skip_reason:
+        return skip_reason
+    return f"{sum(c.status == 'pass' for c in parity)} of {len(parity)} caches identical to the prediction"
+
+
 def parity_chart(rows: list[dict]):
     """Predicted against reported MiB for every cache; all points on the diagonal means 0 % error."""
     import plotly.graph_objects as go
@@ -216,8 +233,28 @@ def parity_chart(rows: list[dict]):
     return fig
 
 
-# ---------------------------------------------------------------- summary
-def summary(arch: ArchSpec, plan: dict, grid_rows: list[dict], claims: list, skip_reason: str | None) -> dict:
+# ---------------------------------------------------------------- parity with vLLM, the server beside the plan
+def vllm_text(result: dict, parity: list[Check]) -> str:
+    """The vLLM comparison in two lines: the prediction's arithmetic and how many checks passed, or why skipped."""
+    if result["skipped"]:
+        return f"skipped: {result['skipped']}"
+    return (f"prediction: {vllm_kv.arithmetic(result)}\nvLLM started in {result['health_s']} s; "
+            f"{sum(c.status == 'pass' for c in parity)} of {len(parity)} checks pass")
+
+
+def vllm_table(result: dict):
+    return _pd().DataFrame(result["rows"], columns=vllm_kv.TABLE_COLUMNS)
+
+
+def served_text(served: dict | None) -> str:
+    """Which server's own report section 5 compares with the plan, or why none."""
+    if served:
+        return f"{served['engine_name']} at {served['base_url']}"
+    return "no server reported here: the lab-started server is compared in notebook 04 (its log) and section 3 above"
+
+
+# ---------------------------------------------------------------- summary, checks, record
+def summary(arch: ArchSpec, plan: dict, grid_rows: list[dict], kv_claims: list, skip_reason: str | None) -> dict:
     """The record's summary: the profile's KV numbers and fit, the parity result, the claim verdicts
     (lab.predict.claims ClaimVerdicts of the KV and layer claims: the same verdicts notebook 06 and `lab plan` show)."""
     errors = [abs(r["error_pct"]) for r in grid_rows if r["error_pct"] is not None]
@@ -231,7 +268,46 @@ def summary(arch: ArchSpec, plan: dict, grid_rows: list[dict], claims: list, ski
         "parity_max_abs_error_pct": max(errors) if errors else None,
         "parity_skipped": skip_reason,
         "parity_buffers": sorted({r["buffer"] for r in grid_rows if r.get("buffer")}),
-        "claims": {c.id: c.verdict for c in claims},
+        "claims": {c.id: c.verdict for c in kv_claims},
+    }
+
+
+def fit_check(plan: dict) -> Check:
+    """Does the memory plan fit the profile: weights + overhead + KV per device against the budget."""
+    used = plan["weights_bytes_per_device"] + plan["overhead_bytes"] + plan["kv_bytes_per_device"]
+    return Check("memory plan fits the profile", "pass" if plan["fits"] else "fail",
+                 observed=f"{used:,} bytes", expected=f"≤ {plan['budget_bytes']:,} bytes ({plan['memory_kind']})",
+                 fix="; ".join(f["fix"] for f in plan["findings"] if f["severity"] == "error"),
+                 source="lab.predict.memory_plan")
+
+
+def build_record(*, arch: ArchSpec, plan: dict, grid_rows: list[dict], skip_reason: str | None, parity: list[Check],
+                 vllm_result: dict, vllm_parity: list[Check], kv_claims: list, target: list[dict], target_max,
+                 plan_vs_server: list[dict], served: dict | None, stack_fig, target_fig, parity_fig) -> dict:
+    """The 05_kv_cache record: summary, one check per cache and per vLLM quantity, the plan's fit and the plan
+    beside the server; the notebook's tables and charts; the raw grid, vLLM comparison, plan and claims."""
+    found = parity + vllm_parity + [fit_check(plan)] + endpoint.plan_checks(plan_vs_server)
+    return {
+        "title": "KV-cache math and memory fit, checked against llama.cpp",
+        "summary": {**summary(arch, plan, grid_rows, kv_claims, skip_reason), "vllm_kv_parity": vllm_kv.summary(vllm_result)},
+        "checks": [c.to_dict() for c in found],
+        "tables": [evidence.table_entry("KV per token and for the profile's context", kv_dtype_table(
+                       arch, plan["context_tokens_per_sequence"], plan["parallel_slots"], plan["devices"])),
+                   evidence.table_entry("Real configs: KV per token and per sequence (f16) vs a naive calculator",
+                                        stand_in_table()),
+                   evidence.table_entry("Memory plan", plan_table(plan)),
+                   evidence.table_entry("27B-class on one V100 32G (llama.cpp, Q4_K_M): longest context", target_max),
+                   evidence.table_entry("KV cache: prediction vs llama.cpp", parity_table(grid_rows)),
+                   evidence.table_entry("KV cache: prediction vs vLLM", vllm_result["rows"]),
+                   evidence.table_entry("The seeds' KV claims (lab.predict.claims)", claims.table(kv_claims)),
+                   evidence.table_entry("The seeds' KV claims: arithmetic", claims.models_table(kv_claims)),
+                   evidence.table_entry("The plan beside what the server reports", plan_vs_server)],
+        "charts": [evidence.chart_entry("Memory per device vs context", stack_fig),
+                   evidence.chart_entry("27B-class on one V100 32G", target_fig),
+                   evidence.chart_entry("KV cache: prediction vs llama.cpp", parity_fig)],
+        "architecture": arch.to_dict(), "plan": plan, "kv_grid": grid_rows, "vllm_kv": vllm_result,
+        "claims": [v.to_dict() for v in kv_claims], "v100_target": target,
+        "plan_vs_server": plan_vs_server, "server_discovery": served,
     }
 
 
