@@ -6,7 +6,7 @@ import pytest
 
 from lab.core import facts, profiles
 from lab.model import models, quantize, weights
-from lab.predict import claims, kvcache, memory_plan
+from lab.predict import claim_evaluators, claims, claims_ledger, claims_views, kvcache, memory_plan
 from lab.core.paths import ROOT
 
 # The seed texts live outside the repository (../shared/seeds, beside the checkout, as CI lays it out): the
@@ -22,7 +22,7 @@ def by_id(items):
 
 
 def test_ledger_is_complete_and_sourced():
-    items = claims.claims()
+    items = claims_ledger.claims()
     assert len(items) >= 50
     assert {c["seed"] for c in items} == {"000_f21456be5f1cce5e.txt", "001_50bdde88a1e6876f.txt"}
     for c in items:
@@ -33,7 +33,7 @@ def test_ledger_is_complete_and_sourced():
 @pytest.mark.skipif(not SEEDS.is_dir(), reason=f"seed texts not at {SEEDS}")
 def test_every_quote_is_verbatim_in_its_seed():
     texts = {p.name: p.read_text() for p in SEEDS.glob("*.txt")}
-    missing = [c["id"] for c in claims.claims() if c["quote"] not in texts[c["seed"]]]
+    missing = [c["id"] for c in claims_ledger.claims() if c["quote"] not in texts[c["seed"]]]
     assert not missing, f"quotes not verbatim in their seed: {missing}"
 
 
@@ -54,18 +54,18 @@ def test_the_ledger_is_the_only_judge():
 
 def test_verdicts_are_from_the_fixed_vocabulary():
     items = claims.verdicts(profiles.load("cpu-default"))
-    assert {v.verdict for v in items} <= set(claims.VERDICTS)
-    assert sum(claims.counts(items).values()) == len(claims.claims())
+    assert {v.verdict for v in items} <= set(claims_ledger.VERDICTS)
+    assert sum(claims.counts(items).values()) == len(claims_ledger.claims())
 
 
 def test_27b_claims_are_judged_on_the_seeds_model():
-    assert claims.model_class("27b")["model"] == "qwen3.8-27b"
+    assert claims_ledger.model_class("27b")["model"] == "qwen3.8-27b"
     arch = models.stand_in("qwen3.8-27b")
     assert (arch.n_layers, len(arch.global_layers), len(arch.linear_layers)) == (64, 16, 48)
 
 
 def test_280_single_stream_on_two_v100_is_impossible_and_says_what_mtp_would_need():
-    v = claims.judge(next(c for c in claims.claims() if c["id"] == "s0-vllm-single-stream-280"))
+    v = claims.judge(next(c for c in claims_ledger.claims() if c["id"] == "s0-vllm-single-stream-280"))
     arch = models.stand_in("qwen3.8-27b")
     assert v.verdict == "impossible by physics"
     # 2 x 900 GB/s (perfect tensor parallelism) ÷ the 4-bit payload of the real model's weights (no KV)
@@ -80,10 +80,10 @@ def test_280_single_stream_on_two_v100_is_impossible_and_says_what_mtp_would_nee
 
 
 def test_acceptance_needed():
-    assert claims.acceptance_needed(1.0, 2) == 0.0
-    assert claims.acceptance_needed(3.5, 2) is None
-    assert claims.acceptance_needed(1.5, 1) == pytest.approx(0.5)
-    assert claims.acceptance_needed(2.0, 1) == pytest.approx(1.0)
+    assert claim_evaluators.acceptance_needed(1.0, 2) == 0.0
+    assert claim_evaluators.acceptance_needed(3.5, 2) is None
+    assert claim_evaluators.acceptance_needed(1.5, 1) == pytest.approx(0.5)
+    assert claim_evaluators.acceptance_needed(2.0, 1) == pytest.approx(1.0)
 
 
 def test_llama_cpp_180_on_one_v100_is_impossible_and_45_55_is_not():
@@ -160,16 +160,16 @@ def test_other_arithmetic_and_documentation_claims():
 
 
 def test_no_claim_cites_internal_notes():
-    for c in claims.claims():
+    for c in claims_ledger.claims():
         text = repr(c)
         assert not re.search(r"FACTS\.md|shared/|\bissue \d", text), c["id"]
 
 
 def test_views_show_the_same_verdicts():
     items = claims.verdicts()
-    sizes = claims.of_kinds(items, "size")
+    sizes = claims_views.of_kinds(items, "size")
     assert {v.id for v in sizes} >= {"s1-q4_k_m-file-15gb", "s1-weights-int4-13.5-15gb"}
-    table = claims.models_table(sizes)
+    table = claims_views.models_table(sizes)
     assert set(table["claim"]) == {v.id for v in sizes}
     assert set(table["role"]) == {"judged", "comparison"}
 
@@ -178,7 +178,7 @@ def test_plan_part_shape():
     part = claims.plan_part(profiles.load("v100-32g-x1"))
     assert part["decode_ceiling_tok_s"] == pytest.approx(part["roofline"]["decode_ceiling_tok_s"])
     assert part["predicted_decode_tok_s"] < part["decode_ceiling_tok_s"]
-    assert len(part["claims"]) == len(claims.claims())
-    assert sum(part["claim_counts"].values()) == len(claims.claims())
+    assert len(part["claims"]) == len(claims_ledger.claims())
+    assert sum(part["claim_counts"].values()) == len(claims_ledger.claims())
     cpu = claims.plan_part(profiles.load("cpu-default"))
     assert cpu["decode_ceiling_tok_s"] is None and "bandwidth" in cpu["roofline"]["reason"]

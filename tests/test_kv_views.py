@@ -3,7 +3,7 @@ the architectures themselves — checked here against the per-layer shapes, not 
 from lab.core import profiles
 from lab.model import models
 from lab.measure import kv_views
-from lab.predict import claims, kvcache, memory_plan
+from lab.predict import claims, claims_views, kvcache, memory_plan
 
 GIB = 2**30
 V100_BYTES = 32768 * 2**20
@@ -74,7 +74,7 @@ def test_summary_and_closing_text_come_from_the_plan_and_the_grid():
     arch = models.arch_for(prof)
     plan = memory_plan.plan_memory(prof, arch)
     grid = [{"match": True, "error_pct": 0.0}, {"match": True, "error_pct": 0.0}, {"match": False, "error_pct": -2.5}]
-    kv_claims = claims.of_kinds(claims.verdicts(prof), "kv", "layers")
+    kv_claims = claims_views.of_kinds(claims.verdicts(prof), "kv", "layers")
     s = kv_views.summary(arch, plan, grid, kv_claims, None)
     assert s["kv_bytes_per_token"] == f16_kv_bytes_per_token(arch) == kvcache.kv_bytes_per_token(arch, "f16")
     assert (s["parity_caches_compared"], s["parity_caches_identical"], s["parity_max_abs_error_pct"]) == (3, 2, 2.5)
@@ -114,7 +114,7 @@ def test_fit_check_and_record_from_the_plan_and_the_grid():
     assert kv_views.served_text(None).startswith("no server reported here")
     assert kv_views.device_bytes("v100-32g-x1") == V100_BYTES
 
-    kv_claims = claims.of_kinds(claims.verdicts(prof), "kv", "layers")
+    kv_claims = claims_views.of_kinds(claims.verdicts(prof), "kv", "layers")
     rec = kv_views.build_record(
         arch=arch, plan=plan, grid_rows=[row], skip_reason=None, parity=parity, vllm_result=vllm_skipped,
         vllm_parity=[], kv_claims=kv_claims, target=[], target_max=[], plan_vs_server=[], served=None,

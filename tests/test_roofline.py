@@ -4,7 +4,7 @@ import pytest
 from conftest import v100_x2_vllm
 from lab.core import profiles
 from lab.model import models, weights
-from lab.predict import claims, memory_plan, roofline
+from lab.predict import memory_plan, profile_speed, roofline
 
 
 def test_single_stream_ceiling_is_bandwidth_over_bytes():
@@ -97,7 +97,7 @@ def test_profile_ceiling_numbers_and_missing_inputs():
 
 def test_profile_roofline_for_a_stand_in_profile():
     v100 = profiles.load("v100-32g-x1")  # config:qwen3.8-27b, Q4_K_M, no model file on this machine
-    out = claims.profile_roofline(v100)
+    out = profile_speed.roofline_for(v100)
     weights = 16_536_406_016  # llama.cpp's Q4_K_M mix over qwen3.8-27b's tensors (lab.model.quantize, exact), not params x bpw
     # 640 tokens x 64 KiB (16 full-attention layers x 4 KV heads x 256 x 2 x f16) + the 48 Gated DeltaNet layers' state
     kv = (512 + 256 // 2) * 65536 + models.stand_in("qwen3.8-27b").linear_state_bytes_per_seq
@@ -110,7 +110,7 @@ def test_profile_roofline_for_a_stand_in_profile():
 
 def test_roofline_and_memory_plan_share_weight_bytes_under_tensor_parallelism():
     x2 = v100_x2_vllm()  # vLLM GPTQ-INT4, tensor_parallel_size 2
-    out, plan = claims.profile_roofline(x2), memory_plan.plan_memory(x2)
+    out, plan = profile_speed.roofline_for(x2), memory_plan.plan_memory(x2)
     assert out["weights_bytes"] == plan["weights_bytes"] == weights.weights_bytes("GPTQ-INT4", arch=models.stand_in("qwen3-32b"))[0]
     assert "each GPU reads 1/2" in out["weights_how"] and "(perfect tensor parallelism)" in out["weights_how"]
 

@@ -9,7 +9,7 @@ from lab.core.checks import Check
 from lab.model import models
 from lab.model.models import ArchSpec
 from lab.measure import vllm_kv
-from lab.predict import claims, kvcache, memory_plan
+from lab.predict import claims_views, kvcache, memory_plan
 from lab.serving import endpoint
 
 MIB, GIB, GB = kvcache.MIB, kvcache.GIB, 1e9
@@ -299,8 +299,8 @@ def build_record(*, arch: ArchSpec, plan: dict, grid_rows: list[dict], skip_reas
                    evidence.table_entry("27B-class on one V100 32G (llama.cpp, Q4_K_M): longest context", target_max),
                    evidence.table_entry("KV cache: prediction vs llama.cpp", parity_table(grid_rows)),
                    evidence.table_entry("KV cache: prediction vs vLLM", vllm_result["rows"]),
-                   evidence.table_entry("The seeds' KV claims (lab.predict.claims)", claims.table(kv_claims)),
-                   evidence.table_entry("The seeds' KV claims: arithmetic", claims.models_table(kv_claims)),
+                   evidence.table_entry("The seeds' KV claims (lab.predict.claims)", claims_views.table(kv_claims)),
+                   evidence.table_entry("The seeds' KV claims: arithmetic", claims_views.models_table(kv_claims)),
                    evidence.table_entry("The plan beside what the server reports", plan_vs_server)],
         "charts": [evidence.chart_entry("Memory per device vs context", stack_fig),
                    evidence.chart_entry("27B-class on one V100 32G", target_fig),

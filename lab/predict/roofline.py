@@ -199,7 +199,7 @@ def bandwidth_for(profile, hardware_record: dict | None = None) -> Bandwidth | N
 def profile_ceiling(profile, *, bandwidth: Bandwidth | None, weights_bytes: float | None,
                     kv_bytes_per_seq: float | None, context_tokens: int, levels: list[int] | None = None,
                     entries: list[Calibration] | None = None, arch_family: str | None = None) -> dict:
-    """The roofline for a profile from numbers already resolved (see lab.predict.claims.profile_inputs):
+    """The roofline for a profile from numbers already resolved (see lab.predict.profile_speed.roofline_for):
     single-stream ceiling at `context_tokens`, a calibrated prediction, and ceilings per concurrency.
     Values are None, with `reason`, when an input is unknown — never 0."""
     out = {"context_tokens": context_tokens, "bandwidth_gb_s": bandwidth.gb_s if bandwidth else None,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from lab.core import display
 from lab.core.paths import ROOT
+from lab.predict import claims_ledger
 
-NOT_HOLDING = ("impossible by physics", "contradicted by measurement", "contradicted by facts")
 MAX_FAILED_CHECKS = 8
 
 
@@ -69,7 +69,7 @@ def claims_not_holding(profile, records: dict) -> list[dict]:
         from lab.predict import claims
 
         ledger = [v.to_dict() for v in claims.verdicts(profile)]
-    return [c for c in ledger if c.get("verdict") in NOT_HOLDING]
+    return [c for c in ledger if c.get("verdict") in claims_ledger.NOT_HOLDING]
 
 
 def _summary(records: dict, name: str) -> dict:

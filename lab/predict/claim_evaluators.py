@@ -1,0 +1,392 @@
+"""How each kind of seed claim is tested: (claim, measured) -> (verdict, why, numbers), one evaluator per test
+kind of lab/data/seed_claims.yaml.
+
+A claim about "27B" is judged on the seeds' own model, Qwen3.8-27B (its published config in
+lab/data/model_configs.yaml), with other real models shown beside it for comparison only
+(`numbers["models"]`). Speed claims are checked against the roofline (lab.predict.roofline) with generous
+assumptions — perfect multi-GPU scaling, only the 4-bit payload of the weights — and for decode without
+speculation (every weight read once per token); the verdict says what multi-token prediction (MTP) or
+speculative decoding would need (accepted tokens per weight pass). Sizes come from lab.model.weights, KV from
+lab.predict.kvcache, drivers and formats from lab.predict.compat.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from lab.model import models, weights
+from lab.predict import compat, kvcache, memory_plan, roofline
+from lab.predict.claims_ledger import ledger, model_class
+
+MEASURE_TOLERANCE = 0.15  # a measured speed within 15 % of the claim agrees with it (run-to-run and build spread)
+SIZE_TOLERANCE = 0.10     # "about 15 GB" agrees with 13.5–16.5 GB
+SPECULATIVE_DRAFTS = (1, 2, 3, 4)  # draft tokens per step for which the acceptance rate a claim needs is shown
+GIB = 1 << 30
+
+
+def _range(value) -> tuple[float, float]:
+    vals = value if isinstance(value, list) else [value]
+    return float(min(vals)), float(max(vals))
+
+
+def _overlaps(claim: tuple[float, float], lo: float, hi: float, tol: float) -> bool:
+    return claim[0] * (1 - tol) <= hi and claim[1] * (1 + tol) >= lo
+
+
+def _either_unit(claim: tuple[float, float], n_bytes: float, tol: float = SIZE_TOLERANCE) -> bool:
+    """Does `n_bytes` agree with a claim in "GB" read either as 1e9 or as 2^30 bytes?"""
+    return _overlaps(claim, n_bytes / 1e9, n_bytes / 1e9, tol) or _overlaps(claim, n_bytes / GIB, n_bytes / GIB, tol)
+
+
+def _arch(model_id: str):
+    return models.stand_in(model_id)
+
+
+def _target(model_cls: str) -> tuple[str, Any]:
+    mid = model_class(model_cls)["model"]
+    return mid, _arch(mid)
+
+
+def _comparisons(model_cls: str) -> dict:
+    return {mid: _arch(mid) for mid in model_class(model_cls).get("comparisons", [])}
+
+
+def _weights(quant: str, model_id: str, arch) -> tuple[float, str]:
+    """(bytes, basis) of the weights at `quant` (lab.model.weights.weights_bytes: exact GGUF mix for a modelled
+    config, else parameters × bits per weight)."""
+    b, basis = weights.weights_bytes(quant, arch=arch, model_id=model_id)
+    return float(b), basis
+
+
+def _payload_weights(quant: str, arch) -> float:
+    """Fewest bytes any file of this format can read per token: a 4-bit format's 4-bit payload alone, as if
+    scales, zero points and 16-bit embeddings were free (physics bounds use it so they never favour the lab)."""
+    bits = weights.bits_per_weight(quant)
+    payload = float(ledger()["payload_bits_4bit"])
+    return arch.params * (min(bits, payload) if bits < 6 else bits) / 8
+
+
+def _kv(arch, tokens: int, kv_dtype: str = "f16") -> int:
+    """KV cache + recurrent state of one sequence of `tokens` (lab.predict.kvcache)."""
+    return kvcache.kv_cache_bytes(arch, tokens, 1, kv_dtype) if tokens > 0 else 0
+
+
+def _kv_parts(arch, tokens: int, kv_dtype: str) -> str:
+    b = kvcache.kv_cache_breakdown(arch, tokens, 1, kv_dtype)
+    per_tok = kvcache.kv_bytes_per_token(arch, kv_dtype, "global")
+    text = (f"{len(arch.global_layers)} KV layers × {per_tok / 1024 / max(1, len(arch.global_layers)):g} KiB × {tokens} tokens"
+            f" = {b['global_bytes'] / GIB:.2f} GiB")
+    if b["local_bytes"]:
+        text += f" + {len(arch.local_layers)} sliding-window layers {b['local_bytes'] / GIB:.2f} GiB"
+    if b["linear_state_bytes"]:
+        text += f" + {len(arch.linear_layers)} Gated DeltaNet layers' fixed state {b['linear_state_bytes'] / (1 << 20):.0f} MiB"
+    return text
+
+
+def _row(model_id: str, role: str, value: float, unit: str, agrees: bool, arithmetic: str) -> dict:
+    return {"model": model_id, "role": role, "value": round(value, 3), "unit": unit, "agrees": agrees,
+            "arithmetic": arithmetic}
+
+
+# ---------------------------------------------------------------- speculative decoding
+def acceptance_needed(tokens_per_pass: float, drafts: int) -> float | None:
+    """The per-token acceptance rate `a` with which `drafts` draft tokens per step yield `tokens_per_pass`
+    tokens per weight pass on average: (1 − a^(k+1)) / (1 − a) (a draft counts only when every earlier one
+    was accepted). 0 when one token per pass is enough; None when even a = 1 (k + 1 tokens) falls short."""
+    if tokens_per_pass <= 1:
+        return 0.0
+    if tokens_per_pass > drafts + 1:
+        return None
+
+    def expected(a: float) -> float:
+        return sum(a ** i for i in range(drafts + 1))
+
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected(mid) < tokens_per_pass else (lo, mid)
+    return hi
+
+
+def _speculation(claimed: float, ceiling: float) -> dict:
+    need = claimed / ceiling
+    return {"tokens_per_weight_pass_needed": need,
+            "acceptance_needed": {k: acceptance_needed(need, k) for k in SPECULATIVE_DRAFTS}}
+
+
+def _speculation_text(spec: dict) -> str:
+    need = spec["tokens_per_weight_pass_needed"]
+    parts = [f"{k} draft{'s' if k > 1 else ''}: " + ("impossible" if a is None else f"≥ {a:.0%} accepted")
+             for k, a in spec["acceptance_needed"].items()]
+    return (f"without speculation every token reads every weight once; with MTP or speculative decoding it would "
+            f"need {need:.1f} tokens per weight pass ({'; '.join(parts)})")
+
+
+# ---------------------------------------------------------------- measurement matching
+def _matches(cond: dict, measured: dict | None) -> bool:
+    """Does our measurement come from the claim's hardware and engine (and context, when it names one)?"""
+    if not measured:
+        return False
+    hw = measured.get("hardware") or {}
+    gpu_token = re.sub(r"[^a-z0-9]", "", str(cond.get("gpu", "")).split("-")[0].lower())
+    name = re.sub(r"[^a-z0-9]", "", str(hw.get("gpu_name") or "").lower())
+    if not gpu_token or gpu_token not in name or hw.get("gpu_count") != cond.get("gpus", 1):
+        return False
+    if cond.get("engine") and measured.get("engine") != cond["engine"]:
+        return False
+    ctx = cond.get("context_tokens")
+    return not ctx or abs((measured.get("context_tokens") or 0) - ctx) <= 0.25 * ctx
+
+
+def _measured_value(claim: dict, measured: dict) -> float | None:
+    if claim["kind"] == "speed_single_stream":
+        return measured.get("single_stream_tok_s")
+    conc = claim["condition"].get("concurrency")
+    agg = measured.get("aggregate_tok_s") or {}
+    return agg.get(conc, agg.get(str(conc)))
+
+
+def _against_measurement(claim: dict, got: float) -> tuple[str, str]:
+    lo, hi = _range(claim["value"])
+    low_ok = got >= lo * (1 - MEASURE_TOLERANCE)
+    high_ok = claim.get("at_least") or got <= hi * (1 + MEASURE_TOLERANCE)
+    if low_ok and high_ok:
+        return "consistent", f"measured {got:.1f} tok/s on this hardware and engine"
+    return "contradicted by measurement", (f"measured {got:.1f} tok/s on this hardware and engine vs claimed "
+                                           f"{lo:g}{'' if lo == hi else f'–{hi:g}'} (±{MEASURE_TOLERANCE:.0%})")
+
+
+# ---------------------------------------------------------------- evaluators: (claim, measured) -> (verdict, why, numbers)
+def _speed(claim: dict, measured: dict | None, batch: int) -> tuple[str, str, dict]:
+    cond = claim["condition"]
+    gpu = roofline.gpu_spec(cond["gpu"])
+    n = int(cond.get("gpus", 1))
+    bw = gpu["bandwidth_gb_s"] * n  # perfect scaling over the GPUs: the most generous reading
+    ctx = int(cond.get("context_tokens") or 0)
+    mid, arch = _target(cond["model"])
+    quant = cond.get("quant", "Q4_K_M")
+    kv = _kv(arch, ctx)
+    w_min = _payload_weights(quant, arch)
+    w_typ, w_basis = _weights(quant, mid, arch)
+    ceiling_max = roofline.aggregate_ceiling_tok_s(bw, w_min, kv, batch)
+    typical = roofline.aggregate_ceiling_tok_s(bw, w_typ, kv, batch)
+    lo, hi = _range(claim["value"])
+    # A calibrated prediction only for one stream: batching efficiency differs too much between engines and
+    # concurrency levels (lab/data/calibration.yaml: llama-server on the H200 at 1 stream vs 16 streams).
+    cal = roofline.pick_calibration("gpu", cond.get("engine", "llama.cpp"), "in_process", "datasheet", gpu["name"],
+                                    weights_bytes=w_typ) if batch == 1 else None
+    eff = cal.efficiency("datasheet") if cal else None
+    numbers = {"model": mid, "bandwidth_gb_s": bw, "gpus": n, "batch": batch, "context_tokens": ctx,
+               "weights_bytes_min": w_min, "weights_bytes_typical": w_typ, "weights_basis": w_basis,
+               "kv_bytes_per_seq": kv, "ceiling_max_tok_s": ceiling_max, "ceiling_typical_tok_s": typical,
+               "needed_fraction_of_ceiling": lo / typical,
+               "calibration_id": cal.id if cal else None, "calibration_efficiency": eff,
+               "predicted_tok_s": typical * eff if eff else None}
+    how = (f"{n} x {gpu['bandwidth_gb_s']:g} GB/s{' (perfect scaling)' if n > 1 else ''} ÷ "
+           f"({w_min / 1e9:.1f} GB of 4-bit weights of {mid}"
+           f"{f' + {kv / 1e9:.2f} GB KV and state at {ctx} tokens' if ctx else ''})")
+    if batch > 1:
+        how = f"{batch} streams x " + how.replace("GB of 4-bit weights", "GB of 4-bit weights read once per step")
+    claimed = f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
+    if lo > ceiling_max:
+        why = f"claimed {claimed} tok/s > ceiling {ceiling_max:.0f} tok/s = {how}"
+        if batch == 1:
+            numbers["speculation"] = _speculation(lo, ceiling_max)
+            why += "; " + _speculation_text(numbers["speculation"])
+        return "impossible by physics", why, numbers
+    if _matches(cond, measured) and (got := _measured_value(claim, measured)) is not None:
+        verdict, why = _against_measurement(claim, got)
+        return verdict, why + f"; roofline {ceiling_max:.0f} tok/s at most", numbers
+    why = (f"below the ceiling ({ceiling_max:.0f} tok/s at most; {typical:.0f} tok/s with {w_typ / 1e9:.1f} GB of "
+           f"{quant} weights{' and its KV' if ctx else ''}); it needs ≥ {numbers['needed_fraction_of_ceiling']:.0%} of that")
+    if eff:
+        why += (f"; {cal.engine} reached {eff:.0%} of its roofline in {cal.id} ({cal.quality}): expect "
+                f"{numbers['predicted_tok_s']:.0f} tok/s")
+    return "not testable here", why + " — needs this hardware to measure", numbers
+
+
+def _decode_ceiling(claim, measured):
+    return _speed(claim, measured, 1)
+
+
+def _aggregate_ceiling(claim, measured):
+    return _speed(claim, measured, int(claim["condition"].get("concurrency", 1)))
+
+
+def _weights_size(claim, _measured):
+    test, cond = claim["test"], claim["condition"]
+    quant = test["quant"]
+    claim_r = _range(claim["value"])
+    mid, arch = _target(cond["model"])
+    real, basis = _weights(quant, mid, arch)
+    floor = arch.params * float(test.get("naive_bits", 4)) / 8 if test.get("naive_bits") else None
+    rows = [_row(mid, "judged", real / 1e9, "GB", _either_unit(claim_r, real), basis)]
+    for cid, carch in _comparisons(cond["model"]).items():
+        b, cbasis = _weights(quant, cid, carch)
+        rows.append(_row(cid, "comparison", b / 1e9, "GB", _either_unit(claim_r, b), cbasis))
+    numbers = {"model": mid, "quant": quant, "params": arch.params, "bytes": real, "gb": real / 1e9,
+               "gib": real / GIB, "basis": basis, "models": rows}
+    why = f"{mid} at {quant}: {real / 1e9:.2f} GB ({real / GIB:.2f} GiB) — {basis}"
+    if floor is not None and real > floor * 1.01:
+        numbers["naive_bytes"] = floor
+        why += (f"; the seed's own arithmetic, {arch.params / 1e9:.2f}e9 weights × {test['naive_bits']:g} bits ÷ 8 = "
+                f"{floor / 1e9:.1f} GB, is a floor no real file reaches (group scales, 16-bit embeddings and output)")
+    return ("consistent" if rows[0]["agrees"] else "contradicted by facts"), why, numbers
+
+
+def _kv_size(claim, _measured):
+    test, cond = claim["test"], claim["condition"]
+    tokens, dtype = int(test["tokens"]), test.get("kv_dtype", "f16")
+    claim_r = _range(claim["value"])
+    mid, arch = _target(cond["model"])
+    total = _kv(arch, tokens, dtype)
+    rows = [_row(mid, "judged", total / GIB, "GiB", _either_unit(claim_r, total), _kv_parts(arch, tokens, dtype))]
+    for cid, carch in _comparisons(cond["model"]).items():
+        b = _kv(carch, tokens, dtype)
+        rows.append(_row(cid, "comparison", b / GIB, "GiB", _either_unit(claim_r, b), _kv_parts(carch, tokens, dtype)))
+    numbers = {"model": mid, "tokens": tokens, "kv_dtype": dtype, "bytes": total, "gib": total / GIB,
+               "kv_bytes_per_token": kvcache.kv_bytes_per_token(arch, dtype, "global"),
+               "state_bytes_per_seq": arch.linear_state_bytes_per_seq, "models": rows}
+    why = f"{mid}, {tokens} tokens at {dtype}: {rows[0]['arithmetic']}"
+    shape = test.get("seed_shape")
+    if shape:
+        b = 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * tokens * kvcache.bytes_per_element(dtype)
+        numbers["seed_shape_bytes"] = b
+        why += (f"; the seed's own inputs ({shape['layers']} layers × {shape['kv_heads']} KV heads × "
+                f"{shape['head_dim']}) give {b / GIB:.1f} GiB, not its answer either")
+    others = [r["model"] for r in rows[1:] if r["agrees"]]
+    if not rows[0]["agrees"] and others:
+        why += f"; it would fit {', '.join(others)} instead"
+    return ("consistent" if rows[0]["agrees"] else "contradicted by facts"), why, numbers
+
+
+def _layers(claim, _measured):
+    value = float(claim["value"])
+    mid, arch = _target(claim["condition"]["model"])
+
+    def agrees(n: int) -> bool:
+        return abs(n - value) <= 0.1 * value
+
+    rows = [_row(mid, "judged", arch.n_layers, "layers", agrees(arch.n_layers), _layer_text(arch))]
+    rows += [_row(cid, "comparison", a.n_layers, "layers", agrees(a.n_layers), _layer_text(a))
+             for cid, a in _comparisons(claim["condition"]["model"]).items()]
+    why = f"{mid}: {rows[0]['arithmetic']}"
+    others = [f"{r['model']} ({r['value']:g})" for r in rows[1:] if r["agrees"]]
+    if not rows[0]["agrees"] and others:
+        why += f"; {value:g} layers fits {', '.join(others)} instead"
+    return ("consistent" if rows[0]["agrees"] else "contradicted by facts"), why, {"model": mid, "models": rows}
+
+
+def _layer_text(arch) -> str:
+    if arch.linear_layers:
+        return (f"num_hidden_layers = {arch.n_layers}: {len(arch.global_layers)} full-attention layers keep a KV "
+                f"cache, {len(arch.linear_layers)} Gated DeltaNet layers a fixed state")
+    return f"num_hidden_layers = {arch.n_layers}"
+
+
+def _total_memory(claim, _measured):
+    """Weights + llama.cpp's KV (and state) + the runtime overhead allowance, against a claimed total."""
+    test, cond = claim["test"], claim["condition"]
+    tokens, dtype = int(test["tokens"]), test.get("kv_dtype", "f16")
+    over = memory_plan.runtime_overhead(test["overhead"])
+    claim_r = (float(claim["value"]) - float(test["tolerance_gb"]), float(claim["value"]) + float(test["tolerance_gb"]))
+
+    def total(mid: str, arch) -> tuple[float, str]:
+        w, _ = _weights(cond["quant"], mid, arch)
+        kv = kvcache.llama_cpp_kv_prediction(arch, tokens, 1, dtype)["total_bytes"]
+        t = w + kv + int(over["bytes"])
+        return t, (f"weights {w / 1e9:.2f} GB ({cond['quant']}, lab.model.weights) + KV and state (llama.cpp, -c {tokens}, "
+                   f"{dtype}) {kv / 1e9:.2f} GB + overhead {int(over['bytes']) / 1e9:.2f} GB = {t / 1e9:.2f} GB")
+
+    mid, arch = _target(cond["model"])
+    t, text = total(mid, arch)
+    rows = [_row(mid, "judged", t / 1e9, "GB", _either_unit(claim_r, t, 0), text)]
+    for cid, carch in _comparisons(cond["model"]).items():
+        ct, ctext = total(cid, carch)
+        rows.append(_row(cid, "comparison", ct / 1e9, "GB", _either_unit(claim_r, ct, 0), ctext))
+    why = f"{mid}: {text} (overhead: {over['source']})"
+    others = [f"{r['model']} ({r['value']:.1f} GB)" for r in rows[1:] if r["agrees"]]
+    if not rows[0]["agrees"] and others:
+        why += f"; close to 30 GB is {', '.join(others)} instead"
+    return ("consistent" if rows[0]["agrees"] else "contradicted by facts"), why, {"model": mid, "bytes": t, "models": rows}
+
+
+def _kv_ratio(claim, _measured):
+    test, cond = claim["test"], claim["condition"]
+    base = {"tokens": int(test.get("tokens", cond.get("context_tokens") or 4096)), "kv_dtype": test.get("kv_dtype", "f16")}
+    num, den = {**base, **test["numerator"]}, {**base, **test["denominator"]}
+    mid, arch = _target(cond.get("model", "27b"))
+    ratio = _kv(arch, num["tokens"], num["kv_dtype"]) / _kv(arch, den["tokens"], den["kv_dtype"])
+    ok = _overlaps(_range(claim["value"]), ratio, ratio, SIZE_TOLERANCE)
+    why = f"{mid}: {ratio:.2f} (KV and fixed state together)"
+    if test.get("note"):
+        why += f"; {test['note']}"
+    return ("consistent" if ok else "contradicted by facts"), why, {"model": mid, "ratio": ratio, "numerator": num,
+                                                                   "denominator": den}
+
+
+def _context_fit(claim, _measured):
+    test, cond = claim["test"], claim["condition"]
+    gpu = roofline.gpu_spec(cond["gpu"])
+    memory = gpu["memory_gib"] * GIB * int(cond.get("gpus", 1))
+    tokens, dtype = int(test["tokens"]), test.get("kv_dtype", "f16")
+    mid, arch = _target(cond["model"])
+    w, basis = _weights(cond["quant"], mid, arch)
+    kv = _kv(arch, tokens, dtype)
+    free = memory - w - kv
+    fits = free >= 0
+    why = (f"{gpu['memory_gib'] * int(cond.get('gpus', 1)):g} GiB vs {mid} weights ({cond['quant']}) {w / GIB:.1f} GiB "
+           f"+ KV and state at {tokens} tokens {kv / GIB:.1f} GiB → {'fits' if fits else 'does not fit'} "
+           f"({free / GIB:+.1f} GiB before the engine's own buffers)")
+    if test.get("note"):
+        why += f"; {test['note']}"
+    numbers = {"model": mid, "memory_gib": memory / GIB, "weights_gib": w / GIB, "weights_basis": basis,
+               "kv_gib": kv / GIB, "free_gib": free / GIB}
+    return ("consistent" if fits == bool(test["claim_fits"]) else "contradicted by facts"), why, numbers
+
+
+def _compat(claim, _measured):
+    test = claim["test"]
+    results = [r for r in compat.evaluate_all(test["facts"]) if r.id in test["rules"]]
+    statuses = [r.status for r in results]
+    messages = [f.message for r in results for f in r.findings]
+    numbers = {"facts": test["facts"], "rules": {r.id: r.status for r in results}, "findings": messages}
+    if not results or all(s == "skip" for s in statuses):
+        return "not testable here", "the rules lack inputs to judge this", numbers
+    works = "error" not in statuses
+    why = " | ".join(messages) if messages else f"rules {', '.join(test['rules'])} pass"
+    if test.get("note"):
+        why += f" ({test['note']})"
+    claim_works = bool(test["claim_works"])
+    return ("consistent" if works == claim_works else "contradicted by facts"), why, numbers
+
+
+def _gpu_spec(claim, _measured):
+    test = claim["test"]
+    spec = roofline.gpu_spec(test["gpu"])
+    got = float(spec[test["field"]])
+    ok = _overlaps(_range(claim["value"]), got, got, 0.05)
+    return ("consistent" if ok else "contradicted by facts"), f"{spec['name']}: {test['field']} = {got:g} ({spec['source']})", \
+        {"spec": spec}
+
+
+def _arithmetic(claim, _measured):
+    test = claim["test"]
+    got = float(test["computed"])
+    ok = _overlaps(_range(claim["value"]), got, got, float(test.get("tolerance", 0.02)))
+    return ("consistent" if ok else "contradicted by facts"), test["how"], {"computed": got}
+
+
+def _documented(claim, _measured):
+    test = claim["test"]
+    return test["verdict"], f"{test['note']} ({test['source']})", {}
+
+
+def _untestable(claim, _measured):
+    return "not testable here", claim["test"]["note"], {}
+
+
+EVALUATORS = {"decode_ceiling": _decode_ceiling, "aggregate_ceiling": _aggregate_ceiling,
+              "weights_size": _weights_size, "kv_size": _kv_size, "kv_ratio": _kv_ratio, "layers": _layers,
+              "total_memory": _total_memory, "context_fit": _context_fit, "compat": _compat, "gpu_spec": _gpu_spec,
+              "arithmetic": _arithmetic, "documented": _documented, "untestable": _untestable}
