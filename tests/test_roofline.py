@@ -135,12 +135,12 @@ def test_per_token_model_two_point_fit_and_fallback():
     assert round(m.predict_tok_s(10e9, 3000, "copy"), 6) == round(pts[0]["tok_s"], 6)
     # the lab's H200 points: the straight fit is faster than the copy bandwidth, so per-family fixed costs
     h = roofline.per_token_model()
-    assert "not physical" in h.how and h.achieved_gb_s == 4227
+    assert "not physical" in h.how and h.achieved_gb_s == 4200  # the lower of the two runs' measured copies
     assert set(h.fixed_ms_by_family) == {"dense", "qwen35"}
-    assert 7.0 < h.fixed_ms_by_family["dense"] < 7.4 and 7.4 < h.fixed_ms_by_family["qwen35"] < 7.7
+    assert 7.0 < h.fixed_ms_by_family["dense"] < 7.3 and 7.2 < h.fixed_ms_by_family["qwen35"] < 7.4
     # each measured point is reproduced exactly by its own family's fixed cost at copy bandwidth
-    assert round(h.predict_tok_s(18436147118, 4227, "copy", "dense"), 1) == 86.6
-    assert round(h.predict_tok_s(14.86e9, 4227, "copy", "qwen35"), 1) == 90.3
+    assert abs(h.predict_tok_s(18436147118, 4200, "copy", "dense") - 86.6) < 1e-6
+    assert abs(h.predict_tok_s(15138093056, 4200, "copy", "qwen35") - 91.85) < 1e-6
 
 
 def test_projection_rows_v100_below_roofline():
