@@ -124,6 +124,10 @@ def test_ollama_truncation_and_unknown_model_are_diagnosed(tmp_path):
     assert probes["name"]["kb"] == ["endpoint-model-not-found"]  # the text a wrong served_model gets
     record = endpoint_diagnose.build_record(result)
     assert record["summary"]["failed"] == 1 and "ollama-prompt-truncated" in record["summary"]["kb_entries"]
+    closing = endpoint_diagnose.what_this_means(record).splitlines()  # the 07_endpoint closing, from the record
+    assert f"- context: {ctx['verdict']} — fix: {ctx['fix']}" in closing and not any("- reach" in x for x in closing)
+    skipped = endpoint_diagnose.build_record({"skipped": "the lab starts this server", "probes": []})
+    assert endpoint_diagnose.what_this_means(skipped) == "- Endpoint probes not run: the lab starts this server."
 
 
 def test_wrong_served_model_is_diagnosed(tmp_path):

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from lab.core import evidence, profiles
+from lab.core import checks, evidence, profiles
 from lab.records import manifest, report
 from lab.core.checks import Check
 
@@ -59,6 +59,8 @@ def test_manifest_and_report_from_records(tmp_path):
     evidence.write_record(run, "01_demo", {"title": "Demo", "summary": {"speed": 12.5},
                                            "checks": [Check("c1", "fail", 1, 2, "fix it", "here").to_dict()],
                                            "charts": [evidence.chart_entry("bars", go.Figure(go.Bar(x=[1], y=[2])))]})
+    # a record's checks come back as the Checks they were (notebook 07 shows its table from its record)
+    assert checks.from_dicts(evidence.read_records(run)["01_demo"]["checks"]) == [Check("c1", "fail", 1, 2, "fix it", "here")]
     m = manifest.write(run, prof, prof_path, evidence.utc_now(),
                        [{"notebook": "01_demo", "status": "failed", "duration_s": 1.0, "error": "Boom: x"}])
     body = json.loads(m.read_text())

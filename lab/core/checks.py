@@ -24,6 +24,11 @@ class Check:
         return asdict(self)
 
 
+def from_dicts(rows: list[dict]) -> list[Check]:
+    """The checks a record holds (what `Check.to_dict` wrote), as Checks again: a record's checks are shown from it."""
+    return [Check(**r) for r in rows]
+
+
 def worst(checks: list[Check]) -> Status:
     """The overall verdict of a list of checks: fail > warn > pass; all skipped → skip."""
     if not checks:

@@ -205,10 +205,13 @@ def build_record(result: dict) -> dict:
             "endpoint_probes": result}
 
 
-def advice(result: dict) -> str:
+def what_this_means(record: dict) -> str:
+    """The 07_endpoint record's closing text (Markdown, one point per line): why nothing was probed, that every
+    probe answered as it should, or each probe that did not, with its fix."""
+    result = record["endpoint_probes"]
     if result["skipped"]:
-        return f"Endpoint probes not run: {result['skipped']}."
+        return f"- Endpoint probes not run: {result['skipped']}."
     bad = [p for p in result["probes"] if p["severity"] in ("error", "fail", "warn")]
     if not bad:
-        return f"{result['engine']} at {result['url']} answered every probe as it should."
-    return "\n".join(f"{p['probe']}: {p['verdict']}" + (f" — fix: {p['fix']}" if p["fix"] else "") for p in bad)
+        return f"- {result['engine']} at {result['url']} answered every probe as it should."
+    return "\n".join(f"- {p['probe']}: {p['verdict']}" + (f" — fix: {p['fix']}" if p["fix"] else "") for p in bad)
