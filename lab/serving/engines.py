@@ -24,7 +24,7 @@ from typing import Literal
 
 from lab.core import facts, paths
 from lab.core.profiles import Profile
-from lab.core.versions import at_least
+from lab.core.versions import at_least, version_tuple
 
 Level = Literal["info", "warn", "error"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
