@@ -1,10 +1,11 @@
-"""lab.serving.engines: commands per engine and version, the seeds' commands corrected, log parsers (pure)."""
+"""lab.serving.engines (commands per engine and version), lab.serving.seed_commands (the seeds' commands corrected)
+and lab.serving.engine_logs (the log parsers), all pure."""
 from pathlib import Path
 
 import pytest
 
 from lab.core import facts
-from lab.serving import engines
+from lab.serving import engine_logs, engines, seed_commands
 from lab.core.profiles import Profile
 
 DATA = Path(__file__).parent / "data"
@@ -33,7 +34,7 @@ def test_rule_and_seed_files_have_sources():
     rules = facts.load("engine_rules", "rules")["rules"]
     assert len({r["id"] for r in rules}) == len(rules)
     assert all(r["text"] and r["source"] for r in rules)
-    assert all(c["argv"] and c["seed"] for c in engines.seed_commands())
+    assert all(c["argv"] and c["seed"] for c in seed_commands.seed_commands())
 
 
 # ---------------------------------------------------------------- llama-server
@@ -128,7 +129,7 @@ def test_external_mode_starts_nothing():
 
 # ---------------------------------------------------------------- the seeds' commands
 def test_seed000_corrected_for_vllm_0_18():
-    corr = engines.correct_seed_command("seed000-vllm-serve", vllm_version="0.18.0")
+    corr = seed_commands.correct_seed_command("seed000-vllm-serve", vllm_version="0.18.0")
     assert corr.original[:3] == ("python", "-m", "vllm.entrypoints.openai.api_server")
     assert corr.corrected[:3] == ("vllm", "serve", "./qwen27b-awq")
     assert "--swap-space" not in corr.corrected and "--disable-log-requests" not in corr.corrected
@@ -143,73 +144,76 @@ def test_seed000_corrected_for_vllm_0_18():
 
 
 def test_seed000_for_its_own_version_keeps_what_worked_then():
-    corr = engines.correct_seed_command("seed000-vllm-serve")  # vLLM 0.4.2, as the seed pinned
+    corr = seed_commands.correct_seed_command("seed000-vllm-serve")  # vLLM 0.4.2, as the seed pinned
     assert corr.corrected[:3] == ("python", "-m", "vllm.entrypoints.openai.api_server")
     assert "--swap-space" in corr.corrected and "--disable-log-requests" in corr.corrected
 
 
 def test_seed_log_flag_deprecated_not_rejected_between_0_10_1_and_0_17():
-    corr = engines.correct_seed_command("seed000-vllm-serve", vllm_version="0.12.0")
+    corr = seed_commands.correct_seed_command("seed000-vllm-serve", vllm_version="0.12.0")
     change = next(c for c in corr.changes if c.before == "--disable-log-requests")
     assert "deprecated" in change.why and "21739" in change.source
 
 
 def test_seed_fp8_kv_dropped_on_volta_under_v1():
-    corr = engines.correct_seed_command("seed000-vllm-tuned", vllm_version="0.11.0")
+    corr = seed_commands.correct_seed_command("seed000-vllm-tuned", vllm_version="0.11.0")
     assert "--kv-cache-dtype" not in corr.corrected
-    assert engines.correct_seed_command("seed000-vllm-tuned", "0.11.0", compute_capability="9.0").corrected.count("fp8") == 1
+    assert seed_commands.correct_seed_command("seed000-vllm-tuned", "0.11.0", compute_capability="9.0").corrected.count("fp8") == 1
 
 
 def test_seed001_llama_server_renamed_and_not_exposed():
-    corr = engines.correct_seed_command("seed001-llama-server")
+    corr = seed_commands.correct_seed_command("seed001-llama-server")
     assert corr.original[0] == "./server" and corr.corrected[0] == "llama-server"
     assert corr.corrected[corr.corrected.index("--host") + 1] == "127.0.0.1"
     assert any("7809" in c.source for c in corr.changes)
 
 
 def test_seed_corrections_follow_the_profile_engine():
-    cpu = engines.seed_corrections_for(profile(CPU))
+    cpu = seed_commands.seed_corrections_for(profile(CPU))
     assert [c.command_id for c in cpu] == ["seed001-llama-server"]
-    gpu = engines.seed_corrections_for(profile(V100X2, engine_version="0.18.0"))
+    gpu = seed_commands.seed_corrections_for(profile(V100X2, engine_version="0.18.0"))
     assert {c.command_id for c in gpu} == {"seed000-vllm-serve", "seed000-vllm-tuned", "seed001-vllm-serve"}
     assert all("0.18.0" in c.target for c in gpu)
 
 
 def test_unknown_seed_command_names_the_known_ones():
     with pytest.raises(KeyError, match="seed000-vllm-serve"):
-        engines.correct_seed_command("nope")
+        seed_commands.correct_seed_command("nope")
 
 
 # ---------------------------------------------------------------- log parsers on real logs
 def test_parse_llama_server_log_smollm2():
     """Captured here from llama-server build 0c1e570, SmolLM2-135M Q4_1, -c 4096 -np 4 -t 2 -lv 4."""
-    rep = engines.parse_llama_log((DATA / "llama_server_smollm2_lv4.log").read_text())
+    rep = engine_logs.parse_llama_log((DATA / "llama_server_smollm2_lv4.log").read_text())
     assert rep["build"] == {"number": 1, "commit": "0c1e570", "compiler": "GNU 12.2.0", "target": "Linux x86_64"}
     assert rep["slots"] == {"n_slots": 4, "n_ctx_slot": 1024, "kv_unified": False}
     assert rep["context"]["n_ctx"] == 4096 and rep["context"]["n_ctx_seq"] == 1024
     [kv] = rep["kv_caches"]
-    assert kv["mib"] == 90.0 and kv["cells"] == 1024 and kv["streams"] == 4 and kv["total_cells"] == 4096
-    assert kv["layers"] == 30 and kv["k_type"] == "f16" and kv["k_mib"] == 45.0
+    assert kv["size_mib"] == "90.00" and kv["cells"] == 1024 and kv["streams"] == 4 and kv["buffer"] == "CPU"
+    assert kv["layers"] == 30 and kv["type_k"] == "f16" and kv["k_mib"] == "45.00"
     assert rep["kv_buffers_mib"] == {"CPU": 90.0} and rep["model_buffers_mib"] == {"CPU_Mapped": 92.1}
     assert rep["model"]["params"] == 134_520_000 and rep["model"]["file_type"] == "Q4_1"
     assert rep["hparams"]["n_layer"] == 30 and rep["hparams"]["n_head_kv"] == 3
     assert rep["threads"]["n_threads"] == 2 and rep["flash_attention"] is True
     assert "offloaded" not in rep  # a CPU build prints no offload line
     # KV bytes check: 2 (K,V) × 30 layers × 3 KV heads × 64 × 4096 tokens × 2 bytes = 90 MiB
-    assert 2 * 30 * 3 * 64 * 4096 * 2 / 2**20 == kv["mib"]
+    assert 2 * 30 * 3 * 64 * 4096 * 2 / 2**20 == float(kv["size_mib"])
 
 
 def test_parse_llama_server_log_gemma3_has_global_and_sliding_window_caches():
-    rep = engines.parse_llama_log((DATA / "llama_server_gemma3_270m_lv4.log").read_text())
-    kinds = [(k["kind"], k["layers"], k["mib"]) for k in rep["kv_caches"]]
-    assert kinds == [("global", 3, 12.0), ("sliding-window", 15, 60.0)]
+    rep = engine_logs.parse_llama_log((DATA / "llama_server_gemma3_270m_lv4.log").read_text())
+    kinds = [(k["cache"], k["layers"], k["size_mib"]) for k in rep["kv_caches"]]
+    assert kinds == [("global", 3, "12.00"), ("swa", 15, "60.00")]
     assert rep["kv_buffers_mib"] == {"CPU": 72.0} and rep["hparams"]["n_swa"] == 512
 
 
 def test_parse_keeps_only_the_real_load_after_the_fitting_pass():
     """-v logs a dry 'fit' load (KV buffer 0.00 MiB) before the real one."""
-    rep = engines.parse_llama_log((DATA / "llama_server_smollm2_verbose_excerpt.log").read_text())
+    text = (DATA / "llama_server_smollm2_verbose_excerpt.log").read_text()
+    rep = engine_logs.parse_llama_log(text)
     assert len(rep["kv_caches"]) == 1 and rep["kv_buffers_mib"] == {"CPU": 90.0}
+    # the KV parity grid reads the same lines with the same function, and skips the dry run without _last_load
+    assert rep["kv_caches"] == engine_logs.parse_kv_lines(text)
 
 
 def test_parse_gpu_offload_line():
@@ -217,10 +221,10 @@ def test_parse_gpu_offload_line():
     text = ("0.00.5 I load_tensors: offloaded 65/65 layers to GPU\n"
             "0.00.6 I load_tensors:        CUDA0 model buffer size = 17580.12 MiB\n"
             "0.00.7 I load_tensors:   CPU_Mapped model buffer size =   417.66 MiB\n")
-    rep = engines.parse_llama_log(text)
+    rep = engine_logs.parse_llama_log(text)
     assert rep["offloaded"] == {"layers": 65, "of": 65}
     assert rep["model_buffers_mib"]["CUDA0"] == 17580.12
-    assert any(r["value"] == "65/65" for r in engines.reported_rows(rep))
+    assert any(r["value"] == "65/65" for r in engine_logs.reported_rows(rep))
 
 
 def test_parse_vllm_log_v1_and_v0():
@@ -228,16 +232,16 @@ def test_parse_vllm_log_v1_and_v0():
           "(EngineCore_DP0 pid=2412130) INFO 12-11 00:06:53 [kv_cache_utils.py:1286] GPU KV cache size: 686,320 tokens\n"
           "(EngineCore_DP0 pid=2412130) INFO 12-11 00:06:54 [kv_cache_utils.py:1291] Maximum concurrency for "
           "100,000 tokens per request: 6.86x\n")
-    rep = engines.parse_vllm_log(v1)
+    rep = engine_logs.parse_vllm_log(v1)
     assert rep["kv_cache_tokens"] == 686_320 and rep["kv_cache_memory_gib"] == 52.36
     assert rep["max_concurrency"] == {"tokens_per_request": 100_000, "x": 6.86}
     v0 = "INFO 05-10 12:00:00 gpu_executor.py:94] # GPU blocks: 2048, # CPU blocks: 1024\n"
-    assert engines.parse_vllm_log(v0)["blocks"] == {"gpu": 2048, "cpu": 1024}
+    assert engine_logs.parse_vllm_log(v0)["blocks"] == {"gpu": 2048, "cpu": 1024}
 
 
 def test_reported_rows_show_slots_context_and_kv():
-    rep = engines.parse_llama_log((DATA / "llama_server_smollm2_lv4.log").read_text())
-    rows = {r["what"]: r["value"] for r in engines.reported_rows(rep)}
+    rep = engine_logs.parse_llama_log((DATA / "llama_server_smollm2_lv4.log").read_text())
+    rows = {r["what"]: r["value"] for r in engine_logs.reported_rows(rep)}
     assert rows["slots"] == 4 and rows["context per slot (n_ctx_slot)"] == 1024
     assert rows["context total (n_ctx)"] == 4096 and "90.00 MiB" in rows["KV cache (all layers)"]
 
@@ -250,11 +254,11 @@ def test_failure_said_puts_llama_cpp_s_cause_first_without_time_stamps():
            "0.02.301.527 E common_speculative_init_result: failed to create MTP context\n"
            "0.02.301.534 E srv    load_model: failed to create MTP context\n"
            "0.02.319.168 E srv  llama_server: exiting due to model loading error\n")
-    assert engines.failure_said("llama.cpp", log) == [
+    assert engine_logs.failure_said("llama.cpp", log) == [
         "llama_init_from_model: context type MTP requested but model doesn't contain MTP layers",
         "common_speculative_init_result: failed to create MTP context",
         "srv    load_model: failed to create MTP context"]
-    assert engines.failure_said("llama.cpp", "0.01 I all well\n") == []
+    assert engine_logs.failure_said("llama.cpp", "0.01 I all well\n") == []
     vllm = "INFO 01-01 api_server.py: starting\nERROR 01-01 core.py: EngineCore failed to start.\n"
-    assert engines.failure_said("vllm", vllm) == ["ERROR 01-01 core.py: EngineCore failed to start."]
-    assert engines.failure_said("external", vllm) == []
+    assert engine_logs.failure_said("vllm", vllm) == ["ERROR 01-01 core.py: EngineCore failed to start."]
+    assert engine_logs.failure_said("external", vllm) == []

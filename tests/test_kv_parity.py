@@ -4,6 +4,7 @@ import pytest
 from lab.model import models
 from lab.predict import kvcache
 from lab.measure import kvcache_verify as kv
+from lab.serving import engine_logs
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +25,7 @@ llama_memory_recurrent: size =   18.70 MiB (     2 cells,   4 layers,  2 seqs  0
 
 
 def test_parser_skips_dry_run_and_names_caches():
-    caches = kv.parse_kv_lines(SAMPLE_LOG)
+    caches = engine_logs.parse_kv_lines(SAMPLE_LOG)
     assert [(c["cache"], c["cells"], c["size_mib"]) for c in caches] == [
         ("kv", 1024, "67.50"), ("global", 4096, "12.00"), ("swa", 1024, "15.00"), ("recurrent", 2, "18.70")]
     assert (caches[2]["type_k"], caches[2]["type_v"], caches[2]["streams"]) == ("q8_0", "q4_0", 1)
@@ -42,7 +43,7 @@ llama_kv_cache: size = 16384.00 MiB (262144 cells,  16 layers, 16/16 seqs), K (f
 llama_memory_recurrent:      CUDA0 RS buffer size =  2394.00 MiB
 llama_memory_recurrent: size = 2394.00 MiB (    16 cells,  64 layers, 16 seqs  0 rs_seq), R (f32):   90.00 MiB, S (f32): 2304.00 MiB
 """
-    caches = kv.parse_kv_lines(log)
+    caches = engine_logs.parse_kv_lines(log)
     assert [(c["cache"], c["buffer"], c["streams"]) for c in caches] == [("kv", "CUDA0", 16), ("recurrent", "CUDA0", 16)]
 
 
@@ -108,5 +109,5 @@ llama_memory_recurrent: size =  149.62 MiB (     1 cells,  64 layers,  1 seqs  0
 
 
 def test_full_64_layer_file_as_llama_server_reported_it():
-    rows = kv.compare(kv.KvRun("qwen3.8-27b", 1024), models.stand_in("qwen3.8-27b"), kv.parse_kv_lines(FULL_MODEL_LOG))
+    rows = kv.compare(kv.KvRun("qwen3.8-27b", 1024), models.stand_in("qwen3.8-27b"), engine_logs.parse_kv_lines(FULL_MODEL_LOG))
     assert [(r["cache"], r["match"]) for r in rows] == [("kv", True), ("recurrent", True)]

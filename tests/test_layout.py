@@ -24,7 +24,7 @@ ALLOWED = {("lab.setup.vllm", "lab.model.hfmodel")}
 MAX_LINES = 650
 # Over MAX_LINES today and being split: this list only shrinks (a module not named here must stay under).
 OVERSIZED = {
-    "lab/model/quantize.py", "lab/serving/engines.py",
+    "lab/model/quantize.py",
     "lab/model/synth.py", "lab/serving/serve.py",
     "lab/model/models.py", "lab/setup/__init__.py", "lab/predict/compat.py",
 }

@@ -12,7 +12,7 @@ from conftest import v100_x2_vllm
 from lab.core import profiles
 from lab.model import models
 from lab.predict import kvcache
-from lab.serving import engines
+from lab.serving import engine_logs, engines
 from lab.measure import multigpu
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,7 +91,7 @@ def test_kv_split_rows_match_the_log_by_device_name():
     arch = models.stand_in("qwen3.5-27b")
     p = profiles.load("h200-x2")
     pred = kvcache.llama_cpp_device_split(arch, p.context_tokens, p.parallel_slots, "f16", 2, "layer", [1, 1])
-    reported = engines.parse_llama_log("\n".join(
+    reported = engine_logs.parse_llama_log("\n".join(
         [f"llama_kv_cache:      CUDA{r['device']} KV buffer size =  {r['kv_mib']} MiB" for r in pred]
         + [f"llama_memory_recurrent:      CUDA{r['device']} RS buffer size =  {r['rs_mib']} MiB" for r in pred]))
     rows = multigpu.kv_split_rows(arch, p, reported, 2)

@@ -48,7 +48,7 @@ def test_server_starts_serves_stops_and_leaves_no_process(smol_model, tmp_path, 
         assert smoke["completions"]["ok"] and smoke["completions"]["usage"]["completion_tokens"] >= 1
         assert smoke["chat"]["ok"] and smoke["chat"]["text"]
         reported = srv.reported()
-        assert reported["slots"]["n_slots"] == 4 and reported["kv_caches"][0]["mib"] == 90.0
+        assert reported["slots"]["n_slots"] == 4 and reported["kv_caches"][0]["size_mib"] == "90.00"
         monkeypatch.setenv("LAB_TEST_EXT_KEY", srv.api_key)  # the lab's servers always have a key (per run)
         ext = serve.connect(engines.build_command(profiles.Profile(**{**profiles.load("cpu-default").model_dump(),
                                                                        "engine": "external", "port": cmd.port,

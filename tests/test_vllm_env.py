@@ -11,7 +11,7 @@ import pytest
 from lab.core import paths, profiles
 from lab.model import hfmodel
 from lab.predict import kvcache
-from lab.serving import vllm_env
+from lab.serving import engine_logs, vllm_env
 from lab.measure import vllm_kv
 from lab.setup import vllm as setup_vllm
 
@@ -23,16 +23,18 @@ SMOLLM2 = {"n_layers": 30, "n_kv_heads": 3, "head_dim": 64}  # FACTS.md / the GG
 
 # ---------------------------------------------------------------- parsers on the captured text
 def test_kv_tokens_from_real_log():
-    assert vllm_env.kv_cache_tokens_from_log(START_LOG) == 23296
-    assert vllm_env.kv_cache_report_from_log(START_LOG) == {
+    assert engine_logs.kv_cache_report_from_log(START_LOG) == {
         "device": "CPU", "tokens": 23296, "max_model_len": 8192, "max_concurrency": 2.84}
+    whole = engine_logs.parse_vllm_log(START_LOG)  # the start-up report reads the same line the same way
+    assert (whole["kv_cache_device"], whole["kv_cache_tokens"], whole["max_concurrency"]) == (
+        "CPU", 23296, {"tokens_per_request": 8192, "x": 2.84})
 
 
 def test_kv_tokens_gpu_line_and_absent():
     line = "INFO 05-01 [kv_cache_utils.py:1] GPU KV cache size: 1,234,560 tokens"
-    assert vllm_env.kv_cache_tokens_from_log(line) == 1234560
-    assert vllm_env.kv_cache_report_from_log(line)["max_concurrency"] is None
-    assert vllm_env.kv_cache_tokens_from_log("no such line") is None
+    assert engine_logs.kv_cache_report_from_log(line)["tokens"] == 1234560
+    assert engine_logs.kv_cache_report_from_log(line)["max_concurrency"] is None
+    assert engine_logs.kv_cache_report_from_log("no such line") is None
 
 
 def test_cache_config_from_real_metrics():
@@ -59,7 +61,7 @@ def test_prediction_matches_vllm_fp32_exactly():
     info = vllm_env.cache_config_from_metrics(METRICS)
     assert pred.bytes_per_token == 2 * 30 * 3 * 64 * 4 == 46080
     assert pred.num_blocks == info["num_gpu_blocks"] == 182
-    assert pred.tokens == info["kv_cache_size_tokens"] == vllm_env.kv_cache_tokens_from_log(START_LOG)
+    assert pred.tokens == info["kv_cache_size_tokens"] == engine_logs.kv_cache_report_from_log(START_LOG)["tokens"]
     assert pred.tokens == pred.block_tokens == 182 * 128
 
 

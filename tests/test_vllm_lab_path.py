@@ -13,7 +13,7 @@ import pytest
 
 from lab.core import profiles
 from lab.predict import kvcache
-from lab.serving import engines, serve
+from lab.serving import engine_logs, engines, seed_commands, serve
 from lab.measure import loadgen, metrics, peer_bench, vllm_kv
 from lab.core.profiles import Profile
 from conftest import v100_x2_vllm
@@ -73,12 +73,12 @@ def test_gpu_profile_has_no_cpu_environment():
 
 # ---------------------------------------------------------------- what vLLM reported
 def test_parse_vllm_cpu_start_log():
-    rep = engines.parse_vllm_log(START_LOG)
+    rep = engine_logs.parse_vllm_log(START_LOG)
     assert rep["version"] == "0.32.0" and rep["engine"] == "V1"
     assert rep["kv_cache_tokens"] == 23_296 and rep["kv_cache_device"] == "CPU"
     assert rep["max_concurrency"] == {"tokens_per_request": 8192, "x": 2.84}  # on the same line as the tokens
     assert rep["kv_cache_memory_gib"] == 1.0 and rep["max_model_len"] == 8192
-    rows = {r["what"]: r["value"] for r in engines.reported_rows(rep)}
+    rows = {r["what"]: r["value"] for r in engine_logs.reported_rows(rep)}
     assert rows["KV cache on"] == "CPU" and rows["max concurrency at full length"] == "2.84× at 8192 tokens"
 
 
@@ -99,7 +99,7 @@ def test_kv_verify_skips_other_engines_and_gpu_vllm():
 
 # ---------------------------------------------------------------- the seeds' vLLM commands, then and now
 def test_seed_then_and_now_for_the_v100_profile():
-    corrections = engines.seed_then_and_now(v100_x2_vllm())
+    corrections = seed_commands.seed_then_and_now(v100_x2_vllm())
     by = {(c.command_id, c.label.split(" (")[0]): c for c in corrections}
     then = by[("seed000-vllm-serve", "as the seed ran it")]
     assert then.target == "vLLM 0.4.2 on compute capability 7.0" and not then.runs
@@ -109,20 +109,20 @@ def test_seed_then_and_now_for_the_v100_profile():
     assert any("awq" in c.before for c in then.blockers) and any("Qwen3" in c.why for c in then.blockers), blockers
     mine = by[("seed000-vllm-serve", "this profile's vLLM")]
     assert mine.runs and mine.corrected[:3] == ("vllm", "serve", "Qwen3-32B-GPTQ-Int4")
-    assert engines._option_value(list(mine.corrected), "--quantization") == "gptq"
-    assert engines._option_value(list(mine.corrected), "--max-model-len") == "32768"
+    assert seed_commands._option_value(list(mine.corrected), "--quantization") == "gptq"
+    assert seed_commands._option_value(list(mine.corrected), "--max-model-len") == "32768"
     assert "--disable-log-requests" not in mine.corrected  # deprecated in 0.10.1, logging already off
     assert any(c.action == "alternative" and c.after.startswith("llama-server") for c in mine.changes)
     newest = by[("seed000-vllm-serve", "newest vLLM run here")]
     assert "--swap-space" not in newest.corrected and not newest.runs  # 0.32.0 wheels carry no sm_70 kernels
     assert all(c.why and c.source for x in corrections for c in x.changes)
-    rows = engines.then_and_now_rows(corrections)
+    rows = seed_commands.then_and_now_rows(corrections)
     assert len(rows) == 9 and {r["when"].split(" (")[0] for r in rows} == {
         "as the seed ran it", "this profile's vLLM", "newest vLLM run here"}
 
 
 def test_then_and_now_is_empty_for_llama_cpp_profiles():
-    assert engines.seed_then_and_now(profiles.load("cpu-default")) == []
+    assert seed_commands.seed_then_and_now(profiles.load("cpu-default")) == []
 
 
 # ---------------------------------------------------------------- serve.stop gives children time

@@ -215,11 +215,11 @@ def summarise_window(inside: list[Sample], before: Sample | None, t0: float, t1:
 
 def offload_check(reported: dict, profile) -> dict:
     """Did the server put on the GPU what the profile asked (from llama-server's log, parsed by
-    lab.serving.engines.parse_llama_log)? A Check as a dict: fewer layers offloaded than asked, or a KV buffer in
+    lab.serving.engine_logs.parse_llama_log)? A Check as a dict: fewer layers offloaded than asked, or a KV buffer in
     host memory on a GPU profile, is a warning — decode then runs at host-memory speed for those layers."""
     from lab.core.checks import Check
 
-    src = "llama-server log: 'offloaded N/M layers to GPU', 'KV buffer size' lines (lab.serving.engines.parse_llama_log)"
+    src = "llama-server log: 'offloaded N/M layers to GPU', 'KV buffer size' lines (lab.serving.engine_logs.parse_llama_log)"
     if not profile.gpu_count or profile.engine not in ("llama.cpp", "llama-cpp-python"):
         return Check("layers and KV cache on the GPU", "skip", "CPU profile" if not profile.gpu_count else profile.engine,
                      "n/a", "", src).to_dict()

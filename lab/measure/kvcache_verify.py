@@ -9,29 +9,20 @@ Models with sliding-window layers get two KV lines (the global cache, then the S
 hybrid (qwen35: Qwen3.5 / Qwen3.8) gets a KV line for its full-attention layers and a recurrent line (R: conv
 state, S: delta-net state, one cell per sequence, F32 whatever -ctk/-ctv say). When llama.cpp first fits
 parameters to device memory it does a dry run whose buffer size is 0.00 MiB; those lines are skipped (and
-`-fit off` avoids the dry run altogether). Each grid point starts a fresh server through lab.serving.serve (the
-lab's one launcher: 127.0.0.1, a free port, the per-run key, the log kept) with `--no-warmup`.
+`-fit off` avoids the dry run altogether). The lines are read by lab.serving.engine_logs.parse_kv_lines, the
+same reading that llama-server's start-up report (parse_llama_log) gives. Each grid point starts a fresh server
+through lab.serving.serve (the lab's one launcher: 127.0.0.1, a free port, the per-run key, the log kept) with
+`--no-warmup`.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab.predict import kvcache
 from lab.model.models import ArchSpec
+from lab.serving import engine_logs
 
-SIZE_LINE = re.compile(
-    r"llama_kv_cache: size =\s*(?P<size>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,"
-    r"\s*(?P<seqs>\d+)/(?P<streams>\d+) seqs\), K \((?P<type_k>\w+)\):\s*(?P<k>[\d.]+) MiB,"
-    r" V \((?P<type_v>\w+)\):\s*(?P<v>[\d.]+) MiB")
-RECURRENT_LINE = re.compile(
-    r"llama_memory_recurrent: size =\s*(?P<size>[\d.]+) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,"
-    r"\s*(?P<seqs>\d+) seqs\s+(?P<rs_seq>\d+) rs_seq\), R \((?P<type_k>\w+)\):\s*(?P<k>[\d.]+) MiB,"
-    r" S \((?P<type_v>\w+)\):\s*(?P<v>[\d.]+) MiB")
-BUFFER_LINE = re.compile(r"llama_kv_cache:\s+(?P<dev>\S+) KV buffer size =\s*(?P<mib>[\d.]+) MiB")
-RS_BUFFER_LINE = re.compile(r"llama_memory_recurrent:\s+(?P<dev>\S+) RS buffer size =\s*(?P<mib>[\d.]+) MiB")
-ISWA_LINE = re.compile(r"llama_kv_cache_iswa: creating\s+(?P<kind>non-SWA|SWA) KV cache")
 QUANTIZED = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 HYBRID_MODEL = "qwen3.8-27b-4L"  # Qwen3.8-27B's per-layer shape, 4 layers (3 Gated DeltaNet + 1 full attention)
 
@@ -51,47 +42,6 @@ class KvRun:
     def flash_attn(self) -> str:
         """A quantized V cache needs flash attention in llama.cpp; f16 runs use the default path."""
         return "on" if self.type_v in QUANTIZED else "off"
-
-
-def parse_kv_lines(log_text: str) -> list[dict]:
-    """The caches a llama.cpp log reports, in order, dry-run lines skipped.
-
-    Each dict: cache ("kv", "global", "swa" or "recurrent"), size_mib, k_mib, v_mib (strings, as printed;
-    R and S for the recurrent state), cells, layers, seqs, streams, type_k, type_v."""
-    caches: list[dict] = []
-    pending_kind = None
-    last_buffer = None
-    devices: list[str] = []  # where the cache's buffers live ("CPU", "CUDA0", ...): one line per device
-    for line in log_text.splitlines():
-        if m := ISWA_LINE.search(line):
-            pending_kind = "swa" if m["kind"] == "SWA" else "global"
-        elif (m := BUFFER_LINE.search(line)) or (m := RS_BUFFER_LINE.search(line)):
-            last_buffer = float(m["mib"])
-            devices.append(m["dev"])
-        elif m := SIZE_LINE.search(line):
-            dry_run = last_buffer == 0.0
-            last_buffer = None
-            kind, pending_kind = pending_kind or "kv", None
-            if dry_run:
-                devices = []
-                continue
-            caches.append({"cache": kind, "size_mib": m["size"], "k_mib": m["k"], "v_mib": m["v"],
-                           "cells": int(m["cells"]), "layers": int(m["layers"]), "seqs": int(m["seqs"]),
-                           "streams": int(m["streams"]), "type_k": m["type_k"], "type_v": m["type_v"],
-                           "buffer": "+".join(devices) or None})
-            devices = []
-        elif m := RECURRENT_LINE.search(line):
-            dry_run = last_buffer == 0.0
-            last_buffer = None
-            if dry_run:
-                devices = []
-                continue
-            caches.append({"cache": "recurrent", "size_mib": m["size"], "k_mib": m["k"], "v_mib": m["v"],
-                           "cells": int(m["cells"]), "layers": int(m["layers"]), "seqs": int(m["seqs"]),
-                           "streams": int(m["seqs"]), "rs_seq": int(m["rs_seq"]), "type_k": m["type_k"],
-                           "type_v": m["type_v"], "buffer": "+".join(devices) or None})
-            devices = []
-    return caches
 
 
 def _start_llama_server_for_kv(server: Path, model_file: Path, run: KvRun, log_dir: Path, name: str,
@@ -256,7 +206,7 @@ def run_grid(models: dict[str, tuple[Path, ArchSpec]], grid: list[KvRun], log_di
         path, arch = models[run.model]
         label = "".join(c if c.isalnum() or c in "-." else "_" for c in run.model)[:40]
         name = f"kv_{i:02d}_{label}_c{run.n_ctx}_np{run.n_parallel}_{run.type_k}"
-        reported = parse_kv_lines(_start_llama_server_for_kv(server, path, run, Path(log_dir), name, threads,
+        reported = engine_logs.parse_kv_lines(_start_llama_server_for_kv(server, path, run, Path(log_dir), name, threads,
                                                              n_gpu_layers=n_gpu_layers))
         for row in compare(run, arch, reported):
             rows.append({**row, "log": str(Path(log_dir) / f"{name}.log")})

@@ -7,7 +7,7 @@ For each mode — `none` (one GPU: CUDA_VISIBLE_DEVICES=0) and, when two GPUs ar
 * llama-bench pp/tg (lab.model.llama_bench) with the mode's -sm/-ts/-mg and CUDA environment
   (lab.serving.engines.llama_gpu_settings, the flags llama-server gets too);
 * llama-server from lab.serving.engines.build_command, swept by lab.measure.loadgen at the given concurrency levels; its
-  start-up log, parsed by lab.serving.engines.parse_llama_log, gives the KV and recurrent-state buffers per device,
+  start-up log, parsed by lab.serving.engine_logs.parse_llama_log, gives the KV and recurrent-state buffers per device,
   compared with lab.predict.kvcache.llama_cpp_device_split.
 
 Then: two-over-one ratios (tg, pp, served single stream, aggregate at each level), and lab.predict.tp_model's

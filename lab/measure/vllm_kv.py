@@ -18,7 +18,7 @@ import httpx
 
 from lab.core.checks import Check
 from lab.predict import kvcache
-from lab.serving import engines, serve, vllm_env
+from lab.serving import engine_logs, engines, serve, vllm_env
 
 SOURCE = "lab.predict.kvcache prediction vs vLLM's start-up log and /metrics (vllm/v1/core/kv_cache_utils.py)"
 TABLE_COLUMNS = ["what", "predicted", "reported", "match"]
@@ -59,7 +59,7 @@ def compare_with_reported(pred: kvcache.VllmKvPrediction, log_tokens: int | None
 
 def compare(pred: kvcache.VllmKvPrediction, log_text: str, metrics_text: str) -> list[dict]:
     """Prediction vs report, row by row: tokens (log, /metrics), blocks, block size, bytes, concurrency."""
-    log = vllm_env.kv_cache_report_from_log(log_text) or {}
+    log = engine_logs.kv_cache_report_from_log(log_text) or {}
     metrics = vllm_env.cache_config_from_metrics(metrics_text)
     rows = compare_with_reported(pred, log.get("tokens"), metrics)
     conc = predicted_max_concurrency(pred)
@@ -104,7 +104,7 @@ def verify(profile, arch, log_dir, name: str = "05_vllm_kv") -> dict:
         out["stop"] = srv.stop()
         log_text = srv.log_text()
     out["seconds"] = round(time.monotonic() - t0, 1)
-    out["log"] = vllm_env.kv_cache_report_from_log(log_text)
+    out["log"] = engine_logs.kv_cache_report_from_log(log_text)
     out["metrics"] = vllm_env.cache_config_from_metrics(metrics_text)
     out["rows"] = compare(pred, log_text, metrics_text)
     return out

@@ -41,7 +41,7 @@ from pathlib import Path
 import httpx
 
 from lab.core import evidence
-from lab.serving import engines
+from lab.serving import engine_logs, engines, seed_commands
 from lab.core.checks import Check
 from lab.serving.engines import LOOPBACK, Command
 from lab.core.profiles import Profile
@@ -276,8 +276,8 @@ class Server:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
     def reported(self) -> dict:
-        """What the server said about itself at start-up (engines.parse_log on its log)."""
-        return engines.parse_log(self.command.engine, self.log_text())
+        """What the server said about itself at start-up (engine_logs.parse_log on its log)."""
+        return engine_logs.parse_log(self.command.engine, self.log_text())
 
     def _redact(self, text: str) -> str:
         text = evidence.redact(text)
@@ -395,7 +395,7 @@ def measure(command: Command, log_dir: str | Path, name: str, how, monitor=None)
         log = Path(log_dir) / f"{name}.log"
         text = srv.log_text() if srv is not None else (log.read_text(errors="replace") if log.exists() else "")
         # the engine's words only when it died: an exception while it serves is the client's or the load's
-        said = engines.failure_said(command.engine, text) if srv is None or not srv.alive() else []
+        said = engine_logs.failure_said(command.engine, text) if srv is None or not srv.alive() else []
         row.update(status="failed", error=("; ".join(said) or f"{type(exc).__name__}: {exc}")[:400],
                    log_tail="\n".join(text.splitlines()[-15:]))
     finally:
@@ -577,7 +577,7 @@ def build_record(command: Command, corrections: list, skip_reason: str | None, s
                  smoke: dict | None, reported: dict, stop_report: dict | None, checks: list[Check],
                  then_and_now: list | None = None, discovery: dict | None = None) -> dict:
     """The 04_serve record: summary, checks, tables, command, seed corrections, reported, smoke, stop;
-    for a vLLM profile also the seeds' vLLM commands then (vLLM 0.4.2) and now (engines.seed_then_and_now);
+    for a vLLM profile also the seeds' vLLM commands then (vLLM 0.4.2) and now (seed_commands.seed_then_and_now);
     `discovery` (lab.serving.endpoint.discover): what the server said about itself through its API."""
     from lab.serving import endpoint
 
@@ -591,7 +591,7 @@ def build_record(command: Command, corrections: list, skip_reason: str | None, s
                "chat_ok": smoke["chat"]["ok"] if smoke else None,
                "stopped_clean": None if skip_reason or command.external else  # not ours to stop
                any(c.name.startswith("stopped") and c.status == "pass" for c in checks),
-               "kv_cache_mib": round(sum(k["mib"] for k in kv), 2) if kv else
+               "kv_cache_mib": round(sum(float(k["size_mib"]) for k in kv if k["cache"] != "recurrent"), 2) if kv else
                (round(vllm_kv_gib * 1024, 2) if vllm_kv_gib is not None else None),
                "kv_cache_tokens": reported.get("kv_cache_tokens"),
                "slots": slots.get("n_slots"), "n_ctx_slot": slots.get("n_ctx_slot"),
@@ -603,7 +603,7 @@ def build_record(command: Command, corrections: list, skip_reason: str | None, s
                "context_per_request_reported": ((discovery or {}).get("facts") or {}).get("context_per_request")}
     tables = [evidence.table_entry("Command flags and why", command.notes_rows()),
               evidence.table_entry("Smoke test", smoke_rows(smoke)),
-              evidence.table_entry("What the server reported", engines.reported_rows(reported))]
+              evidence.table_entry("What the server reported", engine_logs.reported_rows(reported))]
     if discovery:
         tables += [evidence.table_entry("What the server says about itself (its API)", endpoint.facts_rows(discovery)),
                    evidence.table_entry("Routes asked, by engine", endpoint.probe_rows(discovery))]
@@ -612,9 +612,9 @@ def build_record(command: Command, corrections: list, skip_reason: str | None, s
     then_and_now = then_and_now or []
     if then_and_now:
         summary["seed_vllm_then_and_now"] = {f"{c.command_id} @ {c.target}": c.runs for c in then_and_now}
-        tables += [evidence.table_entry("The seeds' vLLM commands, then and now", engines.then_and_now_rows(then_and_now)),
+        tables += [evidence.table_entry("The seeds' vLLM commands, then and now", seed_commands.then_and_now_rows(then_and_now)),
                    evidence.table_entry("The seeds' vLLM commands, then and now: every change",
-                                        engines.then_and_now_changes(then_and_now))]
+                                        seed_commands.then_and_now_changes(then_and_now))]
     return {"title": f"Serve: {command.engine} on {command.host}:{command.port}", "summary": summary,
             "checks": [c.to_dict() for c in checks], "tables": tables, "command": command.to_record(),
             "seed_corrections": [c.to_record() for c in corrections],

@@ -1,6 +1,6 @@
 """vLLM as the lab runs it: its interpreter and version, what environment it starts with, and what it
-reported about its KV cache (start-up log, /metrics). Where set-up put its venv and model: lab.core.paths;
-the prediction of its KV cache from the model's shape: lab.predict.kvcache.
+reports about its KV cache on /metrics. Its start-up log: lab.serving.engine_logs; where set-up put its venv
+and model: lab.core.paths; the prediction of its KV cache from the model's shape: lab.predict.kvcache.
 
 The engine lives in its own venv (.venv-vllm, made by `python3 -m lab.setup --engine vllm`, see
 lab/setup/vllm.py); the lab only ever runs it as a subprocess, so nothing here imports vllm.
@@ -54,28 +54,9 @@ def engine_env(profile) -> dict[str, str]:
     return env
 
 
-# ---------------------------------------------------------------- what vLLM reported
-_KV_LOG = re.compile(r"\b([A-Z]+)(?: \+ host)? KV cache size: ([0-9,]+) tokens"
-                     r"(?:, Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x)?")
+# ---------------------------------------------------------------- what vLLM reports on /metrics
 _INFO_LINE = re.compile(r"^vllm:cache_config_info\{(.*)\}\s+(\S+)\s*$", re.M)
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def kv_cache_tokens_from_log(text: str) -> int | None:
-    """The token count of vLLM's "<CPU|GPU> KV cache size: N tokens" start-up line (the last one), or None."""
-    found = kv_cache_report_from_log(text)
-    return found["tokens"] if found else None
-
-
-def kv_cache_report_from_log(text: str) -> dict | None:
-    """The whole KV line: device, tokens, max_model_len and max concurrency (None where not printed)."""
-    matches = list(_KV_LOG.finditer(text))
-    if not matches:
-        return None
-    m = matches[-1]
-    return {"device": m[1], "tokens": int(m[2].replace(",", "")),
-            "max_model_len": int(m[3].replace(",", "")) if m[3] else None,
-            "max_concurrency": float(m[4]) if m[4] else None}
 
 
 def _label_value(raw: str):
