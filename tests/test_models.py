@@ -4,7 +4,7 @@ import json
 import pytest
 
 from lab.core import facts
-from lab.model import models
+from lab.model import gguf_file, models
 from lab.model.models import ModelConfigError
 
 # FACTS.md, "Model shapes for KV-cache math": layers, q heads, KV heads, head_dim
@@ -107,7 +107,7 @@ def test_gguf_header_reader_agrees_with_gguf_package():
     from gguf import GGUFReader
 
     path = _embedded("smollm2")
-    ours = models.read_gguf_header(path)
+    ours = gguf_file.read_gguf_header(path)
     ref = GGUFReader(path)
     for key in ("general.architecture", "llama.block_count", "llama.attention.head_count_kv",
                 "llama.context_length", "llama.embedding_length"):

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import record_figure
 from lab.core import paths, profiles
-from lab.model import models
+from lab.model import gguf_file
 from lab.serving import engines, serve
 from lab.diagnose import troubleshoot
 from lab.records import manifest
@@ -57,11 +57,11 @@ def bad_files(tmp_path: Path, real: Path) -> dict[str, tuple[Path, str]]:
 
 
 def test_bad_model_files_are_refused_before_llama_cpp_loads_them(smol_model, tmp_path):
-    assert models.gguf_problem(smol_model) is None  # the real one passes
+    assert gguf_file.gguf_problem(smol_model) is None  # the real one passes
     files = bad_files(tmp_path, smol_model)
     refused, recognised, problems = 0, 0, []
     for kind, (path, needle) in files.items():
-        problem = models.gguf_problem(path)
+        problem = gguf_file.gguf_problem(path)
         kids_before = {p.pid for p in psutil.Process().children(recursive=True)}
         cmd = engines.build_command(profiles.load("cpu-default"), port=serve.free_port(), model_path=path)
         try:

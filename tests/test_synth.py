@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lab.core import paths
-from lab.model import llama_bench, models, synth
+from lab.model import gguf_file, llama_bench, models, synth
 from lab.model.models import ArchSpec
 
 TINY = ArchSpec(name="tiny", family="llama", source="tests/test_synth.py", n_layers=2, n_heads=4, n_kv_heads=2,
@@ -251,7 +251,7 @@ def tiny_file(vocab, tmp_path_factory):
 def test_tiny_file_size_and_header_are_as_predicted(tiny_file):
     path, size = tiny_file
     assert path.stat().st_size == size["total_bytes"]
-    header = models.read_gguf_header(path)
+    header = gguf_file.read_gguf_header(path)
     assert header.tensor_bytes == size["tensor_bytes"] and header.n_params == size["params"]
     assert header.metadata["lab.synthetic"] is True and "garbage" in header.metadata["lab.synthetic.note"]
     arch = models.from_gguf(path)
@@ -298,7 +298,7 @@ def qwen38_4_layers(vocab_qwen35, tmp_path_factory):
 def test_qwen38_file_reads_back_as_the_hybrid(qwen38_4_layers):
     path, size = qwen38_4_layers
     assert path.stat().st_size == size["total_bytes"]
-    header = models.read_gguf_header(path)
+    header = gguf_file.read_gguf_header(path)
     assert header.tensor_bytes == size["tensor_bytes"] and header.n_params == size["params"]
     arch = models.from_gguf(path)
     full = models.stand_in("qwen3.8-27b")

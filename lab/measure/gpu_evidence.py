@@ -74,10 +74,10 @@ def hardware_record(profile) -> dict:
 # ---------------------------------------------------------------- 03 the synthetic model
 def synth_record(model: Path, arch_id: str, vocab: Path, synth_seconds: float | None,
                  layers: int | None = None) -> dict:
-    from lab.model import models, synth
+    from lab.model import gguf_file, synth
 
     arch, _, plan, size = synth.plan_file(arch_id, "Q4_K", vocab, layers)
-    header = models.read_gguf_header(model)
+    header = gguf_file.read_gguf_header(model)
     written = model.stat().st_size
     return {"title": f"Synthetic {arch.name}-shaped model (lab.model.synth, random Q4_K weights)",
             "summary": {"file": str(model), "bytes_written": written, "bytes_predicted": size["total_bytes"],
@@ -252,9 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         record("03_synthetic_model", syn)
         size = syn["predicted"]["tensor_bytes"] if syn else None
     if "bench" not in skip:
-        from lab.model import models
+        from lab.model import gguf_file
 
-        tensor_bytes = size or models.read_gguf_header(args.model).tensor_bytes
+        tensor_bytes = size or gguf_file.read_gguf_header(args.model).tensor_bytes
         bw = hw["bandwidth"]["gb_s"] if hw and hw["bandwidth"]["kind"] == "gpu" else None
         record("06_llama_bench", step("llama-bench", lambda: bench_record(args.model, bw, tensor_bytes),
                                       failures))

@@ -322,9 +322,9 @@ def _allreduce_fit(run_dir: Path) -> dict:
 
 
 def write_records(out: Path, profile, plan, results, levels, arch, model: Path) -> list[Path]:
-    from lab.model import models
+    from lab.model import gguf_file
 
-    weights = models.gguf_weights_bytes(model)
+    weights = gguf_file.gguf_weights_bytes(model)
     return [evidence.write_record(out, "08_multigpu_scaling", scaling_record(profile, plan, results, levels, arch, model)),
             evidence.write_record(out, "08_tp_model", tp_record(results, arch, weights, _copy_bandwidth(out),
                                                                 _allreduce_fit(out)))]

@@ -4,8 +4,8 @@ An `ArchSpec` is read from one of two places:
 
 * an HF `config.json` (a dict, or a file): the stand-in configs the lab ships in
   lab/data/model_configs.yaml are verbatim subsets of real config.json files, with their URLs;
-* a GGUF file's metadata, through the `gguf` package (only the header and tensor table are read;
-  the parameter count is the sum of the tensor shapes, so it is exact).
+* a GGUF file's metadata (lab.model.gguf_file reads only the header and tensor table; the parameter
+  count is the sum of the tensor shapes, so it is exact).
 
 A profile names its architecture as "gguf:<file or embedded:name>" or "config:<stand-in id>";
 `arch_for(profile)` resolves either.
@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import math
-import struct
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from lab.core import facts
+from lab.model import gguf_file
 
 CONFIGS_DATA = "model_configs"  # lab/data/model_configs.yaml
 
@@ -34,7 +33,7 @@ _LINEAR_STATE_BYTES_PER_ELEMENT = 4  # llama.cpp keeps recurrent states in F32 (
 
 
 class ModelConfigError(ValueError):
-    """A config.json or GGUF lacks what the lab needs; the message names the source and the field."""
+    """A config.json or GGUF lacks what the lab needs (or cannot be read); the message names the source and the field."""
 
 
 @dataclass(frozen=True)
@@ -290,164 +289,7 @@ def stand_in(model_id: str) -> ArchSpec:
     return from_hf_config(entry["config"], name=entry["hf_repo"], source=entry["source"])
 
 
-# ---------------------------------------------------------------- GGUF
-# gguf.GGUFReader is exact but turns every vocabulary string into a numpy view: 17 s for Gemma 3's 262K
-# tokens on a busy 2-core box. The lab only needs the scalar keys and the tensor table, so it walks the
-# header itself (GGUF v2/v3 layout, the gguf package's type tables) and skips string arrays by length.
-# tests/test_models.py checks the result against GGUFReader.
-_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-_STRING, _ARRAY = 8, 9
-_MAX_ARRAY_KEPT = 4096  # per-layer arrays are kept; vocabularies (tokens, scores, merges) are skipped
-
-
-@dataclass(frozen=True)
-class GgufHeader:
-    """What the lab reads from a GGUF: scalar (and short array) metadata and the tensor table."""
-
-    path: str
-    metadata: dict
-    tensors: tuple[tuple[str, tuple[int, ...], int], ...]  # (name, shape, ggml type)
-    array_lengths: dict  # key -> length, for every array (also the skipped ones)
-    tensor_offsets: tuple[int, ...] = ()  # each tensor's offset into the data section
-    header_bytes: int = 0  # where the header ends (the data section starts at the next alignment)
-
-    @property
-    def n_params(self) -> int:
-        return sum(math.prod(shape) for _, shape, _ in self.tensors)
-
-    @property
-    def tensor_bytes(self) -> int:
-        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
-        total = 0
-        for _, shape, ggml_type in self.tensors:
-            block, size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
-            total += math.prod(shape) // block * size
-        return total
-
-
-def read_gguf_header(path: str | Path) -> GgufHeader:
-    """Parse a GGUF file's metadata and tensor table (no tensor data is read)."""
-    path = Path(path)
-    try:
-        return _read_gguf_header_cached(str(path.resolve()), path.stat().st_size, path.stat().st_mtime_ns)
-    except OSError as exc:
-        raise ModelConfigError(f"{path}: cannot read GGUF file: {exc}") from exc
-
-
-@lru_cache(maxsize=16)
-def _read_gguf_header_cached(path: str, size: int, mtime_ns: int) -> GgufHeader:
-    import mmap
-
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        if size < 24 or buf[:4] != b"GGUF":
-            raise ModelConfigError(f"{path}: not a GGUF file (bad magic)")
-        version, n_tensors, n_kv = struct.unpack_from("<IQQ", buf, 4)
-        if version not in (2, 3):
-            raise ModelConfigError(f"{path}: GGUF version {version} not supported (2 or 3; big-endian files neither)")
-        off = 24
-
-        def string(off: int) -> tuple[str, int]:
-            (n,) = struct.unpack_from("<Q", buf, off)
-            return bytes(buf[off + 8: off + 8 + n]).decode("utf-8", "replace"), off + 8 + n
-
-        def value(vtype: int, off: int, keep: bool = True):
-            if vtype == _STRING:
-                if keep:
-                    return string(off)
-                (n,) = struct.unpack_from("<Q", buf, off)
-                return None, off + 8 + n
-            if vtype in _SCALARS:
-                fmt = _SCALARS[vtype]
-                return struct.unpack_from(fmt, buf, off)[0], off + struct.calcsize(fmt)
-            raise ModelConfigError(f"{path}: unknown GGUF value type {vtype} at byte {off}")
-
-        metadata, lengths = {}, {}
-        for _ in range(n_kv):
-            key, off = string(off)
-            (vtype,) = struct.unpack_from("<I", buf, off)
-            off += 4
-            if vtype != _ARRAY:
-                metadata[key], off = value(vtype, off)
-                continue
-            itype, count = struct.unpack_from("<IQ", buf, off)
-            off += 12
-            lengths[key] = count
-            keep = count <= _MAX_ARRAY_KEPT
-            if itype in _SCALARS and not keep:
-                off += count * struct.calcsize(_SCALARS[itype])  # skip fixed-size items in one step
-                continue
-            items = []
-            for _ in range(count):
-                item, off = value(itype, off, keep)
-                items.append(item)
-            if keep:
-                metadata[key] = items
-        tensors, offsets = [], []
-        for _ in range(n_tensors):
-            name, off = string(off)
-            (n_dims,) = struct.unpack_from("<I", buf, off)
-            dims = struct.unpack_from(f"<{n_dims}Q", buf, off + 4)
-            ggml_type, offset = struct.unpack_from("<IQ", buf, off + 4 + 8 * n_dims)
-            off += 4 + 8 * n_dims + 12
-            tensors.append((name, tuple(int(d) for d in dims), int(ggml_type)))
-            offsets.append(int(offset))
-    return GgufHeader(path, metadata, tuple(tensors), lengths, tuple(offsets), off)
-
-
-def gguf_problem(path: str | Path) -> str | None:
-    """Why the pinned llama.cpp would refuse this file, or None: missing, not a regular file, empty, not GGUF,
-    a header or tensor data cut short (an interrupted download), an architecture or tensor type it does not
-    know (lab/data/llama_cpp_gguf.yaml, taken from its source). Reads the header only."""
-
-    p = Path(path)
-    try:
-        info = p.stat()
-    except OSError as exc:
-        return f"{p}: {exc.strerror or exc}"
-    if not p.is_file():
-        return f"{p}: not a regular file"
-    if info.st_size == 0:
-        return f"{p}: empty file (0 bytes): an interrupted download or copy; fetch it again"
-    with open(p, "rb") as fh:
-        magic = fh.read(4)
-    if magic != b"GGUF":
-        return f"{p}: not a GGUF file (starts with {magic!r}, not b'GGUF'); llama.cpp loads .gguf files only"
-    try:
-        header = read_gguf_header(p)
-    except ModelConfigError as exc:
-        return str(exc)
-    except (struct.error, ValueError, OverflowError, MemoryError):
-        return (f"{p}: the GGUF header is cut short or corrupt ({info.st_size:,} bytes): an interrupted "
-                "download; fetch the file again and compare its sha256 with the publisher's")
-    known = facts.load("llama_cpp_gguf")
-    arch = header.metadata.get("general.architecture")
-    if arch not in known["architectures"]:
-        return (f"{p}: architecture {arch!r} is not one the pinned llama.cpp (llama-cpp-python "
-                f"{known['llama_cpp_python']}) knows; a newer llama.cpp may, or the file is not a language model")
-    removed = {int(k): v for k, v in known["removed_ggml_types"].items()}
-    for (name, _shape, ggml_type) in header.tensors:
-        if ggml_type >= known["ggml_type_count"] or ggml_type in removed:
-            what = f"removed type {removed[ggml_type]}" if ggml_type in removed else "an unknown type"
-            return (f"{p}: tensor {name!r} has ggml type {ggml_type} ({what}); llama.cpp "
-                    f"{known['llama_cpp_python']} cannot load it: re-quantize with a current llama-quantize")
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    align = int(header.metadata.get("general.alignment", known["default_alignment"]))
-    data_start = -(-header.header_bytes // align) * align
-    need = data_start
-    for (name, shape, ggml_type), offset in zip(header.tensors, header.tensor_offsets):
-        try:
-            block, size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
-        except (ValueError, KeyError):
-            return f"{p}: tensor {name!r} has ggml type {ggml_type}, unknown to the gguf package"
-        need = max(need, data_start + offset + math.prod(shape) // block * size)
-    if info.st_size < need:
-        return (f"{p}: truncated: {info.st_size:,} bytes, but its tensors need {need:,}: an interrupted "
-                "download; fetch the file again and compare its sha256 with the publisher's")
-    return None
-
-
+# ---------------------------------------------------------------- GGUF metadata (lab.model.gguf_file reads it)
 def _uniform(value: Any, key: str, source: str) -> int:
     """GGUF allows per-layer arrays for some counts; the lab handles one value for all (KV) layers."""
     if isinstance(value, list):
@@ -460,7 +302,10 @@ def _uniform(value: Any, key: str, source: str) -> int:
 
 def from_gguf(path: str | Path, name: str | None = None) -> ArchSpec:
     """An ArchSpec from a GGUF file's metadata; parameters counted from the tensor shapes."""
-    header = read_gguf_header(path)
+    try:
+        header = gguf_file.read_gguf_header(path)
+    except gguf_file.GgufError as exc:
+        raise ModelConfigError(str(exc)) from exc
     meta, source = header.metadata, str(path)
     arch = meta.get("general.architecture")
     if not arch:
@@ -529,11 +374,6 @@ def from_gguf(path: str | Path, name: str | None = None) -> ArchSpec:
         embedding_params=embed)
 
 
-def gguf_weights_bytes(path: str | Path) -> int:
-    """Bytes of tensor data in a GGUF file (what llama.cpp loads as weights; excludes the header)."""
-    return read_gguf_header(path).tensor_bytes
-
-
 # ---------------------------------------------------------------- profiles
 def arch_for(profile) -> ArchSpec:
     """The ArchSpec a profile's `model_architecture` names: "gguf:<path or embedded:name>" or "config:<id>"."""
@@ -552,5 +392,5 @@ def params_billions(arch: ArchSpec) -> float | None:
     return None if arch.params is None else round(arch.params / 1e9, 3)
 
 
-__all__ = ["ArchSpec", "GgufHeader", "ModelConfigError", "from_hf_config", "from_gguf", "read_gguf_header",
-           "stand_in", "stand_in_ids", "stand_in_entry", "arch_for", "gguf_weights_bytes", "params_billions"]
+__all__ = ["ArchSpec", "ModelConfigError", "from_hf_config", "from_gguf", "stand_in", "stand_in_ids", "stand_in_entry",
+           "arch_for", "params_billions"]

@@ -10,7 +10,7 @@
 
 The byte count is the tensor data (what is read once per decoded token and what occupies memory); a
 GGUF file adds its header (metadata, tokenizer) on top. Reading a real file's size is the callers' job
-(lab.model.models.gguf_weights_bytes, the safetensors vLLM serves): this module only predicts.
+(lab.model.gguf_file.gguf_weights_bytes, the safetensors vLLM serves): this module only predicts.
 """
 from __future__ import annotations
 

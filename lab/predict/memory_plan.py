@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from lab.core import facts, paths
-from lab.model import models, quantize
+from lab.model import gguf_file, models, quantize
 from lab.model import weights as weights_mod
 from lab.predict import kvcache
 from lab.model.models import ArchSpec
@@ -124,7 +124,7 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
     if served is not None:
         weights, weights_basis = served
     elif kind == "gguf":
-        weights = models.gguf_weights_bytes(paths.model_path(ref))
+        weights = gguf_file.gguf_weights_bytes(paths.model_path(ref))
         weights_basis = "GGUF tensor data"
     else:
         weights, weights_basis = weights_bytes(arch, profile.model_quant, ref if kind == "config" else None)

@@ -8,7 +8,7 @@ KV bytes from lab.predict.kvcache.
 from __future__ import annotations
 
 from lab.core import paths
-from lab.model import models, weights as weights_mod
+from lab.model import gguf_file, models, weights as weights_mod
 from lab.predict import kvcache, roofline
 from lab.predict.memory_plan import VLLM_AUTO_KV
 
@@ -39,7 +39,7 @@ def roofline_for(profile, hardware_record: dict | None = None, context_tokens: i
         try:
             path = paths.model_path(profile.model_file)
             if path.is_file() and path.suffix == ".gguf":
-                weights, how = float(models.gguf_weights_bytes(path)), f"tensor bytes of {path.name}"
+                weights, how = float(gguf_file.gguf_weights_bytes(path)), f"tensor bytes of {path.name}"
         except Exception as exc:
             notes.append(f"model file unreadable: {exc}")
     if weights is None and arch is not None:

@@ -9,7 +9,7 @@ What it guarantees:
 - a host other than loopback is refused unless the command names an API-key variable that holds a key of
   at least engines.MIN_API_KEY_CHARS characters; on loopback too the server gets a key: the profile's, or a
   per-run random one (`run_api_key`), so no other program or web page on this machine can use it;
-- the model file is checked before the engine is asked to load it (lab.model.models.gguf_problem: truncated,
+- the model file is checked before the engine is asked to load it (lab.model.gguf_file.gguf_problem: truncated,
   empty, not GGUF, an architecture or tensor type the pinned llama.cpp does not know);
 - the server gets a minimal environment (engines.minimal_env): no HF_TOKEN, OPENAI_API_KEY & co.;
 - start-up waits for `/health` (llama-server answers 503 while loading) and then a 1-token request;
@@ -158,12 +158,12 @@ def check_bind_allowed(command: Command) -> None:
 
 
 def check_model_file(command: Command) -> None:
-    """Raise BadModelFile when llama.cpp's `-m` file cannot be a model it loads (see models.gguf_problem)."""
+    """Raise BadModelFile when llama.cpp's `-m` file cannot be a model it loads (see gguf_file.gguf_problem)."""
     if command.engine != "llama.cpp" or "-m" not in command.argv:
         return
-    from lab.model import models
+    from lab.model import gguf_file
 
-    problem = models.gguf_problem(command.argv[command.argv.index("-m") + 1])
+    problem = gguf_file.gguf_problem(command.argv[command.argv.index("-m") + 1])
     if problem:
         raise BadModelFile(f"not starting {command.engine}: {problem}")
 
