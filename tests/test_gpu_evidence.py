@@ -9,7 +9,7 @@ import pytest
 
 from lab.core import paths
 from lab.measure import gpu_evidence
-from lab.model import models, synth
+from lab.model import models, synth, synth_metadata
 
 pytestmark = pytest.mark.integration
 TINY = replace(models.stand_in("qwen3-14b"), name="tiny-qwen3", n_layers=2, hidden_size=256, ffn_size=512,
@@ -19,7 +19,7 @@ TINY = replace(models.stand_in("qwen3-14b"), name="tiny-qwen3", n_layers=2, hidd
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, smol_model):
     """(model, vocab, llama.cpp bin folder): the tiny file written by lab.synth with llama.cpp's qwen2 vocabulary."""
-    vocab = synth.default_vocab_path()
+    vocab = synth_metadata.default_vocab_path()
     out = tmp_path_factory.mktemp("gpu-evidence") / "tiny.gguf"
     arch, kvs, plan, size = synth.plan_file(TINY, "Q4_K", vocab)
     synth.write_file(out, arch, kvs, plan, size, 0, progress=False)

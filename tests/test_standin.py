@@ -4,7 +4,7 @@ from dataclasses import replace
 import yaml
 
 from lab.core import evidence, profiles
-from lab.model import models, standin, synth
+from lab.model import models, standin, synth, synth_metadata
 
 TINY = replace(models.stand_in("qwen3-14b"), name="tiny-qwen3", n_layers=1, hidden_size=256, ffn_size=512,
                n_heads=4, n_kv_heads=2, head_dim_k=64, head_dim_v=64)
@@ -34,7 +34,7 @@ def test_no_model_synth_no_substitution(tmp_path):
 
 def test_allowed_writes_labelled_profile_and_record(tmp_path, monkeypatch):
     # lab.model.synth's cache, with a tiny shape instead of a 14B one (the same code writes both)
-    vocab = synth.default_vocab_path()  # from the real cache, before LAB_CACHE moves
+    vocab = synth_metadata.default_vocab_path()  # from the real cache, before LAB_CACHE moves
     monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("LAB_VOCAB_GGUF", str(vocab))
     real_plan = synth.plan_file

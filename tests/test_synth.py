@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lab.core import paths
-from lab.model import gguf_file, llama_bench, models, synth
+from lab.model import gguf_file, llama_bench, models, synth, synth_metadata, synth_shapes
 from lab.model.models import ArchSpec
 
 TINY = ArchSpec(name="tiny", family="llama", source="tests/test_synth.py", n_layers=2, n_heads=4, n_kv_heads=2,
@@ -17,29 +17,29 @@ TINY = ArchSpec(name="tiny", family="llama", source="tests/test_synth.py", n_lay
 @pytest.fixture(scope="module")
 def vocab():
     try:
-        return synth.default_vocab_path()
-    except synth.SynthError as exc:
+        return synth_metadata.default_vocab_path()
+    except synth_shapes.SynthError as exc:
         pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")
 def vocab_qwen35():
     try:
-        return synth.default_vocab_path(synth.QWEN35_VOCAB)
-    except synth.SynthError as exc:
+        return synth_metadata.default_vocab_path(synth_metadata.QWEN35_VOCAB)
+    except synth_shapes.SynthError as exc:
         pytest.skip(str(exc))
 
 
 # ---------------------------------------------------------------- pure: shapes and sizes
 def test_qwen3_32b_plan_matches_facts():
     # FACTS.md: the H200 model was "every matrix Q4_K: 17.17 GiB, 32.76 B params".
-    plan = synth.tensor_plan(models.stand_in("qwen3-32b"), "Q4_K")
+    plan = synth_shapes.tensor_plan(models.stand_in("qwen3-32b"), "Q4_K")
     arch = models.stand_in("qwen3-32b")
-    matrices = [t for t in plan if t.layout is not synth.F32]
+    matrices = [t for t in plan if t.layout is not synth_shapes.F32]
     n_matrix = sum(t.n_elements for t in matrices)
     assert n_matrix == 32_761_446_400
     # The HF count adds Qwen3's q/k norms (2 x 128 per layer), which a llama file has no place for.
-    assert arch.params - n_matrix - sum(t.n_elements for t in plan if t.layout is synth.F32) == 64 * 2 * 128
+    assert arch.params - n_matrix - sum(t.n_elements for t in plan if t.layout is synth_shapes.F32) == 64 * 2 * 128
     assert sum(t.nbytes for t in matrices) == n_matrix * 144 // 256
     assert round(sum(t.nbytes for t in plan) / 2**30, 2) == 17.17
     assert len(plan) == 2 + 64 * 9 + 1
@@ -48,22 +48,22 @@ def test_qwen3_32b_plan_matches_facts():
 
 
 def test_layers_override_and_q8_0():
-    plan = synth.tensor_plan(models.stand_in("qwen3-32b"), "Q8_0", layers=2)
+    plan = synth_shapes.tensor_plan(models.stand_in("qwen3-32b"), "Q8_0", layers=2)
     assert {t.name.split(".")[1] for t in plan if t.name.startswith("blk.")} == {"0", "1"}
     down = next(t for t in plan if t.name == "blk.1.ffn_down.weight")
     assert down.ne == (25600, 5120) and down.nbytes == 25600 * 5120 // 32 * 34
 
 
 def test_refuses_what_llama_cannot_express():
-    with pytest.raises(synth.SynthError, match="mixture-of-experts"):
-        synth.tensor_plan(ArchSpec(**{**TINY.to_dict(), "n_experts": 8, "n_experts_used": 2}))
+    with pytest.raises(synth_shapes.SynthError, match="mixture-of-experts"):
+        synth_shapes.tensor_plan(ArchSpec(**{**TINY.to_dict(), "n_experts": 8, "n_experts_used": 2}))
     hybrid = models.stand_in("qwen3.8-27b")
-    with pytest.raises(synth.SynthError, match="family 'qwen3_next'"):
-        synth.tensor_plan(ArchSpec(**{**hybrid.to_dict(), "family": "qwen3_next"}))
-    with pytest.raises(synth.SynthError, match="not supported"):
-        synth.tensor_plan(TINY, "Q3_K")
-    with pytest.raises(synth.SynthError, match="multiple of Q4_K's block"):
-        synth.tensor_plan(ArchSpec(**{**TINY.to_dict(), "hidden_size": 320}))
+    with pytest.raises(synth_shapes.SynthError, match="family 'qwen3_next'"):
+        synth_shapes.tensor_plan(ArchSpec(**{**hybrid.to_dict(), "family": "qwen3_next"}))
+    with pytest.raises(synth_shapes.SynthError, match="not supported"):
+        synth_shapes.tensor_plan(TINY, "Q3_K")
+    with pytest.raises(synth_shapes.SynthError, match="multiple of Q4_K's block"):
+        synth_shapes.tensor_plan(ArchSpec(**{**TINY.to_dict(), "hidden_size": 320}))
 
 
 # ---------------------------------------------------------------- the Qwen3.5 hybrid as llama.cpp's qwen35
@@ -81,7 +81,7 @@ QWEN35_LINEAR = {"attn_norm.weight": (5120,), "post_attention_norm.weight": (512
 
 def test_qwen38_plan_has_llama_cpps_qwen35_tensors():
     arch = models.stand_in("qwen3.8-27b")
-    plan = synth.tensor_plan(arch, "Q4_K")
+    plan = synth_shapes.tensor_plan(arch, "Q4_K")
     by_name = {t.name: t for t in plan}
     assert len(plan) == len(by_name) == 3 + 16 * len(QWEN35_ATTN) + 48 * len(QWEN35_LINEAR)
     assert by_name["token_embd.weight"].ne == by_name["output.weight"].ne == (5120, 248_320)
@@ -89,7 +89,7 @@ def test_qwen38_plan_has_llama_cpps_qwen35_tensors():
         want = QWEN35_ATTN if (i + 1) % 4 == 0 else QWEN35_LINEAR
         got = {n.split(".", 2)[2]: t.ne for n, t in by_name.items() if n.startswith(f"blk.{i}.")}
         assert got == want, i
-    f32 = {re.sub(r"^blk\.\d+\.", "", n) for n, t in by_name.items() if t.layout is synth.F32}
+    f32 = {re.sub(r"^blk\.\d+\.", "", n) for n, t in by_name.items() if t.layout is synth_shapes.F32}
     assert f32 == {"output_norm.weight", "attn_norm.weight", "post_attention_norm.weight", "attn_q_norm.weight",
                    "attn_k_norm.weight", "ssm_conv1d.weight", "ssm_dt.bias", "ssm_a", "ssm_norm.weight"}
     assert by_name["blk.0.ssm_a"].fill < 0  # decay exp(softplus(.) x a) < 1: the recurrence stays finite
@@ -98,7 +98,7 @@ def test_qwen38_plan_has_llama_cpps_qwen35_tensors():
 
 
 def test_qwen38_metadata_is_what_llama_cpp_reads():
-    kvs = {kv.key: kv.value for kv in synth.model_kvs(models.stand_in("qwen3.8-27b"), "Q4_K", 0, 8, "v.gguf")}
+    kvs = {kv.key: kv.value for kv in synth_metadata.model_kvs(models.stand_in("qwen3.8-27b"), "Q4_K", 0, 8, "v.gguf")}
     assert kvs["general.architecture"] == "qwen35"
     assert (kvs["qwen35.block_count"], kvs["qwen35.full_attention_interval"]) == (8, 4)
     assert (kvs["qwen35.ssm.conv_kernel"], kvs["qwen35.ssm.inner_size"], kvs["qwen35.ssm.state_size"],
@@ -110,18 +110,18 @@ def test_qwen38_metadata_is_what_llama_cpp_reads():
 
 def test_qwen38_layers_keep_the_hybrid_pattern():
     arch = models.stand_in("qwen3.8-27b")
-    eight = synth.llama_shape(arch, 8)
+    eight = synth_shapes.llama_shape(arch, 8)
     assert eight.global_layers == (3, 7) and eight.linear_layers == (0, 1, 2, 4, 5, 6)
-    with pytest.raises(synth.SynthError, match="--layers 2 keeps no full-attention layer.*multiple of 4"):
-        synth.tensor_plan(arch, "Q4_K", layers=2)
+    with pytest.raises(synth_shapes.SynthError, match="--layers 2 keeps no full-attention layer.*multiple of 4"):
+        synth_shapes.tensor_plan(arch, "Q4_K", layers=2)
 
 
 def test_qwen38_full_file_size_is_predicted_exactly(vocab_qwen35):
     # 64 layers, Q4_K: written on the GPU box (lab.measure.gpu_evidence); here only its exact size, from the layout
     arch, kvs, plan, size = synth.plan_file("qwen3.8-27b", "Q4_K", vocab_qwen35)
     assert size["params"] == 26_895_998_464
-    matrices = sum(t.nbytes for t in plan if t.layout is not synth.F32)
-    assert size["tensor_bytes"] == matrices + 4 * sum(t.n_elements for t in plan if t.layout is synth.F32)
+    matrices = sum(t.nbytes for t in plan if t.layout is not synth_shapes.F32)
+    assert size["tensor_bytes"] == matrices + 4 * sum(t.n_elements for t in plan if t.layout is synth_shapes.F32)
     assert size["total_bytes"] == size["header_bytes"] + sum(-(-t.nbytes // 32) * 32 for t in plan)
     assert round(size["tensor_bytes"] / 2**30, 2) == 14.10
     tokens = next(kv for kv in kvs if kv.key == "tokenizer.ggml.tokens").value
@@ -141,18 +141,18 @@ def test_qwen38_full_file_refused_when_the_disk_is_too_small(vocab_qwen35, monke
 
 def test_tied_embeddings_have_no_output_head():
     gemma = models.stand_in("gemma-3-27b")  # tie_word_embeddings: the output head is token_embd
-    names = {t.name for t in synth.tensor_plan(gemma)}
+    names = {t.name for t in synth_shapes.tensor_plan(gemma)}
     assert "output.weight" not in names and "token_embd.weight" in names
-    keys = {kv.key for kv in synth.model_kvs(gemma, "Q4_K", 0, None, "v.gguf")}
+    keys = {kv.key for kv in synth_metadata.model_kvs(gemma, "Q4_K", 0, None, "v.gguf")}
     assert "lab.synthetic.dropped" in keys  # the sliding window cannot be kept: said in the file
 
 
 def test_predict_bytes_counts_every_field():
-    VT = synth._vt()
-    kvs = [synth.KV("general.architecture", "llama", VT.STRING),
-           synth.KV("a.list", ["ab", "c"], VT.ARRAY, VT.STRING),
-           synth.KV("a.ints", [1, 2, 3], VT.ARRAY, VT.INT32), synth.KV("a.flag", True, VT.BOOL)]
-    plan = [synth.TensorPlan("w", (256, 2), synth.QUANTS["Q4_K"])]
+    VT = synth_metadata._vt()
+    kvs = [synth_metadata.KV("general.architecture", "llama", VT.STRING),
+           synth_metadata.KV("a.list", ["ab", "c"], VT.ARRAY, VT.STRING),
+           synth_metadata.KV("a.ints", [1, 2, 3], VT.ARRAY, VT.INT32), synth_metadata.KV("a.flag", True, VT.BOOL)]
+    plan = [synth_shapes.TensorPlan("w", (256, 2), synth_shapes.QUANTS["Q4_K"])]
     size = synth.predict_bytes(kvs, plan)
     meta = (8 + 20 + 4 + 8 + 5) + (8 + 6 + 4 + 12 + 10 + 9) + (8 + 6 + 4 + 12 + 12) + (8 + 6 + 4 + 1)
     table = 8 + 1 + 4 + 16 + 4 + 8
@@ -165,7 +165,7 @@ def test_predict_bytes_counts_every_field():
 def test_random_blocks_dequantize_to_small_zero_mean_weights(quant, n_in):
     from gguf import GGMLQuantizationType, quants
 
-    t = synth.TensorPlan("w", (n_in, 64), synth.QUANTS[quant])
+    t = synth_shapes.TensorPlan("w", (n_in, 64), synth_shapes.QUANTS[quant])
     raw = synth.tensor_data(t, np.random.Generator(np.random.PCG64(1)))
     assert raw.shape == t.byte_shape and raw.dtype == np.uint8
     w = quants.dequantize(raw, GGMLQuantizationType(t.layout.ggml_type))
@@ -178,7 +178,7 @@ def test_random_blocks_dequantize_to_small_zero_mean_weights(quant, n_in):
 def test_q4_k_scales_decode_as_packed():
     from gguf import GGMLQuantizationType, quants
 
-    raw = synth.tensor_data(synth.TensorPlan("w", (256, 1), synth.QUANTS["Q4_K"]),
+    raw = synth.tensor_data(synth_shapes.TensorPlan("w", (256, 1), synth_shapes.QUANTS["Q4_K"]),
                             np.random.Generator(np.random.PCG64(3)))
     block = raw.reshape(144)
     d = float(block[0:2].view(np.float16)[0])
@@ -197,24 +197,28 @@ def test_q4_k_scales_decode_as_packed():
 def test_vocab_parser_matches_gguf_reader(vocab):
     from gguf import GGUFReader
 
-    ours = {kv.key: kv for kv in synth.vocab_kvs(vocab)}
+    ours = {kv.key: kv for kv in synth_metadata.vocab_kvs(vocab)}
     reader = GGUFReader(str(vocab))
     theirs = {k: f for k, f in reader.fields.items() if k.startswith("tokenizer.")}
     assert set(ours) == set(theirs)
     for key, field in theirs.items():
         assert ours[key].vtype == field.types[0]
         assert ours[key].value == field.contents(), key
+    # the same reader (lab.model.gguf_file) answers the lab's other GGUF questions: lengths agree
+    header = gguf_file.read_gguf_header(vocab)
+    assert header.array_lengths["tokenizer.ggml.tokens"] == len(ours["tokenizer.ggml.tokens"].value)
+    assert [k for k in header.keys if k.startswith("tokenizer.")] == list(ours)
 
 
 def test_pad_vocab_fills_to_the_embedding_rows():
-    VT = synth._vt()
-    kvs = [synth.KV("tokenizer.ggml.tokens", ["a", "b"], VT.ARRAY, VT.STRING),
-           synth.KV("tokenizer.ggml.token_type", [1, 1], VT.ARRAY, VT.INT32)]
-    padded = {kv.key: kv.value for kv in synth.pad_vocab(kvs, 4)}
+    VT = synth_metadata._vt()
+    kvs = [synth_metadata.KV("tokenizer.ggml.tokens", ["a", "b"], VT.ARRAY, VT.STRING),
+           synth_metadata.KV("tokenizer.ggml.token_type", [1, 1], VT.ARRAY, VT.INT32)]
+    padded = {kv.key: kv.value for kv in synth_metadata.pad_vocab(kvs, 4)}
     assert padded["tokenizer.ggml.tokens"] == ["a", "b", "[PAD2]", "[PAD3]"]
     assert padded["tokenizer.ggml.token_type"] == [1, 1, 5, 5]  # TokenType.UNUSED
-    with pytest.raises(synth.SynthError, match="3 tokens"):
-        synth.pad_vocab([synth.KV("tokenizer.ggml.tokens", ["a", "b", "c"], VT.ARRAY, VT.STRING)], 2)
+    with pytest.raises(synth_shapes.SynthError, match="3 tokens"):
+        synth_metadata.pad_vocab([synth_metadata.KV("tokenizer.ggml.tokens", ["a", "b", "c"], VT.ARRAY, VT.STRING)], 2)
 
 
 # ---------------------------------------------------------------- command line

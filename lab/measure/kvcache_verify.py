@@ -130,7 +130,7 @@ def grid_setup(skip_reason: str | None = None) -> tuple[Path | None, dict, str |
     the embedded models) is left out with a note and the others still run. Nothing is started when
     `skip_reason` is given or llama-server is missing."""
     from lab.core import paths
-    from lab.model import models, synth
+    from lab.model import models, synth, synth_shapes
 
     if skip_reason:
         return None, {}, skip_reason
@@ -147,7 +147,7 @@ def grid_setup(skip_reason: str | None = None) -> tuple[Path | None, dict, str |
     try:
         hybrid = synth.cached_file("qwen3.8-27b", layers=4)
         found[HYBRID_MODEL] = (hybrid, models.from_gguf(hybrid))
-    except synth.SynthError as exc:  # e.g. no room for the 2.3 GB file: the other models still run
+    except synth_shapes.SynthError as exc:  # e.g. no room for the 2.3 GB file: the other models still run
         print(f"hybrid model skipped: {exc}")
     if not found:
         return None, {}, "no model for the grid on this machine (embedded models missing, no room for the synthetic one)"

@@ -23,7 +23,9 @@ The multi-token-prediction layer a converted checkpoint may carry (llama.cpp doe
 speculative decoding) is not written.
 
 The file streams out one tensor at a time (the largest, Qwen3's token_embd, is 438 MB of Q4_K), after a
-free-disk check; `predict_bytes` gives its exact size beforehand from the GGUF layout alone.
+free-disk check; `predict_bytes` gives its exact size beforehand from the GGUF layout alone. The shapes and
+tensor lists are lab.model.synth_shapes', the metadata and tokenizer lab.model.synth_metadata's; this module
+sizes, fills and writes the file.
 
     python -m lab synth --arch qwen3-32b --out /data/qwen3-32b-synthetic-Q4_K.gguf [--layers N]
     python -m lab synth --arch qwen3.8-27b --out /data/qwen3.8-27b-synthetic-Q4_K.gguf [--layers 4]
@@ -32,439 +34,24 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import shutil
 import struct
 import sys
-import tarfile
-from dataclasses import dataclass, replace
 from pathlib import Path
 
-from lab.model import models
+from lab import setup
+from lab.model import gguf_file, models
 from lab.model.models import ArchSpec
+from lab.model.synth_metadata import (DEFAULT_VOCAB, KV, QWEN35_VOCAB, SYNTHETIC_NOTE, default_vocab_path, model_kvs,
+                                      pad_vocab, vocab_kvs, vocab_name_for)
+from lab.model.synth_shapes import F32, QUANTS, SynthError, TensorPlan, gguf_arch, tensor_plan
 
 GGUF_ALIGNMENT = 32  # GGUF's default data alignment (gguf-py constants GGUF_DEFAULT_ALIGNMENT)
-RMS_EPS = 1e-6  # Qwen2/3 and Llama 3 use 1e-6 / 1e-5; only numerics, never speed, depends on it
-DEFAULT_ROPE_THETA = 10000.0  # llama.cpp's default for the llama architecture when a config gives none
-DEFAULT_VOCAB = "ggml-vocab-qwen2.gguf"  # 151936 tokens (already padded like Qwen's embeddings)
-# The qwen35 pre-tokenizer (tokenizer.ggml.pre = "qwen35"); 151936 tokens, padded to the model's vocab_size
-QWEN35_VOCAB = "ggml-vocab-qwen35.gguf"
-# llama.cpp conversion/qwen.py _Qwen35MRopeMixin: "the upstream default mrope_section is [11, 11, 10] and
-# llama.cpp's QWEN35 / QWEN35MOE loaders treat qwen35.rope.dimension_sections as required"
-QWEN35_ROPE_SECTIONS = [11, 11, 10, 0]
-QWEN35_PARTIAL_ROTARY = 0.25  # conversion/qwen.py Qwen3NextModel: rope dims = head_dim × partial_rotary_factor (0.25)
-HYBRID_FAMILIES = ("qwen3_5_text", "qwen3_5", "qwen35")  # what the qwen35 writer accepts (dense, not MoE)
-SYNTHETIC_NOTE = ("random weights: for speed and memory tests only, its text is garbage "
-                  "(written by lab.model.synth; the shape is a real model's, the values are not)")
 DISK_MARGIN_BYTES = 256 << 20  # leave this much free after writing
 
 
-class SynthError(ValueError):
-    """The shape cannot be written as a llama.cpp GGUF (llama or qwen35), or there is no room for it."""
-
-
-# ---------------------------------------------------------------- quant block layouts
-@dataclass(frozen=True)
-class QuantLayout:
-    name: str
-    ggml_type: int  # gguf.GGMLQuantizationType value
-    block_weights: int
-    block_bytes: int
-
-
-# Block layouts from ggml/src/ggml-common.h: block_q4_K = {half d; half dmin; uint8 scales[12]; uint8 qs[128]}
-# (256 weights in 144 bytes, 4.5 bits/weight); block_q8_0 = {half d; int8 qs[32]} (32 weights in 34 bytes).
-QUANTS = {
-    "Q4_K": QuantLayout("Q4_K", 12, 256, 144),
-    "Q8_0": QuantLayout("Q8_0", 8, 32, 34),
-}
-F32 = QuantLayout("F32", 0, 1, 4)
-
-
-@dataclass(frozen=True)
-class TensorPlan:
-    """One tensor of the file: ggml dimensions (ne0 = the input/row length first) and its layout."""
-
-    name: str
-    ne: tuple[int, ...]
-    layout: QuantLayout
-    fill: float = 1.0  # the value of every element of an F32 tensor (norm weights 1; see tensor_plan)
-
-    @property
-    def n_elements(self) -> int:
-        return math.prod(self.ne)
-
-    @property
-    def nbytes(self) -> int:
-        return self.n_elements // self.layout.block_weights * self.layout.block_bytes
-
-    @property
-    def byte_shape(self) -> tuple[int, ...]:
-        """numpy shape of the raw bytes (rows, bytes per row), as gguf.GGUFWriter takes it."""
-        rows = math.prod(self.ne[1:])
-        return (rows, self.ne[0] // self.layout.block_weights * self.layout.block_bytes)
-
-
-def gguf_arch(arch: ArchSpec) -> str:
-    """The llama.cpp architecture a file of `arch`'s shape is written as: qwen35 for the Gated DeltaNet hybrid."""
-    return "qwen35" if arch.linear_layers else "llama"
-
-
-def _full_attention_interval(arch: ArchSpec) -> int:
-    """n such that every n-th layer (i + 1) % n == 0 is full attention, the others linear: the one layer
-    pattern qwen35.full_attention_interval can express (llama.cpp src/models/qwen35.cpp load_arch_hparams)."""
-    first = min(arch.global_layers) if arch.global_layers else arch.n_layers
-    n = first + 1
-    if tuple(i for i in range(arch.n_layers) if (i + 1) % n != 0) != tuple(arch.linear_layers):
-        raise SynthError(f"{arch.name}: linear layers {list(arch.linear_layers)} are not every layer but each "
-                         f"{n}-th; lab.model.synth writes qwen35.full_attention_interval only")
-    return n
-
-
-def _hybrid_shape(arch: ArchSpec, layers: int | None) -> ArchSpec:
-    if arch.family not in HYBRID_FAMILIES:
-        raise SynthError(f"{arch.name}: linear-attention layers of family {arch.family!r}; lab.model.synth writes the "
-                         f"Qwen3.5 hybrid ({', '.join(HYBRID_FAMILIES)}) as llama.cpp's qwen35 architecture only")
-    if not (arch.linear_key_heads and arch.linear_value_heads and arch.linear_head_dim_k and arch.linear_conv_kernel):
-        raise SynthError(f"{arch.name}: the Gated DeltaNet shape (linear heads, head dims, conv kernel) is unknown")
-    if arch.linear_head_dim_k != arch.linear_head_dim_v:
-        raise SynthError(f"{arch.name}: linear key head dim {arch.linear_head_dim_k} != value head dim "
-                         f"{arch.linear_head_dim_v}; llama.cpp's qwen35 uses ssm.state_size for both")
-    if arch.linear_value_heads % arch.linear_key_heads:
-        raise SynthError(f"{arch.name}: {arch.linear_value_heads} linear V heads are not a multiple of "
-                         f"{arch.linear_key_heads} K heads")
-    interval = _full_attention_interval(arch)
-    if layers is not None:
-        arch = replace(arch, n_layers=layers, linear_layers=tuple(i for i in arch.linear_layers if i < layers))
-        if not arch.global_layers:
-            raise SynthError(f"--layers {layers} keeps no full-attention layer (every {interval}-th layer is one): "
-                             f"use a multiple of {interval}, e.g. --layers {interval} or {2 * interval}")
-    return arch
-
-
-def llama_shape(arch: ArchSpec, layers: int | None = None) -> ArchSpec:
-    """The ArchSpec that the written file has (llama, or qwen35 for the hybrid); refuses what neither
-    architecture can express."""
-    if arch.n_experts:
-        raise SynthError(f"{arch.name}: mixture-of-experts ({arch.n_experts} experts) is not supported by lab.model.synth")
-    if arch.head_dim_k != arch.head_dim_v:
-        raise SynthError(f"{arch.name}: head_dim_k {arch.head_dim_k} != head_dim_v {arch.head_dim_v}; "
-                         "llama.cpp's llama and qwen35 graphs need them equal")
-    if arch.n_heads % arch.n_kv_heads:
-        raise SynthError(f"{arch.name}: {arch.n_heads} query heads are not a multiple of {arch.n_kv_heads} KV heads")
-    if layers is not None and layers <= 0:
-        raise SynthError(f"layers must be positive, got {layers}")
-    if arch.linear_layers:
-        return _hybrid_shape(arch, layers)
-    if layers is not None:
-        arch = replace(arch, n_layers=layers, local_layers=tuple(i for i in arch.local_layers if i < layers))
-    return arch
-
-
-def _check_rows(arch: ArchSpec, quant: str, q: QuantLayout, rows: dict[str, int]) -> None:
-    for what, n in rows.items():
-        if n % q.block_weights:  # a row of a quantized matrix is whole blocks (ne0 % block size == 0)
-            raise SynthError(f"{arch.name}: {what} = {n} is not a multiple of {quant}'s block of {q.block_weights}")
-
-
-def _tied(arch: ArchSpec) -> bool:
-    return arch.embedding_params is not None and arch.embedding_params == arch.vocab_size * arch.hidden_size
-
-
-def tensor_plan(arch: ArchSpec, quant: str = "Q4_K", layers: int | None = None) -> list[TensorPlan]:
-    """Every tensor llama.cpp loads for the file's architecture (src/models/llama.cpp, or
-    src/models/qwen35.cpp for the hybrid), in ggml dimensions."""
-    if quant not in QUANTS:
-        raise SynthError(f"quant {quant!r} not supported; choose one of {', '.join(QUANTS)}")
-    arch = llama_shape(arch, layers)
-    if arch.linear_layers:
-        return _qwen35_plan(arch, quant)
-    q = QUANTS[quant]
-    e, ff, v = arch.hidden_size, arch.ffn_size, arch.vocab_size
-    q_out, kv_out = arch.n_heads * arch.head_dim_k, arch.n_kv_heads * arch.head_dim_k
-    _check_rows(arch, quant, q, {"n_embd": e, "n_ff": ff, "n_head x head_dim": q_out})
-    plan = [TensorPlan("token_embd.weight", (e, v), q)]
-    for i in range(arch.n_layers):
-        b = f"blk.{i}."
-        plan += [TensorPlan(b + "attn_norm.weight", (e,), F32),
-                 TensorPlan(b + "attn_q.weight", (e, q_out), q),
-                 TensorPlan(b + "attn_k.weight", (e, kv_out), q),
-                 TensorPlan(b + "attn_v.weight", (e, kv_out), q),
-                 TensorPlan(b + "attn_output.weight", (q_out, e), q),
-                 TensorPlan(b + "ffn_norm.weight", (e,), F32),
-                 TensorPlan(b + "ffn_gate.weight", (e, ff), q),
-                 TensorPlan(b + "ffn_up.weight", (e, ff), q),
-                 TensorPlan(b + "ffn_down.weight", (ff, e), q)]
-    plan.append(TensorPlan("output_norm.weight", (e,), F32))
-    if not _tied(arch):  # tied embeddings (Gemma): llama.cpp reuses token_embd as the output head
-        plan.append(TensorPlan("output.weight", (e, v), q))
-    return plan
-
-
-def _qwen35_plan(arch: ArchSpec, quant: str) -> list[TensorPlan]:
-    """llama.cpp src/models/qwen35.cpp load_arch_tensors, trunk layers only (no MTP block), in its order.
-
-    Full-attention layers: attn_q of n_head × head_dim × 2 rows (query and output gate), attn_k, attn_v,
-    attn_output, per-head q/k norms. Gated DeltaNet layers: attn_qkv (2 × key_dim + value_dim rows),
-    attn_gate (z), ssm_conv1d {kernel, conv_dim} F32, ssm_dt.bias and ssm_a {V heads} F32, ssm_beta and
-    ssm_alpha {n_embd, V heads}, ssm_norm {head dim} F32, ssm_out. Every layer: attn_norm,
-    post_attention_norm, gated FFN. F32 fills keep the recurrence finite: ssm_a (-exp(A_log) in a
-    conversion) is -1 so every decay exp(softplus(.) × a) is below 1, dt bias 0, the conv kernel an average."""
-    q = QUANTS[quant]
-    e, ff, v = arch.hidden_size, arch.ffn_size, arch.vocab_size
-    hd, nh, nkv = arch.head_dim_k, arch.n_heads, arch.n_kv_heads
-    dk, nk, nv = arch.linear_head_dim_k, arch.linear_key_heads, arch.linear_value_heads
-    key_dim, value_dim = nk * dk, nv * dk
-    conv_dim, kernel = 2 * key_dim + value_dim, arch.linear_conv_kernel
-    _check_rows(arch, quant, q, {"n_embd": e, "n_ff": ff, "n_head x head_dim": nh * hd,
-                                 "linear value dim": value_dim})
-    linear = set(arch.linear_layers)
-    plan = [TensorPlan("token_embd.weight", (e, v), q),
-            TensorPlan("output_norm.weight", (e,), F32)]
-    if not _tied(arch):
-        plan.append(TensorPlan("output.weight", (e, v), q))
-    for i in range(arch.n_layers):
-        b = f"blk.{i}."
-        plan += [TensorPlan(b + "attn_norm.weight", (e,), F32),
-                 TensorPlan(b + "post_attention_norm.weight", (e,), F32)]
-        if i not in linear:
-            plan += [TensorPlan(b + "attn_q.weight", (e, nh * hd * 2), q),
-                     TensorPlan(b + "attn_k.weight", (e, nkv * hd), q),
-                     TensorPlan(b + "attn_v.weight", (e, nkv * hd), q),
-                     TensorPlan(b + "attn_output.weight", (nh * hd, e), q),
-                     TensorPlan(b + "attn_q_norm.weight", (hd,), F32),
-                     TensorPlan(b + "attn_k_norm.weight", (hd,), F32)]
-        else:
-            plan += [TensorPlan(b + "attn_qkv.weight", (e, conv_dim), q),
-                     TensorPlan(b + "attn_gate.weight", (e, value_dim), q),
-                     TensorPlan(b + "ssm_conv1d.weight", (kernel, conv_dim), F32, 1.0 / kernel),
-                     TensorPlan(b + "ssm_dt.bias", (nv,), F32, 0.0),
-                     TensorPlan(b + "ssm_a", (nv,), F32, -1.0),
-                     TensorPlan(b + "ssm_beta.weight", (e, nv), q),
-                     TensorPlan(b + "ssm_alpha.weight", (e, nv), q),
-                     TensorPlan(b + "ssm_norm.weight", (dk,), F32),
-                     TensorPlan(b + "ssm_out.weight", (value_dim, e), q)]
-        plan += [TensorPlan(b + "ffn_gate.weight", (e, ff), q),
-                 TensorPlan(b + "ffn_down.weight", (ff, e), q),
-                 TensorPlan(b + "ffn_up.weight", (e, ff), q)]
-    return plan
-
-
-# ---------------------------------------------------------------- metadata
-# GGUFValueType codes (gguf-py constants.py) → struct format; 8 = string, 9 = array
-_SCALAR_FMT = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-_SCALAR_BYTES = {k: struct.calcsize(v) for k, v in _SCALAR_FMT.items()}
-_STRING, _ARRAY = 8, 9
-
-@dataclass(frozen=True)
-class KV:
-    """One GGUF metadata entry: key, value, gguf.GGUFValueType (and the item type of an array)."""
-
-    key: str
-    value: object
-    vtype: int
-    sub_type: int | None = None
-
-
-def _vt():
-    from gguf import GGUFValueType
-
-    return GGUFValueType
-
-
-def vocab_name_for(arch: ArchSpec) -> str:
-    """The llama.cpp tokenizer GGUF a file of `arch`'s shape copies: the qwen35 one for the hybrid."""
-    return QWEN35_VOCAB if gguf_arch(arch) == "qwen35" else DEFAULT_VOCAB
-
-
-def default_vocab_path(name: str = DEFAULT_VOCAB) -> Path:
-    """llama.cpp's models/<name> (ggml-vocab-qwen2.gguf by default): $LAB_VOCAB_GGUF, else extracted once from
-    the cached llama-cpp-python sdist."""
-    if os.environ.get("LAB_VOCAB_GGUF"):
-        return Path(os.environ["LAB_VOCAB_GGUF"]).expanduser()
-    from lab import setup
-
-    ver = setup.LLAMA_CPP_PYTHON_VERSION
-    target = setup.cache_dir() / "vocab" / ver / name
-    if target.exists():
-        return target
-    sdist = setup.cache_dir() / "sdist" / f"llama_cpp_python-{ver}.tar.gz"
-    if not sdist.exists():
-        raise SynthError(f"no vocabulary GGUF: {sdist} is missing (run `make setup`), or pass --vocab / set "
-                         f"LAB_VOCAB_GGUF to a tokenizer GGUF such as llama.cpp's models/{name}")
-    member = f"llama_cpp_python-{ver}/vendor/llama.cpp/models/{name}"
-    with tarfile.open(sdist) as tar:
-        try:
-            src = tar.extractfile(member)
-        except KeyError as exc:
-            raise SynthError(f"{sdist} has no {member}") from exc
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".partial")
-        with open(tmp, "wb") as fh:
-            shutil.copyfileobj(src, fh)
-        tmp.replace(target)
-    return target
-
-
-def vocab_kvs(vocab_gguf: str | Path) -> list[KV]:
-    """Every `tokenizer.*` entry of a tokenizer GGUF, with its GGUF types kept.
-
-    Read with a small parser (GGUF v2/v3, little-endian): gguf.GGUFReader takes ~12 s on a 2-core box to
-    map Qwen's 151936 tokens and 151387 merges one numpy view at a time; this takes well under a second."""
-    import mmap
-
-    path = Path(vocab_gguf)
-    out = []
-    try:
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            if buf[:4] != b"GGUF" or struct.unpack_from("<I", buf, 4)[0] not in (2, 3):
-                raise SynthError(f"{path}: not a little-endian GGUF v2/v3 file")
-            n_kv = struct.unpack_from("<Q", buf, 16)[0]
-            off = 24
-
-            def string(off: int) -> tuple[str, int]:
-                (n,) = struct.unpack_from("<Q", buf, off)
-                return bytes(buf[off + 8: off + 8 + n]).decode("utf-8"), off + 8 + n
-
-            def scalar(vtype: int, off: int):
-                if vtype == _STRING:
-                    return string(off)
-                fmt = _SCALAR_FMT[vtype]
-                return struct.unpack_from(fmt, buf, off)[0], off + struct.calcsize(fmt)
-
-            for _ in range(n_kv):
-                key, off = string(off)
-                (vtype,) = struct.unpack_from("<I", buf, off)
-                off += 4
-                if vtype != _ARRAY:
-                    value, off = scalar(vtype, off)
-                    sub = None
-                else:
-                    sub, count = struct.unpack_from("<IQ", buf, off)
-                    off += 12
-                    if sub == _ARRAY:
-                        raise SynthError(f"{path}: {key} is a nested array; not supported")
-                    if sub == _STRING:
-                        value = []
-                        for _ in range(count):
-                            item, off = string(off)
-                            value.append(item)
-                    else:
-                        fmt = _SCALAR_FMT[sub]
-                        value = list(struct.unpack_from(f"<{count}{fmt[1:]}", buf, off))
-                        off += count * struct.calcsize(fmt)
-                if key.startswith("tokenizer."):
-                    out.append(KV(key, value, vtype, sub))
-    except (OSError, struct.error, KeyError, UnicodeDecodeError) as exc:
-        raise SynthError(f"{path}: cannot read as a tokenizer GGUF: {exc!r}") from exc
-    if not any(kv.key == "tokenizer.ggml.tokens" for kv in out):
-        raise SynthError(f"{path}: no tokenizer.ggml.tokens: not a tokenizer GGUF")
-    return out
-
-
-def pad_vocab(kvs: list[KV], n_vocab: int, source: str = "vocabulary") -> list[KV]:
-    """Pad tokens (and their types/scores) to the model's embedding rows, as convert_hf_to_gguf.py does for
-    Qwen ("[PAD<i>]", type UNUSED); refuse a vocabulary larger than the embedding."""
-    from gguf import TokenType
-
-    by_key = {kv.key: kv for kv in kvs}
-    n_tokens = len(by_key["tokenizer.ggml.tokens"].value)
-    if n_tokens > n_vocab:
-        raise SynthError(f"{source} has {n_tokens} tokens but the shape's vocab_size is {n_vocab}: use a smaller "
-                         "tokenizer GGUF or a larger vocab_size")
-    extra = range(n_tokens, n_vocab)
-    fill = {"tokenizer.ggml.tokens": [f"[PAD{i}]" for i in extra],
-            "tokenizer.ggml.token_type": [int(TokenType.UNUSED)] * len(extra),
-            "tokenizer.ggml.scores": [0.0] * len(extra)}
-    return [replace(kv, value=list(kv.value) + fill[kv.key]) if kv.key in fill and extra else kv for kv in kvs]
-
-
-def _config_value(arch: ArchSpec, key: str, default):
-    """A config.json field of the shipped entry `arch` was read from (by source URL), else `default`."""
-    for model_id in models.stand_in_ids():
-        entry = models.stand_in_entry(model_id)
-        if entry["source"] == arch.source and entry["config"].get(key) is not None:
-            return entry["config"][key]
-    return default
-
-
-def _rope_theta(arch: ArchSpec) -> float:
-    return float(_config_value(arch, "rope_theta", DEFAULT_ROPE_THETA))
-
-
-def _qwen35_kvs(arch: ArchSpec, shaped: ArchSpec) -> list[KV]:
-    """The qwen35.* keys llama.cpp reads (src/llama-model.cpp load_hparams, src/models/qwen35.cpp
-    load_arch_hparams), written as conversion/qwen.py writes them for Qwen3_5ForConditionalGeneration."""
-    VT = _vt()
-    a = "qwen35"
-    n_rot = int(shaped.head_dim_k * float(_config_value(arch, "partial_rotary_factor", QWEN35_PARTIAL_ROTARY)))
-    sections = list(_config_value(arch, "mrope_section", QWEN35_ROPE_SECTIONS))
-    sections = (sections + [0, 0, 0, 0])[:4]
-    return [
-        KV(f"{a}.vocab_size", shaped.vocab_size, VT.UINT32),
-        KV(f"{a}.context_length", shaped.max_context, VT.UINT32),
-        KV(f"{a}.embedding_length", shaped.hidden_size, VT.UINT32),
-        KV(f"{a}.block_count", shaped.n_layers, VT.UINT32),
-        KV(f"{a}.feed_forward_length", shaped.ffn_size, VT.UINT32),
-        KV(f"{a}.attention.head_count", shaped.n_heads, VT.UINT32),
-        KV(f"{a}.attention.head_count_kv", shaped.n_kv_heads, VT.UINT32),
-        KV(f"{a}.attention.key_length", shaped.head_dim_k, VT.UINT32),
-        KV(f"{a}.attention.value_length", shaped.head_dim_v, VT.UINT32),
-        KV(f"{a}.attention.layer_norm_rms_epsilon", RMS_EPS, VT.FLOAT32),
-        KV(f"{a}.rope.dimension_count", n_rot, VT.UINT32),
-        KV(f"{a}.rope.dimension_sections", sections, VT.ARRAY, VT.INT32),
-        KV(f"{a}.rope.freq_base", _rope_theta(arch), VT.FLOAT32),
-        KV(f"{a}.ssm.conv_kernel", shaped.linear_conv_kernel, VT.UINT32),
-        KV(f"{a}.ssm.inner_size", shaped.linear_value_heads * shaped.linear_head_dim_v, VT.UINT32),
-        KV(f"{a}.ssm.state_size", shaped.linear_head_dim_k, VT.UINT32),
-        KV(f"{a}.ssm.time_step_rank", shaped.linear_value_heads, VT.UINT32),
-        KV(f"{a}.ssm.group_count", shaped.linear_key_heads, VT.UINT32),
-        KV(f"{a}.full_attention_interval", _full_attention_interval(shaped), VT.UINT32),
-    ]
-
-
-def model_kvs(arch: ArchSpec, quant: str, seed: int, layers: int | None, vocab_name: str) -> list[KV]:
-    """The llama.* (or qwen35.*) hyperparameters llama.cpp reads, the lab's synthetic markers, and general.*."""
-    VT = _vt()
-    shaped = llama_shape(arch, layers)
-    kvs = [
-        KV("general.architecture", gguf_arch(arch), VT.STRING),  # GGUFWriter adds this one itself; listed for the size
-        KV("general.type", "model", VT.STRING),
-        KV("general.name", f"synthetic {arch.name} shape ({quant}, random weights)", VT.STRING),
-        KV("general.description", SYNTHETIC_NOTE, VT.STRING),
-        KV("general.quantization_version", 2, VT.UINT32),  # ggml's GGML_QNT_VERSION
-        KV("lab.synthetic", True, VT.BOOL),
-        KV("lab.synthetic.note", SYNTHETIC_NOTE, VT.STRING),
-        KV("lab.synthetic.shape_of", arch.name, VT.STRING),
-        KV("lab.synthetic.shape_source", arch.source, VT.STRING),
-        KV("lab.synthetic.quant", quant, VT.STRING),
-        KV("lab.synthetic.seed", int(seed), VT.UINT32),
-        KV("lab.synthetic.vocab_from", vocab_name, VT.STRING),
-        KV("lab.synthetic.layers_of_original", arch.n_layers, VT.UINT32),
-    ]
-    if gguf_arch(arch) == "qwen35":
-        return kvs + _qwen35_kvs(arch, shaped)
-    kvs += [
-        KV("llama.vocab_size", shaped.vocab_size, VT.UINT32),
-        KV("llama.context_length", shaped.max_context, VT.UINT32),
-        KV("llama.embedding_length", shaped.hidden_size, VT.UINT32),
-        KV("llama.block_count", shaped.n_layers, VT.UINT32),
-        KV("llama.feed_forward_length", shaped.ffn_size, VT.UINT32),
-        KV("llama.attention.head_count", shaped.n_heads, VT.UINT32),
-        KV("llama.attention.head_count_kv", shaped.n_kv_heads, VT.UINT32),
-        KV("llama.attention.key_length", shaped.head_dim_k, VT.UINT32),
-        KV("llama.attention.value_length", shaped.head_dim_v, VT.UINT32),
-        KV("llama.rope.dimension_count", shaped.head_dim_k, VT.UINT32),  # the llama graph asserts n_rot == head_dim
-        KV("llama.rope.freq_base", _rope_theta(arch), VT.FLOAT32),
-        KV("llama.attention.layer_norm_rms_epsilon", RMS_EPS, VT.FLOAT32),
-    ]
-    if arch.sliding_window:
-        kvs.append(KV("lab.synthetic.dropped", f"sliding window {arch.sliding_window} on {len(arch.local_layers)} "
-                      "layers: every layer here is global attention, so KV grows on all of them", VT.STRING))
-    return kvs
-
-
 # ---------------------------------------------------------------- exact size, from the GGUF layout alone
+_SCALAR_BYTES = {vtype: struct.calcsize(fmt) for vtype, fmt in gguf_file.SCALAR_FORMATS.items()}
 
 
 def _pad(n: int, align: int = GGUF_ALIGNMENT) -> int:
@@ -472,10 +59,10 @@ def _pad(n: int, align: int = GGUF_ALIGNMENT) -> int:
 
 
 def _value_bytes(value, vtype: int, sub_type: int | None) -> int:
-    if vtype == _STRING:
+    if vtype == gguf_file.STRING:
         return 8 + len(value.encode("utf-8") if isinstance(value, str) else value)
-    if vtype == _ARRAY:
-        if sub_type == _STRING:
+    if vtype == gguf_file.ARRAY:
+        if sub_type == gguf_file.STRING:
             return 4 + 8 + sum(8 + len(s.encode("utf-8") if isinstance(s, str) else s) for s in value)
         return 4 + 8 + len(value) * _SCALAR_BYTES[sub_type]
     return _SCALAR_BYTES[vtype]
@@ -638,8 +225,6 @@ def cached_file(arch_id: str, layers: int | None = None, quant: str = "Q4_K", se
                 progress: bool = False) -> Path:
     """A synthetic file kept in the lab's cache (~/.cache/llm-lab/synth/), written once: reused while its size
     is the predicted one. Notebook 05's parity grid uses Qwen3.8-27B at 4 layers (2.3 GB, ~10 s to write)."""
-    from lab import setup
-
     arch, kvs, plan, size = plan_file(arch_id, quant, None, layers, seed)
     name = f"{arch_id}-{layers or arch.n_layers}L-{quant}-seed{seed}.gguf"
     path = setup.cache_dir() / "synth" / name
