@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from lab import setup
 from lab.core import evidence, paths
 from lab.core.profiles import Profile
 
@@ -12,7 +12,7 @@ MANIFEST_VERSION = 1
 
 
 def _hash_cache_file() -> Path:
-    return Path(os.environ.get("LAB_CACHE", Path.home() / ".cache" / "llm-lab")) / "sha256-cache.json"
+    return setup.cache_dir() / "sha256-cache.json"
 
 
 def model_file_sha256(path: Path) -> str:
