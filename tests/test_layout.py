@@ -26,7 +26,6 @@ MAX_LINES = 650
 OVERSIZED = {
     "lab/model/quantize.py",
     "lab/serving/serve.py",
-    "lab/setup/__init__.py", "lab/predict/compat.py",
 }
 
 

@@ -210,6 +210,21 @@ def test_vocab_parser_matches_gguf_reader(vocab):
     assert [k for k in header.keys if k.startswith("tokenizer.")] == list(ours)
 
 
+def test_vocab_missing_from_the_cache_is_copied_by_setup(monkeypatch, tmp_path, vocab_qwen35):
+    """One extraction (lab.setup.copy_vocabs) for set-up and for synth: an empty cache with the sdist gets the file."""
+    from lab import setup
+
+    sdist = setup.sdist_path(setup.cache_dir())
+    if not sdist.is_file():
+        pytest.skip(f"{sdist} is not a cached sdist")
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))
+    (tmp_path / "sdist").mkdir()
+    (tmp_path / "sdist" / sdist.name).symlink_to(sdist)
+    got = synth_metadata.default_vocab_path(synth_metadata.QWEN35_VOCAB)
+    assert got == setup.vocab_dir(tmp_path) / synth_metadata.QWEN35_VOCAB
+    assert got.read_bytes() == vocab_qwen35.read_bytes()
+
+
 def test_pad_vocab_fills_to_the_embedding_rows():
     VT = synth_metadata._vt()
     kvs = [synth_metadata.KV("tokenizer.ggml.tokens", ["a", "b"], VT.ARRAY, VT.STRING),

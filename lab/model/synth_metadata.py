@@ -6,8 +6,6 @@ model's embedding rows.
 from __future__ import annotations
 
 import os
-import shutil
-import tarfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -51,29 +49,21 @@ def vocab_name_for(arch: ArchSpec) -> str:
 
 
 def default_vocab_path(name: str = DEFAULT_VOCAB) -> Path:
-    """llama.cpp's models/<name> (ggml-vocab-qwen2.gguf by default): $LAB_VOCAB_GGUF, else extracted once from
-    the cached llama-cpp-python sdist."""
+    """llama.cpp's models/<name> (ggml-vocab-qwen2.gguf by default): $LAB_VOCAB_GGUF, else the copy set-up keeps
+    in the cache (lab.setup.vocab_dir), copied out of the llama-cpp-python source first when it is not there."""
     if os.environ.get("LAB_VOCAB_GGUF"):
         return Path(os.environ["LAB_VOCAB_GGUF"]).expanduser()
-    ver = setup.LLAMA_CPP_PYTHON_VERSION
-    target = setup.cache_dir() / "vocab" / ver / name
+    cache = setup.cache_dir()
+    target = setup.vocab_dir(cache) / name
     if target.exists():
         return target
-    sdist = setup.cache_dir() / "sdist" / f"llama_cpp_python-{ver}.tar.gz"
-    if not sdist.exists():
-        raise SynthError(f"no vocabulary GGUF: {sdist} is missing (run `make setup`), or pass --vocab / set "
+    source = setup.sdist_path(cache)
+    if not source.exists():
+        raise SynthError(f"no vocabulary GGUF: {source} is missing (run `make setup`), or pass --vocab / set "
                          f"LAB_VOCAB_GGUF to a tokenizer GGUF such as llama.cpp's models/{name}")
-    member = f"llama_cpp_python-{ver}/vendor/llama.cpp/models/{name}"
-    with tarfile.open(sdist) as tar:
-        try:
-            src = tar.extractfile(member)
-        except KeyError as exc:
-            raise SynthError(f"{sdist} has no {member}") from exc
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".partial")
-        with open(tmp, "wb") as fh:
-            shutil.copyfileobj(src, fh)
-        tmp.replace(target)
+    setup.copy_vocabs(cache, (name,))
+    if not target.exists():
+        raise SynthError(f"{source} has no vendor/llama.cpp/models/{name}")
     return target
 
 

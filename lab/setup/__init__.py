@@ -343,18 +343,20 @@ def install_deps_offline(cache: Path, cuda_arch: str | None, wheels: Path) -> st
 VOCABS = ("ggml-vocab-qwen2.gguf", "ggml-vocab-qwen35.gguf")  # the tokenizers lab.model.synth copies into its files
 
 
-@step("tokenizer GGUFs for lab synth (from the llama.cpp source)")
-def extract_vocabs(cache: Path) -> str | None:
-    """cache/vocab/<ver>/ggml-vocab-*.gguf, where lab.model.synth looks first: on an offline machine the sdist it
-    would otherwise read them from is not there, only the (stripped) source that keeps them."""
-    target = cache / "vocab" / LLAMA_CPP_PYTHON_VERSION
-    if all((target / v).exists() for v in VOCABS):
-        return "cached, skipped"
+def vocab_dir(cache: Path) -> Path:
+    """cache/vocab/<ver>/: the tokenizer GGUFs (llama.cpp's models/ggml-vocab-*.gguf) lab.model.synth copies."""
+    return cache / "vocab" / LLAMA_CPP_PYTHON_VERSION
+
+
+def copy_vocabs(cache: Path, names: tuple[str, ...] = VOCABS) -> list[str]:
+    """Copy `names` out of the llama-cpp-python source (the cached sdist, or LAB_LLAMA_SRC) into vocab_dir(cache);
+    the names found. The one extraction: set-up runs it, and lab.model.synth when a vocabulary is not there yet."""
+    target = vocab_dir(cache)
     target.mkdir(parents=True, exist_ok=True)
     src = sdist_path(cache)
     found = []
     if src.is_dir():
-        for v in VOCABS:
+        for v in names:
             f = source_root(src) / "vendor" / "llama.cpp" / "models" / v
             if f.exists():
                 shutil.copy2(f, target / v)
@@ -365,13 +367,24 @@ def extract_vocabs(cache: Path) -> str | None:
         with tarfile.open(src) as tar:
             for member in tar:
                 name = member.name.rsplit("/", 1)[-1]
-                if name in VOCABS and "/vendor/llama.cpp/models/" in f"/{member.name}" and member.isfile():
+                if name in names and "/vendor/llama.cpp/models/" in f"/{member.name}" and member.isfile():
                     with tar.extractfile(member) as fh, open(target / f"{name}.partial", "wb") as out:
                         shutil.copyfileobj(fh, out)
                     (target / f"{name}.partial").replace(target / name)
                     found.append(name)
+    return found
+
+
+@step("tokenizer GGUFs for lab synth (from the llama.cpp source)")
+def extract_vocabs(cache: Path) -> str | None:
+    """vocab_dir(cache)/ggml-vocab-*.gguf, where lab.model.synth looks first: on an offline machine the sdist it
+    would otherwise read them from is not there, only the (stripped) source that keeps them."""
+    target = vocab_dir(cache)
+    if all((target / v).exists() for v in VOCABS):
+        return "cached, skipped"
+    found = copy_vocabs(cache)
     missing = [v for v in VOCABS if v not in found and not (target / v).exists()]
-    return f"{', '.join(found) or 'none'} extracted" + (f" ({', '.join(missing)} not in {src})" if missing else "")
+    return f"{', '.join(found) or 'none'} extracted" + (f" ({', '.join(missing)} not in {sdist_path(cache)})" if missing else "")
 
 
 def deps_stamp() -> Path:
