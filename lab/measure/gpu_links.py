@@ -24,6 +24,7 @@ import time
 from lab.core import facts
 from lab.core.checks import Check
 from lab.core.profiles import Profile
+from lab.measure.inventory import nvml_call, why_failed
 
 NVML_SOURCE = "NVML API reference (docs.nvidia.com/deploy/nvml-api): nvmlDeviceGetP2PStatus, nvmlDeviceGetNvLink*"
 TOPO_SOURCE = "nvidia-smi topo -m (its legend: NV# = bonded NVLinks; PIX/PXB/PHB/NODE/SYS = PCIe paths)"
@@ -67,13 +68,6 @@ def link_line_rate_gb_s(pair: dict, gpu: dict | None = None) -> tuple[float | No
 
 
 # ================================================================ reading (side effects)
-def _call(fn, *args):
-    try:
-        return fn(*args), None
-    except Exception as exc:  # NotSupported on GPUs without NVLink, InvalidArgument past the last link...
-        return None, f"{type(exc).__name__}: {exc}"
-
-
 def _bus_id(pci) -> str | None:
     bus = getattr(pci, "busId", None)
     return (bus.decode() if isinstance(bus, bytes) else bus) if bus else None
@@ -83,12 +77,12 @@ def nvlink_detail(nv, handle) -> tuple[list[dict] | None, str | None]:
     """Per NVLink link of one GPU: active, version (NVML code), remote bus id and remote device type."""
     links = []
     for link in range(nv.NVML_NVLINK_MAX_LINKS):
-        state, why = _call(nv.nvmlDeviceGetNvLinkState, handle, link)
+        state, why = nvml_call(nv.nvmlDeviceGetNvLinkState, handle, link)
         if state is None:
             return (links, None) if links else (None, why)
-        remote, _ = _call(nv.nvmlDeviceGetNvLinkRemotePciInfo, handle, link)
-        rtype, _ = _call(nv.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link)
-        version, _ = _call(nv.nvmlDeviceGetNvLinkVersion, handle, link)
+        remote, _ = nvml_call(nv.nvmlDeviceGetNvLinkRemotePciInfo, handle, link)
+        rtype, _ = nvml_call(nv.nvmlDeviceGetNvLinkRemoteDeviceType, handle, link)
+        version, _ = nvml_call(nv.nvmlDeviceGetNvLinkVersion, handle, link)
         links.append({"link": link, "active": bool(state), "version": version, "remote_bus_id": _bus_id(remote),
                       "remote_type": {0: "GPU", 1: "IBMNPU", 2: "NVSwitch"}.get(rtype, rtype)})
     return links, None
@@ -98,7 +92,7 @@ def _p2p(nv, h1, h2) -> dict:
     out = {}
     for cap in P2P_CAPS:
         index = getattr(nv, f"NVML_P2P_CAPS_INDEX_{cap.upper()}")
-        status, why = _call(nv.nvmlDeviceGetP2PStatus, h1, h2, index)
+        status, why = nvml_call(nv.nvmlDeviceGetP2PStatus, h1, h2, index)
         out[cap] = None if status is None else status == nv.NVML_P2P_STATUS_OK
         if status not in (None, nv.NVML_P2P_STATUS_OK):
             out[f"{cap}_status"] = status
@@ -113,25 +107,25 @@ def nvml_pairs() -> dict:
         import pynvml as nv
         nv.nvmlInit()
     except Exception as exc:
-        return {"available": False, "reason": f"{type(exc).__name__}: {exc}", "gpus": [], "pairs": []}
+        return {"available": False, "reason": why_failed(exc), "gpus": [], "pairs": []}
     try:
-        count, why = _call(nv.nvmlDeviceGetCount)
+        count, why = nvml_call(nv.nvmlDeviceGetCount)
         handles, gpus = [], []
         for i in range(count or 0):
-            h, _ = _call(nv.nvmlDeviceGetHandleByIndex, i)
+            h, _ = nvml_call(nv.nvmlDeviceGetHandleByIndex, i)
             handles.append(h)
-            name, _ = _call(nv.nvmlDeviceGetName, h)
-            pci, _ = _call(nv.nvmlDeviceGetPciInfo, h)
+            name, _ = nvml_call(nv.nvmlDeviceGetName, h)
+            pci, _ = nvml_call(nv.nvmlDeviceGetPciInfo, h)
             links, lwhy = nvlink_detail(nv, h) if h is not None else (None, "no handle")
             gpus.append({"index": i, "name": name, "bus_id": _bus_id(pci), "nvlink_links": links, "nvlink_why": lwhy})
         pairs = []
         for a, b in itertools.combinations(range(len(gpus)), 2):
-            anc, anc_why = _call(nv.nvmlDeviceGetTopologyCommonAncestor, handles[a], handles[b])
+            anc, anc_why = nvml_call(nv.nvmlDeviceGetTopologyCommonAncestor, handles[a], handles[b])
             pairs.append({"a": a, "b": b, "p2p": _p2p(nv, handles[a], handles[b]),
                           "common_ancestor": ANCESTOR.get(anc, anc), "common_ancestor_why": anc_why})
         return {"available": True, "reason": why, "gpus": gpus, "pairs": pairs}
     finally:
-        _call(nv.nvmlShutdown)
+        nvml_call(nv.nvmlShutdown)
 
 
 def parse_topo(text: str) -> dict:
@@ -164,7 +158,7 @@ def nvidia_smi_topo(timeout_s: float = 30) -> dict:
     try:
         proc = subprocess.run([exe, "topo", "-m"], capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.SubprocessError) as exc:
-        return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
+        return {"available": False, "reason": why_failed(exc)}
     if proc.returncode != 0:
         return {"available": False, "reason": (proc.stderr or proc.stdout).strip()[-500:]}
     return {"available": True, "text": proc.stdout, **parse_topo(proc.stdout)}

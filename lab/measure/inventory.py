@@ -37,8 +37,8 @@ def why_failed(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _nvml_call(fn, *args):
-    """Call one NVML function: (value, None), or (None, why it gave nothing)."""
+def nvml_call(fn, *args):
+    """Call one NVML function: (value, None), or (None, why it gave nothing). Shared with lab.measure.gpu_links."""
     try:
         return fn(*args), None
     except Exception as exc:  # NVMLError_NotSupported, _NoPermission, _GPUIsLost, missing symbols...
@@ -49,57 +49,57 @@ def _gpu_fields(nv, h) -> dict:
     """One GPU's facts; each value is (value, None) or (None, reason). Units: bytes, W, °C, MHz."""
     mw = lambda v: None if v is None else v / 1000  # NVML reports milliwatts
     f: dict = {}
-    f["name"] = _nvml_call(nv.nvmlDeviceGetName, h)
-    bus, why = _nvml_call(nv.nvmlDeviceGetPciInfo, h)
+    f["name"] = nvml_call(nv.nvmlDeviceGetName, h)
+    bus, why = nvml_call(nv.nvmlDeviceGetPciInfo, h)
     bus_id = getattr(bus, "busId", None)
     f["pci_bus_id"] = (bus_id.decode() if isinstance(bus_id, bytes) else bus_id, why)
-    mem, why = _nvml_call(nv.nvmlDeviceGetMemoryInfo, h)
+    mem, why = nvml_call(nv.nvmlDeviceGetMemoryInfo, h)
     f["memory_total_bytes"] = (mem.total if mem else None, why)
     f["memory_used_bytes"] = (mem.used if mem else None, why)
-    cc, why = _nvml_call(nv.nvmlDeviceGetCudaComputeCapability, h)
+    cc, why = nvml_call(nv.nvmlDeviceGetCudaComputeCapability, h)
     f["compute_capability"] = ("%d.%d" % tuple(cc) if cc else None, why)
-    bar1, why = _nvml_call(nv.nvmlDeviceGetBAR1MemoryInfo, h)
+    bar1, why = nvml_call(nv.nvmlDeviceGetBAR1MemoryInfo, h)
     f["bar1_total_bytes"] = (bar1.bar1Total if bar1 else None, why)
-    ecc, why = _nvml_call(nv.nvmlDeviceGetEccMode, h)
+    ecc, why = nvml_call(nv.nvmlDeviceGetEccMode, h)
     f["ecc_mode_current"] = (bool(ecc[0]) if ecc else None, why)
     f["ecc_mode_pending"] = (bool(ecc[1]) if ecc else None, why)
     unc = nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-    f["ecc_uncorrected_volatile"] = _nvml_call(nv.nvmlDeviceGetTotalEccErrors, h, unc, nv.NVML_VOLATILE_ECC)
-    f["ecc_uncorrected_aggregate"] = _nvml_call(nv.nvmlDeviceGetTotalEccErrors, h, unc, nv.NVML_AGGREGATE_ECC)
-    rows, why = _nvml_call(nv.nvmlDeviceGetRemappedRows, h)  # Ampere and newer
+    f["ecc_uncorrected_volatile"] = nvml_call(nv.nvmlDeviceGetTotalEccErrors, h, unc, nv.NVML_VOLATILE_ECC)
+    f["ecc_uncorrected_aggregate"] = nvml_call(nv.nvmlDeviceGetTotalEccErrors, h, unc, nv.NVML_AGGREGATE_ECC)
+    rows, why = nvml_call(nv.nvmlDeviceGetRemappedRows, h)  # Ampere and newer
     f["remapped_rows_correctable"] = (rows[0] if rows else None, why)
     f["remapped_rows_uncorrectable"] = (rows[1] if rows else None, why)
     f["remapped_rows_pending"] = (bool(rows[2]) if rows else None, why)
     f["remapped_rows_failure"] = (bool(rows[3]) if rows else None, why)
-    sbe, why = _nvml_call(nv.nvmlDeviceGetRetiredPages, h, nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+    sbe, why = nvml_call(nv.nvmlDeviceGetRetiredPages, h, nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
     f["retired_pages_sbe"] = (len(sbe) if sbe is not None else None, why)
-    dbe, why = _nvml_call(nv.nvmlDeviceGetRetiredPages, h, nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+    dbe, why = nvml_call(nv.nvmlDeviceGetRetiredPages, h, nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
     f["retired_pages_dbe"] = (len(dbe) if dbe is not None else None, why)
-    pend, why = _nvml_call(nv.nvmlDeviceGetRetiredPagesPendingStatus, h)
+    pend, why = nvml_call(nv.nvmlDeviceGetRetiredPagesPendingStatus, h)
     f["retired_pages_pending"] = (bool(pend) if pend is not None else None, why)
-    f["pcie_gen_current"] = _nvml_call(nv.nvmlDeviceGetCurrPcieLinkGeneration, h)
-    f["pcie_gen_max"] = _nvml_call(nv.nvmlDeviceGetMaxPcieLinkGeneration, h)
-    f["pcie_width_current"] = _nvml_call(nv.nvmlDeviceGetCurrPcieLinkWidth, h)
-    f["pcie_width_max"] = _nvml_call(nv.nvmlDeviceGetMaxPcieLinkWidth, h)
+    f["pcie_gen_current"] = nvml_call(nv.nvmlDeviceGetCurrPcieLinkGeneration, h)
+    f["pcie_gen_max"] = nvml_call(nv.nvmlDeviceGetMaxPcieLinkGeneration, h)
+    f["pcie_width_current"] = nvml_call(nv.nvmlDeviceGetCurrPcieLinkWidth, h)
+    f["pcie_width_max"] = nvml_call(nv.nvmlDeviceGetMaxPcieLinkWidth, h)
     f["nvlink_links"] = _nvlink_links(nv, h)
-    f["temperature_c"] = _nvml_call(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)
-    f["temperature_slowdown_c"] = _nvml_call(nv.nvmlDeviceGetTemperatureThreshold, h,
+    f["temperature_c"] = nvml_call(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU)
+    f["temperature_slowdown_c"] = nvml_call(nv.nvmlDeviceGetTemperatureThreshold, h,
                                              nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
-    f["temperature_shutdown_c"] = _nvml_call(nv.nvmlDeviceGetTemperatureThreshold, h,
+    f["temperature_shutdown_c"] = nvml_call(nv.nvmlDeviceGetTemperatureThreshold, h,
                                              nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)
     for key, fn in (("power_draw_w", "nvmlDeviceGetPowerUsage"), ("power_limit_w", "nvmlDeviceGetPowerManagementLimit"),
                     ("power_enforced_limit_w", "nvmlDeviceGetEnforcedPowerLimit"),
                     ("power_default_limit_w", "nvmlDeviceGetPowerManagementDefaultLimit")):
-        value, why = _nvml_call(getattr(nv, fn), h)
+        value, why = nvml_call(getattr(nv, fn), h)
         f[key] = (mw(value), why)
     f["throttle_reasons_mask"] = _throttle_mask(nv, h)
-    f["clock_sm_mhz"] = _nvml_call(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)
-    f["clock_sm_max_mhz"] = _nvml_call(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM)
+    f["clock_sm_mhz"] = nvml_call(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM)
+    f["clock_sm_max_mhz"] = nvml_call(nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM)
     for key, fn in (("display_mode", "nvmlDeviceGetDisplayMode"), ("display_active", "nvmlDeviceGetDisplayActive"),
                     ("persistence_mode", "nvmlDeviceGetPersistenceMode")):
-        value, why = _nvml_call(getattr(nv, fn), h)
+        value, why = nvml_call(getattr(nv, fn), h)
         f[key] = (bool(value) if value is not None else None, why)
-    f["vbios"] = _nvml_call(nv.nvmlDeviceGetVbiosVersion, h)
+    f["vbios"] = nvml_call(nv.nvmlDeviceGetVbiosVersion, h)
     return f
 
 
@@ -107,7 +107,7 @@ def _nvlink_links(nv, h):
     """[{link, active}] for the links NVML knows on this GPU, or (None, reason) when it has none."""
     links = []
     for link in range(nv.NVML_NVLINK_MAX_LINKS):
-        state, why = _nvml_call(nv.nvmlDeviceGetNvLinkState, h, link)
+        state, why = nvml_call(nv.nvmlDeviceGetNvLinkState, h, link)
         if state is None:  # past the last link (InvalidArgument) or no NVLink at all (NotSupported)
             return (links, None) if links else (None, why)
         links.append({"link": link, "active": bool(state)})
@@ -116,7 +116,7 @@ def _nvlink_links(nv, h):
 
 def _throttle_mask(nv, h):
     fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
-    return _nvml_call(fn, h)
+    return nvml_call(fn, h)
 
 
 def gpu_inventory() -> dict:
@@ -134,16 +134,16 @@ def gpu_inventory() -> dict:
         return {"nvml": {**nvml, "reason": why_failed(exc)}, "gpus": []}
     try:
         nvml["available"] = True
-        nvml["driver"], _ = _nvml_call(nv.nvmlSystemGetDriverVersion)
-        nvml["nvml_version"], _ = _nvml_call(nv.nvmlSystemGetNVMLVersion)
-        cuda, _ = _nvml_call(nv.nvmlSystemGetCudaDriverVersion)
+        nvml["driver"], _ = nvml_call(nv.nvmlSystemGetDriverVersion)
+        nvml["nvml_version"], _ = nvml_call(nv.nvmlSystemGetNVMLVersion)
+        cuda, _ = nvml_call(nv.nvmlSystemGetCudaDriverVersion)
         nvml["cuda_driver"] = f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None
-        count, why = _nvml_call(nv.nvmlDeviceGetCount)
+        count, why = nvml_call(nv.nvmlDeviceGetCount)
         if count is None:
             nvml["reason"] = f"nvmlDeviceGetCount: {why}"
         gpus = []
         for i in range(count or 0):
-            handle, why = _nvml_call(nv.nvmlDeviceGetHandleByIndex, i)
+            handle, why = nvml_call(nv.nvmlDeviceGetHandleByIndex, i)
             if handle is None:
                 gpus.append({"index": i, "name": None, "unavailable": {"handle": why}})
                 continue
