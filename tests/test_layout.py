@@ -25,7 +25,6 @@ MAX_LINES = 650
 # Over MAX_LINES today and being split: this list only shrinks (a module not named here must stay under).
 OVERSIZED = {
     "lab/model/quantize.py",
-    "lab/serving/serve.py",
 }
 
 

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from lab.core import paths, profiles
-from lab.serving import engines, serve
+from lab.serving import engines, serve, serve_views
 from lab.serving.engines import Command
 
 pytestmark = pytest.mark.integration
@@ -60,7 +60,7 @@ def test_server_starts_serves_stops_and_leaves_no_process(smol_model, tmp_path, 
     log = (tmp_path / "logs" / "04_serve.log").read_text()
     assert "n_slots = 4" in log and not list((tmp_path / "logs").glob(".*partial"))
     assert srv.stop() is report  # idempotent
-    checks = serve.serve_checks(None, srv, smoke, report)
+    checks = serve_views.serve_checks(None, srv, smoke, report)
     assert [c.status for c in checks] == ["pass"] * 5
 
 

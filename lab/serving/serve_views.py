@@ -1,0 +1,139 @@
+"""Notebook 04's views of a started server: the smoke test as rows, the serve checks (started, health time, both
+routes answer, stopped with nothing left), the 04_serve record and its closing text — from what lab.serving.serve
+did and measured (the process, its health, its smoke test, its stop) and what its log said (lab.serving.engine_logs)."""
+from __future__ import annotations
+
+from lab.core import evidence
+from lab.core.checks import Check
+from lab.serving import endpoint, engine_logs, seed_commands
+from lab.serving.engines import Command
+from lab.serving.serve import DEFAULT_HEALTH_TIMEOUT_S, Server, health_timeout_for
+
+
+def smoke_rows(smoke: dict | None) -> list[dict]:
+    """The smoke test as table rows: route, ok, HTTP status, seconds, prompt, reply, tokens."""
+    if not smoke:
+        return []
+    rows = []
+    for key, route in (("completions", "/v1/completions"), ("chat", "/v1/chat/completions")):
+        res = smoke[key]
+        usage = res.get("usage") or {}
+        rows.append({"route": route, "ok": res["ok"], "status": res["status"], "seconds": res["latency_s"],
+                     "prompt": res["prompt"], "reply": res["text"] or res.get("error"),
+                     "prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens")})
+    return rows
+
+
+
+def serve_checks(skip_reason: str | None, server: Server | None, smoke: dict | None,
+                 stop_report: dict | None, health_timeout_s: float | None = None) -> list[Check]:
+    """started, health time, /v1/completions, /v1/chat/completions, stopped with no process left."""
+    src = "lab.serving.serve (this run)"
+    if health_timeout_s is None:
+        health_timeout_s = health_timeout_for(server.command) if server else DEFAULT_HEALTH_TIMEOUT_S
+    if skip_reason:
+        names = ("server started", "health time", "/v1/completions answers", "/v1/chat/completions answers",
+                 "stopped, no process left")
+        return [Check(n, "skip", None, None, skip_reason, src) for n in names]
+    checks = [Check("server started", "pass" if server else "fail", server.pid if server else None,
+                    "a running process (or a reachable external server)", "" if server else "see the error above", src)]
+    health = server.health_s if server else None
+    checks.append(Check("health time", "pass" if health is not None else "fail",
+                        f"{health:.1f} s" if health is not None else None, f"< {health_timeout_s:.0f} s",
+                        "" if health is not None else "read the server log", src))
+    for key, route in (("completions", "/v1/completions"), ("chat", "/v1/chat/completions")):
+        res = (smoke or {}).get(key) or {}
+        checks.append(Check(f"{route} answers", "pass" if res.get("ok") else "fail",
+                            f"HTTP {res.get('status')}: {res.get('text', '')[:60]!r}" if res else None,
+                            "HTTP 200 with text", "" if res.get("ok") else (res.get("error") or "no response"), src))
+    if server is not None and server.external:
+        checks.append(Check("stopped, no process left", "skip", None, None, "external server: not ours to stop", src))
+    else:
+        rep = stop_report or {}
+        clean = bool(rep) and not rep.get("left_running") and rep.get("returncode") is not None
+        checks.append(Check("stopped, no process left", "pass" if clean else "fail",
+                            f"{rep.get('signal') or 'already exited'} → exit {rep.get('returncode')} in "
+                            f"{rep.get('stop_s')} s; left running: {rep.get('left_running')}" if rep else None,
+                            "exit after SIGTERM, no process of its group left",
+                            "" if clean else "kill the pids listed; report the engine's shutdown bug", src))
+    return checks
+
+
+def build_record(command: Command, corrections: list, skip_reason: str | None, server: Server | None,
+                 smoke: dict | None, reported: dict, stop_report: dict | None, checks: list[Check],
+                 then_and_now: list | None = None, discovery: dict | None = None) -> dict:
+    """The 04_serve record: summary, checks, tables, command, seed corrections, reported, smoke, stop;
+    for a vLLM profile also the seeds' vLLM commands then (vLLM 0.4.2) and now (seed_commands.seed_then_and_now);
+    `discovery` (lab.serving.endpoint.discover): what the server said about itself through its API."""
+    slots = reported.get("slots") or {}
+    kv = reported.get("kv_caches") or []
+    off = reported.get("offloaded")
+    vllm_kv_gib = reported.get("kv_cache_memory_gib")
+    summary = {"engine": command.engine, "engine_version": command.engine_version, "started": server is not None,
+               "skipped": skip_reason, "health_s": server.health_s if server else None,
+               "completions_ok": smoke["completions"]["ok"] if smoke else None,  # None: not tried
+               "chat_ok": smoke["chat"]["ok"] if smoke else None,
+               "stopped_clean": None if skip_reason or command.external else  # not ours to stop
+               any(c.name.startswith("stopped") and c.status == "pass" for c in checks),
+               "kv_cache_mib": round(sum(float(k["size_mib"]) for k in kv if k["cache"] != "recurrent"), 2) if kv else
+               (round(vllm_kv_gib * 1024, 2) if vllm_kv_gib is not None else None),
+               "kv_cache_tokens": reported.get("kv_cache_tokens"),
+               "slots": slots.get("n_slots"), "n_ctx_slot": slots.get("n_ctx_slot"),
+               "layers_offloaded": f"{off['layers']}/{off['of']}" if off else None,
+               "serialises_requests": command.serialises_requests, "external": command.external,
+               "endpoint_url": command.base_url if command.external else None,
+               "engine_found": discovery["engine"] if discovery else None,
+               "engine_found_version": discovery["version"] if discovery else None,
+               "context_per_request_reported": ((discovery or {}).get("facts") or {}).get("context_per_request")}
+    tables = [evidence.table_entry("Command flags and why", command.notes_rows()),
+              evidence.table_entry("Smoke test", smoke_rows(smoke)),
+              evidence.table_entry("What the server reported", engine_logs.reported_rows(reported))]
+    if discovery:
+        tables += [evidence.table_entry("What the server says about itself (its API)", endpoint.facts_rows(discovery)),
+                   evidence.table_entry("Routes asked, by engine", endpoint.probe_rows(discovery))]
+    for corr in corrections:
+        tables.append(evidence.table_entry(f"Seed command {corr.command_id} corrected for {corr.target}", corr.rows()))
+    then_and_now = then_and_now or []
+    if then_and_now:
+        summary["seed_vllm_then_and_now"] = {f"{c.command_id} @ {c.target}": c.runs for c in then_and_now}
+        tables += [evidence.table_entry("The seeds' vLLM commands, then and now", seed_commands.then_and_now_rows(then_and_now)),
+                   evidence.table_entry("The seeds' vLLM commands, then and now: every change",
+                                        seed_commands.then_and_now_changes(then_and_now))]
+    return {"title": f"Serve: {command.engine} on {command.host}:{command.port}", "summary": summary,
+            "checks": [c.to_dict() for c in checks], "tables": tables, "command": command.to_record(),
+            "seed_corrections": [c.to_record() for c in corrections],
+            "seed_then_and_now": [c.to_record() for c in then_and_now], "reported": reported,
+            "smoke": smoke, "stop": stop_report, "skip_reason": skip_reason, "discovery": discovery,
+            "log": str(server.log_path) if server and server.log_path else None}
+
+
+def what_this_means(record: dict) -> str:
+    """What notebook 04 means for the user, from its record (Markdown, one point per line)."""
+    s = record["summary"]
+    if s["skipped"]:
+        return (f"- Not started here: {s['skipped']}\n- On the target machine, run the command shown above (or the "
+                "by-hand steps in section 'By hand'); the seed commands beside it say which of their flags would fail "
+                "there and why.")
+    lines = [f"{s['engine']} {s['engine_version']} answered in {s['health_s']} s; completions "
+             f"{'ok' if s['completions_ok'] else 'FAILED'}, chat {'ok' if s['chat_ok'] else 'FAILED'}."]
+    if s.get("external"):
+        found = s.get("engine_found")
+        lines[0] = (f"The server at {s['endpoint_url']} (started by you, not the lab) answered in {s['health_s']} s; "
+                    f"completions {'ok' if s['completions_ok'] else 'FAILED'}, chat {'ok' if s['chat_ok'] else 'FAILED'}. "
+                    + (f"It is {found} {s.get('engine_found_version') or '(version not reported)'}."
+                       if found and found != "unknown" else "Its engine could not be identified from its routes."))
+        if s.get("context_per_request_reported"):
+            lines.append(f"It gives one request {s['context_per_request_reported']} tokens of context (prompt + output), "
+                         "as it reports itself; notebook 05 sets that beside the plan.")
+    if s.get("slots"):
+        lines.append(f"It runs {s['slots']} slots of {s['n_ctx_slot']} tokens each: one request gets at most "
+                     f"{s['n_ctx_slot']} tokens of context (prompt + output), whatever -c says.")
+    if s.get("kv_cache_mib") is not None:
+        tokens = f" = {s['kv_cache_tokens']:,} tokens" if s.get("kv_cache_tokens") else ""
+        lines.append(f"Its KV cache takes {s['kv_cache_mib']} MiB{tokens} (compare with notebook 05's prediction).")
+    if s["serialises_requests"]:
+        lines.append("llama_cpp.server serialises requests: concurrency numbers from it are not llama.cpp's.")
+    if not s.get("external"):
+        lines.append("Stopped cleanly, nothing left running." if s["stopped_clean"] else
+                     "The server did NOT stop cleanly: see the checks.")
+    return "\n".join(f"- {line}" for line in lines)
