@@ -1,6 +1,7 @@
 """lab.model.quantize: exact size arithmetic, llama.cpp's per-tensor choice, output parsers, verdicts (pure);
 the F16 reference and the real llama-quantize ladder (integration)."""
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -369,3 +370,26 @@ def test_iq4_xs_and_q3_k_m_mixes_follow_llama_quant():
     assert q3["output.weight"] == "Q6_K" and q3["token_embd.weight"] == "Q3_K" and q3["blk.0.ffn_up.weight"] == "Q3_K"
     with pytest.raises(q.QuantError, match="n_gqa"):
         q.choose_tensor_types(specs, "IQ4_XS", 64)
+
+
+# ---------------------------------------------------------------- the tool-output cache (llama-perplexity's)
+def test_cached_tool_runs_once_per_key_and_says_so_when_reused(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run(name, args, log):  # a fake of the tool, for the caching logic only
+        calls.append(args)
+        Path(args[-1]).write_bytes(b"logprobs")
+        return "Final estimate: PPL = 26.0816 +/- 2.56731"
+
+    monkeypatch.setattr(q, "_run_tool", fake_run)
+    monkeypatch.setattr(q.paths, "tool", lambda name: Path("/bin") / name)
+    meta, product = tmp_path / "c" / "base.json", tmp_path / "c" / "base.bin"
+    text, made = q._cached_tool("llama-perplexity", ["-m", "ref.gguf", q.PRODUCT], meta, tmp_path / "a.log", product)
+    assert not made["reused"] and product.read_bytes() == b"logprobs" and len(calls) == 1
+    assert calls[0][-1] != str(product)  # written under a temporary name, renamed when complete
+    again, made2 = q._cached_tool("llama-perplexity", ["-m", "ref.gguf", q.PRODUCT], meta, tmp_path / "b.log", product)
+    assert again == text and made2 == {**made, "reused": True} and len(calls) == 1
+    assert (tmp_path / "b.log").read_text().startswith(f"# reused from the lab's cache {meta} (computed {made['computed_utc']}")
+    product.unlink()  # the entry is incomplete without its file: computed again
+    assert not q._cached_tool("llama-perplexity", ["-m", "ref.gguf", q.PRODUCT], meta, None, product)[1]["reused"]
+    assert len(calls) == 2

@@ -10,8 +10,9 @@ Notebook 03 runs the method on the embedded model (SmolLM2-135M) with the real l
 3. `size_check`: each file's size against parameters × bits per weight, and against llama.cpp's own
    per-tensor type choice (reproduced by `choose_tensor_types`, which must match the file exactly).
 4. `measure_quality`: mean KL divergence, top-1 agreement and perplexity against the reference on the
-   held-out text (lab/data/heldout.txt), from `llama-perplexity --kl-divergence`; `crosscheck_kld`
-   recomputes the first chunks independently through llama-cpp-python.
+   held-out text (lab/data/heldout.txt), from `llama-perplexity --kl-divergence` (deterministic, so cached
+   like the ladder, keyed by the files, the text, the arguments and the build); `crosscheck_kld` recomputes
+   the first chunks independently through llama-cpp-python in every run.
 5. `measure_speed`: `llama-bench -o json`, prompt processing and generation.
 
 The same size model then predicts the 27B-class models (`target_sizes`; the seeds' size claims are judged
@@ -21,6 +22,7 @@ touch no files or processes; the tests exercise them exactly.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -851,6 +853,36 @@ def _run_tool(name: str, args: list[str], log: Path | None, timeout: float = 600
     return text
 
 
+PRODUCT = "{product}"  # placeholder in a cached tool's arguments for the file it writes
+
+
+def _cached_tool(name: str, args: list[str], meta: Path, log: Path | None, product: Path | None = None) -> tuple[str, dict]:
+    """Run a deterministic llama.cpp tool once per cache entry and reuse it after: its output text (and the file
+    it writes, `product`, passed in `args` as PRODUCT) are kept at `meta`. The caller keys `meta` by everything
+    the output depends on: the input files' sha256, the text, the arguments and the llama.cpp build. A reused
+    entry's log in the run folder says so, with when and how long it was computed. Returns (text, how made)."""
+    if meta.exists() and (product is None or product.exists()):
+        info = json.loads(meta.read_text())
+        if log is not None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(f"# reused from the lab's cache {meta} (computed {info['utc']} in {info['seconds']} s; "
+                           f"same input files, text, arguments and llama.cpp build)\n$ {' '.join(info['command'])}\n"
+                           f"{info['text']}")
+        return info["text"], {"reused": True, "computed_utc": info["utc"], "seconds": info["seconds"]}
+    tmp = _atomic_target(product) if product is not None else None
+    argv = [str(tmp) if a == PRODUCT else a for a in args]
+    t0 = time.perf_counter()
+    text = _run_tool(name, argv, log)
+    info = {"utc": evidence.utc_now(), "seconds": round(time.perf_counter() - t0, 2),
+            "command": [str(paths.tool(name)), *argv], "text": text}
+    if tmp is not None:
+        tmp.replace(product)
+    tmp_meta = _atomic_target(meta)
+    tmp_meta.write_text(json.dumps(info))
+    tmp_meta.replace(meta)
+    return text, {"reused": False, "computed_utc": info["utc"], "seconds": info["seconds"]}
+
+
 @dataclass
 class QuantFile:
     qtype: str
@@ -1066,8 +1098,13 @@ class Quality:
         import pandas as pd
 
         cols = ["type", "kld", "kld_unc", "kld_median", "kld_p99", "top1_pct", "ppl", "ppl_base", "ppl_ratio",
-                "delta_p_rms_pct"]
+                "delta_p_rms_pct", "computed"]
         return pd.DataFrame(self.rows)[cols]
+
+
+def _made_text(made: dict) -> str:
+    when = made["computed_utc"].replace("T", " ").rstrip("Z")[:16]
+    return f"cached ({when} UTC, {made['seconds']:.0f} s)" if made["reused"] else f"now ({made['seconds']:.0f} s)"
 
 
 def heldout_text() -> tuple[Path, dict]:
@@ -1083,46 +1120,55 @@ def measure_quality(ladder: Ladder, text: str | Path | None = None, n_ctx: int =
     `llama-perplexity --kl-divergence-base` saves the reference's log-probabilities over the held-out text
     (chunks of `n_ctx` tokens; the second half of each chunk is scored), then `--kl-divergence` runs each
     quantized file over the same tokens. `include_source` adds the shipped file itself (it should be
-    ~identical to the reference it was dequantized into)."""
+    ~identical to the reference it was dequantized into). Each tool run is cached (`_cached_tool`); a row's
+    `computed` says whether it ran now or when it was made."""
     if n_ctx < 16:
         raise QuantError(f"n_ctx must be at least 16, found {n_ctx}")
     text_path = Path(text) if text else HELDOUT
     log_dir = Path(log_dir) / "03_quantize" if log_dir else None
     threads = ladder.threads
-    base_file = ladder.folder / f"kld-base-{evidence.sha256_file(text_path)[:12]}-c{n_ctx}-n{chunks or 'all'}.bin"
+    text_sha = evidence.sha256_file(text_path)
     # Flash attention on, as in crosscheck_kld: attention numerics move a fragile file's KLD by ~10 %.
     common = ["-c", str(n_ctx), "-b", str(max(batch, n_ctx)), "-t", str(threads), "-fa", "on"] + \
         (["--chunks", str(chunks)] if chunks else [])
-    targets = [(f"shipped {ladder.reference.source_type}", ladder.reference.source)] if include_source else []
-    targets += [(f.qtype, f.path) for f in ladder.files]
-    # The base file holds n_vocab 16-bit log-probabilities per scored token; English BPE text runs ≥ 2 bytes
-    # per token, which bounds the token count from above.
-    n_vocab = gguf_info(ladder.reference.path).n_vocab or 256_000
-    est_chunks = chunks or max(1, text_path.stat().st_size // 2 // n_ctx)
-    check_free_disk(ladder.folder, est_chunks * (n_ctx // 2) * (n_vocab + 4) * 2 + 16 * MIB,
-                    "llama-perplexity's base log-probabilities")
+    # llama-perplexity's output is a pure function of the files, the text, these arguments and the build (the same
+    # numbers to the last digit in runs at different machine loads), so it is computed once per key and reused; the
+    # cross-check (crosscheck_kld) recomputes the first chunks independently in every run.
+    key = hashlib.sha256(json.dumps([ladder.reference.sha256, text_sha, common]).encode()).hexdigest()[:12]
+    cache = ladder.folder / f"kld-{text_sha[:12]}-c{n_ctx}-n{chunks or 'all'}-{key}"
+    base_file = cache / "base-logprobs.bin"
+    targets = [(f"shipped {ladder.reference.source_type}", ladder.reference.source, ladder.reference.source_sha256)] \
+        if include_source else []
+    targets += [(f.qtype, f.path, f.sha256) for f in ladder.files]
+    if not base_file.exists():
+        # The base file holds n_vocab 16-bit log-probabilities per scored token; English BPE text runs ≥ 2 bytes
+        # per token, which bounds the token count from above.
+        n_vocab = gguf_info(ladder.reference.path).n_vocab or 256_000
+        est_chunks = chunks or max(1, text_path.stat().st_size // 2 // n_ctx)
+        check_free_disk(ladder.folder, est_chunks * (n_ctx // 2) * (n_vocab + 4) * 2 + 16 * MIB,
+                        "llama-perplexity's base log-probabilities")
     rows, raw = [], {}
     with _progress(len(targets) + 1, "llama-perplexity", "run", progress) as bar:
         bar.set_postfix_str("F16 base logits")
-        tmp = _atomic_target(base_file)
-        text_out = _run_tool("llama-perplexity", ["-m", str(ladder.reference.path), "-f", str(text_path), *common,
-                                                  "--kl-divergence-base", str(tmp)],
-                             log_dir / "llama-perplexity-base.log" if log_dir else None)
-        tmp.replace(base_file)
-        base = parse_base_output(text_out)
+        text_out, base_made = _cached_tool(
+            "llama-perplexity", ["-m", str(ladder.reference.path), "-f", str(text_path), *common,
+                                 "--kl-divergence-base", PRODUCT],
+            cache / "base.json", log_dir / "llama-perplexity-base.log" if log_dir else None, product=base_file)
+        base = parse_base_output(text_out) | {"made": base_made}
         bar.update(1)
-        for label, path in targets:
+        for label, path, sha in targets:
             bar.set_postfix_str(label)
-            out = _run_tool("llama-perplexity", ["-m", str(path), *common, "--kl-divergence-base", str(base_file),
-                                                 "--kl-divergence"],
-                            log_dir / f"llama-perplexity-{label.replace(' ', '_')}.log" if log_dir else None)
+            safe = label.replace(" ", "_")
+            out, made = _cached_tool(
+                "llama-perplexity", ["-m", str(path), *common, "--kl-divergence-base", str(base_file), "--kl-divergence"],
+                cache / f"{safe}-{sha[:16]}.json", log_dir / f"llama-perplexity-{safe}.log" if log_dir else None)
             stats = parse_kld_output(out)
             raw[label] = parse_kld_chunks(out)
-            rows.append({"type": label, "file": str(path), **stats})
+            rows.append({"type": label, "file": str(path), **stats, "computed": _made_text(made), "made": made})
             bar.update(1)
     settings = {"n_ctx": n_ctx, "batch": max(batch, n_ctx), "threads": threads, "flash_attn": "on", "chunks": base["chunks"],
                 "scored_tokens": base["chunks"] * (n_ctx - 1 - n_ctx // 2), "text": str(text_path),
-                "text_sha256": evidence.sha256_file(text_path)}
+                "text_sha256": text_sha, "cache": str(cache)}
     return Quality(rows, base, base_file, settings, raw)
 
 
