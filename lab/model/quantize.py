@@ -556,6 +556,7 @@ def published_size_checks() -> list[dict]:
     return rows
 
 
+@lru_cache(maxsize=256)  # pure in its arguments and the shipped data; the claims ledger asks ~280 times per notebook
 def exact_gguf_bytes(model_id: str, quant: str, imatrix: bool = False) -> int | None:
     """Tensor bytes of stand-in `model_id` quantized by llama.cpp to `quant`, when this module models
     that mix (GGUF types only; AWQ/GPTQ, MoE and unknown ids → None). `imatrix`: made with an importance matrix
