@@ -201,7 +201,9 @@ def parity_checks(rows: list[dict], skip_reason: str | None = None) -> list[Chec
             observed=f"{r['reported_mib']} MiB, {r['reported_cells']} cells, {r['reported_layers']} layers"
                      + (f" in {r['buffer']} memory" if r.get("buffer") else ""),
             expected=f"{r['predicted_mib']} MiB, {r['predicted_cells']} cells, {r['predicted_layers']} layers",
-            fix="" if r["match"] else f"prediction differs from llama.cpp: see {r.get('log', 'the server log')}",
+            fix="" if r["match"] else (f"the server did not start ({r['error']}): see {r.get('log', 'its log')}"
+                                       if r.get("error") else
+                                       f"prediction differs from llama.cpp: see {r.get('log', 'the server log')}"),
             source=PARITY_SOURCE))
     return out
 

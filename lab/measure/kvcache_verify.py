@@ -12,7 +12,7 @@ parameters to device memory it does a dry run whose buffer size is 0.00 MiB; tho
 `-fit off` avoids the dry run altogether). The lines are read by lab.serving.engine_logs.parse_kv_lines, the
 same reading that llama-server's start-up report (parse_llama_log) gives. Each grid point starts a fresh server
 through lab.serving.serve (the lab's one launcher: 127.0.0.1, a free port, the per-run key, the log kept) with
-`--no-warmup`.
+`--no-warmup`, two at a time.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from lab.serving import engine_logs
 
 QUANTIZED = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 HYBRID_MODEL = "qwen3.8-27b-4L"  # Qwen3.8-27B's per-layer shape, 4 layers (3 Gated DeltaNet + 1 full attention)
+FAILED = "[lab] server failed to start:"  # how a grid point's text says its server never served
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,14 @@ class KvRun:
 
 
 def _start_llama_server_for_kv(server: Path, model_file: Path, run: KvRun, log_dir: Path, name: str,
-                               threads: int = 2, timeout_s: float = 120.0, n_gpu_layers: int | None = None) -> str:
-    """Start llama-server for one grid point through lab.serving.serve, wait until it serves a token (or fails),
-    stop it; return its log (the whole log of a server that failed to start)."""
+                               threads: int = 2, timeout_s: float = 120.0, n_gpu_layers: int | None = None,
+                               port: int | None = None) -> str:
+    """Start llama-server for one grid point through lab.serving.serve (on `port`, or a free one), wait until it
+    serves a token (or fails), stop it; return its log (the whole log of a server that failed to start)."""
     from lab.serving import serve
     from lab.serving.engines import Command
 
-    port = serve.free_port()
+    port = port or serve.free_port()
     argv = [str(server), "-m", str(model_file), "--host", "127.0.0.1", "--port", str(port),
             "-c", str(run.n_ctx), "-np", str(run.n_parallel), "-ctk", run.type_k, "-ctv", run.type_v,
             "-fa", run.flash_attn, "-t", str(threads), "--no-warmup", "-fit", "off", "-lv", "4"]
@@ -67,7 +69,7 @@ def _start_llama_server_for_kv(server: Path, model_file: Path, run: KvRun, log_d
             pass
     except serve.ServeError as exc:
         text = log_path.read_text(errors="replace") if log_path.exists() else getattr(exc, "log_tail", "")
-        return f"{text}\n[lab] server failed to start: {exc}\n"
+        return f"{text}\n{FAILED} {exc}\n"
     return log_path.read_text(errors="replace")
 
 
@@ -192,22 +194,48 @@ def run_for_profile(profile, log_dir: Path, skip_reason: str | None = None) -> t
 
 
 def run_grid(models: dict[str, tuple[Path, ArchSpec]], grid: list[KvRun], log_dir: Path, server: Path | None,
-             threads: int = 2, n_gpu_layers: int | None = None) -> list[dict]:
-    """Run every grid point whose model is in `models` ({label: (gguf path, ArchSpec)}); rows of `compare`.
-    No server (a skipped grid): no rows.
+             threads: int = 2, n_gpu_layers: int | None = None, workers: int = 2) -> list[dict]:
+    """Run every grid point whose model is in `models` ({label: (gguf path, ArchSpec)}); rows of `compare`,
+    in grid order. No server (a skipped grid): no rows. `workers` servers start at a time: what a server
+    allocates depends only on its own flags and model, and starting one is mostly single-threaded loading,
+    so two at a time use both cores of a small machine.
 
     A run that reported nothing (the server failed) still yields rows, with match False and its log path."""
-    rows = []
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lab.serving import serve
+
     if server is None:
-        return rows
-    for i, run in enumerate(grid):
-        if run.model not in models:
-            continue
+        return []
+    points = [(i, run) for i, run in enumerate(grid) if run.model in models]
+    lock, taken = threading.Lock(), set()
+
+    def port_for_one() -> int:
+        # The OS may hand a port just closed by free_port to the next caller: servers running together must
+        # not get the same one.
+        with lock:
+            port = serve.free_port()
+            while port in taken:
+                port = serve.free_port()
+            taken.add(port)
+            return port
+
+    def one(point: tuple[int, KvRun]) -> list[dict]:
+        i, run = point
         path, arch = models[run.model]
         label = "".join(c if c.isalnum() or c in "-." else "_" for c in run.model)[:40]
         name = f"kv_{i:02d}_{label}_c{run.n_ctx}_np{run.n_parallel}_{run.type_k}"
-        reported = engine_logs.parse_kv_lines(_start_llama_server_for_kv(server, path, run, Path(log_dir), name, threads,
-                                                             n_gpu_layers=n_gpu_layers))
-        for row in compare(run, arch, reported):
-            rows.append({**row, "log": str(Path(log_dir) / f"{name}.log")})
-    return rows
+        port = port_for_one()
+        try:
+            text = _start_llama_server_for_kv(server, path, run, Path(log_dir), name, threads,
+                                              n_gpu_layers=n_gpu_layers, port=port)
+        finally:
+            with lock:
+                taken.discard(port)
+        failed = text.rpartition(FAILED)[2].strip() if FAILED in text else None
+        return [{**row, "log": str(Path(log_dir) / f"{name}.log"), **({"error": failed} if failed else {})}
+                for row in compare(run, arch, engine_logs.parse_kv_lines(text))]
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return [row for rows in pool.map(one, points) for row in rows]
