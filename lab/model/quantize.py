@@ -1264,7 +1264,7 @@ class Speed:
         return pd.DataFrame(self.rows)
 
 
-def measure_speed(ladder: Ladder, n_prompt: int = 64, n_gen: int = 32, reps: int = 5,
+def measure_speed(ladder: Ladder, n_prompt: int = 64, n_gen: int = 32, reps: int = 3,
                   include_reference: bool = True, log_dir: str | Path | None = None, progress: bool = True) -> Speed:
     """Prompt processing (pp) and generation (tg) tokens/s of every file, from one `llama-bench -o json` run
     (after llama-bench's warm-up; `*_tok_s` is the median of the `reps` samples, `*_mean`/`*_sd` llama-bench's)."""
