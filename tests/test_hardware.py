@@ -8,6 +8,7 @@ import json
 import pytest
 
 from lab.core import profiles
+from lab.model import weights
 from lab.measure import copy_bandwidth, hardware, hardware_checks, inventory, psu_sizing
 from lab.predict import roofline
 from lab.core.checks import worst
@@ -206,10 +207,10 @@ def test_host_checks_ram_disk_and_psu_arithmetic():
 
 
 def test_model_size_estimate_from_name_and_quant():
-    assert inventory._params_from_name("Qwen3-32B") == 32e9
-    assert inventory._params_from_name(None, "SmolLM2-135M-Instruct") == 135e6
-    assert inventory._params_from_name("Gemma-3-27B-it") == 27e9
-    assert inventory._params_from_name("mystery-model") is None
+    assert weights.params_from_name("Qwen3-32B") == 32e9
+    assert weights.params_from_name(None, "SmolLM2-135M-Instruct") == 135e6
+    assert weights.params_from_name("Gemma-3-27B-it") == 27e9
+    assert weights.params_from_name("mystery-model") is None
     info = inventory.model_file_info(v100_profile(model_name="gemma-3-27b-it (27B)"))
     assert info["how"].startswith("estimate") and 16e9 < info["size_bytes"] < 17e9  # ~16.5 GB at Q4_K_M
 

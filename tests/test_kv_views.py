@@ -1,7 +1,7 @@
 """lab.measure.kv_views (notebook 05's tables, charts and closing text): the numbers it shows are the KV arithmetic of
 the architectures themselves — checked here against the per-layer shapes, not against a snapshot of the tables."""
 from lab.core import profiles
-from lab.model import models
+from lab.model import models, weights
 from lab.measure import kv_views
 from lab.predict import claims, claims_views, kvcache, memory_plan
 
@@ -48,10 +48,10 @@ def test_the_27b_class_on_one_v100():
     assert dense["kv_GiB"] == 16.0 and not dense["fits"] and dense["beyond_trained_context"]  # trained on 40,960
     table = kv_views.target_max_context_table(V100_BYTES, kv_dtypes=("f16",)).set_index("model")
     arch = models.stand_in("qwen3.8-27b")
-    weights = memory_plan.weights_bytes(arch, "Q4_K_M", "qwen3.8-27b")[0]
+    wbytes = weights.weights_bytes("Q4_K_M", arch=arch, model_id="qwen3.8-27b")[0]
     over = int(memory_plan.runtime_overhead("llama.cpp-gpu")["bytes"])
     state = round(149.62 * 2**20)
-    by_hand = (V100_BYTES - weights - over - state) / 65_536  # tokens of KV left once weights, overhead, state fit
+    by_hand = (V100_BYTES - wbytes - over - state) / 65_536  # tokens of KV left once weights, overhead, state fit
     assert 0 <= by_hand - table.loc["qwen3.8-27b", "max_context_f16"] < 512  # llama.cpp pads n_ctx to 256
     assert table.loc["qwen3-32b", "max_context_f16"] == 40_960  # capped at the trained context
 

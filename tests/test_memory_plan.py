@@ -45,13 +45,15 @@ def test_kv_dtype_foreign_to_engine_is_a_finding():
 
 
 def test_weights_for_formats():
+    from lab.model import weights
+
     arch = models.stand_in("qwen3-32b")
-    q4 = memory_plan.weights_bytes_for(arch, "Q4_K_M")
+    q4 = weights.weights_bytes("Q4_K_M", arch=arch)[0]
     assert 19.5e9 < q4 < 20.5e9  # 32.76e9 × 4.899 / 8
-    awq = memory_plan.weights_bytes_for(arch, "AWQ-INT4")
+    awq = weights.weights_bytes("AWQ-INT4", arch=arch)[0]
     assert awq > arch.params * 4.156 / 8  # embeddings stay at 16 bits
     with pytest.raises(KeyError, match="unknown weight format"):
-        memory_plan.weights_bytes_for(arch, "Q1_X")
+        weights.weights_bytes("Q1_X", arch=arch)
 
 
 def test_cpu_default_uses_host_ram():
@@ -86,12 +88,12 @@ def test_weights_bytes_is_exact_for_a_modelled_stand_in_else_params_times_bits()
     from lab.model import weights
 
     arch = models.stand_in("qwen3-32b")
-    exact, basis = memory_plan.weights_bytes(arch, "Q4_K_M", "qwen3-32b")
+    exact, basis = weights.weights_bytes("Q4_K_M", arch=arch, model_id="qwen3-32b")
     assert exact == 19_756_174_336 and "lab.model.quantize" in basis
-    naive, basis = memory_plan.weights_bytes(arch, "Q4_K_M")  # no stand-in id: params x weight_bits.yaml bits
-    assert naive == memory_plan.weights_bytes_for(arch, "Q4_K_M") and "weight_bits.yaml" in basis
-    gptq, _ = memory_plan.weights_bytes(arch, "GPTQ-INT4", "qwen3-32b")  # no GGUF mix for GPTQ: bits, embeddings at 16
-    assert gptq == memory_plan.weights_bytes_for(arch, "GPTQ-INT4")
+    naive, basis = weights.weights_bytes("Q4_K_M", arch=arch)  # no stand-in id: params x weight_bits.yaml bits
+    assert naive == pytest.approx(arch.params * 4.899 / 8, abs=1) and "weight_bits.yaml" in basis
+    gptq, _ = weights.weights_bytes("GPTQ-INT4", arch=arch, model_id="qwen3-32b")  # no GGUF mix for GPTQ: bits, embeddings at 16
+    assert gptq == weights.weights_bytes("GPTQ-INT4", arch=arch)[0]
     assert weights.weights_bytes("Q4_K_M", params=27e9)[0] == pytest.approx(27e9 * 4.899 / 8, abs=1)
     assert weights.bits_per_weight("INT4") == weights.bits_per_weight("AWQ-INT4")
 

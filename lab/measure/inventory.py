@@ -7,13 +7,12 @@ the GPU's `unavailable` mapping. Never raises for a missing driver, library or p
 """
 from __future__ import annotations
 
-import re
 import shutil
 
 from lab import setup
 from lab.core import evidence, paths
 from lab.core.profiles import Profile
-from lab.model import models, weights
+from lab.model import weights
 
 WEIGHTS_ESTIMATE_SOURCE = ("lab.model.weights: lab.model.quantize per-tensor prediction for a shipped stand-in, else params x "
                            "lab/data/weight_bits.yaml bits (llama.cpp tools/quantize QUANT_OPTIONS)")
@@ -174,17 +173,8 @@ def host_inventory() -> dict:
     return host
 
 
-def _params_from_name(*names: str | None) -> float | None:
-    """"Qwen3-32B" -> 32e9, "SmolLM2-135M-Instruct" -> 135e6; None when no size is in the name."""
-    for name in names:
-        m = re.search(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)\s*([BM])(?![A-Za-z])", name or "")
-        if m:
-            return float(m.group(1)) * (1e9 if m.group(2) == "B" else 1e6)
-    return None
-
-
 def model_file_info(profile: Profile) -> dict:
-    """The profile's model file: its size when it exists, else an estimate from the name and quant,
+    """The profile's model file: its size when it exists, else the weight bytes `lab plan` shows (an estimate),
     and the free space on the disk it lives (or will live) on."""
     spec, path, why = profile.model_file, None, None
     if spec:
@@ -196,19 +186,12 @@ def model_file_info(profile: Profile) -> dict:
     if path is not None and path.is_file():
         info["size_bytes"], info["how"] = path.stat().st_size, "file"
     else:
-        # the file is the architecture's model when that is a shipped stand-in (exact per-tensor bytes for
-        # GGUF mixes), else the size in the name (the real model first) × bits per weight
-        kind, _, ref = profile.model_architecture.partition(":")
-        params = _params_from_name(profile.model_name, profile.model_stand_in_for)
+        # not here yet: the weights `lab plan` and the memory plan show (lab.model.weights.profile_weights), a
+        # little under the file, which adds its header (metadata, tokenizer)
         try:
-            try:
-                stand_in = models.stand_in(ref) if kind == "config" else None
-            except (KeyError, models.ModelConfigError):  # a config path, not a shipped stand-in id
-                stand_in = None
-            size, basis = weights.weights_bytes(profile.model_quant, arch=stand_in, model_id=ref if stand_in else None,
-                                                params=params)
+            size, basis = weights.profile_weights(profile)
             info["size_bytes"], info["how"] = size, f"estimate (tensor data, lab.model.weights): {basis}"
-        except (KeyError, ValueError, models.ModelConfigError):
+        except (KeyError, ValueError):
             pass
     target = (path.parent if path is not None else setup.cache_dir() / "models").absolute()
     while not target.exists() and target != target.parent:

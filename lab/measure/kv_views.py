@@ -7,6 +7,7 @@ from __future__ import annotations
 from lab.core import evidence, profiles
 from lab.core.checks import Check
 from lab.model import models
+from lab.model import weights as weights_mod
 from lab.model.models import ArchSpec
 from lab.measure import vllm_kv
 from lab.predict import claims_views, kvcache, memory_plan
@@ -129,7 +130,7 @@ def target_rows(device_bytes: int, weights_format: str = "Q4_K_M", kv_dtypes: tu
     rows = []
     for mid in TARGET_MODELS:
         arch = models.stand_in(mid)
-        weights = memory_plan.weights_bytes(arch, weights_format, mid)[0]
+        weights = weights_mod.weights_bytes(weights_format, arch=arch, model_id=mid)[0]
         for d in kv_dtypes:
             for ctx in contexts:
                 caches = kvcache.llama_cpp_kv_prediction(arch, ctx, 1, d)["caches"]
@@ -151,7 +152,7 @@ def target_max_context_table(device_bytes: int, weights_format: str = "Q4_K_M",
     rows = []
     for mid in TARGET_MODELS:
         arch = models.stand_in(mid)
-        weights = memory_plan.weights_bytes(arch, weights_format, mid)[0]
+        weights = weights_mod.weights_bytes(weights_format, arch=arch, model_id=mid)[0]
         row = {"model": mid, "weights_GiB": round(weights / GIB, 2), "trained_context": arch.max_context}
         for d in kv_dtypes:
             budget = device_bytes - weights - over

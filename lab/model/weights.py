@@ -9,15 +9,21 @@
    output head at that width when the architecture's embedding parameter count is known.
 
 The byte count is the tensor data (what is read once per decoded token and what occupies memory); a
-GGUF file adds its header (metadata, tokenizer) on top. Reading a real file's size is the callers' job
-(lab.model.gguf_file.gguf_weights_bytes, the safetensors vLLM serves): this module only predicts.
+GGUF file adds its header (metadata, tokenizer) on top.
+
+`profile_weights(profile)` is the one answer to "how many bytes are this profile's weights": `lab plan`,
+the memory plan (notebook 05), the roofline (notebook 06) and the hardware check's disk estimate (notebook 01)
+all call it, so one profile shows one weight size. It returns (bytes, basis), the basis saying which rule
+answered: the files the engine loads when they are on this machine, else the prediction above.
 """
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
-from lab.core import facts
-from lab.model import quantize
+from lab.core import facts, paths
+from lab.model import gguf_file, models, quantize
 
 # The ledger's generic "INT4" (a 4-bit GPU format without a named layout) is sized as AWQ at group 128.
 ALIASES = {"INT4": "AWQ-INT4"}
@@ -72,4 +78,87 @@ def weights_bytes(quant: str, arch=None, model_id: str | None = None,
             f"{n / 1e9:.2f}e9 params × {entry['bits']:g} bits ({entry['id']}, lab/data/weight_bits.yaml)")
 
 
-__all__ = ["ALIASES", "formats", "weight_format", "bits_per_weight", "is_known", "weights_bytes"]
+def params_from_name(*names: str | None) -> float | None:
+    """"Qwen3-32B" -> 32e9, "SmolLM2-135M-Instruct" -> 135e6; None when no size is in the name."""
+    for name in names:
+        m = re.search(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)\s*([BM])(?![A-Za-z])", name or "")
+        if m:
+            return float(m.group(1)) * (1e9 if m.group(2) == "B" else 1e6)
+    return None
+
+
+def _served_safetensors(profile) -> tuple[int, str] | None:
+    """The safetensors vLLM loads when the profile serves an HF folder (model_dir; cpu-vllm: a float32
+    copy of the GGUF, ~5x its size) and the folder is on this machine; None otherwise."""
+    if profile.engine != "vllm" or not profile.model_dir:
+        return None
+    try:
+        folder = paths.served_model_path(profile)
+    except paths.VllmMissing:  # the vLLM venv or its HF copy is not made yet
+        return None
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    return (sum(f.stat().st_size for f in files),
+            f"file: the {len(files)} safetensors vLLM loads from {folder.name} (on this machine)")
+
+
+def _model_file_gguf(profile) -> tuple[Path | None, str]:
+    """The GGUF the engine loads (model_file) when it is on this machine, else (None, why not)."""
+    if not profile.model_file:
+        return None, "the profile sets no model_file"
+    try:
+        path = paths.model_path(profile.model_file)
+    except (paths.SetupMissing, KeyError) as exc:  # embedded:<name> before set-up has run, or unknown
+        return None, f"{profile.model_file} is not on this machine ({exc})"
+    if not path.is_file():
+        return None, f"{profile.model_file} is not on this machine"
+    if path.suffix != ".gguf":
+        return None, f"{profile.model_file} is not a .gguf file"
+    return path, ""
+
+
+def profile_weights(profile, arch=None) -> tuple[int, str]:
+    """(bytes, basis) of the weights `profile`'s engine loads; the basis names the rule that answered:
+    1. vLLM serving an HF folder (model_dir) that is on this machine: its safetensors' bytes;
+    2. else (not an HF folder for vLLM) the GGUF model_file when it is on this machine: its tensor bytes;
+    3. else predicted for model_quant (`weights_bytes`): exact llama.cpp mix for a config:<stand-in> GGUF quant,
+       else parameters of the profile's architecture (`arch`, default lab.model.models.arch_for) × bits;
+    4. else, when the architecture cannot be read (a gguf: architecture whose file is absent), the
+       parameter count in model_name / model_stand_in_for × bits.
+    Reads only the profile, the lab's data and the files the profile names (GGUF header, file sizes).
+    ModelConfigError when no rule applies; ValueError naming the file when a present GGUF is unreadable."""
+    if profile.engine == "vllm" and profile.model_dir:
+        if (served := _served_safetensors(profile)) is not None:
+            return served
+        why = f"{profile.model_dir} is not on this machine"
+    else:
+        path, why = _model_file_gguf(profile)
+        if path is not None:
+            try:
+                return gguf_file.gguf_weights_bytes(path), f"file: tensor bytes of {path.name} (on this machine)"
+            except Exception as exc:  # a truncated download, a non-GGUF renamed .gguf
+                raise ValueError(f"{path}: not a readable GGUF ({exc}); replace the file or fix model_file "
+                                 f"in profile {profile.name}") from exc
+    kind, _, ref = profile.model_architecture.partition(":")
+    if arch is None:
+        try:
+            arch = models.arch_for(profile)
+        except Exception as exc:  # a gguf: architecture whose file is absent, set-up not run
+            params = params_from_name(profile.model_name, profile.model_stand_in_for)
+            if not params:
+                raise models.ModelConfigError(f"profile {profile.name}: cannot size the weights: {why}, the "
+                                              f"architecture is unreadable ({exc}) and model_name has no size "
+                                              "(e.g. 27B)") from exc
+            b, basis = weights_bytes(profile.model_quant, params=params)
+            return b, f"predicted ({why}; size from the name {profile.model_name!r}): {basis}"
+    try:
+        b, basis = weights_bytes(profile.model_quant, arch=arch, model_id=ref if kind == "config" else None)
+    except (KeyError, ValueError) as exc:
+        raise models.ModelConfigError(f"profile {profile.name}: cannot size {profile.model_quant} weights "
+                                      f"({why}): {exc}") from exc
+    return b, f"predicted ({why}): {basis}"
+
+
+__all__ = ["ALIASES", "formats", "weight_format", "bits_per_weight", "is_known", "weights_bytes",
+           "params_from_name", "profile_weights"]

@@ -2,8 +2,9 @@
 
 Pure arithmetic over lab.predict.kvcache, lab.model.models and the sourced data in lab/data/ (weight_bits.yaml,
 runtime_overhead.yaml); the seeds' KV and memory claims are judged in lab.predict.claims with the same functions.
-The only input it reads besides those is, for a profile
-whose architecture is "gguf:...", the GGUF file's header and tensor table (metadata, not weights).
+The only inputs it reads besides those are, for a profile
+whose architecture is "gguf:...", the GGUF file's header and tensor table (metadata, not weights), and the weight
+files the profile names when they are on this machine (lab.model.weights.profile_weights, which says its basis).
 
 Semantics by engine:
 * llama.cpp / llama-cpp-python: `context_tokens` is llama.cpp's `-c` (the total over `parallel_slots`),
@@ -20,8 +21,8 @@ from __future__ import annotations
 
 import math
 
-from lab.core import facts, paths
-from lab.model import gguf_file, models, quantize
+from lab.core import facts
+from lab.model import models
 from lab.model import weights as weights_mod
 from lab.predict import kvcache
 from lab.model.models import ArchSpec
@@ -35,35 +36,11 @@ VLLM_AUTO_KV = {"float32": "f32", "bfloat16": "bf16", "half": "f16", "float16": 
 
 
 # ---------------------------------------------------------------- data lookups
-weight_format = weights_mod.weight_format  # weight_bits.yaml entry (lab.model.weights owns the table)
-
-
 def runtime_overhead(overhead_id: str) -> dict:
     for entry in facts.load("runtime_overhead", "overheads")["overheads"]:
         if entry["id"] == overhead_id:
             return entry
     raise KeyError(f"unknown runtime overhead {overhead_id!r}")
-
-
-def weights_bytes(arch: ArchSpec | None, quant: str, model_id: str | None = None) -> tuple[int, str]:
-    """(bytes, basis) of the weights of `arch` (stand-in `model_id`) at `quant`: lab.model.weights.weights_bytes,
-    the one answer the plan, the roofline, the claims and the hardware file estimate share."""
-    if arch is not None and not arch.params and not model_id:
-        raise models.ModelConfigError(f"{arch.source}: no parameter count, cannot size weights")
-    try:
-        return weights_mod.weights_bytes(quant, arch=arch, model_id=model_id)
-    except ValueError as exc:
-        raise models.ModelConfigError(f"{arch.source if arch is not None else model_id}: {exc}") from exc
-
-
-def weights_bytes_for(arch: ArchSpec, fmt: str) -> int:
-    """Predicted weight bytes of `arch` stored as `fmt` from its parameter count (no per-tensor mix)."""
-    return weights_bytes(arch, fmt)[0]
-
-
-def exact_gguf_weights(model_id: str, qtype: str) -> int | None:
-    """Tensor bytes of stand-in `model_id` quantized by llama.cpp to `qtype` (lab.model.quantize.exact_gguf_bytes)."""
-    return quantize.exact_gguf_bytes(model_id, qtype)
 
 
 # ---------------------------------------------------------------- profile plan
@@ -86,21 +63,6 @@ def bisect_max(limit: int, fits) -> int:
     return lo
 
 
-def _served_safetensors_bytes(profile) -> tuple[int, str] | None:
-    """What vLLM really loads when the profile serves an HF folder (cpu-vllm: a float32 copy of the
-    GGUF, 5.6x its size): the safetensors' bytes. None when there is no such folder (yet)."""
-    if profile.engine != "vllm" or not getattr(profile, "model_dir", None):
-        return None
-    try:
-        folder = paths.served_model_path(profile)
-    except paths.VllmMissing:
-        return None
-    files = sorted(folder.glob("*.safetensors"))
-    if not files:
-        return None
-    return sum(f.stat().st_size for f in files), f"the safetensors vLLM loads from {folder.name}"
-
-
 def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
     """weights_bytes, kv_bytes_per_token, kv_bytes_total, max_context_tokens, max_concurrent_sequences, fits
     and findings (id/severity/message/fix/source) for a profile; see the module docstring for semantics."""
@@ -118,16 +80,8 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
     if not llama and kv_dtype == "auto":
         kv_dtype = VLLM_AUTO_KV.get(profile.dtype, "auto")
 
-    # weights: exact from the GGUF when the architecture is read from one, else parameters × bits per weight
-    kind, _, ref = profile.model_architecture.partition(":")
-    served = _served_safetensors_bytes(profile)
-    if served is not None:
-        weights, weights_basis = served
-    elif kind == "gguf":
-        weights = gguf_file.gguf_weights_bytes(paths.model_path(ref))
-        weights_basis = "GGUF tensor data"
-    else:
-        weights, weights_basis = weights_bytes(arch, profile.model_quant, ref if kind == "config" else None)
+    # weights: the one answer for a profile (lab.model.weights.profile_weights; `lab plan` and the roofline share it)
+    weights, weights_basis = weights_mod.profile_weights(profile, arch)
 
     on_host = profile.gpu_count == 0 or (llama and profile.n_gpu_layers == 0)
     if on_host:

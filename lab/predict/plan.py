@@ -1,9 +1,10 @@
 """What should happen on a profile's hardware, worked out without the hardware.
 
-`plan(profile)` is pure: it reads only the profile object and the lab's own data (lab/data/), never a
-GPU, a process or the network. It composes parts — the compatibility findings, the memory fit
-(lab.predict.memory_plan), the speed ceiling — so `lab plan --json` and the notebooks
-read one shape.
+`plan(profile)` is pure: it reads only the profile object, the lab's own data (lab/data/) and the model
+files the profile names when they are on this machine (headers and sizes; the weight figure says which basis it
+used: lab.model.weights.profile_weights), never a GPU, a process or the network. It composes parts — the
+compatibility findings, the memory fit (lab.predict.memory_plan), the speed ceiling — so `lab plan --json` and
+the notebooks read one shape.
 """
 from __future__ import annotations
 

@@ -1,14 +1,13 @@
 """A profile's own decode ceiling and calibrated prediction, with the inputs resolved from what is on disk
 (lab.predict.roofline.profile_ceiling does the arithmetic).
 
-Bandwidth comes from notebook 01's record or the datasheet; weight bytes from the GGUF file (or the
-safetensors vLLM serves) when it exists, else lab.model.weights.weights_bytes (what the memory plan uses);
-KV bytes from lab.predict.kvcache.
+Bandwidth comes from notebook 01's record or the datasheet; weight bytes from
+lab.model.weights.profile_weights (the files the engine loads when present, else predicted: what the memory plan
+and `lab plan` show); KV bytes from lab.predict.kvcache.
 """
 from __future__ import annotations
 
-from lab.core import paths
-from lab.model import gguf_file, models, weights as weights_mod
+from lab.model import models, weights as weights_mod
 from lab.predict import kvcache, roofline
 from lab.predict.memory_plan import VLLM_AUTO_KV
 
@@ -16,8 +15,8 @@ from lab.predict.memory_plan import VLLM_AUTO_KV
 def roofline_for(profile, hardware_record: dict | None = None, context_tokens: int | None = None,
                  levels: list[int] | None = None) -> dict:
     """The profile's decode ceiling and calibrated prediction (lab.predict.roofline.profile_ceiling) with its
-    inputs resolved here: bandwidth from notebook 01's record or the datasheet; weight bytes from the
-    GGUF file when it exists, else lab.model.weights.weights_bytes (what the memory plan uses); KV bytes from lab.predict.kvcache at
+    inputs resolved here: bandwidth from notebook 01's record or the datasheet; weight bytes from
+    lab.model.weights.profile_weights (the memory plan's figure); KV bytes from lab.predict.kvcache at
     `context_tokens` (default: the benchmark's prompt + half its output, the average depth while it
     decodes). Reads the GGUF header for gguf: profiles; never starts anything."""
     ctx = context_tokens or profile.bench_prompt_tokens + profile.bench_output_tokens // 2
@@ -26,31 +25,11 @@ def roofline_for(profile, hardware_record: dict | None = None, context_tokens: i
         arch = models.arch_for(profile)
     except Exception as exc:  # the GGUF is not there yet (set-up not run, or a bring-your-own model)
         notes.append(f"model architecture unknown: {exc}")
-    if profile.engine == "vllm" and profile.model_dir:
-        # vLLM reads the HF-format folder it serves (cpu-vllm: float32, ~5x the GGUF it was made from)
-        try:
-            folder = paths.served_model_path(profile)
-            files = sorted(folder.glob("*.safetensors"))
-            if files:
-                weights, how = float(sum(f.stat().st_size for f in files)), f"safetensors of {folder.name} (what vLLM serves)"
-        except paths.VllmMissing as exc:
-            notes.append(f"served model folder not found: {exc}")
-    elif profile.model_file:
-        try:
-            path = paths.model_path(profile.model_file)
-            if path.is_file() and path.suffix == ".gguf":
-                weights, how = float(gguf_file.gguf_weights_bytes(path)), f"tensor bytes of {path.name}"
-        except Exception as exc:
-            notes.append(f"model file unreadable: {exc}")
-    if weights is None and arch is not None:
-        # the same bytes as the memory plan (lab.model.weights.weights_bytes): exact for a modelled stand-in
-        kind, _, ref = profile.model_architecture.partition(":")
-        try:
-            b, basis = weights_mod.weights_bytes(profile.model_quant, arch=arch,
-                                                 model_id=ref if kind == "config" else None)
-            weights, how = float(b), basis
-        except (KeyError, ValueError) as exc:
-            notes.append(f"weight bytes unknown: {exc}")
+    try:  # the one answer the memory plan and `lab plan` show (lab.model.weights.profile_weights)
+        b, how = weights_mod.profile_weights(profile, arch)
+        weights = float(b)
+    except (ValueError, KeyError) as exc:
+        notes.append(f"weight bytes unknown: {exc}")
     tp = profile.tensor_parallel_size if profile.engine == "vllm" else 1
     if weights is not None and tp > 1:
         how += (f"; all {tp} GPUs' weights, read in parallel: each GPU reads 1/{tp} of them "
