@@ -87,20 +87,18 @@ def params_from_name(*names: str | None) -> float | None:
     return None
 
 
-def _served_safetensors(profile) -> tuple[int, str] | None:
-    """The safetensors vLLM loads when the profile serves an HF folder (model_dir; cpu-vllm: a float32
-    copy of the GGUF, ~5x its size) and the folder is on this machine; None otherwise."""
-    if profile.engine != "vllm" or not profile.model_dir:
-        return None
+def _served_safetensors(profile) -> tuple[tuple[int, str] | None, str]:
+    """((bytes, basis), "") for the safetensors vLLM loads from the profile's HF folder (model_dir; cpu-vllm: a
+    float32 copy of the GGUF, ~5x its size) when the folder is on this machine, else (None, why not)."""
     try:
         folder = paths.served_model_path(profile)
-    except paths.VllmMissing:  # the vLLM venv or its HF copy is not made yet
-        return None
+    except paths.VllmMissing as exc:  # the vLLM venv or its HF copy is not made yet
+        return None, f"{profile.model_dir} is not on this machine: {exc}"
     files = sorted(folder.glob("*.safetensors"))
     if not files:
-        return None
+        return None, f"{folder} has no *.safetensors"
     return (sum(f.stat().st_size for f in files),
-            f"file: the {len(files)} safetensors vLLM loads from {folder.name} (on this machine)")
+            f"file: the {len(files)} safetensors vLLM loads from {folder.name} (on this machine)"), ""
 
 
 def _model_file_gguf(profile) -> tuple[Path | None, str]:
@@ -129,9 +127,9 @@ def profile_weights(profile, arch=None) -> tuple[int, str]:
     Reads only the profile, the lab's data and the files the profile names (GGUF header, file sizes).
     ModelConfigError when no rule applies; ValueError naming the file when a present GGUF is unreadable."""
     if profile.engine == "vllm" and profile.model_dir:
-        if (served := _served_safetensors(profile)) is not None:
+        served, why = _served_safetensors(profile)
+        if served is not None:
             return served
-        why = f"{profile.model_dir} is not on this machine"
     else:
         path, why = _model_file_gguf(profile)
         if path is not None:
