@@ -7,7 +7,9 @@ llama.cpp logs one line per cache it allocates (src/llama-kv-cache.cpp, src/llam
 
 Models with sliding-window layers get two KV lines (the global cache, then the SWA cache); a Gated DeltaNet
 hybrid (qwen35: Qwen3.5 / Qwen3.8) gets a KV line for its full-attention layers and a recurrent line (R: conv
-state, S: delta-net state, one cell per sequence, F32 whatever -ctk/-ctv say). When llama.cpp first fits
+state, S: delta-net state, one cell per sequence, F32 whatever -ctk/-ctv say). With `--spec-type draft-mtp` a
+second context on the same weights follows ("common_speculative_init_result: creating MTP draft context"), whose
+KV line is the MTP layer's cache ("mtp" here). When llama.cpp first fits
 parameters to device memory it does a dry run whose buffer size is 0.00 MiB; those lines are skipped (and
 `-fit off` avoids the dry run altogether). The lines are read by lab.serving.engine_logs.parse_kv_lines, the
 same reading that llama-server's start-up report (parse_llama_log) gives. Each grid point starts a fresh server
@@ -24,7 +26,7 @@ from lab.model.models import ArchSpec
 from lab.serving import engine_logs
 
 QUANTIZED = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
-HYBRID_MODEL = "qwen3.8-27b-4L"  # Qwen3.8-27B's per-layer shape, 4 layers (3 Gated DeltaNet + 1 full attention)
+HYBRID_MODEL = "qwen3.8-27b-4L"  # Qwen3.8-27B's per-layer shape, 4 layers (3 Gated DeltaNet + 1 full attention) + its MTP layer
 FAILED = "[lab] server failed to start:"  # how a grid point's text says its server never served
 
 
@@ -38,6 +40,7 @@ class KvRun:
     type_k: str = "f16"
     type_v: str = "f16"
     kv_unified: bool = False
+    draft_mtp: int = 0  # --spec-type draft-mtp --spec-draft-n-max N (a model with MTP layers)
 
     @property
     def flash_attn(self) -> str:
@@ -59,6 +62,8 @@ def _start_llama_server_for_kv(server: Path, model_file: Path, run: KvRun, log_d
             "-fa", run.flash_attn, "-t", str(threads), "--no-warmup", "-fit", "off", "-lv", "4"]
     if run.kv_unified:
         argv.append("-kvu")
+    if run.draft_mtp:
+        argv += ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(run.draft_mtp)]
     if n_gpu_layers is not None:  # a GPU profile: the caches go where the layers go (CUDA0 ... buffers)
         argv += ["-ngl", str(n_gpu_layers)]
     cmd = Command(engine="llama.cpp", argv=tuple(argv), host="127.0.0.1", port=port, health_path="/health",
@@ -76,14 +81,15 @@ def _start_llama_server_for_kv(server: Path, model_file: Path, run: KvRun, log_d
 def compare(run: KvRun, arch: ArchSpec, reported: list[dict], n_ubatch: int = kvcache.LLAMA_CPP_N_UBATCH) -> list[dict]:
     """One row per cache: the prediction next to what llama.cpp reported, and whether they are identical."""
     pred = kvcache.llama_cpp_kv_prediction(arch, run.n_ctx, run.n_parallel, run.type_k, run.type_v,
-                                           kv_unified=run.kv_unified, n_ubatch=n_ubatch)
+                                           kv_unified=run.kv_unified, n_ubatch=n_ubatch, draft_mtp=run.draft_mtp)
     predicted = pred["caches"]
     rows = []
     for i in range(max(len(predicted), len(reported))):
         p = predicted[i] if i < len(predicted) else None
         r = reported[i] if i < len(reported) else None
         row = {"model": run.model, "n_ctx": run.n_ctx, "n_parallel": run.n_parallel, "type_k": run.type_k,
-               "type_v": run.type_v, "kv_unified": run.kv_unified, "flash_attn": run.flash_attn,
+               "type_v": run.type_v, "kv_unified": run.kv_unified, "draft_mtp": run.draft_mtp,
+               "flash_attn": run.flash_attn,
                "cache": (p or r)["cache"],
                "predicted_cells": p and p["cells"], "reported_cells": r and r["cells"],
                "predicted_layers": p and p["layers"], "reported_layers": r and r["layers"],
@@ -122,6 +128,8 @@ def default_grid() -> list[KvRun]:
         KvRun(HYBRID_MODEL, 3000, 3, "q4_0", "q4_0"),  # 3072 cells in 3 slots; one state cell per slot
         KvRun(HYBRID_MODEL, 16384, 4),
         KvRun(HYBRID_MODEL, 4096, 4, kv_unified=True),
+        # --spec-type draft-mtp: 3 more state rows per slot, and the MTP context's own KV cache (its one layer)
+        KvRun(HYBRID_MODEL, 4096, 2, draft_mtp=3),
     ]
 
 

@@ -14,12 +14,15 @@ Variants measured, each with its own server, one stream, greedy, fixed output le
   none              the baseline
   draft model       -md DRAFT (a real draft GGUF, or a synthetic one of the target's shape with fewer layers)
   ngram-simple      no draft model: drafts from n-grams of the text so far
-  draft-mtp         the target's own MTP layers (fails to start, and says so, when the file has none)
+  draft-mtp         the target's own MTP layers (fails to start, and says so, when the file has none; a lab synth
+                    Qwen3.8-27B file carries the real model's one MTP layer, lab/model/synth.py)
   synthetic L       --spec-synth-len L with the draft model (or ngram-simple): the speed an acceptance length
                     of L would give — the number to hold the seeds' MTP claims against
 
-On random-weight files (lab synth) the acceptance rate is what random weights give, not the real model's: the
-record says so (`acceptance_rate_valid_for_real_model`), and only the synthetic-L rows speak for the real model.
+On random-weight files (lab synth) the acceptance rate is what random weights give, not the real model's (for
+the draft model and for the MTP layer alike): the record says so (`acceptance_rate_valid_for_real_model`, also in
+`mtp`), and only the synthetic-L rows speak for the real model. What the MTP row does show on such a file is the
+cost of drafting with the MTP layer (its forward pass and the LM head per drafted token).
 """
 from __future__ import annotations
 
@@ -68,10 +71,12 @@ def acceptance(results, speculating: bool = True) -> dict:
 
 
 def measure(profile, draft: str | None, log_dir, requests: int = 3, output_tokens: int | None = None,
-            synth_lengths=SYNTH_LENGTHS, progress=print, monitor=None, budget_s: float | None = None) -> dict:
-    """Every variant: start llama-server (the profile's command + the variant's flags, one slot), send
-    `requests` single-stream requests, stop. Variants that would start after `budget_s` seconds are listed as
-    not run (the baseline always runs). Returns rows and the summary the claims judge reads."""
+            synth_lengths=SYNTH_LENGTHS, progress=print, monitor=None, budget_s: float | None = None,
+            kinds: tuple[str, ...] | None = None) -> dict:
+    """Every variant (or those of `kinds`, e.g. ("none", "mtp"); the baseline always): start llama-server (the
+    profile's command + the variant's flags, one slot), send `requests` single-stream requests, stop. Variants
+    that would start after `budget_s` seconds are listed as not run (the baseline always runs). Returns rows and
+    the summary the claims judge reads."""
     from pathlib import Path
 
     from lab.measure import tune
@@ -88,6 +93,8 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
     rows = []
     started = time.monotonic()
     for v in variants(draft, synth_lengths):
+        if kinds is not None and v["kind"] not in kinds and v["kind"] != "none":
+            continue
         t0 = time.monotonic()
         if budget_s is not None and rows and t0 - started > budget_s:
             rows.append({"variant": v["name"], "kind": v["kind"], "synthetic_length": v.get("length"), "status": "skip",
@@ -148,7 +155,10 @@ def summarise(rows: list[dict], profile, draft: str | None) -> dict:
         "draft_speedup": draft_row.get("speedup") if draft_row else None,
         "ngram_speedup": next((r["speedup"] for r in rows if r["kind"] == "ngram" and r["status"] == "ok"), None),
         "ngram_acceptance_rate": next((r.get("acceptance_rate") for r in rows if r["kind"] == "ngram" and r["status"] == "ok"), None),
-        "mtp": {"status": mtp["status"], "speedup": mtp.get("speedup"), "acceptance_rate": mtp.get("acceptance_rate"),
+        "mtp": {"status": mtp["status"], "speedup": mtp.get("speedup"), "decode_tok_s": mtp.get("decode_tok_s"),
+                "draft_n": mtp.get("draft_n"), "draft_n_accepted": mtp.get("draft_n_accepted"),
+                "acceptance_rate": mtp.get("acceptance_rate"),
+                "acceptance_rate_valid_for_real_model": (not synthetic) if mtp["status"] == "ok" else None,
                 "error": mtp.get("error")} if mtp else None,
         "synthetic_length_speedup": {f"{r['synthetic_length']:g}": r["speedup"] for r in rows
                                      if r["kind"] == "synthetic" and r["status"] == "ok"},
@@ -187,6 +197,12 @@ def build_record(result: dict) -> dict:
         found.append(Check("acceptance rate speaks for the real model", "warn", round(result["acceptance_rate"], 3),
                            "a real target and draft", "both files have random weights (lab synth): their acceptance says "
                            "nothing about the real pair; use the synthetic-length rows, or real GGUFs", "lab.model.standin"))
+    mtp = result.get("mtp") or {}
+    if mtp.get("acceptance_rate") is not None and not mtp.get("acceptance_rate_valid_for_real_model"):
+        found.append(Check("MTP acceptance speaks for the real model", "warn", round(mtp["acceptance_rate"], 3),
+                           "the real model's MTP weights", f"the MTP layer drafted {mtp['draft_n']} tokens from random "
+                           "weights (lab synth): its acceptance and speed-up say nothing about the real model's MTP; "
+                           "use the synthetic-length rows, or the real GGUF", "lab.model.standin"))
     summary = {k: v for k, v in result.items() if k not in ("rows", "source")}
     return {"title": "Speculative decoding: one stream with and without it", "summary": summary,
             "checks": [c.to_dict() for c in found],

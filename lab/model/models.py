@@ -73,6 +73,11 @@ class ArchSpec:
     params: int | None = None
     params_basis: str = ""  # "gguf tensor shapes" or "config shapes (formula)"
     embedding_params: int | None = None  # token embedding + untied output head
+    # Multi-token-prediction blocks stored after the trunk (HF mtp_num_hidden_layers; GGUF nextn_predict_layers,
+    # counted in block_count): not in n_layers nor the main context's caches, nor in a config's params (a
+    # GGUF's params count every tensor of the file). llama.cpp loads them only
+    # for `--spec-type draft-mtp` (src/models/qwen35.cpp load_arch_tensors: TENSOR_SKIP unless ml.load_mtp).
+    mtp_layers: int = 0
 
     def __post_init__(self) -> None:
         for name in ("n_layers", "n_heads", "n_kv_heads", "head_dim_k", "head_dim_v", "hidden_size",
@@ -267,7 +272,8 @@ def from_hf_config(config: dict | str | Path, name: str | None = None, source: s
         local_layers=local, linear_layers=linear, linear_state_bytes_per_layer=state, **lin_shape,
         n_experts=cfg.get("num_experts") or cfg.get("num_local_experts"),
         n_experts_used=cfg.get("num_experts_per_tok"), params=params,
-        params_basis="config shapes (formula)", embedding_params=embed)
+        params_basis="config shapes (formula)", embedding_params=embed,
+        mtp_layers=int(cfg.get("mtp_num_hidden_layers") or 0))
 
 
 # ---------------------------------------------------------------- stand-in configs (lab/data)
@@ -321,7 +327,8 @@ def from_gguf(path: str | Path, name: str | None = None) -> ArchSpec:
 
     # A GGUF with multi-token-prediction layers counts them in block_count after the trunk
     # (convert_hf_to_gguf: block_count += nextn_predict_layers); llama.cpp's n_layer() excludes them.
-    n_layers = int(need("block_count")) - int(get("nextn_predict_layers", 0))
+    mtp_layers = int(get("nextn_predict_layers", 0))
+    n_layers = int(need("block_count")) - mtp_layers
     hidden = int(need("embedding_length"))
     heads = _uniform(need("attention.head_count"), "attention.head_count", source)
     kv = _uniform(get("attention.head_count_kv", heads), "attention.head_count_kv", source)
@@ -371,7 +378,7 @@ def from_gguf(path: str | Path, name: str | None = None) -> ArchSpec:
         sliding_window=int(window) if window else None, local_layers=local, linear_layers=linear,
         linear_state_bytes_per_layer=state, **lin_shape, n_experts=int(experts) if experts else None,
         n_experts_used=int(used) if used else None, params=header.n_params, params_basis="gguf tensor shapes",
-        embedding_params=embed)
+        embedding_params=embed, mtp_layers=mtp_layers)
 
 
 # ---------------------------------------------------------------- profiles

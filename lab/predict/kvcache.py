@@ -271,7 +271,8 @@ def llama_cpp_recurrent(arch: ArchSpec, n_parallel: int = 1, n_rs_seq: int = 0) 
 
 def llama_cpp_kv_prediction(arch: ArchSpec, n_ctx: int, n_parallel: int = 1, kv_dtype: str = "f16",
                             kv_dtype_v: str | None = None, kv_unified: bool = False,
-                            n_ubatch: int = LLAMA_CPP_N_UBATCH, swa_full: bool = False, n_rs_seq: int = 0) -> dict:
+                            n_ubatch: int = LLAMA_CPP_N_UBATCH, swa_full: bool = False, n_rs_seq: int = 0,
+                            draft_mtp: int = 0) -> dict:
     """What llama.cpp allocates for `-c n_ctx -np n_parallel -ctk kv_dtype -ctv kv_dtype_v [-kvu]`, cache by
     cache, with sizes as `llama_kv_cache: size = ... MiB` prints them.
 
@@ -280,11 +281,28 @@ def llama_cpp_kv_prediction(arch: ArchSpec, n_ctx: int, n_parallel: int = 1, kv_
     cells (src/llama-kv-cache-iswa.cpp). Hybrid models (Qwen3.5 / Qwen3.8: Gated DeltaNet + full attention)
     get a "kv" cache over the full-attention layers only and a "recurrent" state (`llama_cpp_recurrent`;
     its K/V columns are R, the conv state, and S, the delta-net state), checked against llama-server in
-    tests/test_kv_parity.py."""
+    tests/test_kv_parity.py.
+
+    `draft_mtp` = N is `--spec-type draft-mtp --spec-draft-n-max N` on a model with MTP layers (arch.mtp_layers):
+    the target context keeps N more recurrent-state rows per cell (common/common.cpp: cparams.n_rs_seq =
+    need_n_rs_seq(), the draft's n_max; common/common.h), and llama-server makes a second context on the same
+    weights (common/speculative.cpp common_speculative_init_result: ctx_type MTP, n_ctx = the target's, n_rs_seq 0)
+    whose memory is a plain KV cache over the MTP layers only, in the target's cache types (src/llama-model.cpp
+    create_memory: mtp_on_hybrid_qwen, filter il >= n_layer()): the "mtp" cache here, logged after "creating MTP
+    draft context". The main context's caches never include the MTP layers (filter il < n_layer())."""
     type_v = kv_dtype_v or kv_dtype
     _dtype(kv_dtype)  # validate both types before any arithmetic
     _dtype(type_v)
     _positive_int("n_ubatch", n_ubatch)
+    if draft_mtp:
+        _positive_int("draft_mtp (--spec-draft-n-max)", draft_mtp)
+        if not arch.mtp_layers:
+            raise KvCacheError(f"{arch.name} has no MTP layers: llama.cpp refuses --spec-type draft-mtp (\"context type "
+                               "MTP requested but model doesn't contain MTP layers\"); use a GGUF converted with them")
+        if n_rs_seq not in (0, draft_mtp):
+            raise KvCacheError(f"n_rs_seq {n_rs_seq} with draft_mtp {draft_mtp}: llama.cpp sets n_rs_seq to the draft's "
+                               "n_max itself; give one of them")
+        n_rs_seq = draft_mtp
     ctx = llama_cpp_context(n_ctx, n_parallel, kv_unified)
     cells, n_stream = ctx["n_ctx_seq"], ctx["n_stream"]
     caches = []
@@ -297,6 +315,8 @@ def llama_cpp_kv_prediction(arch: ArchSpec, n_ctx: int, n_parallel: int = 1, kv_
         caches.append(_llama_cache("kv", arch, len(arch.global_layers), cells, n_parallel, n_stream, kv_dtype, type_v))
     if arch.linear_layers:
         caches.append(llama_cpp_recurrent(arch, n_parallel, n_rs_seq))
+    if draft_mtp:  # the MTP block is a full-attention layer of the trunk's shape (src/models/qwen35.cpp load_block_mtp)
+        caches.append(_llama_cache("mtp", arch, arch.mtp_layers, cells, n_parallel, n_stream, kv_dtype, type_v))
     return {"model": arch.name, "n_ctx_requested": n_ctx, "n_parallel": n_parallel, "kv_unified": kv_unified,
             "n_ubatch": n_ubatch, **ctx, "caches": caches,
             "total_bytes": sum(c["size_bytes"] for c in caches)}
@@ -341,18 +361,23 @@ def llama_cpp_device_split(arch: ArchSpec, n_ctx: int, n_parallel: int = 1, kv_d
 
     layer and row: the cache of a layer lives on that layer's device (llama_cpp_layer_devices).
     tensor: llama.cpp's meta device splits the KV heads and the recurrent heads evenly across the GPUs.
-    none (or one GPU): everything on device 0."""
+    none (or one GPU): everything on device 0.
+
+    A file with MTP layers (arch.mtp_layers) has n_layer_all = trunk + MTP layers, and llama.cpp splits all of
+    them and the output layer (src/llama-model.cpp load_tensors: i_gpu_start = n_layer_all + 1 - n_gpu_layers,
+    dev_output = get_layer_buft_list(n_layer_all)), loaded or not; they hold no cache of the main context."""
     pred = llama_cpp_kv_prediction(arch, n_ctx, n_parallel, kv_dtype)
     kv_total = sum(c["size_bytes"] for c in pred["caches"] if c["cache"] != "recurrent")
     rs_total = sum(c["size_bytes"] for c in pred["caches"] if c["cache"] == "recurrent")
+    n_all = arch.n_layers + arch.mtp_layers
     if split_mode in (None, "none") or n_devices == 1:
-        placement = [0] * (arch.n_layers + 1)
+        placement = [0] * (n_all + 1)
     elif split_mode == "tensor":
         return [{"device": i, "layers": "all (heads split)", "kv_bytes": kv_total // n_devices,
                  "rs_bytes": rs_total // n_devices, "kv_mib": llama_cpp_mib(kv_total // n_devices),
                  "rs_mib": llama_cpp_mib(rs_total // n_devices)} for i in range(n_devices)]
     elif split_mode in ("layer", "row"):
-        placement = llama_cpp_layer_devices(arch.n_layers, n_devices, tensor_split)
+        placement = llama_cpp_layer_devices(n_all, n_devices, tensor_split)
     else:
         raise KvCacheError(f"split_mode {split_mode!r}: expected none, layer, row or tensor")
     kv_layers, linear = set(arch.kv_layers), set(arch.linear_layers)
@@ -362,7 +387,7 @@ def llama_cpp_device_split(arch: ArchSpec, n_ctx: int, n_parallel: int = 1, kv_d
         kv = kv_total * sum(il in kv_layers for il in mine) // max(len(kv_layers), 1)
         rs = rs_total * sum(il in linear for il in mine) // max(len(linear), 1)
         rows.append({"device": dev, "layers": f"{mine[0]}-{mine[-1]}" if mine else "none",
-                     "n_layers": len(mine), "output_layer": placement[arch.n_layers] == dev,
+                     "n_layers": len(mine), "output_layer": placement[n_all] == dev,
                      "kv_bytes": kv, "rs_bytes": rs, "kv_mib": llama_cpp_mib(kv), "rs_mib": llama_cpp_mib(rs)})
     return rows
 

@@ -31,6 +31,9 @@ RECURRENT_SIZE_LINE = re.compile(
 KV_BUFFER_LINE = re.compile(r"llama_kv_cache:\s+(?P<dev>\S+) KV buffer size =\s*(?P<mib>[\d.]+) MiB")
 RS_BUFFER_LINE = re.compile(r"llama_memory_recurrent:\s+(?P<dev>\S+) RS buffer size =\s*(?P<mib>[\d.]+) MiB")
 ISWA_LINE = re.compile(r"llama_kv_cache_iswa: creating\s+(?P<kind>non-SWA|SWA) KV cache")
+# `--spec-type draft-mtp`: a second context on the same weights, whose KV cache holds the MTP layers only
+# (common/speculative.cpp common_speculative_init_result logs this line before creating it)
+MTP_CONTEXT_LINE = re.compile(r"creating MTP draft context")
 _NUM = r"([0-9]+(?:\.[0-9]+)?)"
 _LLAMA_PATTERNS = {
     "build": re.compile(r"build (\d+) \(([0-9a-f]+)\) with (.+?) for (.+?)\s*$"),
@@ -147,15 +150,18 @@ def parse_kv_lines(log_text: str) -> list[dict]:
     llama.cpp makes when it first fits parameters to device memory) is skipped.
 
     Each dict has lab.predict.kvcache's prediction shape, so the two compare key by key: cache ("kv",
-    "global", "swa" or "recurrent"), size_mib, k_mib, v_mib (strings, as printed: %.2f; R and S for the
+    "global", "swa", "recurrent", or "mtp" for the MTP draft context's cache), size_mib, k_mib, v_mib (strings, as printed: %.2f; R and S for the
     recurrent state), cells (per stream), layers, seqs, streams, type_k, type_v, buffer (the devices that
     hold it: "CPU", "CUDA0+CUDA1"), and rs_seq for the recurrent state."""
     caches: list[dict] = []
     pending_kind = None
+    in_mtp_context = False
     last_buffer = None
     devices: list[str] = []  # where the cache's buffers live ("CPU", "CUDA0", ...): one line per device
     for line in log_text.splitlines():
-        if m := ISWA_LINE.search(line):
+        if MTP_CONTEXT_LINE.search(line):
+            in_mtp_context = True
+        elif m := ISWA_LINE.search(line):
             pending_kind = "swa" if m["kind"] == "SWA" else "global"
         elif (m := KV_BUFFER_LINE.search(line)) or (m := RS_BUFFER_LINE.search(line)):
             last_buffer = float(m["mib"])
@@ -163,7 +169,7 @@ def parse_kv_lines(log_text: str) -> list[dict]:
         elif m := KV_SIZE_LINE.search(line):
             dry_run = last_buffer == 0.0
             last_buffer = None
-            kind, pending_kind = pending_kind or "kv", None
+            kind, pending_kind = pending_kind or ("mtp" if in_mtp_context else "kv"), None
             if dry_run:
                 devices = []
                 continue
