@@ -1,4 +1,6 @@
 """Parity with the real engine: llama-server's reported KV buffers equal lab.predict.kvcache's prediction exactly."""
+import dataclasses
+
 import pytest
 
 from lab.model import models
@@ -78,6 +80,34 @@ def test_qwen38_full_model_caches_as_llama_cpp_would_print_them():
     assert mtp["size_bytes"] == 4 * 156_893_184
 
 
+# What the real llama-server (CPU build, llama-cpp-python 0.3.36's llama.cpp) printed on 2026-12-01 on this 2-core
+# box for a 4-layer synthetic Qwen3.8-27B with its MTP layer (blk.4, qwen35.nextn_predict_layers = 1) and
+# `-c 2048 -np 1 --spec-type draft-mtp --spec-draft-n-max 3` (buffer lines left out)
+MTP_LOG = """llama_kv_cache: size =    8.00 MiB (  2048 cells,   1 layers,  1/1 seqs), K (f16):    4.00 MiB, V (f16):    4.00 MiB
+llama_memory_recurrent: size =   37.41 MiB (     1 cells,   4 layers,  1 seqs  3 rs_seq), R (f32):    1.41 MiB, S (f32):   36.00 MiB, P (f32):    0.00 MiB
+common_speculative_init_result: creating MTP draft context against the target model 'q38-4L-mtp.gguf'
+llama_kv_cache: size =    8.00 MiB (  2048 cells,   1 layers,  1/1 seqs), K (f16):    4.00 MiB, V (f16):    4.00 MiB
+"""
+
+
+def test_draft_mtp_adds_state_rows_and_the_mtp_context_cache():
+    """--spec-type draft-mtp --spec-draft-n-max 3: the target keeps 1 + 3 state rows per slot (common.h
+    need_n_rs_seq) and the MTP context a KV cache of its one layer over the target's n_ctx; the main context's
+    KV cache still covers the trunk's full-attention layers only."""
+    arch = dataclasses.replace(models.stand_in("qwen3.8-27b"), n_layers=4, linear_layers=(0, 1, 2))
+    assert arch.mtp_layers == 1  # model_configs.yaml: mtp_num_hidden_layers 1
+    pred = kvcache.llama_cpp_kv_prediction(arch, 2048, 1, "f16", draft_mtp=3)
+    assert [(c["cache"], c["layers"], c["cells"]) for c in pred["caches"]] == [
+        ("kv", 1, 2048), ("recurrent", 4, 1), ("mtp", 1, 2048)]
+    assert pred["caches"][1]["size_bytes"] == 4 * 3 * 3_268_608  # 3 Gated DeltaNet layers × 4 rows
+    assert pred["caches"][2]["size_bytes"] == 2048 * 2 * 4 * 256 * 2  # cells × (K + V) × 4 KV heads × 256 × f16
+    rows = kv.compare(kv.KvRun(kv.HYBRID_MODEL, 2048, draft_mtp=3), arch, engine_logs.parse_kv_lines(MTP_LOG))
+    assert [(r["cache"], r["match"]) for r in rows] == [("kv", True), ("recurrent", True), ("mtp", True)]
+    no_mtp = dataclasses.replace(arch, mtp_layers=0)
+    with pytest.raises(kvcache.KvCacheError, match="no MTP layers"):
+        kvcache.llama_cpp_kv_prediction(no_mtp, 2048, 1, draft_mtp=3)
+
+
 @pytest.fixture(scope="module")
 def grid_rows(tmp_path_factory):
     server, found, skip = kv.grid_setup()
@@ -87,7 +117,7 @@ def grid_rows(tmp_path_factory):
 
 
 @pytest.mark.parametrize("model,runs,caches", [("smollm2", 6, {"kv"}), ("gemma3-270m", 6, {"global", "swa"}),
-                                               (kv.HYBRID_MODEL, 5, {"kv", "recurrent"})])
+                                               (kv.HYBRID_MODEL, 6, {"kv", "recurrent", "mtp"})])
 def test_llama_cpp_reports_exactly_the_prediction(grid_rows, model, runs, caches):
     rows = [r for r in grid_rows if r["model"] == model]
     assert len({(r["n_ctx"], r["n_parallel"], r["type_k"], r["kv_unified"]) for r in rows}) == runs
@@ -95,12 +125,13 @@ def test_llama_cpp_reports_exactly_the_prediction(grid_rows, model, runs, caches
     assert not bad, bad
     assert all(r["error_pct"] == 0 for r in rows)
     # Gemma reports a global and an SWA cache per run; the hybrid a KV cache (its full-attention layer) and
-    # the recurrent state of its Gated DeltaNet layers
+    # the recurrent state of its Gated DeltaNet layers, and with --spec-type draft-mtp the MTP context's cache
     assert {r["cache"] for r in rows} == caches
 
 
 # What the real llama-server (CPU build of llama-cpp-python 0.3.36's llama.cpp) printed on 2026-12-01 for the
-# full 64-layer synthetic Qwen3.8-27B (`python -m lab synth --arch qwen3.8-27b`, 15,146,290,240 bytes, written
+# full 64-layer synthetic Qwen3.8-27B (`python -m lab synth --arch qwen3.8-27b` as it was before it wrote the MTP
+# layer, i.e. `--mtp 0` today: 15,146,290,240 bytes, written
 # in 135 s on this 2-core box) with `-c 1024 -np 1`; it reported "model type = 27B". Too big to re-run in CI.
 FULL_MODEL_LOG = """\
 llama_kv_cache: size =   64.00 MiB (  1024 cells,  16 layers,  1/1 seqs), K (f16):   32.00 MiB, V (f16):   32.00 MiB

@@ -1,5 +1,6 @@
 """Several GPUs: profile settings, the commands they give, the per-device KV split, the scaling script on
 this CPU (its GPU modes skipped with the reason) and the all-reduce benchmark on gloo."""
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -70,6 +71,20 @@ def test_layer_split_places_layers_as_llama_cpp_does():
     assert dev[:33] == [0] * 33 and dev[33:] == [1] * 32  # 65 slots: 64 layers + output, il/65 < 0.5 → GPU 0
     assert kvcache.llama_cpp_layer_devices(64, 2, [3, 1]).count(0) == 49  # il/65 < 0.75 for il ≤ 48
     assert kvcache.llama_cpp_layer_devices(4, 2, [1, 1], n_gpu_layers=2) == [None, None, None, 0, 1]
+
+
+def test_mtp_layer_counts_in_the_split_but_holds_no_cache():
+    """A Qwen3.8-27B GGUF carries its MTP block as blk.64: llama.cpp splits n_layer_all = 65 layers + output
+    (src/llama-model.cpp load_tensors), so at -ts 3,1 layers 0-49 go to GPU 0 (il/66 < 0.75), not 0-48."""
+    arch = models.stand_in("qwen3.8-27b")
+    assert arch.mtp_layers == 1
+    split = kvcache.llama_cpp_device_split(arch, 32768, 1, "f16", 2, "layer", [3, 1])
+    trunk_only = kvcache.llama_cpp_device_split(dataclasses.replace(arch, mtp_layers=0), 32768, 1, "f16", 2,
+                                                "layer", [3, 1])
+    assert [r["layers"] for r in split] == ["0-49", "50-63"] and [r["layers"] for r in trunk_only] == ["0-48", "49-63"]
+    kv = kvcache.llama_cpp_kv_prediction(arch, 32768, 1, "f16")["caches"][0]["size_bytes"]
+    assert [r["kv_bytes"] for r in split] == [kv * 12 // 16, kv * 4 // 16]  # full attention 3, 7, ..., 47 on GPU 0
+    assert split[1]["output_layer"]
 
 
 def test_hybrid_kv_and_state_split_per_card():
