@@ -77,35 +77,62 @@ QWEN35_LINEAR = {"attn_norm.weight": (5120,), "post_attention_norm.weight": (512
                  "ssm_conv1d.weight": (4, 10240), "ssm_dt.bias": (48,), "ssm_a": (48,), "ssm_beta.weight": (5120, 48),
                  "ssm_alpha.weight": (5120, 48), "ssm_norm.weight": (128,), "ssm_out.weight": (48 * 128, 5120),
                  "ffn_gate.weight": (5120, 17408), "ffn_down.weight": (17408, 5120), "ffn_up.weight": (5120, 17408)}
+# src/models/qwen35.cpp load_block_mtp: a full-attention block of the trunk's shape + the nextn tensors
+# (nextn.embed_tokens and nextn.shared_head_head are TENSOR_NOT_REQUIRED, and absent from Qwen's conversion)
+QWEN35_MTP = {**QWEN35_ATTN, "nextn.eh_proj.weight": (2 * 5120, 5120), "nextn.enorm.weight": (5120,),
+              "nextn.hnorm.weight": (5120,), "nextn.shared_head_norm.weight": (5120,)}
+# the MTP block's parameters: attention 5120 × (12288 + 1024 + 1024) + 6144 × 5120 = 104,857,600, q/k norms 512,
+# FFN 3 × 5120 × 17408 = 267,386,880, 2 norms 10,240, eh_proj 10240 × 5120 = 52,428,800, 3 nextn norms 15,360
+QWEN38_MTP_PARAMS = 104_857_600 + 512 + 267_386_880 + 10_240 + 52_428_800 + 15_360
 
 
 def test_qwen38_plan_has_llama_cpps_qwen35_tensors():
     arch = models.stand_in("qwen3.8-27b")
     plan = synth_shapes.tensor_plan(arch, "Q4_K")
     by_name = {t.name: t for t in plan}
-    assert len(plan) == len(by_name) == 3 + 16 * len(QWEN35_ATTN) + 48 * len(QWEN35_LINEAR)
+    assert len(plan) == len(by_name) == 3 + 16 * len(QWEN35_ATTN) + 48 * len(QWEN35_LINEAR) + len(QWEN35_MTP)
     assert by_name["token_embd.weight"].ne == by_name["output.weight"].ne == (5120, 248_320)
-    for i in range(64):
-        want = QWEN35_ATTN if (i + 1) % 4 == 0 else QWEN35_LINEAR
+    for i in range(65):
+        want = QWEN35_MTP if i == 64 else QWEN35_ATTN if (i + 1) % 4 == 0 else QWEN35_LINEAR
         got = {n.split(".", 2)[2]: t.ne for n, t in by_name.items() if n.startswith(f"blk.{i}.")}
         assert got == want, i
+    assert {t.name for t in plan if t.mtp} == {f"blk.64.{n}" for n in QWEN35_MTP}  # the MTP block is blk.64, last
+    assert [t.mtp for t in plan[-len(QWEN35_MTP):]] == [True] * len(QWEN35_MTP)
     f32 = {re.sub(r"^blk\.\d+\.", "", n) for n, t in by_name.items() if t.layout is synth_shapes.F32}
     assert f32 == {"output_norm.weight", "attn_norm.weight", "post_attention_norm.weight", "attn_q_norm.weight",
-                   "attn_k_norm.weight", "ssm_conv1d.weight", "ssm_dt.bias", "ssm_a", "ssm_norm.weight"}
+                   "attn_k_norm.weight", "ssm_conv1d.weight", "ssm_dt.bias", "ssm_a", "ssm_norm.weight",
+                   "nextn.enorm.weight", "nextn.hnorm.weight", "nextn.shared_head_norm.weight"}
     assert by_name["blk.0.ssm_a"].fill < 0  # decay exp(softplus(.) x a) < 1: the recurrence stays finite
-    # the file holds exactly the parameters lab.model.models and lab.model.quantize count for Qwen3.8-27B (no MTP layer)
-    assert sum(t.n_elements for t in plan) == arch.params == 26_895_998_464
+    # the trunk holds exactly the parameters lab.model.models and lab.model.quantize count for Qwen3.8-27B (the
+    # published 27B, without the MTP block); the file adds the MTP block
+    trunk = [t for t in plan if not t.mtp]
+    assert sum(t.n_elements for t in trunk) == arch.params == 26_895_998_464
+    assert sum(t.n_elements for t in plan) == 26_895_998_464 + QWEN38_MTP_PARAMS == 27_320_697_856
+    assert [t.name for t in synth_shapes.tensor_plan(arch, "Q4_K", mtp=0)] == [t.name for t in trunk]
+
+
+def test_mtp_option_is_refused_where_llama_cpp_cannot_run_it():
+    with pytest.raises(synth_shapes.SynthError, match="single MTP block"):
+        synth_shapes.tensor_plan(models.stand_in("qwen3.8-27b"), mtp=2)
+    with pytest.raises(synth_shapes.SynthError, match="only the qwen35"):
+        synth_shapes.tensor_plan(models.stand_in("qwen3-32b"), mtp=1)
+    assert models.stand_in("qwen3-32b").mtp_layers == 0 and models.stand_in("qwen3.8-27b").mtp_layers == 1
 
 
 def test_qwen38_metadata_is_what_llama_cpp_reads():
     kvs = {kv.key: kv.value for kv in synth_metadata.model_kvs(models.stand_in("qwen3.8-27b"), "Q4_K", 0, 8, "v.gguf")}
     assert kvs["general.architecture"] == "qwen35"
-    assert (kvs["qwen35.block_count"], kvs["qwen35.full_attention_interval"]) == (8, 4)
+    assert kvs["qwen35.full_attention_interval"] == 4
     assert (kvs["qwen35.ssm.conv_kernel"], kvs["qwen35.ssm.inner_size"], kvs["qwen35.ssm.state_size"],
             kvs["qwen35.ssm.time_step_rank"], kvs["qwen35.ssm.group_count"]) == (4, 6144, 128, 48, 16)
     assert (kvs["qwen35.attention.key_length"], kvs["qwen35.rope.dimension_count"]) == (256, 64)
     assert kvs["qwen35.rope.dimension_sections"] == [11, 11, 10, 0] and kvs["qwen35.rope.freq_base"] == 1e7
     assert kvs["qwen35.context_length"] == 262_144 and kvs["qwen35.vocab_size"] == 248_320
+    # the MTP block counts in block_count (n_layer_all); llama.cpp's n_layer() = 9 - nextn_predict_layers = 8
+    assert (kvs["qwen35.block_count"], kvs["qwen35.nextn_predict_layers"]) == (9, 1)
+    no_mtp = {kv.key: kv.value for kv in synth_metadata.model_kvs(models.stand_in("qwen3.8-27b"), "Q4_K", 0, 8,
+                                                                   "v.gguf", mtp=0)}
+    assert no_mtp["qwen35.block_count"] == 8 and "qwen35.nextn_predict_layers" not in no_mtp
 
 
 def test_qwen38_layers_keep_the_hybrid_pattern():
@@ -119,11 +146,21 @@ def test_qwen38_layers_keep_the_hybrid_pattern():
 def test_qwen38_full_file_size_is_predicted_exactly(vocab_qwen35):
     # 64 layers, Q4_K: written on the GPU box (lab.measure.gpu_evidence); here only its exact size, from the layout
     arch, kvs, plan, size = synth.plan_file("qwen3.8-27b", "Q4_K", vocab_qwen35)
-    assert size["params"] == 26_895_998_464
+    assert size["params"] == 26_895_998_464 + QWEN38_MTP_PARAMS and size["mtp_params"] == QWEN38_MTP_PARAMS
     matrices = sum(t.nbytes for t in plan if t.layout is not synth_shapes.F32)
     assert size["tensor_bytes"] == matrices + 4 * sum(t.n_elements for t in plan if t.layout is synth_shapes.F32)
     assert size["total_bytes"] == size["header_bytes"] + sum(-(-t.nbytes // 32) * 32 for t in plan)
-    assert round(size["tensor_bytes"] / 2**30, 2) == 14.10
+    # MTP block: matrices 424,673,280 weights × 144/256 bytes (Q4_K) + 26,112 F32 norm weights × 4
+    assert size["mtp_bytes"] == 424_673_280 * 144 // 256 + 26_112 * 4 == 238_983_168
+    # without it: the trunk's 15,138,093,056 tensor bytes (14.10 GiB) and the 15,146,290,240-byte file that the
+    # H200 runs and tests/test_kv_parity.py's full-model log measured (written before synth had --mtp)
+    assert size["tensor_bytes"] - size["mtp_bytes"] == 15_138_093_056
+    assert round(size["tensor_bytes"] / 2**30, 2) == 14.32
+    *_, trunk_only = synth.plan_file("qwen3.8-27b", "Q4_K", vocab_qwen35, mtp=0)
+    assert trunk_only["total_bytes"] == 15_146_290_240 and trunk_only["tensor_bytes"] == 15_138_093_056
+    # with it: + the block's bytes (every one a multiple of the 32-byte alignment) + 960 bytes of header
+    # (the nextn_predict_layers key and 15 tensor-table entries, padded)
+    assert size["total_bytes"] == 15_146_290_240 + 238_983_168 + 960 == 15_385_274_368
     tokens = next(kv for kv in kvs if kv.key == "tokenizer.ggml.tokens").value
     assert len(tokens) == 248_320 and tokens[-1] == "[PAD248319]"  # llama.cpp's qwen35 vocab, padded
 
@@ -136,7 +173,7 @@ def test_qwen38_full_file_refused_when_the_disk_is_too_small(vocab_qwen35, monke
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(100 << 30, 90 << 30, 10 << 30))
     out = tmp_path / "q38.gguf"
     assert synth.main(["--arch", "qwen3.8-27b", "--out", str(out), "--vocab", str(vocab_qwen35), "--no-progress"]) == 1
-    assert "needs 14.11 GiB" in capsys.readouterr().err and not list(tmp_path.iterdir())
+    assert "needs 14.33 GiB" in capsys.readouterr().err and not list(tmp_path.iterdir())  # 15,385,274,368 B
 
 
 def test_tied_embeddings_have_no_output_head():
@@ -305,8 +342,8 @@ def test_llama_cpp_generates_tokens_from_the_tiny_file(tiny_file):
 # ---------------------------------------------------------------- integration: a 4-layer Qwen3.8-27B served by llama-server
 @pytest.fixture(scope="module")
 def qwen38_4_layers(vocab_qwen35, tmp_path_factory):
-    """Qwen3.8-27B's real per-layer shape, 4 layers (3 Gated DeltaNet + 1 full attention), real vocab size:
-    a 2.3 GB file, ~10 s to write here."""
+    """Qwen3.8-27B's real per-layer shape, 4 layers (3 Gated DeltaNet + 1 full attention) + its MTP block (blk.4),
+    real vocab size: a 2.5 GB file, ~10-40 s to write here."""
     path = tmp_path_factory.mktemp("synth35") / "qwen3.8-27b-4L-Q4_K.gguf"
     arch, kvs, plan, size = synth.plan_file("qwen3.8-27b", "Q4_K", vocab_qwen35, layers=4)
     synth.write_file(path, arch, kvs, plan, size, progress=False)
@@ -319,9 +356,13 @@ def test_qwen38_file_reads_back_as_the_hybrid(qwen38_4_layers):
     assert path.stat().st_size == size["total_bytes"]
     header = gguf_file.read_gguf_header(path)
     assert header.tensor_bytes == size["tensor_bytes"] and header.n_params == size["params"]
+    assert header.metadata["qwen35.block_count"] == 5 and header.metadata["qwen35.nextn_predict_layers"] == 1
+    assert header.mtp_tensor_bytes == size["mtp_bytes"] == 238_983_168
+    assert gguf_file.gguf_weights_bytes(path) == size["tensor_bytes"] - size["mtp_bytes"]  # what llama.cpp loads
     arch = models.from_gguf(path)
     full = models.stand_in("qwen3.8-27b")
-    assert (arch.family, arch.n_layers, arch.global_layers, arch.linear_layers) == ("qwen35", 4, (3,), (0, 1, 2))
+    assert (arch.family, arch.n_layers, arch.mtp_layers, arch.global_layers, arch.linear_layers) == \
+        ("qwen35", 4, 1, (3,), (0, 1, 2))
     assert arch.linear_state_bytes_per_layer == full.linear_state_bytes_per_layer == 3_268_608
     assert (arch.n_heads, arch.n_kv_heads, arch.head_dim_k, arch.vocab_size) == (24, 4, 256, 248_320)
 
@@ -329,7 +370,8 @@ def test_qwen38_file_reads_back_as_the_hybrid(qwen38_4_layers):
 @pytest.mark.integration
 def test_llama_server_serves_the_qwen35_file(qwen38_4_layers, tmp_path):
     """The real llama-server (CPU build) loads the hybrid and answers a completion; its log shows both the
-    attention KV cache (1 layer) and the recurrent state (3 layers)."""
+    attention KV cache (1 layer) and the recurrent state (3 layers). Without --spec-type draft-mtp it skips
+    exactly the MTP block's tensors, by name and size (src/llama-model-loader.cpp "model has unused tensor")."""
     import httpx
 
     from lab.serving import serve
@@ -339,7 +381,7 @@ def test_llama_server_serves_the_qwen35_file(qwen38_4_layers, tmp_path):
         server_bin = paths.tool("llama-server")
     except paths.SetupMissing as exc:
         pytest.skip(str(exc))
-    path, _ = qwen38_4_layers
+    path, size = qwen38_4_layers
     port = serve.free_port()
     cmd = Command(engine="llama.cpp", argv=(str(server_bin), "-m", str(path), "--host", "127.0.0.1", "--port",
                                             str(port), "-c", "2048", "-np", "1", "-t", "2", "--no-warmup", "-lv", "4"),
@@ -351,3 +393,7 @@ def test_llama_server_serves_the_qwen35_file(qwen38_4_layers, tmp_path):
         log = srv.log_text()
     assert reply["tokens_predicted"] == 8 and isinstance(reply["content"], str)
     assert "llama_kv_cache: size =" in log and "llama_memory_recurrent: size =" in log
+    unused = dict(re.findall(r"model has unused tensor (\S+) \(size = (\d+) bytes\)", log))
+    assert set(unused) == {f"blk.4.{n}" for n in QWEN35_MTP}
+    assert sum(int(b) for b in unused.values()) == size["mtp_bytes"]
+    assert re.search(r"n_layer\s+= 4\b", log) and re.search(r"n_layer_all\s+= 5\b", log)

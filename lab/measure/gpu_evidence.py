@@ -250,11 +250,12 @@ def main(argv: list[str] | None = None) -> int:
                                                         args.layers),
                    failures)
         record("03_synthetic_model", syn)
-        size = syn["predicted"]["tensor_bytes"] if syn else None
+        # decode reads the trunk: the MTP block (lab synth writes the real model's) stays unloaded without draft-mtp
+        size = syn["predicted"]["tensor_bytes"] - syn["predicted"].get("mtp_bytes", 0) if syn else None
     if "bench" not in skip:
         from lab.model import gguf_file
 
-        tensor_bytes = size or gguf_file.read_gguf_header(args.model).tensor_bytes
+        tensor_bytes = size or gguf_file.gguf_weights_bytes(args.model)
         bw = hw["bandwidth"]["gb_s"] if hw and hw["bandwidth"]["kind"] == "gpu" else None
         record("06_llama_bench", step("llama-bench", lambda: bench_record(args.model, bw, tensor_bytes),
                                       failures))

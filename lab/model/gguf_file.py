@@ -47,13 +47,28 @@ class GgufHeader:
 
     @property
     def tensor_bytes(self) -> int:
-        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+        return sum(_nbytes(shape, ggml_type) for _, shape, ggml_type in self.tensors)
 
-        total = 0
-        for _, shape, ggml_type in self.tensors:
-            block, size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
-            total += math.prod(shape) // block * size
-        return total
+    @property
+    def mtp_tensor_bytes(self) -> int:
+        """Bytes of the MTP blocks: blk.<i>.* for i ≥ block_count - nextn_predict_layers (conversion/qwen.py
+        _QwenMtpMixin stores them after the trunk). llama.cpp skips them unless --spec-type draft-mtp
+        (src/models/qwen35.cpp load_arch_tensors: TENSOR_SKIP; src/llama-model-loader.cpp "model has unused
+        tensor ... -- ignoring")."""
+        arch = self.metadata.get("general.architecture")
+        n_mtp = int(self.metadata.get(f"{arch}.nextn_predict_layers") or 0)
+        if not n_mtp:
+            return 0
+        first = int(self.metadata[f"{arch}.block_count"]) - n_mtp
+        return sum(_nbytes(shape, ggml_type) for name, shape, ggml_type in self.tensors
+                   if name.startswith("blk.") and int(name.split(".")[1]) >= first)
+
+
+def _nbytes(shape: tuple[int, ...], ggml_type: int) -> int:
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    block, size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
+    return math.prod(shape) // block * size
 
 
 def read_gguf_header(path: str | Path, keep_prefix: str | None = None) -> GgufHeader:
@@ -188,7 +203,9 @@ def gguf_problem(path: str | Path) -> str | None:
     return None
 
 
-def gguf_weights_bytes(path: str | Path) -> int:
-    """Bytes of tensor data in a GGUF file (what llama.cpp loads as weights; excludes the header)."""
-    return read_gguf_header(path).tensor_bytes
+def gguf_weights_bytes(path: str | Path, with_mtp: bool = False) -> int:
+    """Bytes of tensor data in a GGUF file that llama.cpp loads as weights (excludes the header): every tensor
+    but the MTP blocks, which it loads only for --spec-type draft-mtp (`with_mtp`); see mtp_tensor_bytes."""
+    header = read_gguf_header(path)
+    return header.tensor_bytes - (0 if with_mtp else header.mtp_tensor_bytes)
 

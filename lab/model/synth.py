@@ -19,8 +19,11 @@ asks for (src/models/qwen35.cpp load_arch_tensors; names from src/llama-arch.cpp
 reads (qwen35.ssm.*, full_attention_interval, rope.dimension_sections): matrices Q4_K/Q8_0, the conv
 kernel, the decay A, dt bias and norms F32 (ggml_ssm_conv and the element-wise ops take F32), and the
 tokenizer of llama.cpp's models/ggml-vocab-qwen35.gguf padded to the model's 248,320 embedding rows.
-The multi-token-prediction layer a converted checkpoint may carry (llama.cpp does not run it without
-speculative decoding) is not written.
+The multi-token-prediction (MTP) block of the real model is written too when its config has one (Qwen3.8-27B:
+mtp_num_hidden_layers 1, so blk.64 after the 64 trunk layers and qwen35.nextn_predict_layers = 1, as a converted
+GGUF carries it); `--mtp 0` leaves it out. llama.cpp skips those tensors ("model has unused tensor ... --
+ignoring") unless llama-server runs `--spec-type draft-mtp`, which drafts with them
+(lab.model.synth_shapes._mtp_block has the tensor list and its sources).
 
 The file streams out one tensor at a time (the largest, Qwen3's token_embd, is 438 MB of Q4_K), after a
 free-disk check; `predict_bytes` gives its exact size beforehand from the GGUF layout alone. The shapes and
@@ -28,7 +31,7 @@ tensor lists are lab.model.synth_shapes', the metadata and tokenizer lab.model.s
 sizes, fills and writes the file.
 
     python -m lab synth --arch qwen3-32b --out /data/qwen3-32b-synthetic-Q4_K.gguf [--layers N]
-    python -m lab synth --arch qwen3.8-27b --out /data/qwen3.8-27b-synthetic-Q4_K.gguf [--layers 4]
+    python -m lab synth --arch qwen3.8-27b --out /data/qwen3.8-27b-synthetic-Q4_K.gguf [--layers 4] [--mtp 0]
 """
 from __future__ import annotations
 
@@ -70,7 +73,9 @@ def _value_bytes(value, vtype: int, sub_type: int | None) -> int:
 
 def predict_bytes(kvs: list[KV], plan: list[TensorPlan]) -> dict:
     """Exact file size (GGUF v3): header + metadata + tensor table, padded to the alignment, then every
-    tensor's data padded to the alignment. `tensor_bytes` is what llama.cpp loads as weights."""
+    tensor's data padded to the alignment. `tensor_bytes` is every tensor of the file (llama-bench's model
+    size: the loader counts them all, src/llama-model-loader.cpp); `mtp_bytes` / `mtp_params` the MTP block's
+    share, which llama.cpp leaves unloaded (and decode unread) without --spec-type draft-mtp."""
     header = 4 + 4 + 8 + 8  # magic, version, tensor count, metadata count
     meta = sum(8 + len(kv.key.encode()) + 4 + _value_bytes(kv.value, kv.vtype, kv.sub_type) for kv in kvs)
     table = sum(8 + len(t.name.encode()) + 4 + 8 * len(t.ne) + 4 + 8 for t in plan)
@@ -78,7 +83,8 @@ def predict_bytes(kvs: list[KV], plan: list[TensorPlan]) -> dict:
     data = sum(_pad(t.nbytes) for t in plan)
     return {"header_bytes": data_offset, "tensor_bytes": sum(t.nbytes for t in plan), "total_bytes": data_offset + data,
             "params": sum(t.n_elements for t in plan),
-            "matrix_params": sum(t.n_elements for t in plan if t.layout is not F32)}
+            "matrix_params": sum(t.n_elements for t in plan if t.layout is not F32),
+            "mtp_bytes": sum(t.nbytes for t in plan if t.mtp), "mtp_params": sum(t.n_elements for t in plan if t.mtp)}
 
 
 # ---------------------------------------------------------------- random but valid blocks
@@ -144,12 +150,14 @@ def _resolve_arch(arch_id_or_spec: str | ArchSpec) -> ArchSpec:
 
 
 def plan_file(arch_id_or_spec: str | ArchSpec, quant: str = "Q4_K", vocab_gguf: str | Path | None = None,
-              layers: int | None = None, seed: int = 0) -> tuple[ArchSpec, list[KV], list[TensorPlan], dict]:
-    """Everything `synthesize` will write, and its exact size, without writing: (arch, metadata, tensors, sizes)."""
+              layers: int | None = None, seed: int = 0,
+              mtp: int | None = None) -> tuple[ArchSpec, list[KV], list[TensorPlan], dict]:
+    """Everything `synthesize` will write, and its exact size, without writing: (arch, metadata, tensors, sizes).
+    `mtp`: MTP blocks to write (None: the real model's, arch.mtp_layers)."""
     arch = _resolve_arch(arch_id_or_spec)
     vocab = Path(vocab_gguf) if vocab_gguf else default_vocab_path(vocab_name_for(arch))
-    plan = tensor_plan(arch, quant, layers)
-    kvs = model_kvs(arch, quant, seed, layers, vocab.name) + pad_vocab(vocab_kvs(vocab), arch.vocab_size, str(vocab))
+    plan = tensor_plan(arch, quant, layers, mtp)
+    kvs = model_kvs(arch, quant, seed, layers, vocab.name, mtp) + pad_vocab(vocab_kvs(vocab), arch.vocab_size, str(vocab))
     return arch, kvs, plan, predict_bytes(kvs, plan)
 
 
@@ -166,13 +174,13 @@ def check_disk(out_path: Path, need_bytes: int) -> None:
 
 def synthesize(arch_id_or_spec: str | ArchSpec, out_path: str | Path, quant: str = "Q4_K",
                vocab_gguf: str | Path | None = None, layers: int | None = None, seed: int = 0,
-               progress: bool = True) -> Path:
+               progress: bool = True, mtp: int | None = None) -> Path:
     """Write a random-weight GGUF of `arch_id_or_spec`'s shape (a stand-in id such as "qwen3-32b", or an
     ArchSpec) to `out_path`; `layers` overrides the layer count (a quick smaller file). Returns the path.
 
     The file is written to `<out>.partial` and renamed at the end, so a half-written file never looks done.
     Raises SynthError for a shape llama cannot express, an unknown quant, or too little disk."""
-    arch, kvs, plan, size = plan_file(arch_id_or_spec, quant, vocab_gguf, layers, seed)
+    arch, kvs, plan, size = plan_file(arch_id_or_spec, quant, vocab_gguf, layers, seed, mtp)
     return write_file(out_path, arch, kvs, plan, size, seed, progress)
 
 
@@ -222,11 +230,13 @@ def write_file(out_path: str | Path, arch: ArchSpec, kvs: list[KV], plan: list[T
 
 
 def cached_file(arch_id: str, layers: int | None = None, quant: str = "Q4_K", seed: int = 0,
-                progress: bool = False) -> Path:
+                progress: bool = False, mtp: int | None = None) -> Path:
     """A synthetic file kept in the lab's cache (~/.cache/llm-lab/synth/), written once: reused while its size
-    is the predicted one. Notebook 05's parity grid uses Qwen3.8-27B at 4 layers (2.3 GB, ~10 s to write)."""
-    arch, kvs, plan, size = plan_file(arch_id, quant, None, layers, seed)
-    name = f"{arch_id}-{layers or arch.n_layers}L-{quant}-seed{seed}.gguf"
+    is the predicted one. Notebook 05's parity grid uses Qwen3.8-27B at 4 layers + its MTP block (2.5 GB, ~10 s
+    to write when the disk is idle). A file with MTP blocks is named so (-mtp1), apart from one without."""
+    arch, kvs, plan, size = plan_file(arch_id, quant, None, layers, seed, mtp)
+    n_mtp = sum(1 for t in plan if t.mtp and t.name.endswith(".nextn.eh_proj.weight"))
+    name = f"{arch_id}-{layers or arch.n_layers}L{f'-mtp{n_mtp}' if n_mtp else ''}-{quant}-seed{seed}.gguf"
     path = setup.cache_dir() / "synth" / name
     if path.exists() and path.stat().st_size == size["total_bytes"]:
         return path
@@ -236,8 +246,13 @@ def cached_file(arch_id: str, layers: int | None = None, quant: str = "Q4_K", se
 def describe(arch: ArchSpec, plan: list[TensorPlan], size: dict, quant: str) -> str:
     n_attn = sum(1 for t in plan if t.name.endswith("attn_q.weight"))
     n_linear = sum(1 for t in plan if t.name.endswith("ssm_out.weight"))
+    n_mtp = sum(1 for t in plan if t.name.endswith("nextn.eh_proj.weight"))
+    n_attn -= n_mtp  # an MTP block has its own attn_q
     layers = f"{n_attn + n_linear} layers ({n_attn} full attention, {n_linear} Gated DeltaNet)" if n_linear \
         else f"{n_attn} layers"
+    if n_mtp:
+        layers += (f" + {n_mtp} MTP block ({size['mtp_bytes'] / 2**30:.2f} GiB, loaded only for "
+                   "--spec-type draft-mtp)")
     return (f"{arch.name} shape as {gguf_arch(arch)}: {layers}, "
             f"n_embd {arch.hidden_size}, n_ff {arch.ffn_size}, {arch.n_heads} heads / {arch.n_kv_heads} KV heads "
             f"x {arch.head_dim_k}, vocab {arch.vocab_size}; {quant}: {size['params'] / 1e9:.3f} B params, "
@@ -257,6 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--quant", default="Q4_K", choices=sorted(QUANTS), help="matrix type (default Q4_K)")
     ap.add_argument("--vocab", default=None, help=f"tokenizer GGUF to copy (default llama.cpp's {DEFAULT_VOCAB}; "
                                                    f"{QWEN35_VOCAB} for the Qwen3.5 hybrid)")
+    ap.add_argument("--mtp", type=int, default=None, choices=(0, 1),
+                    help="MTP (multi-token prediction) blocks after the trunk, for llama-server --spec-type draft-mtp "
+                         "(default: the real model's: 1 for qwen3.8-27b, 0 where the config has none)")
     ap.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     ap.add_argument("--dry-run", action="store_true", help="print the shape and exact size, write nothing")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -267,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m lab synth`: 0 written, 1 no room on the disk, 2 bad usage (unknown arch or quant, bad shape)."""
     args = build_parser().parse_args(argv)
     try:
-        arch, kvs, plan, size = plan_file(args.arch, args.quant, args.vocab, args.layers, args.seed)
+        arch, kvs, plan, size = plan_file(args.arch, args.quant, args.vocab, args.layers, args.seed, args.mtp)
     except (SynthError, models.ModelConfigError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

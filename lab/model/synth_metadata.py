@@ -123,7 +123,9 @@ def _qwen35_kvs(arch: ArchSpec, shaped: ArchSpec) -> list[KV]:
         KV(f"{a}.vocab_size", shaped.vocab_size, VT.UINT32),
         KV(f"{a}.context_length", shaped.max_context, VT.UINT32),
         KV(f"{a}.embedding_length", shaped.hidden_size, VT.UINT32),
-        KV(f"{a}.block_count", shaped.n_layers, VT.UINT32),
+        # MTP blocks count in block_count (llama.cpp: n_layer_all; n_layer() = block_count - nextn_predict_layers,
+        # src/llama-model.cpp load_hparams), as conversion/qwen.py _QwenMtpMixin writes them
+        KV(f"{a}.block_count", shaped.n_layers + shaped.mtp_layers, VT.UINT32),
         KV(f"{a}.feed_forward_length", shaped.ffn_size, VT.UINT32),
         KV(f"{a}.attention.head_count", shaped.n_heads, VT.UINT32),
         KV(f"{a}.attention.head_count_kv", shaped.n_kv_heads, VT.UINT32),
@@ -139,13 +141,14 @@ def _qwen35_kvs(arch: ArchSpec, shaped: ArchSpec) -> list[KV]:
         KV(f"{a}.ssm.time_step_rank", shaped.linear_value_heads, VT.UINT32),
         KV(f"{a}.ssm.group_count", shaped.linear_key_heads, VT.UINT32),
         KV(f"{a}.full_attention_interval", full_attention_interval(shaped), VT.UINT32),
-    ]
+    ] + ([KV(f"{a}.nextn_predict_layers", shaped.mtp_layers, VT.UINT32)] if shaped.mtp_layers else [])
 
 
-def model_kvs(arch: ArchSpec, quant: str, seed: int, layers: int | None, vocab_name: str) -> list[KV]:
+def model_kvs(arch: ArchSpec, quant: str, seed: int, layers: int | None, vocab_name: str,
+              mtp: int | None = None) -> list[KV]:
     """The llama.* (or qwen35.*) hyperparameters llama.cpp reads, the lab's synthetic markers, and general.*."""
     VT = _vt()
-    shaped = llama_shape(arch, layers)
+    shaped = llama_shape(arch, layers, mtp)
     kvs = [
         KV("general.architecture", gguf_arch(arch), VT.STRING),  # GGUFWriter adds this one itself; listed for the size
         KV("general.type", "model", VT.STRING),

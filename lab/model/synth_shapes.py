@@ -42,6 +42,7 @@ class TensorPlan:
     ne: tuple[int, ...]
     layout: QuantLayout
     fill: float = 1.0  # the value of every element of an F32 tensor (norm weights 1; see tensor_plan)
+    mtp: bool = False  # part of an MTP block: llama.cpp skips it unless --spec-type draft-mtp (see _mtp_block)
 
     @property
     def n_elements(self) -> int:
@@ -95,9 +96,26 @@ def _hybrid_shape(arch: ArchSpec, layers: int | None) -> ArchSpec:
     return arch
 
 
-def llama_shape(arch: ArchSpec, layers: int | None = None) -> ArchSpec:
-    """The ArchSpec that the written file has (llama, or qwen35 for the hybrid); refuses what neither
-    architecture can express."""
+def _mtp_shape(arch: ArchSpec, mtp: int | None) -> ArchSpec:
+    """arch with the MTP blocks the file gets: `mtp` if given, else the real model's (arch.mtp_layers, from
+    the config's mtp_num_hidden_layers). Only the qwen35 writer has them; llama.cpp's qwen35 MTP graph runs
+    exactly one (src/models/qwen35.cpp graph_mtp: GGML_ASSERT n_layer_nextn == 1)."""
+    n = arch.mtp_layers if mtp is None else mtp
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise SynthError(f"mtp must be 0 or 1 (MTP blocks to write), got {n!r}")
+    if n and not arch.linear_layers:
+        if mtp is None:  # a llama-architecture file has no place for the real model's MTP block: leave it out
+            return replace(arch, mtp_layers=0)
+        raise SynthError(f"{arch.name}: --mtp {n}: only the qwen35 (Gated DeltaNet hybrid) writer has MTP blocks")
+    if n > 1:
+        raise SynthError(f"--mtp {n}: llama.cpp's qwen35 MTP graph runs a single MTP block (src/models/qwen35.cpp "
+                         "graph_mtp); use --mtp 1, or --mtp 0 for none")
+    return replace(arch, mtp_layers=n)
+
+
+def llama_shape(arch: ArchSpec, layers: int | None = None, mtp: int | None = None) -> ArchSpec:
+    """The ArchSpec that the written file has (llama, or qwen35 for the hybrid, with `mtp` MTP blocks: the
+    real model's by default); refuses what neither architecture can express."""
     if arch.n_experts:
         raise SynthError(f"{arch.name}: mixture-of-experts ({arch.n_experts} experts) is not supported by lab.model.synth")
     if arch.head_dim_k != arch.head_dim_v:
@@ -107,6 +125,7 @@ def llama_shape(arch: ArchSpec, layers: int | None = None) -> ArchSpec:
         raise SynthError(f"{arch.name}: {arch.n_heads} query heads are not a multiple of {arch.n_kv_heads} KV heads")
     if layers is not None and layers <= 0:
         raise SynthError(f"layers must be positive, got {layers}")
+    arch = _mtp_shape(arch, mtp)
     if arch.linear_layers:
         return _hybrid_shape(arch, layers)
     if layers is not None:
@@ -124,12 +143,13 @@ def _tied(arch: ArchSpec) -> bool:
     return arch.embedding_params is not None and arch.embedding_params == arch.vocab_size * arch.hidden_size
 
 
-def tensor_plan(arch: ArchSpec, quant: str = "Q4_K", layers: int | None = None) -> list[TensorPlan]:
+def tensor_plan(arch: ArchSpec, quant: str = "Q4_K", layers: int | None = None,
+                mtp: int | None = None) -> list[TensorPlan]:
     """Every tensor llama.cpp loads for the file's architecture (src/models/llama.cpp, or
-    src/models/qwen35.cpp for the hybrid), in ggml dimensions."""
+    src/models/qwen35.cpp for the hybrid, with its MTP block when the shape has one), in ggml dimensions."""
     if quant not in QUANTS:
         raise SynthError(f"quant {quant!r} not supported; choose one of {', '.join(QUANTS)}")
-    arch = llama_shape(arch, layers)
+    arch = llama_shape(arch, layers, mtp)
     if arch.linear_layers:
         return _qwen35_plan(arch, quant)
     q = QUANTS[quant]
@@ -155,7 +175,7 @@ def tensor_plan(arch: ArchSpec, quant: str = "Q4_K", layers: int | None = None) 
 
 
 def _qwen35_plan(arch: ArchSpec, quant: str) -> list[TensorPlan]:
-    """llama.cpp src/models/qwen35.cpp load_arch_tensors, trunk layers only (no MTP block), in its order.
+    """llama.cpp src/models/qwen35.cpp load_arch_tensors in its order: the trunk, then arch.mtp_layers MTP blocks.
 
     Full-attention layers: attn_q of n_head × head_dim × 2 rows (query and output gate), attn_k, attn_v,
     attn_output, per-head q/k norms. Gated DeltaNet layers: attn_qkv (2 × key_dim + value_dim rows),
@@ -200,6 +220,38 @@ def _qwen35_plan(arch: ArchSpec, quant: str) -> list[TensorPlan]:
         plan += [TensorPlan(b + "ffn_gate.weight", (e, ff), q),
                  TensorPlan(b + "ffn_down.weight", (ff, e), q),
                  TensorPlan(b + "ffn_up.weight", (e, ff), q)]
+    for il in range(arch.n_layers, arch.n_layers + arch.mtp_layers):
+        plan += _mtp_block(arch, q, il)
     return plan
+
+
+def _mtp_block(arch: ArchSpec, q: QuantLayout, il: int) -> list[TensorPlan]:
+    """One multi-token-prediction block, blk.<il> after the trunk, as llama.cpp's qwen35 loader asks for it
+    (src/models/qwen35.cpp load_block_mtp, names src/llama-arch.cpp LLM_TENSOR_NEXTN_*): a full-attention
+    decoder layer of the trunk's shape (norms, gated attn_q, attn_k/v/output, q/k norms, gated FFN), then
+    nextn.eh_proj {2 n_embd, n_embd} (projects [enorm(embedding); hnorm(hidden)]), nextn.enorm, nextn.hnorm
+    and nextn.shared_head_norm {n_embd}. conversion/qwen.py _QwenMtpMixin maps the checkpoint's mtp.fc,
+    mtp.pre_fc_norm_embedding, mtp.pre_fc_norm_hidden, mtp.norm and mtp.layers.0.* to exactly these; the
+    optional nextn.embed_tokens and nextn.shared_head_head are absent there (Qwen's MTP shares the token
+    embedding and the LM head: graph_mtp falls back to token_embd and output), so they are here."""
+    e, ff = arch.hidden_size, arch.ffn_size
+    hd, nh, nkv = arch.head_dim_k, arch.n_heads, arch.n_kv_heads
+    b = f"blk.{il}."
+    block = [TensorPlan(b + "attn_norm.weight", (e,), F32),
+             TensorPlan(b + "post_attention_norm.weight", (e,), F32),
+             TensorPlan(b + "attn_q.weight", (e, nh * hd * 2), q),
+             TensorPlan(b + "attn_k.weight", (e, nkv * hd), q),
+             TensorPlan(b + "attn_v.weight", (e, nkv * hd), q),
+             TensorPlan(b + "attn_output.weight", (nh * hd, e), q),
+             TensorPlan(b + "attn_q_norm.weight", (hd,), F32),
+             TensorPlan(b + "attn_k_norm.weight", (hd,), F32),
+             TensorPlan(b + "ffn_gate.weight", (e, ff), q),
+             TensorPlan(b + "ffn_down.weight", (ff, e), q),
+             TensorPlan(b + "ffn_up.weight", (e, ff), q),
+             TensorPlan(b + "nextn.eh_proj.weight", (2 * e, e), q),
+             TensorPlan(b + "nextn.enorm.weight", (e,), F32),
+             TensorPlan(b + "nextn.hnorm.weight", (e,), F32),
+             TensorPlan(b + "nextn.shared_head_norm.weight", (e,), F32)]
+    return [replace(t, mtp=True) for t in block]
 
 
