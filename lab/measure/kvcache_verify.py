@@ -233,7 +233,8 @@ def run_grid(models: dict[str, tuple[Path, ArchSpec]], grid: list[KvRun], log_di
         i, run = point
         path, arch = models[run.model]
         label = "".join(c if c.isalnum() or c in "-." else "_" for c in run.model)[:40]
-        name = f"kv_{i:02d}_{label}_c{run.n_ctx}_np{run.n_parallel}_{run.type_k}"
+        name = f"kv_{i:02d}_{label}_c{run.n_ctx}_np{run.n_parallel}_{run.type_k}" + (
+            f"_mtp{run.draft_mtp}" if run.draft_mtp else "")
         port = port_for_one()
         try:
             text = _start_llama_server_for_kv(server, path, run, Path(log_dir), name, threads,
