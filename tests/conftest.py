@@ -1,6 +1,9 @@
-"""Shared helpers for the tier-3 tests: run notebooks through the real CLI, as a user would."""
+"""Shared by the tests: the tiers (unit / tools / notebooks, see TIERS), the session's shared runs and servers
+(cpu_default_run, vllm_server), notebook runs through the real CLI as a user would, the reliability figures."""
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -27,17 +30,20 @@ def leaked_secrets(run_dir: Path, secrets: dict | None = None) -> tuple[int, lis
     return len(files), leaks
 
 
-def lab_run(out: Path, profile: str, only: str, timeout: int = 900) -> Path:
+def lab_run(out: Path, profile: str, only: str, timeout: int = 900, require_ok: bool = True) -> Path:
     """`python -m lab run --profile P --only N --out OUT` with planted secrets in the environment; assert it
-    succeeded and that no file of the run folder holds a planted secret; return the run folder."""
+    succeeded (with require_ok=False: that it made a run folder; each notebook's status is then asserted by
+    `notebook_record`) and that no file of the run folder holds a planted secret; return the run folder."""
     proc = subprocess.run([sys.executable, "-m", "lab", "run", "--profile", profile, "--only", only,
                            "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=timeout,
                           env={**os.environ, **PLANTED_SECRETS})
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("run folder:"))
+    said = proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0 or (not require_ok and proc.returncode == 1), said
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("run folder:")), None)
+    assert line, said
     run_dir = Path(line.split(":", 1)[1].strip())
     scanned, leaks = leaked_secrets(run_dir)
-    record_figure(f"planted secrets, run --only {only} ({profile}): files without a secret", scanned,
+    record_figure(f"planted secrets, run --only {only} ({Path(profile).stem}): files without a secret", scanned,
                   scanned - len({leak.split(":")[0] for leak in leaks}), f"leaks: {leaks or 'none'}")
     assert not leaks, leaks
     return run_dir
@@ -45,6 +51,44 @@ def lab_run(out: Path, profile: str, only: str, timeout: int = 900) -> Path:
 
 def read_record(run_dir: Path, name: str) -> dict:
     return json.loads((run_dir / "records" / f"{name}.json").read_text())
+
+
+def notebook_record(run_dir: Path, notebook: str, record: str | None = None) -> dict:
+    """The record of `notebook` (e.g. "05_kv_cache_math") in a run folder, after asserting the run's manifest
+    says that notebook ran ok (its error otherwise): one notebook's failure fails its own tests only."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    [book] = [b for b in manifest["notebooks"] if b["notebook"] == notebook]
+    assert book["status"] == "ok", f"{notebook}: {book['status']}: {book.get('error')}"
+    return read_record(run_dir, record or notebook)
+
+
+# Every notebook on cpu-default, as `make run` executes them; see the cpu_default_run fixture.
+CPU_DEFAULT_NOTEBOOKS = "01,02,03,04,05,06,07"
+
+
+@pytest.fixture(scope="session")
+def cpu_default_profile(tmp_path_factory) -> Path:
+    """params/cpu-default.yaml with its port changed to a free one, and nothing else: notebook 04 starts its server
+    on the profile's port, which another run on a shared machine may hold (every other notebook picks free ports)."""
+    from lab.serving import serve
+
+    text, changed = re.subn(r"^port: \d+$", f"port: {serve.free_port()}", (ROOT / "params" / "cpu-default.yaml").read_text(),
+                            flags=re.M)
+    assert changed == 1, "params/cpu-default.yaml: expected one `port:` line"
+    path = tmp_path_factory.mktemp("profile") / "cpu-default.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="session")
+def cpu_default_run(tmp_path_factory, cpu_default_profile) -> Path:
+    """The run folder of ONE `lab run` of every notebook on cpu-default (papermill, the real llama.cpp tools and
+    server, the report and its Chromium check), shared by the tests of each notebook (test_suite_*.py,
+    test_quantize.py's notebook 03, test_serve.py's notebook 04, test_kv_parity.py's grid): they assert on the
+    records it wrote, each after `notebook_record` checked its notebook's status. Executing the same notebooks
+    on the same profile once per test file measured nothing more; it took ~1.5x the time of one run."""
+    return lab_run(tmp_path_factory.mktemp("runs"), str(cpu_default_profile), CPU_DEFAULT_NOTEBOOKS, timeout=3600,
+                   require_ok=False)
 
 
 def vllm_skip_reason() -> str | None:
@@ -94,20 +138,69 @@ def vllm_server(tmp_path_factory):
         server.stop()
 
 
+# ---------------------------------------------------------------- tiers
+# Every test is in one tier, a marker the hook below adds (pyproject registers them; README "Testing" says how to
+# run each): `notebooks` (whole notebooks executed: `lab run` or papermill), `tools` (real processes: llama.cpp's
+# tools, the vLLM server, the lab's CLI, Jupyter, Chromium) and `unit` (pure logic in this process; everything not
+# marked otherwise). A test file says `pytestmark = pytest.mark.tools` (or `notebooks`); `integration` is the older
+# name of `tools` and still read. A unit test that starts a process fails, naming the process: `-m unit` stays fast.
+TIERS = ("unit", "tools", "notebooks")
+
+
+def tier_of(item) -> str:
+    if item.get_closest_marker("notebooks"):
+        return "notebooks"
+    if any(item.get_closest_marker(m) for m in ("tools", "integration", "vllm")):
+        return "tools"
+    return "unit"
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "stops_vllm_server: stops the session's shared vLLM server (runs after every "
                                        "other test that uses it)")
 
 
 def pytest_collection_modifyitems(items):
-    """The tests of the shared vLLM server run last and together, so the server (~4 GiB of RAM) is up only while
-    they run and never beside another test's vLLM; the test that stops it comes after all of them."""
+    """Tier markers first (see TIERS). Then the order: the tests of the shared vLLM server run last and together,
+    so the server (~4 GiB of RAM) is up only while they run and never beside another test's vLLM; the test that
+    stops it comes after all of them."""
+    for item in items:
+        tier = tier_of(item)
+        item.add_marker(tier)
+        if tier != "unit":
+            item.add_marker("integration")  # `-m "not integration"` keeps meaning the unit tier
+
     def rank(item) -> int:
         if item.get_closest_marker("stops_vllm_server"):
             return 2
         return 1 if "vllm_server" in getattr(item, "fixturenames", ()) else 0
 
     items.sort(key=rank)  # stable: the order within each group is pytest's own
+
+
+# What a unit test may still start: the provenance every record carries asks `git rev-parse HEAD`, and Python's
+# platform.processor() asks `uname -p` (milliseconds each, no engine, no model).
+UNIT_ALLOWED = {"git", "uname"}
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process(request, monkeypatch):
+    """In the unit tier, starting a process (other than UNIT_ALLOWED, or one that does not exist and so raises) is an
+    error that says which tier the test belongs to."""
+    if tier_of(request.node) != "unit":
+        return
+    execute_child = subprocess.Popen._execute_child
+
+    def refuse(self, args, executable, *rest, **kwargs):
+        argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+        program = os.fsdecode(executable or argv[0])
+        found = shutil.which(program) if os.sep not in program else (program if os.path.exists(program) else None)
+        if found and os.path.basename(program) not in UNIT_ALLOWED:
+            raise AssertionError(f"a unit test started a process ({argv!r}); mark the test `pytest.mark.tools` (or "
+                                 "`notebooks` if it executes whole notebooks): see TIERS in tests/conftest.py")
+        return execute_child(self, args, executable, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
 
 
 # ---------------------------------------------------------------- reliability figures

@@ -167,6 +167,7 @@ def max_in_flight(results):
     return peak
 
 
+@pytest.mark.tools
 def test_fixed_concurrency_and_request_budget():
     with bench_source.running() as url:
         target = loadgen.Target(url + "/i5", max_tokens=10, ignore_eos=False)
@@ -177,6 +178,7 @@ def test_fixed_concurrency_and_request_budget():
     assert metrics.summarise_run(run)["concurrency"] == 3
 
 
+@pytest.mark.tools
 def test_time_budget_stops_sending():
     with bench_source.running() as url:
         target = loadgen.Target(url + "/i20", max_tokens=10, ignore_eos=False)  # ~0.2 s per request
@@ -186,6 +188,7 @@ def test_time_budget_stops_sending():
     assert run.duration_s < 1.5
 
 
+@pytest.mark.tools
 def test_poisson_arrivals_are_seeded():
     with bench_source.running() as url:
         target = loadgen.Target(url + "/i0", max_tokens=2, ignore_eos=False)
@@ -211,6 +214,7 @@ def test_prompts_differ_from_the_first_word():
     assert loadgen.make_prompts(3, 10, seed=1, tag="x") == loadgen.make_prompts(3, 10, seed=1, tag="x")
 
 
+@pytest.mark.tools
 def test_run_load_works_inside_a_running_event_loop():
     async def inside_loop():  # what a notebook cell is
         with bench_source.running() as url:
@@ -221,7 +225,7 @@ def test_run_load_works_inside_a_running_event_loop():
 
 
 # ---------------------------------------------------------------- integration: a real server dies mid-sweep
-@pytest.mark.integration
+@pytest.mark.tools
 def test_server_killed_mid_run_counts_failures_and_keeps_records(tmp_path):
     from lab.core import profiles
     from lab.serving import engines, serve

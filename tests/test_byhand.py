@@ -66,7 +66,7 @@ def _help_flags() -> set[str]:
     return set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", out.stdout + out.stderr))
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 @pytest.mark.parametrize("name", LLAMA_GPU_PROFILES)
 def test_server_flags_exist_in_the_pinned_llama_server(name):
     flags = _help_flags()
@@ -79,6 +79,7 @@ def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
+@pytest.mark.tools
 def test_cli_prints_the_track_and_refuses_a_cpu_profile():
     ok = run_cli("byhand", "v100-32g-x1", "--ubuntu", "24.04")
     assert ok.returncode == 0 and "cuda-toolkit-12-" in ok.stdout and "ubuntu2404" in ok.stdout
@@ -86,7 +87,7 @@ def test_cli_prints_the_track_and_refuses_a_cpu_profile():
     assert bad.returncode == 1 and "no GPU" in bad.stderr
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_cmake_options_exist_in_the_pinned_llama_cpp_source():
     """-DGGML_CUDA is an option of the vendored llama.cpp the lab pins (its sdist in the cache)."""
     import tarfile

@@ -64,6 +64,7 @@ def test_plan_0_when_it_fits_1_when_it_does_not_or_the_profile_is_invalid(tmp_pa
     assert rc == 1 and str(bad) in text and "gpu_count" in text and "Traceback" not in text, text
 
 
+@pytest.mark.tools
 def test_report_0_for_a_run_folder_1_naming_what_is_not_one(tmp_path):
     run = _run_folder(tmp_path / "run")
     rc, text = cli_output(["report", str(run)])
@@ -73,6 +74,7 @@ def test_report_0_for_a_run_folder_1_naming_what_is_not_one(tmp_path):
         assert rc == 1 and str(not_run) in text and "Traceback" not in text, text
 
 
+@pytest.mark.tools
 def test_compare_0_for_run_folders_1_naming_what_is_not_one(tmp_path):
     a, b = _run_folder(tmp_path / "a"), _run_folder(tmp_path / "b")
     rc, text = cli_output(["compare", str(a), str(b)])
@@ -81,6 +83,7 @@ def test_compare_0_for_run_folders_1_naming_what_is_not_one(tmp_path):
     assert rc == 1 and str(tmp_path / "nope") in text and "Traceback" not in text, text
 
 
+@pytest.mark.tools
 def test_a_shell_sees_the_same_exit_statuses():
     def status(*argv):
         return subprocess.run([sys.executable, "-m", "lab", *argv], capture_output=True, text=True, cwd=ROOT,

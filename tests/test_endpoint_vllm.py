@@ -18,7 +18,7 @@ from conftest import ROOT, lab_run, read_record
 from lab.core import profiles
 from lab.diagnose import endpoint_diagnose
 
-pytestmark = [pytest.mark.integration, pytest.mark.vllm]
+pytestmark = [pytest.mark.tools, pytest.mark.vllm]
 
 KEY_ENV = "LAB_TEST_VLLM_KEY"
 
@@ -43,6 +43,7 @@ def endpoint_profile(tmp_path, base):
     return path
 
 
+@pytest.mark.notebooks
 def test_vllm_measured_as_an_endpoint(vllm_endpoint, tmp_path):
     base, key = vllm_endpoint
     profile = endpoint_profile(tmp_path, base)

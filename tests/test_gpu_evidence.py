@@ -11,7 +11,7 @@ from lab.core import paths
 from lab.measure import gpu_evidence
 from lab.model import models, synth, synth_metadata
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.tools
 TINY = replace(models.stand_in("qwen3-14b"), name="tiny-qwen3", n_layers=2, hidden_size=256, ffn_size=512,
                n_heads=4, n_kv_heads=2, head_dim_k=64, head_dim_v=64)
 

@@ -8,7 +8,7 @@ from lab.core import profiles
 from lab.measure import install
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_this_machine_has_the_pinned_bindings_and_one_llama_cpp_build(smol_model):
     prof = profiles.load("cpu-default")
     versions = install.installed_versions(prof)

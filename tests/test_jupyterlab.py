@@ -16,7 +16,7 @@ import pytest
 from lab import setup
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.tools
 
 
 def _free_port() -> int:

@@ -8,8 +8,6 @@ from lab.predict import kvcache
 from lab.measure import kvcache_verify as kv
 from lab.serving import engine_logs
 
-pytestmark = pytest.mark.integration
-
 SAMPLE_LOG = """\
 llama_kv_cache:        CPU KV buffer size =     0.00 MiB
 llama_kv_cache: size =   67.50 MiB (  1024 cells,  30 layers,  3/3 seqs), K (f16):   33.75 MiB, V (f16):   33.75 MiB
@@ -109,13 +107,19 @@ def test_draft_mtp_adds_state_rows_and_the_mtp_context_cache():
 
 
 @pytest.fixture(scope="module")
-def grid_rows(tmp_path_factory):
-    server, found, skip = kv.grid_setup()
-    if skip:
-        pytest.skip(skip)
-    return kv.run_grid(found, kv.default_grid(), tmp_path_factory.mktemp("kv_logs"), server)
+def grid_rows(cpu_default_run):
+    """The rows of notebook 05's grid (kvcache_verify.run_for_profile: `default_grid` on the embedded models and the
+    4-layer hybrid, each point a real llama-server start) in the session's one `lab run` on cpu-default: the same
+    grid this file used to run a second time."""
+    from conftest import notebook_record
+
+    record = notebook_record(cpu_default_run, "05_kv_cache_math", "05_kv_cache")
+    if record["summary"]["parity_skipped"]:
+        pytest.skip(record["summary"]["parity_skipped"])
+    return record["kv_grid"]
 
 
+@pytest.mark.notebooks
 @pytest.mark.parametrize("model,runs,caches", [("smollm2", 6, {"kv"}), ("gemma3-270m", 6, {"global", "swa"}),
                                                (kv.HYBRID_MODEL, 6, {"kv", "recurrent", "mtp"})])
 def test_llama_cpp_reports_exactly_the_prediction(grid_rows, model, runs, caches):

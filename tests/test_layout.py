@@ -111,6 +111,7 @@ def test_no_new_module_over_the_line_limit():
     assert not missing, f"OVERSIZED names files that no longer exist (remove them from the list): {missing}"
 
 
+@pytest.mark.tools
 def test_setup_imports_with_the_standard_library_only():
     """`python3 -m lab.setup` runs before the venv exists: an isolated interpreter (-I: no user site,
     no PYTHONPATH) must import the set-up package and its modules with nothing but the stdlib."""

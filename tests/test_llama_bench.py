@@ -49,7 +49,7 @@ def test_command_places_every_setting(monkeypatch, tmp_path):
                      "-fa": "0,1", "-sm": "row"}
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_a_real_run_on_the_embedded_model(smol_model, tmp_path):
     try:
         paths.tool("llama-bench")

@@ -102,7 +102,7 @@ def _embedded(key):
         pytest.skip(str(exc))
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_gguf_header_reader_agrees_with_gguf_package():
     from gguf import GGUFReader
 
@@ -117,7 +117,7 @@ def test_gguf_header_reader_agrees_with_gguf_package():
     assert ours.array_lengths["tokenizer.ggml.tokens"] == len(ref.fields["tokenizer.ggml.tokens"].data)
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_embedded_models_architecture():
     smol = models.from_gguf(_embedded("smollm2"))
     assert (smol.n_layers, smol.n_heads, smol.n_kv_heads, smol.head_dim_k, smol.hidden_size) == (30, 9, 3, 64, 576)

@@ -132,6 +132,7 @@ def test_mode_plan_says_why_a_mode_does_not_run():
 
 
 # ---------------------------------------------------------------- the script on this CPU
+@pytest.mark.tools
 def test_multigpu_cli_on_cpu_measures_one_device_and_skips_the_splits(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "lab", "multigpu", "--profile", "cpu-default", "--out", str(tmp_path),
                            "--levels", "1", "--prompt-tokens", "32", "--output-tokens", "8", "--reps", "1"],
@@ -160,6 +161,7 @@ def _torch_python() -> str | None:
     return None
 
 
+@pytest.mark.tools
 def test_allreduce_bench_runs_on_gloo(tmp_path):
     python = _torch_python()
     if python is None:

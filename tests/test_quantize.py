@@ -266,7 +266,7 @@ def ladder():
     return q.build_ladder(ref, progress=False)
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_f16_reference_keeps_every_metadata_key(ladder):
     import gguf
     import numpy as np
@@ -287,7 +287,7 @@ def test_f16_reference_keeps_every_metadata_key(ladder):
     assert np.array_equal(np.asarray(o.data).reshape(want.shape), want)
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_ladder_files_load_and_are_ordered_by_size(ladder):
     import llama_cpp
 
@@ -305,28 +305,20 @@ def test_ladder_files_load_and_are_ordered_by_size(ladder):
     assert small.n_tokens > 0
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_llama_quantize_choices_are_reproduced_exactly(ladder):
     sizes = q.size_check(ladder)
     assert all(not bad for bad in sizes.mismatches.values()), sizes.mismatches
     assert all(r["predicted_equals_file"] for r in sizes.rows)
 
 
-@pytest.mark.integration
-def test_notebook_03_writes_its_record(tmp_path):
-    """Tier 3: papermill runs notebook 03 on cpu-default; assert on the record, not only that it ran."""
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
+@pytest.mark.notebooks
+def test_notebook_03_writes_its_record(cpu_default_run):
+    """Notebook 03 in the session's one `lab run` on cpu-default (conftest.cpu_default_run): the record, not only
+    that it ran."""
+    from conftest import notebook_record
 
-    root = Path(__file__).resolve().parent.parent
-    run = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "papermill", str(root / "notebooks" / "03_quantize.ipynb"),
-                           str(tmp_path / "out.ipynb"), "-k", "llm-lab", "-p", "run_dir", str(run)],
-                          capture_output=True, text=True, cwd=root / "notebooks", timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rec = json.loads((run / "records" / "03_quantize.json").read_text())
+    rec = notebook_record(cpu_default_run, "03_quantize")
     assert {"title", "summary", "checks", "tables", "charts", "ladder", "claims", "vllm_plan"} <= set(rec)
     assert {c["name"]: c["status"] for c in rec["checks"]}["llama.cpp's per-tensor types reproduced"] == "pass"
     assert all(c["status"] in ("pass", "warn") for c in rec["checks"])

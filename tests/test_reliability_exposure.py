@@ -81,7 +81,7 @@ def test_server_environment_is_minimal(monkeypatch):
                  and "PATH" in env and env["LLAMA_API_KEY"] == "k" * 24)
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_the_real_llama_server_has_a_key_local_cors_and_no_inherited_tokens(smol_model, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_PlantedToken0123456789")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-planted-0123456789abcdef")
@@ -131,7 +131,7 @@ def _lab_target_args() -> list[str]:
     return args
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_jupyterlab_listens_on_loopback_with_a_token(tmp_path):
     args = _lab_target_args()
     assert "--ip" in args and args[args.index("--ip") + 1] == "127.0.0.1"

@@ -19,7 +19,7 @@ from lab.serving import engines, serve
 from lab.diagnose import troubleshoot
 from lab.records import manifest
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.tools
 
 
 

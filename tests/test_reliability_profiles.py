@@ -96,6 +96,7 @@ def test_bad_profiles_are_refused_with_a_clear_error_by_validate_plan_and_run(tm
     assert handled == len(CASES) >= 25, "\n".join(problems)
 
 
+@pytest.mark.tools
 def test_the_real_cli_refuses_a_binary_profile_in_one_line(tmp_path):
     bad = tmp_path / "bin.yaml"
     bad.write_bytes(os.urandom(512) + b"\0")
@@ -167,6 +168,7 @@ def test_a_port_in_use_is_named_with_its_holder(tmp_path):
             assert f"port {port} on 127.0.0.1 is already in use" in text and "Traceback" not in text, text
 
 
+@pytest.mark.tools
 def test_two_runs_started_together_never_share_a_run_folder(tmp_path):
     import threading
 

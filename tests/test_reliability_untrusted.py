@@ -42,6 +42,7 @@ def _big_log(path: Path, megabytes: int = 50) -> Path:
     return path
 
 
+@pytest.mark.tools
 def test_doctor_on_odd_inputs(tmp_path):
     (tmp_path / "empty.log").write_bytes(b"")
     (tmp_path / "binary.log").write_bytes(random.Random(1).randbytes(200_000) + b"\0" + ERROR_LINE.encode())
@@ -96,6 +97,7 @@ BAD_RECORDS = {"02_truncated": b'{"schema_version": 1, "record": "02_trunc', "03
                "08_checks_of_strings": b'{"record": "08", "checks": ["pass", 3]}'}
 
 
+@pytest.mark.tools
 def test_report_and_compare_flag_bad_records_and_render_the_rest(tmp_path):
     run = _run_folder(tmp_path / "run", BAD_RECORDS)
     handled, problems = 0, []

@@ -9,7 +9,7 @@ from lab.core import evidence, profiles
 from lab.records import browser, manifest, report
 from lab.core.checks import Check
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.tools
 
 
 @pytest.fixture(scope="module")

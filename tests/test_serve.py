@@ -13,7 +13,7 @@ from lab.core import paths, profiles
 from lab.serving import engines, serve, serve_views
 from lab.serving.engines import Command
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.tools
 
 
 
@@ -184,10 +184,14 @@ def run_notebook_04(tmp_path, profile_path):
     return json.loads((run_dir / "records" / "04_serve.json").read_text()), run_dir
 
 
-def test_notebook_04_serves_the_default_profile(smol_model, tmp_path):
-    text = profiles.resolve("cpu-default").read_text().replace("port: 8080", f"port: {serve.free_port()}")
-    (tmp_path / "cpu.yaml").write_text(text)  # the default profile on a free port, so a busy 8080 cannot fail it
-    record, run_dir = run_notebook_04(tmp_path, tmp_path / "cpu.yaml")
+@pytest.mark.notebooks
+def test_notebook_04_serves_the_default_profile(cpu_default_run):
+    """Notebook 04 in the session's one `lab run` on cpu-default (conftest.cpu_default_run: on a free port, so a
+    busy 8080 cannot fail it)."""
+    from conftest import notebook_record
+
+    run_dir = cpu_default_run
+    record = notebook_record(run_dir, "04_serve")
     assert [c["status"] for c in record["checks"]] == ["pass"] * 5
     s = record["summary"]
     assert s["completions_ok"] and s["chat_ok"] and s["stopped_clean"] and s["slots"] == 4 and s["kv_cache_mib"] == 90.0
@@ -196,6 +200,7 @@ def test_notebook_04_serves_the_default_profile(smol_model, tmp_path):
     assert not serve._group_members(record["stop"]["pid"])
 
 
+@pytest.mark.notebooks
 def test_notebook_04_shows_a_gpu_command_and_skips_starting_on_a_cpu_machine(tmp_path):
     if serve.evidence.gpu_summary()["gpus"]:
         pytest.skip("this machine has a GPU")

@@ -14,7 +14,7 @@ from lab.measure import speculative
 from lab.predict import kvcache
 from lab.serving import engine_logs
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.tools
 TINY = replace(models.stand_in("qwen3-14b"), name="tiny-qwen3", hidden_size=256, ffn_size=512,
                n_heads=4, n_kv_heads=2, head_dim_k=64, head_dim_v=64)
 

@@ -1,30 +1,36 @@
-"""Tier 3: papermill runs notebooks 01 and 02 on cpu-default through the real CLI; assert on records."""
+"""Notebooks tier: the session's one `lab run` of every notebook on cpu-default (conftest.cpu_default_run, the
+real CLI and papermill): the run folder as a whole, then the records of notebooks 01 and 02."""
 import json
 from pathlib import Path
 
 import pytest
-from conftest import lab_run
+from conftest import CPU_DEFAULT_NOTEBOOKS, notebook_record
 
 from lab.core import evidence
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.notebooks
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    return lab_run(tmp_path_factory.mktemp("runs"), "cpu-default", "01,02")
+def run_dir(cpu_default_run) -> Path:
+    return cpu_default_run
 
 
 def test_run_folder_has_everything(run_dir):
     assert (run_dir / "report.html").stat().st_size > 1_000_000  # plotly.js embedded
     names = sorted(p.name for p in (run_dir / "notebooks").glob("*.ipynb"))
-    assert names == ["01_hardware_checks.ipynb", "02_install_verification.ipynb"]
+    assert [n[:2] for n in names] == CPU_DEFAULT_NOTEBOOKS.split(",")
+    assert names == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))  # every notebook, as `make run`
     manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert {n["notebook"]: n["status"] for n in manifest["notebooks"]} == {n[:-6]: "ok" for n in names}
     assert manifest["status"] == "ok"
-    assert [n["status"] for n in manifest["notebooks"]] == ["ok", "ok"]
     assert manifest["model_files"][0]["sha256"] == evidence.sha256_file(manifest["model_files"][0]["path"])
-    assert manifest["profile"]["sha256"] == evidence.sha256_file(ROOT / "params" / "cpu-default.yaml")
+    # the profile that ran: params/cpu-default.yaml on a free port (conftest.cpu_default_profile)
+    assert manifest["profile"]["sha256"] == evidence.sha256_file(manifest["profile"]["file"])
+    ran, shipped = (Path(manifest["profile"]["file"]).read_text().splitlines(),
+                    (ROOT / "params" / "cpu-default.yaml").read_text().splitlines())
+    assert [a for a, b in zip(ran, shipped) if a != b] == [l for l in ran if l.startswith("port: ")]
 
 
 def test_executed_notebooks_have_no_cell_timings(run_dir):
@@ -35,7 +41,7 @@ def test_executed_notebooks_have_no_cell_timings(run_dir):
 
 
 def test_hardware_record(run_dir):
-    rec = json.loads((run_dir / "records" / "01_hardware.json").read_text())
+    rec = notebook_record(run_dir, "01_hardware_checks", "01_hardware")
     assert rec["schema_version"] == 1
     gpu_checks = [c for c in rec["checks"] if c["name"].lower().startswith("gpu")]
     assert gpu_checks and all(c["status"] == "skip" for c in gpu_checks)  # no GPU on cpu-default
@@ -45,7 +51,7 @@ def test_hardware_record(run_dir):
 
 
 def test_install_record(run_dir):
-    rec = json.loads((run_dir / "records" / "02_install.json").read_text())
+    rec = notebook_record(run_dir, "02_install_verification", "02_install")
     checks = {c["name"]: c for c in rec["checks"]}
     assert checks["llama-cpp-python imports"]["status"] == "pass"
     assert checks["bindings and tools share one llama.cpp build"]["status"] == "pass"

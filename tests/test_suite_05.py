@@ -1,16 +1,17 @@
-"""Tier 3: papermill runs notebook 05 (KV-cache math) on cpu-default through the real CLI; assert on its record."""
+"""Notebooks tier: notebook 05 (KV-cache math) in the session's one `lab run` on cpu-default (conftest.cpu_default_run);
+assertions on its record."""
 from pathlib import Path
 
 import pytest
-from conftest import lab_run, read_record
+from conftest import notebook_record
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.notebooks
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def record(tmp_path_factory) -> dict:
-    return read_record(lab_run(tmp_path_factory.mktemp("runs"), "cpu-default", "05"), "05_kv_cache")
+def record(cpu_default_run) -> dict:
+    return notebook_record(cpu_default_run, "05_kv_cache_math", "05_kv_cache")
 
 
 def test_kv_record_shows_zero_error_against_llama_cpp(record):

@@ -1,17 +1,18 @@
-"""Tier 3: papermill runs notebook 06 (benchmarking) on cpu-default through the real CLI; assert on its record."""
+"""Notebooks tier: notebook 06 (benchmarking) in the session's one `lab run` on cpu-default (conftest.cpu_default_run);
+assertions on its record."""
 import statistics
 from pathlib import Path
 
 import pytest
-from conftest import lab_run, read_record
+from conftest import notebook_record
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.notebooks
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def record(tmp_path_factory) -> dict:
-    return read_record(lab_run(tmp_path_factory.mktemp("runs"), "cpu-default", "06"), "06_benchmark")
+def record(cpu_default_run) -> dict:
+    return notebook_record(cpu_default_run, "06_benchmarking", "06_benchmark")
 
 
 def test_sweep_ran_on_the_real_server(record):

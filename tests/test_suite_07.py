@@ -1,13 +1,14 @@
-"""Tier 3: papermill runs notebook 07 (troubleshooting) on cpu-default through the real CLI; assert on its
-record, then run `lab doctor` on that run folder: the pitfalls reproduced on purpose must not count."""
+"""Notebooks tier: notebook 07 (troubleshooting) in the session's one `lab run` on cpu-default
+(conftest.cpu_default_run); assertions on its record, then `lab doctor` on that run folder (every notebook's logs):
+the pitfalls reproduced on purpose must not count."""
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import lab_run, read_record
+from conftest import notebook_record
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.notebooks
 ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = {"port-conflict-precheck": "port-in-use", "port-conflict-llama-server": "port-in-use",
             "truncated-gguf": "gguf-truncated", "rejected-flag": "llamacpp-invalid-argument",
@@ -15,9 +16,8 @@ EXPECTED = {"port-conflict-precheck": "port-in-use", "port-conflict-llama-server
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> tuple[Path, dict]:
-    run_dir = lab_run(tmp_path_factory.mktemp("runs"), "cpu-default", "07", timeout=600)
-    return run_dir, read_record(run_dir, "07_troubleshooting")
+def run(cpu_default_run) -> tuple[Path, dict]:
+    return cpu_default_run, notebook_record(cpu_default_run, "07_troubleshooting")
 
 
 def test_every_reproduction_is_diagnosed_as_its_entry(run):

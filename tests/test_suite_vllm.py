@@ -13,7 +13,7 @@ import pytest
 from lab.serving import serve
 from conftest import lab_run, vllm_skip_reason
 
-pytestmark = [pytest.mark.integration, pytest.mark.vllm]
+pytestmark = [pytest.mark.notebooks, pytest.mark.vllm]
 ROOT = Path(__file__).resolve().parent.parent
 
 

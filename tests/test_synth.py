@@ -231,6 +231,7 @@ def test_q4_k_scales_decode_as_packed():
 
 
 # ---------------------------------------------------------------- the vocabulary
+@pytest.mark.tools
 def test_vocab_parser_matches_gguf_reader(vocab):
     from gguf import GGUFReader
 
@@ -303,7 +304,7 @@ def tiny_file(vocab, tmp_path_factory):
     return path, size
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_tiny_file_size_and_header_are_as_predicted(tiny_file):
     path, size = tiny_file
     assert path.stat().st_size == size["total_bytes"]
@@ -315,7 +316,7 @@ def test_tiny_file_size_and_header_are_as_predicted(tiny_file):
             arch.vocab_size) == (2, 4, 2, 64, 256, 768, 151936)
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_llama_bench_runs_the_tiny_file(tiny_file):
     try:
         paths.tool("llama-bench")
@@ -329,7 +330,7 @@ def test_llama_bench_runs_the_tiny_file(tiny_file):
     assert rows[0]["model_size"] == size["tensor_bytes"] and rows[0]["model_n_params"] == size["params"]
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_llama_cpp_generates_tokens_from_the_tiny_file(tiny_file):
     llama_cpp = pytest.importorskip("llama_cpp")
     path, _ = tiny_file
@@ -350,7 +351,7 @@ def qwen38_4_layers(vocab_qwen35, tmp_path_factory):
     return path, size
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_qwen38_file_reads_back_as_the_hybrid(qwen38_4_layers):
     path, size = qwen38_4_layers
     assert path.stat().st_size == size["total_bytes"]
@@ -367,7 +368,7 @@ def test_qwen38_file_reads_back_as_the_hybrid(qwen38_4_layers):
     assert (arch.n_heads, arch.n_kv_heads, arch.head_dim_k, arch.vocab_size) == (24, 4, 256, 248_320)
 
 
-@pytest.mark.integration
+@pytest.mark.tools
 def test_llama_server_serves_the_qwen35_file(qwen38_4_layers, tmp_path):
     """The real llama-server (CPU build) loads the hybrid and answers a completion; its log shows both the
     attention KV cache (1 layer) and the recurrent state (3 layers). Without --spec-type draft-mtp it skips

@@ -23,7 +23,7 @@ from lab.predict import kvcache
 from lab.serving import engines, serve
 from lab.measure import bench_views, loadgen, metrics, vllm_kv
 
-pytestmark = [pytest.mark.integration, pytest.mark.vllm]
+pytestmark = [pytest.mark.tools, pytest.mark.vllm]
 
 
 def test_the_command_is_the_notebooks_own(vllm_server):

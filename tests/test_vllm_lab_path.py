@@ -126,6 +126,7 @@ def test_then_and_now_is_empty_for_llama_cpp_profiles():
 
 
 # ---------------------------------------------------------------- serve.stop gives children time
+@pytest.mark.tools
 def test_stop_waits_for_children_still_shutting_down(tmp_path):
     """The leader exits at once on SIGTERM; its child takes 1 s (like vLLM's EngineCore): not a leftover."""
     code = ("import os, signal, sys, time\n"

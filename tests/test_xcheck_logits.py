@@ -11,6 +11,7 @@ def test_how_a_child_ended_is_said_in_words():
     assert xcheck_logits.how_it_ended(-200) == "killed by signal 200"
 
 
+@pytest.mark.tools
 def test_a_failing_child_raises_with_its_last_words(tmp_path):
     bad = tmp_path / "not-a-model.gguf"
     bad.write_bytes(b"not a gguf")
