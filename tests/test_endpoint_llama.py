@@ -24,7 +24,7 @@ from lab.serving import serve
 from lab.measure import loadgen, metrics
 from lab.diagnose import endpoint_diagnose
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.tools
 
 KEY_ENV = "LAB_TEST_ENDPOINT_KEY"
 KEY = "lab-test-" + os.urandom(12).hex()  # never written by the test itself: searched for in the run folder
@@ -95,6 +95,7 @@ def endpoint_profile(tmp_path: Path, base: str, *, key_env: str | None, ctx: int
     return path
 
 
+@pytest.mark.notebooks
 def test_measured_as_an_endpoint_with_its_key(keyed_server, tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
     profile = endpoint_profile(tmp_path, keyed_server, key_env=KEY_ENV, ctx=2048, slots=2)
@@ -123,6 +124,7 @@ def test_measured_as_an_endpoint_with_its_key(keyed_server, tmp_path, monkeypatc
     assert not leaked, f"the key is in {leaked}"
 
 
+@pytest.mark.notebooks
 def test_without_its_key_04_fails_saying_why(keyed_server, tmp_path, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     profile = endpoint_profile(tmp_path, keyed_server, key_env=KEY_ENV, ctx=2048, slots=2)
@@ -139,12 +141,20 @@ def test_without_its_key_04_fails_saying_why(keyed_server, tmp_path, monkeypatch
 
 
 def test_one_slot_queues_and_is_flagged(open_serial_server, tmp_path):
+    """-np 1: the second stream waits for the first. The verdict compares two time windows (one stream, then two),
+    so a burst of other work on a shared machine during one of them can hide the queueing once (it did, once in
+    four clean CI runs); a person would measure again: up to three sweeps, and one must flag it. A server that
+    batched would fail all three (its two streams overlap: no wait, throughput up)."""
     target = loadgen.Target(open_serial_server, model="any", max_tokens=48)  # decode, not per-request overhead, dominates: a serial server cannot overlap it
-    runs = loadgen.sweep(target, [1, 2], requests_per_level=6, prompt_words=24)
-    summaries = [metrics.summarise_run(r) for r in runs]
-    queue = metrics.queueing(summaries)
-    assert queue[1]["queued"] is True, queue  # -np 1: the second request waits for the first
-    assert queue[1]["wait_vs_serial"] > 0.5 and queue[1]["throughput_gain"] < 1.25
+    attempts = []
+    for _ in range(3):
+        runs = loadgen.sweep(target, [1, 2], requests_per_level=6, prompt_words=24)
+        queue = metrics.queueing([metrics.summarise_run(r) for r in runs])
+        attempts.append({k: queue[1][k] for k in ("queued", "wait_vs_serial", "throughput_gain")})
+        if queue[1]["queued"]:
+            break
+    assert attempts[-1]["queued"] is True, attempts
+    assert attempts[-1]["wait_vs_serial"] > 0.5 and attempts[-1]["throughput_gain"] < 1.25, attempts
 
 
 def test_open_server_diagnosed_by_its_own_answers(open_serial_server, tmp_path):
