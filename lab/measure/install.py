@@ -15,6 +15,7 @@ from pathlib import Path
 
 from lab.core import evidence, paths
 from lab.core.profiles import Profile
+from lab.serving import endpoint
 
 
 def _version(dist: str) -> str | None:
@@ -257,8 +258,17 @@ def rule_checks(facts: dict) -> list:
     return [r.to_check() for r in compat.evaluate_all(facts)]
 
 
+def checks_chart(profile: Profile, tool_checks: list, rule_checks_: list):
+    """Notebook 02's chart: the toolchain's checks and the compatibility rules' together, by status."""
+    from lab.core.checks import chart
+
+    return chart(tool_checks + rule_checks_, f"Install and compatibility checks · {profile.name}")
+
+
 def build_record(profile: Profile, versions: dict, facts: dict, tool_checks: list, rule_checks_: list) -> dict:
-    from lab.core.checks import chart, worst
+    """The 02_install record: the verdict and versions in the summary, every check, the versions table and chart,
+    the raw versions and facts, and what this notebook can see of the server (lab.serving.endpoint.where)."""
+    from lab.core.checks import worst
 
     all_checks = tool_checks + rule_checks_
     failed = [c.name for c in all_checks if c.status == "fail"]
@@ -278,10 +288,10 @@ def build_record(profile: Profile, versions: dict, facts: dict, tool_checks: lis
         },
         "checks": [c.to_dict() for c in all_checks],
         "tables": [{"title": "Versions on this machine", "rows": versions_rows(versions)}],
-        "charts": [{"title": "Install and compatibility checks",
-                    "figure": chart(all_checks, f"Install and compatibility checks · {profile.name}")}],
+        "charts": [{"title": "Install and compatibility checks", "figure": checks_chart(profile, tool_checks, rule_checks_)}],
         "versions": versions,
         "facts": facts,
+        "server_scope": endpoint.where(profile),
     }
 
 

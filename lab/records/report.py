@@ -20,7 +20,7 @@ from lab.core import display, evidence
 
 # Which module's `what_this_means(record)` closes each notebook (one name across notebooks).
 # Notebook 01 closes with two parts (the box, then its GPU pairs), joined the way its last cell joins them.
-CLOSINGS = {"01_hardware": ("lab.measure.hardware", "lab.measure.gpu_links"), "02_install": "lab.measure.install", "03_quantize": "lab.model.quantize",
+CLOSINGS = {"01_hardware": ("lab.measure.hardware", "lab.measure.gpu_links"), "02_install": "lab.measure.install", "03_quantize": "lab.measure.quantize_views",
             "04_serve": "lab.serving.serve_views", "05_kv_cache": "lab.measure.kv_views", "06_benchmark": "lab.measure.bench_views",
             "07_endpoint": "lab.diagnose.endpoint_diagnose", "07_troubleshooting": "lab.diagnose.troubleshoot_views"}
 STATUS_COLOURS = display.STATUS_COLOURS
