@@ -90,9 +90,9 @@ def test_survey_on_this_machine_never_raises():
         assert gpu_links.pair_table(s).iloc[0]["pair"] == "none"
 
 
-def test_what_this_means_reads_only_the_record():
+def test_pairs_text_reads_only_the_record():
     rec = {"gpu_links": {"gpus": [{}, {}], "pairs": [{"a": 0, "b": 1, "kind": "nvlink", "evidence": "nvidia-smi topo -m: NV18",
                                                       "copies": [{"src": 0, "dst": 1, "gb_s": 371.4}]}]}}
-    text = gpu_links.what_this_means(rec)
+    text = gpu_links.pairs_text(rec)
     assert "GPU 0–1: **nvlink** (nvidia-smi topo -m: NV18); copy 0→1 371 GB/s" in text
-    assert gpu_links.what_this_means({}) == ""
+    assert gpu_links.pairs_text({}) == ""

@@ -9,7 +9,7 @@ import pytest
 
 from lab.core import profiles
 from lab.model import weights
-from lab.measure import copy_bandwidth, hardware, hardware_checks, inventory, psu_sizing
+from lab.measure import copy_bandwidth, gpu_links, hardware, hardware_checks, inventory, psu_sizing
 from lab.predict import roofline
 from lab.core.checks import worst
 from lab.core.profiles import Profile
@@ -289,12 +289,16 @@ def test_fake_inventory_round_trips_through_a_record(tmp_path):
     from lab.core import evidence
 
     inv, prof = fake_inventory(), v100_profile()
+    links = {"nvml": {"available": True}, "gpus": inv["gpus"], "topo": None, "copy": {"measured": False}, "pairs": []}
     found = hardware.check_all(inv, GPU_BW, prof)
+    with_links = hardware.check_all(inv, GPU_BW, prof, links)  # notebook 01's: the GPU pairs' checks appended
+    assert with_links[:-1] == found and with_links[-1] == gpu_links.link_checks(links, prof, inv)[0]
     psu = psu_sizing.advice(inv, prof)
-    body = {"title": "t", "summary": hardware.summary(inv, GPU_BW, found, psu), "checks": [c.to_dict() for c in found],
-            "tables": [], "charts": [], "inventory": copy.deepcopy(inv), "bandwidth": GPU_BW, "psu": psu}
+    body = hardware.build_record(prof, copy.deepcopy(inv), GPU_BW, links, psu, found)
     rec = json.loads(evidence.write_record(tmp_path, "01_hardware", body).read_text())
+    assert rec["server_scope"]["local"] and [t["title"] for t in rec["tables"]][-1] == "PSU arithmetic"
     # the ceiling is roofline's one formula over the model file's bytes (weights only)
     assert rec["summary"]["decode_ceiling_tok_s"] == pytest.approx(roofline.decode_ceiling_tok_s(780.0, 19_600_000_000))
     text = hardware.what_this_means(rec)
     assert "Verdict: pass" in text and "780.0 GB/s" in text and "850 W PSU" in text
+    assert text.endswith(f"- GPU pairs: none ({len(inv['gpus'])} GPU seen), so nothing is split across cards on this box.")

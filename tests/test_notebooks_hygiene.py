@@ -66,7 +66,7 @@ def notebook_problems(book: Path) -> list[str]:
 
 # Notebooks whose cells still hold logic, moving into the lab one or two per commit (issue 10): this set only
 # shrinks, and strict xfail makes a notebook that passes leave it.
-PENDING = {"01", "04", "06"}
+PENDING = {"06"}
 
 
 @pytest.mark.parametrize("book", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="cells still hold logic"))

@@ -215,3 +215,22 @@ def test_notebook_04_shows_a_gpu_command_and_skips_starting_on_a_cpu_machine(tmp
     assert {c["status"] for c in record["checks"]} == {"skip"} and "GPU" in record["skip_reason"]
     assert record["command"]["argv"][:2] == ["vllm", "serve"] and "--swap-space" not in record["command"]["argv"]
     assert len(record["seed_corrections"]) == 3
+
+
+def test_notebook_04_steps_without_a_server_say_so():
+    """Notebook 04's cells are one call each whether or not a server started: without one, each step says so."""
+    from lab.serving import seed_commands
+
+    prof = profiles.load("cpu-default")
+    assert serve_views.smoke_test(None) is None and serve_views.discover(None) is None
+    assert serve_views.reported(None) == {} and serve_views.stop(None) is None
+    assert serve_views.start_text(None, "no GPU here") == "skipped: no GPU here"
+    assert serve_views.discovery_text(None) == "no server to ask"
+    assert serve_views.target_line(prof) == "the lab starts the server itself"
+    assert serve_views.then_and_now_text(prof, []).startswith("engine llama.cpp: the seeds' vLLM commands")
+    corrections = seed_commands.seed_corrections_for(prof)
+    rows = serve_views.corrections_rows(corrections)
+    assert corrections and len(rows) == sum(len(c.rows()) for c in corrections)
+    assert {r["command"] for r in rows} == {c.command_id for c in corrections}
+    text = serve_views.corrections_text(corrections)
+    assert all(f"corrected: {c.to_record()['corrected']}" in text for c in corrections)

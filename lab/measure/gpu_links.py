@@ -337,8 +337,9 @@ def pair_table(survey_: dict):
     return pd.DataFrame(rows)
 
 
-def what_this_means(record: dict) -> str:
-    """Markdown lines about the GPU pairs, built only from notebook 01's record ("" when it has none)."""
+def pairs_text(record: dict) -> str:
+    """Markdown lines about the GPU pairs, built only from notebook 01's record ("" when it has none); the second
+    part of notebook 01's closing text (lab.measure.hardware.what_this_means)."""
     links = record.get("gpu_links") or {}
     if not links.get("pairs"):
         n = len(links.get("gpus") or [])

@@ -1,24 +1,34 @@
-"""Notebook 01's hardware checks put together and shown: every check, the tables, the chart, the summary
-and the closing text, built from lab.measure.inventory (what the box has), lab.measure.copy_bandwidth
-(how fast its memory is), lab.measure.hardware_checks (whether it is healthy for the profile) and
-lab.measure.psu (the power supply it needs).
+"""Notebook 01's hardware checks put together and shown: every check, the tables, the chart, the summary,
+the 01_hardware record (`build_record`) and its closing text (`what_this_means`), built from lab.measure.inventory
+(what the box has), lab.measure.copy_bandwidth (how fast its memory is), lab.measure.hardware_checks (whether it is
+healthy for the profile), lab.measure.gpu_links (how its GPUs are joined) and lab.measure.psu_sizing (the power
+supply it needs).
 """
 from __future__ import annotations
 
+from lab.core import checks, evidence
 from lab.core.checks import Check, worst
 from lab.core.profiles import Profile
-from lab.measure import hardware_checks, psu_sizing
+from lab.measure import gpu_links, hardware_checks, psu_sizing
 from lab.measure.hardware_checks import gib
 from lab.predict import roofline
+from lab.serving import endpoint
 
 
-def check_all(inv: dict, bw: dict | None, profile: Profile) -> list[Check]:
-    """Every check of notebook 01: GPUs, host, PSU advice and (when measured) bandwidth."""
+def check_all(inv: dict, bw: dict | None, profile: Profile, links: dict | None = None) -> list[Check]:
+    """Every check of notebook 01: GPUs, host, PSU advice, (when measured) bandwidth and (when surveyed,
+    lab.measure.gpu_links) the links between the GPUs."""
     found = (hardware_checks.gpu_checks(inv, profile) + hardware_checks.host_checks(inv, profile)
              + [psu_sizing.check(psu_sizing.advice(inv, profile))])
     if bw is not None:
         found.append(hardware_checks.check_bandwidth(bw, profile))
+    if links is not None:
+        found += gpu_links.link_checks(links, profile, inv)
     return found
+
+
+def checks_chart(found: list[Check], profile: Profile):
+    return checks.chart(found, f"Hardware checks: {profile.name}")
 
 
 # ================================================================ display and summary
@@ -102,8 +112,33 @@ def summary(inv: dict, bw: dict, found: list[Check], psu: dict) -> dict:
             "psu_recommended_w": psu["recommended_w"]}
 
 
+def build_record(profile: Profile, inv: dict, bw: dict, links: dict, psu: dict, found: list[Check]) -> dict:
+    """The 01_hardware record: summary, checks, the tables and charts shown, the raw inventory, bandwidth samples,
+    GPU-pair survey and PSU arithmetic, and what this notebook can see of the server (lab.serving.endpoint.where)."""
+    return {
+        "title": "Hardware checks", "server_scope": endpoint.where(profile),
+        "summary": summary(inv, bw, found, psu),
+        "checks": [c.to_dict() for c in found],
+        "tables": [evidence.table_entry("GPUs (NVML)", gpu_table(inv)),
+                   evidence.table_entry("Host and disk", host_table(inv)),
+                   evidence.table_entry("GPU pairs: link, peer-to-peer, copy", gpu_links.pair_table(links)),
+                   evidence.table_entry("PSU arithmetic", psu["rows"])],
+        "charts": [evidence.chart_entry("Checks by status", checks_chart(found, profile)),
+                   evidence.chart_entry("Copy bandwidth samples", bandwidth_chart(bw, profile))],
+        "inventory": inv,
+        "bandwidth": bw,
+        "gpu_links": links,
+        "psu": psu,
+    }
+
+
 def what_this_means(record: dict) -> str:
-    """Markdown for the notebook's last cell, built only from the written record."""
+    """Markdown for the notebook's last cell, built only from the written record: the box, then its GPU pairs."""
+    pairs = gpu_links.pairs_text(record)
+    return _box_text(record) + (f"\n{pairs}" if pairs else "")
+
+
+def _box_text(record: dict) -> str:
     s, lines = record["summary"], []
     verdict = {"pass": "Nothing blocks this box.", "warn": "Usable, with warnings below.",
                "fail": "Something must be fixed before the later notebooks mean anything.",

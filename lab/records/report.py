@@ -18,9 +18,9 @@ from pathlib import Path
 
 from lab.core import display, evidence
 
-# Which module's `what_this_means(record)` closes each notebook (one name across notebooks).
-# Notebook 01 closes with two parts (the box, then its GPU pairs), joined the way its last cell joins them.
-CLOSINGS = {"01_hardware": ("lab.measure.hardware", "lab.measure.gpu_links"), "02_install": "lab.measure.install", "03_quantize": "lab.measure.quantize_views",
+# Which module's `what_this_means(record)` closes each notebook's record (one name, one module per record: the one
+# its notebook's last cell calls).
+CLOSINGS = {"01_hardware": "lab.measure.hardware", "02_install": "lab.measure.install", "03_quantize": "lab.measure.quantize_views",
             "04_serve": "lab.serving.serve_views", "05_kv_cache": "lab.measure.kv_views", "06_benchmark": "lab.measure.bench_views",
             "07_endpoint": "lab.diagnose.endpoint_diagnose", "07_troubleshooting": "lab.diagnose.troubleshoot_views"}
 STATUS_COLOURS = display.STATUS_COLOURS
@@ -99,13 +99,11 @@ def _chart(figure: dict, first: bool) -> str:
 def closing_text(record: dict) -> str | None:
     """The notebook's own closing text, from its record (None when the record has no closing function
     or it cannot read this record: an older record, say)."""
-    modules = CLOSINGS.get(record.get("record", ""))
-    if not modules:
+    module = CLOSINGS.get(record.get("record", ""))
+    if not module:
         return None
     try:
-        parts = [importlib.import_module(m).what_this_means(record)
-                 for m in ((modules,) if isinstance(modules, str) else modules)]
-        return "\n".join(p for p in parts if p)
+        return importlib.import_module(module).what_this_means(record) or None
     except Exception as exc:  # a closing that cannot be written must not hide the rest of the evidence
         return f"(the closing text could not be written from this record: {type(exc).__name__}: {exc})"
 

@@ -1,13 +1,87 @@
-"""Notebook 04's views of a started server: the smoke test as rows, the serve checks (started, health time, both
-routes answer, stopped with nothing left), the 04_serve record and its closing text — from what lab.serving.serve
-did and measured (the process, its health, its smoke test, its stop) and what its log said (lab.serving.engine_logs)."""
+"""Notebook 04's views of a started server: the steps as one call each whether or not a server could start here
+(start or say why not, smoke test, ask it, read its log, stop), the lines printed between them, the smoke test as
+rows, the serve checks (started, health time, both routes answer, stopped with nothing left), the 04_serve record
+and its closing text — from what lab.serving.serve did and measured (the process, its health, its smoke test, its
+stop) and what its log said (lab.serving.engine_logs)."""
 from __future__ import annotations
+
+from pathlib import Path
 
 from lab.core import evidence
 from lab.core.checks import Check
-from lab.serving import endpoint, engine_logs, seed_commands
+from lab.core.profiles import Profile
+from lab.serving import endpoint, engine_logs, seed_commands, serve
 from lab.serving.engines import Command
 from lab.serving.serve import DEFAULT_HEALTH_TIMEOUT_S, Server, health_timeout_for
+
+
+# ---------------------------------------------------------------- the notebook's steps, with or without a server
+def target_line(profile: Profile) -> str:
+    """Whether the lab starts the profile's server or connects to one you run."""
+    if profile.endpoint_url:
+        return f"endpoint: {profile.endpoint_url} (model {profile.served_model!r}; the lab starts nothing)"
+    return "the lab starts the server itself"
+
+
+def corrections_text(corrections: list) -> str:
+    """Each seed command as printed and as corrected for this profile's engine version."""
+    blocks = []
+    for corr in corrections:
+        rec = corr.to_record()
+        blocks.append(f"{corr.seed_file} · {corr.section}\n  seed:      {rec['original']}\n"
+                      f"  corrected: {rec['corrected']}  ({corr.target})\n")
+    return "\n".join(blocks)
+
+
+def corrections_rows(corrections: list) -> list[dict]:
+    """Every change of every corrected seed command, one row each, named by the command."""
+    return [{"command": c.command_id, **row} for c in corrections for row in c.rows()]
+
+
+def then_and_now_text(profile: Profile, then_and_now: list) -> str:
+    if then_and_now:
+        return f"{len(then_and_now)} command/version pairs"
+    return f"engine {profile.engine}: the seeds' vLLM commands are compared on vLLM profiles (cpu-vllm)"
+
+
+def start(profile: Profile, command: Command, log_dir: str | Path, name: str = "04_serve") -> tuple[Server | None, str | None]:
+    """(the started server, None), or (None, why it cannot start on this machine: lab.serving.serve.why_not_startable)."""
+    skip_reason = serve.why_not_startable(profile, command)
+    if skip_reason:
+        return None, skip_reason
+    return serve.start(command, log_dir=log_dir, name=name), None
+
+
+def start_text(server: Server | None, skip_reason: str | None) -> str:
+    if skip_reason:
+        return f"skipped: {skip_reason}"
+    return f"{server!r}: healthy and answering after {server.health_s} s"
+
+
+def smoke_test(server: Server | None) -> dict | None:
+    """One greedy request on each OpenAI route (lab.serving.serve.smoke_test); None without a server."""
+    return serve.smoke_test(server) if server else None
+
+
+def discover(server: Server | None) -> dict | None:
+    """What the server says about itself through its API (lab.serving.endpoint.discover_server); None without one."""
+    return endpoint.discover_server(server) if server else None
+
+
+def discovery_text(found: dict | None) -> str:
+    if not found:
+        return "no server to ask"
+    return f"{found['engine_name']} {found['version'] or ''} — {found['identified_by']}"
+
+
+def reported(server: Server | None) -> dict:
+    """What the server's start-up log reported (empty without a server)."""
+    return server.reported() if server else {}
+
+
+def stop(server: Server | None) -> dict | None:
+    """Stop the server and check no process of its group is left (None: no server was started)."""
+    return server.stop() if server else None
 
 
 def smoke_rows(smoke: dict | None) -> list[dict]:
