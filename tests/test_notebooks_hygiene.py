@@ -64,13 +64,7 @@ def notebook_problems(book: Path) -> list[str]:
             for problem in cell_problems("".join(c["source"]))]
 
 
-# Notebooks whose cells still hold logic, moving into the lab one or two per commit (issue 10): this set only
-# shrinks, and strict xfail makes a notebook that passes leave it.
-PENDING = {"06"}
-
-
-@pytest.mark.parametrize("book", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="cells still hold logic"))
-                                  if p.name[:2] in PENDING else p for p in NOTEBOOKS], ids=lambda p: p.stem)
+@pytest.mark.parametrize("book", NOTEBOOKS, ids=lambda p: p.stem)
 def test_cells_call_the_lab_and_show(book):
     bad = notebook_problems(book)
     assert not bad, "notebook cells that do more than call the lab and show:\n" + "\n".join(bad)

@@ -1,12 +1,106 @@
-"""Notebook 06's views: the sweep's tables and charts, the llama-bench / roofline / client-capacity tables, the
-06_benchmark record (`build_record`) and its closing text (`what_this_means`), all from numbers measured elsewhere
-(lab.measure.loadgen, lab.measure.metrics, lab.measure.bench, lab.measure.peer_bench)."""
+"""Notebook 06's views: the lines printed between its steps, the sweep's tables and charts, the llama-bench /
+roofline / client-capacity / decode-speed tables, the 06_benchmark record (`build_record`) and its closing text
+(`what_this_means`), all from numbers measured elsewhere (lab.measure.bench_run, which runs the steps, over
+lab.measure.loadgen, lab.measure.metrics, lab.measure.bench and lab.measure.peer_bench)."""
 from __future__ import annotations
 
-from lab.core import evidence
+from lab.core import checks as lab_checks
+from lab.core import display, evidence
 from lab.core.display import sig3
 from lab.measure import gpumon, metrics, peer_bench
+from lab.measure.bench_run import ServedSweep
 from lab.measure.loadgen import RunResult
+from lab.predict import roofline
+
+
+# ---------------------------------------------------------------- the lines between the steps
+def start_text(served: ServedSweep) -> str:
+    """The command the benchmark started, and how the start went (or why it was skipped)."""
+    state = f"skipped: {served.skip_reason}" if served.skip_reason else served.started
+    return f"{served.command.shell()}\n{state}"
+
+
+def prompt_text(served: ServedSweep) -> str:
+    return (f"{served.prompt_words} words per prompt ({served.tokens_per_word} tokens per word on this tokenizer); "
+            f"target: {served.target}")
+
+
+def stop_text(served: ServedSweep) -> str:
+    """How the server stopped, and how much other work shared the machine during the sweep."""
+    busy = served.busy
+    lines = [f"server stopped: {served.stop_report}"]
+    if busy:
+        lines.append(f"other processes during the sweep: {busy['others_cores']:.2f} cores' worth "
+                     f"({busy['others_s']:.1f} CPU s in {busy['wall_s']:.0f} s)")
+    return "\n".join(lines)
+
+
+def client_cpu_text(runs: list[RunResult]) -> str:
+    if not runs:
+        return "no runs"
+    return "client CPU time per level: " + ", ".join(
+        f"{r.spec.concurrency} streams {r.client_cpu_s:.2f} s of {r.duration_s:.1f} s" for r in runs)
+
+
+def llama_bench_text(result: dict | None, skip_reason: str | None) -> str:
+    return f"llama-bench skipped: {skip_reason}" if skip_reason else " ".join(result["command"])
+
+
+def draft_text(draft: str | None, why: str) -> str:
+    return f"draft model: {draft or 'none'} ({why})"
+
+
+def model_load_text(load_window: dict) -> str:
+    return f"model load: {gpumon.rows({'load': load_window})}"
+
+
+# ---------------------------------------------------------------- tables shown between the steps
+def requests_table(runs: list[RunResult]):
+    """Every request of the one-stream level, or one line when nothing was measured."""
+    return display.show(requests_frame(runs[0]) if runs else [], empty="benchmark skipped")
+
+
+def sweep_table(summaries: list[dict]):
+    return display.show(sweep_frame(summaries), empty="benchmark skipped")
+
+
+def calibration_table():
+    """The measured runs the roofline's efficiency is calibrated on (lab/data/calibration.yaml), with their sources."""
+    import pandas as pd
+
+    cols = ["id", "device", "engine", "mode", "batch", "tok_s", "efficiency_vs_copy", "efficiency_vs_datasheet",
+            "quality", "source"]
+    return pd.DataFrame([c.row() for c in roofline.calibrations()])[cols]
+
+
+def decode_speeds_table(single: dict | None, in_process_tok_s: float | None, rl: dict):
+    """One stream's decode speed three ways (llama-bench, what the server reports, what the client measured) and
+    the roofline's ceiling and prediction, each ÷ the in-process speed."""
+    import pandas as pd
+
+    tg = in_process_tok_s
+    speeds = [("llama-bench tg (in-process)", tg),
+              ("server-reported (timings)", single["server_decode_tok_s"] if single else None),
+              ("client-measured (served)", single["stream_decode_tok_s"] if single else None),
+              ("roofline ceiling", rl["decode_ceiling_tok_s"]),
+              ("calibrated prediction", rl["predicted_decode_tok_s"])]
+    return pd.DataFrame([{"decode speed, one stream": what, "tok/s": tok_s, "÷ in-process": metrics.served_ratio(tok_s, tg)}
+                         for what, tok_s in speeds])
+
+
+def resource_windows(summaries: list[dict], runs: list[RunResult]) -> dict[str, dict]:
+    """The NVML/RSS window of each concurrency level, named by its streams."""
+    return {f"{s.get('concurrency')} streams": r.resources for s, r in zip(summaries, runs)}
+
+
+def resources_table(summaries: list[dict], runs: list[RunResult]):
+    import pandas as pd
+
+    return pd.DataFrame(gpumon.rows(resource_windows(summaries, runs)))
+
+
+def checks_chart(found: list, profile):
+    return lab_checks.chart(found, f"Benchmark checks · {profile.name}")
 
 
 def summary_row(summary: dict) -> dict:
@@ -98,14 +192,19 @@ def energy_chart(summaries: list[dict], title: str = "Energy and memory by concu
     return fig
 
 
-def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama_bench_result: dict | None,
-                 roofline_result: dict, capacity: dict | None, verdicts: list, found: list, charts: list,
-                 skip_reason: str | None, llama_bench_skip: str | None, server: dict | None, busy: dict | None = None,
-                 peer: dict | None = None, queue: list[dict] | None = None,
-                 resources: dict | None = None) -> dict:
+def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | None, llama_bench_skip: str | None,
+                 roofline_result: dict, capacity: dict | None, verdicts: list, found: list, queue: list[dict],
+                 sweep_fig, energy_fig) -> dict:
     """The 06_benchmark record: summary, checks, tables, charts, every request, the sweep's summaries,
-    llama-bench's rows, the roofline, the client's capacity, the claims' verdicts and (vLLM profiles) the
-    peer check against `vllm bench serve` (lab.measure.peer_bench)."""
+    llama-bench's rows, the roofline, the client's capacity, the claims' verdicts, the server (command, what its log
+    reported, how it stopped), its memory and energy, and (vLLM and endpoint profiles) the peer check against
+    `vllm bench serve` (lab.measure.peer_bench)."""
+    runs, summaries, skip_reason, busy, peer = served.runs, served.summaries, served.skip_reason, served.busy, served.peer
+    charts = [evidence.chart_entry("Throughput and latency by concurrency vs the roofline", sweep_fig),
+              evidence.chart_entry("Energy and memory by concurrency", energy_fig),
+              evidence.chart_entry("Benchmark checks", checks_chart(found, profile))]
+    server = {"command": served.command.shell(), "reported": served.reported, "stop": served.stop_report}
+    resources = {"load": served.load_window, "offload": gpumon.offload_check(served.reported, profile)}
     single = summaries[0] if summaries else None
     tg = (llama_bench_result or {}).get("tg") or {}
     served = single["stream_decode_tok_s"] if single else None
@@ -149,7 +248,7 @@ def build_record(profile, *, runs: list[RunResult], summaries: list[dict], llama
         tables.append(evidence.table_entry("Client capacity", capacity_rows(capacity)))
     if resources:
         windows = {"model load (server start → healthy)": resources.get("load")}
-        windows.update({f"{s.get('concurrency')} streams": r.resources for s, r in zip(summaries, runs)})
+        windows.update(resource_windows(summaries, runs))
         tables.append(evidence.table_entry("Memory and energy (NVML sampler + psutil)", gpumon.rows(windows)))
     if peer is not None:
         summary["peer_check"] = peer_bench.peer_summary(peer)
@@ -181,8 +280,10 @@ def roofline_rows(rl: dict) -> list[dict]:
     ]
 
 
-def llama_bench_rows(result: dict) -> list[dict]:
-    """llama-bench's pp and tg: the median the lab reports (lab.model.llama_bench says why), its mean ± sd, the samples."""
+def llama_bench_rows(result: dict | None) -> list[dict]:
+    """llama-bench's pp and tg: the median the lab reports (lab.model.llama_bench says why), its mean ± sd, the samples
+    (no rows when it did not run)."""
+    result = result or {}
     return [{"test": r["test"], "tok_s (median)": r["tok_s"], "tok_s_mean": r["tok_s_mean"], "tok_s_sd": r["tok_s_sd"],
              "samples_tok_s": r["samples_tok_s"]} for r in (result.get("pp"), result.get("tg")) if r]
 
@@ -281,5 +382,8 @@ def _batching_sentence(sweep: list[dict]) -> str:
             "that total, not one stream's speed, is the kind of number the seeds' \"280 tok/s\" can only be.")
 
 
-__all__ = ["summary_row", "sweep_frame", "requests_frame", "sweep_chart", "energy_chart", "build_record",
-           "roofline_rows", "llama_bench_rows", "capacity_rows", "served_gap_markdown", "what_this_means"]
+__all__ = ["start_text", "prompt_text", "stop_text", "client_cpu_text", "llama_bench_text", "draft_text",
+           "model_load_text", "requests_table", "sweep_table", "calibration_table", "decode_speeds_table",
+           "resource_windows", "resources_table", "checks_chart", "summary_row", "sweep_frame", "requests_frame",
+           "sweep_chart", "energy_chart", "build_record", "roofline_rows", "llama_bench_rows", "capacity_rows",
+           "served_gap_markdown", "what_this_means"]

@@ -1,0 +1,163 @@
+"""Notebook 06's measured steps, one call each.
+
+`serve_and_sweep` starts the profile's server (or connects to yours), sizes prompts with its tokenizer, runs the
+concurrency sweep and, on vLLM and endpoint profiles, the peer check against `vllm bench serve`, then stops the
+server — also when any of it fails — and returns everything measured (`ServedSweep`). `in_process` runs llama-bench
+at the depth the served requests decoded at; `tune_settings` and `speculative_variants` run lab tune and the
+speculative-decoding variants, each watched by its own NVML sampler; `roofline` uses notebook 01's bandwidth when
+this run has it; `claim_verdicts` hands the sweep to the claims judge and `checks` gives every verdict of the
+benchmark. What the notebook shows of all this — texts, tables, charts, the record and its closing text — is
+lab.measure.bench_views.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.core import evidence
+from lab.core.checks import Check
+from lab.core.profiles import Profile
+from lab.measure import bench, copy_bandwidth, gpumon, loadgen, metrics, peer_bench, speculative, tune
+from lab.measure.loadgen import RunResult
+from lab.predict import claims, profile_speed
+from lab.serving import engines, serve
+from lab.serving.engines import Command
+
+# Notebook 06's lab tune and speculative runs send shorter outputs than the sweep: enough tokens for a stable
+# decode speed per setting, few enough that the budget covers more settings.
+TUNE_OUTPUT_TOKENS = 64
+SPECULATIVE_OUTPUT_TOKENS = 128
+
+
+@dataclass
+class ServedSweep:
+    """What `serve_and_sweep` measured. `started` is the server as it was when healthy (None: not started);
+    `load_window` the NVML/RSS window from start to healthy; `busy` how much other work shared the machine."""
+
+    command: Command
+    skip_reason: str | None
+    started: str | None
+    load_window: dict
+    prompt_words: int
+    tokens_per_word: float | None
+    target: str | None
+    runs: list[RunResult]
+    summaries: list[dict]
+    busy: dict | None
+    peer: dict
+    stop_report: dict | None
+    reported: dict
+
+
+def roofline(profile: Profile, run_dir: str | Path) -> dict:
+    """The profile's roofline on notebook 01's measured bandwidth when this run folder has it, else on a copy
+    measured now (host RAM on a CPU profile) or the profile's datasheet figure (lab.predict.profile_speed)."""
+    hw_record = evidence.read_records(run_dir).get("01_hardware")
+    if hw_record is None:
+        hw_record = {"bandwidth": copy_bandwidth.measure(host_size_mib=256, repeats=5)}
+    return profile_speed.roofline_for(profile, hw_record)
+
+
+def bench_command(profile: Profile) -> Command:
+    """The command notebook 04 shows, on a free loopback port (the benchmark needs a server, not a given port)."""
+    port = None if profile.engine == "external" else serve.free_port()
+    return engines.build_command(profile, installed_version=engines.installed_version(profile), port=port)
+
+
+def serve_and_sweep(profile: Profile, run_dir: str | Path, log_dir: str | Path,
+                    name: str = "06_bench_server") -> ServedSweep:
+    """Start → size prompts → one stream and the concurrency sweep → peer check → stop, the server stopped and the
+    sampler closed whatever happens in between; a profile that cannot start here is measured as skipped."""
+    cmd = bench_command(profile)
+    skip_reason = serve.why_not_startable(profile, cmd)
+    mon = gpumon.Sampler().start()  # NVML (VRAM, power, energy) + the server tree's RSS, 10 times a second
+    srv = None
+    try:
+        t_load = mon.mark()
+        srv = None if skip_reason else serve.start(cmd, log_dir=log_dir, name=name)
+        started = f"{srv!r}: healthy after {srv.health_s} s" if srv else None
+        mon.watch(srv.pid if srv else None)
+        load_window = mon.window(t_load, mon.mark())
+        measured = _sweep(profile, srv, mon, Path(run_dir)) if srv else _nothing_measured(profile, srv, Path(run_dir))
+    finally:
+        stop_report = srv.stop() if srv else None
+        reported = srv.reported() if srv else {}
+        mon.stop()
+    summaries = [metrics.summarise_run(r, slo=metrics.DEFAULT_SLO, criteria=metrics.criteria_for(profile))
+                 for r in measured["runs"]]
+    return ServedSweep(command=cmd, skip_reason=skip_reason, started=started, load_window=load_window,
+                       summaries=summaries, stop_report=stop_report, reported=reported, **measured)
+
+
+def _sweep(profile: Profile, srv, mon: gpumon.Sampler, run_dir: Path) -> dict:
+    words, tokens_per_word = loadgen.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
+    target = loadgen.Target(srv.base_url, model=serve.model_name(srv), max_tokens=profile.bench_output_tokens,
+                            api_key=srv.api_key)
+    levels = sorted(set([1] + profile.bench_levels))
+    before = bench.cpu_snapshot(srv.pid)
+    runs = loadgen.sweep(target, levels, profile.bench_requests, words, duration_s=profile.bench_duration_s,
+                         warmup_requests=1, monitor=mon)
+    busy = bench.contention(before, bench.cpu_snapshot(srv.pid))
+    peer = peer_bench.run(profile, srv, run_dir / "peer_bench")  # vLLM and endpoint profiles; otherwise it says why not
+    return {"prompt_words": words, "tokens_per_word": tokens_per_word, "target": repr(target), "runs": runs,
+            "busy": busy, "peer": peer}
+
+
+def _nothing_measured(profile: Profile, srv, run_dir: Path) -> dict:
+    return {"prompt_words": profile.bench_prompt_tokens, "tokens_per_word": None, "target": None, "runs": [],
+            "busy": None, "peer": peer_bench.run(profile, srv, run_dir / "peer_bench")}
+
+
+def in_process(profile: Profile, summaries: list[dict], reps: int = 3) -> tuple[dict | None, str | None]:
+    """llama-bench (lab.measure.bench.in_process_for) at the depth the served requests decoded at: the single
+    stream's mean prompt length as the server counted it, else the profile's prompt length."""
+    depth = (round(summaries[0]["prompt_tokens_mean"]) if summaries and summaries[0]["prompt_tokens_mean"]
+             else profile.bench_prompt_tokens)
+    return bench.in_process_for(profile, depth=depth, reps=reps)
+
+
+def tune_settings(profile: Profile, log_dir: str | Path) -> dict:
+    """lab tune within the profile's `tune_budget_s` (lab.measure.tune.run), its servers watched by NVML."""
+    with gpumon.Sampler() as mon:
+        return tune.run(profile, Path(log_dir) / "tune", budget_s=profile.tune_budget_s, monitor=mon,
+                        output_tokens=min(TUNE_OUTPUT_TOKENS, profile.bench_output_tokens))
+
+
+def speculative_variants(profile: Profile, log_dir: str | Path, draft: str | None) -> dict:
+    """One stream with and without speculative decoding (lab.measure.speculative.measure), within `tune_budget_s`."""
+    with gpumon.Sampler() as mon:
+        return speculative.measure(profile, draft, Path(log_dir) / "speculative", requests=3, monitor=mon,
+                                   budget_s=profile.tune_budget_s,
+                                   output_tokens=min(SPECULATIVE_OUTPUT_TOKENS, profile.bench_output_tokens))
+
+
+def single_stream(summaries: list[dict]) -> dict | None:
+    """The sweep's one-stream level (its first), or None when nothing was measured."""
+    return summaries[0] if summaries else None
+
+
+def in_process_tok_s(llama_bench_result: dict | None) -> float | None:
+    """llama-bench's decode speed (tg, the median of its repetitions), or None when it did not run."""
+    return llama_bench_result["tg"]["tok_s"] if llama_bench_result else None
+
+
+def claim_verdicts(profile: Profile, summaries: list[dict]) -> list:
+    """Every seed claim judged for this profile with what the sweep measured here (lab.predict.claims)."""
+    single = single_stream(summaries)
+    measured = claims.measured_from_sweep(
+        profile, evidence.gpu_summary(), single["stream_decode_tok_s"] if single else None,
+        {x["concurrency"]: x["output_throughput"] for x in summaries},
+        round(single["prompt_tokens_mean"]) if single and single["prompt_tokens_mean"] else None)
+    return claims.verdicts(profile, measured)
+
+
+def checks(profile: Profile, served: ServedSweep, llama_bench_result: dict | None, rl: dict, capacity: dict | None,
+           queue: list[dict]) -> list[Check]:
+    """Every verdict of the benchmark: each run valid, machine quiet, batched or queued, served ÷ in-process,
+    below the roofline, the client fast enough (lab.measure.bench.bench_checks), the peer check
+    (lab.measure.peer_bench.checks) and whether the server offloaded what it was asked to (lab.measure.gpumon)."""
+    single = single_stream(served.summaries)
+    ratio = metrics.served_ratio(single["stream_decode_tok_s"] if single else None, in_process_tok_s(llama_bench_result))
+    found = bench.bench_checks(served.summaries, ratio, rl["decode_ceiling_tok_s"], capacity, served.skip_reason,
+                               served.busy, queue)
+    return found + peer_bench.checks(served.peer) + [Check(**gpumon.offload_check(served.reported, profile))]
