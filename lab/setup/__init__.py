@@ -387,8 +387,14 @@ def extract_vocabs(cache: Path) -> str | None:
     return f"{', '.join(found) or 'none'} extracted" + (f" ({', '.join(missing)} not in {sdist_path(cache)})" if missing else "")
 
 
+# uv, unlike pip, writes no bytecode at install time; with PYTHONDONTWRITEBYTECODE set (as on our test machine)
+# Python then never writes it either, and every process compiles pandas, plotly, Jupyter... again from source
+# (~2.7 s of CPU per `python -m lab`, kernel or CLI here; `make test` starts ~70). Compiled once at install: ~25 s.
+UV_BYTECODE = "--compile-bytecode"
+
+
 def deps_stamp() -> Path:
-    pins = (ROOT / "pyproject.toml").read_bytes() + LLAMA_CPP_PYTHON_VERSION.encode()
+    pins = (ROOT / "pyproject.toml").read_bytes() + LLAMA_CPP_PYTHON_VERSION.encode() + UV_BYTECODE.encode()
     return VENV / f".lab-deps-{hashlib.sha256(pins).hexdigest()[:12]}"
 
 
@@ -398,7 +404,7 @@ def install_deps(cache: Path, cuda_arch: str | None) -> str | None:
         return "cached, skipped"
     vpy = str(venv_python())
     sh([vpy, "-m", "pip", "install", "-q", f"uv=={UV_VERSION}"], log=cache / "logs" / "uv.log")
-    uv = [str(VENV / "bin" / "uv"), "pip", "install", "--python", vpy]
+    uv = [str(VENV / "bin" / "uv"), "pip", "install", UV_BYTECODE, "--python", vpy]
     wheel = next((cache / "wheels" / build_key(cuda_arch)).glob("llama_cpp_python-*.whl"))
     # The prebuilt wheel first, so the project's pin `llama-cpp-python[server]==<ver>` is already
     # met and uv never compiles llama.cpp again.
