@@ -21,10 +21,11 @@ def test_kv_record_shows_zero_error_against_llama_cpp(record):
     assert s["parity_max_abs_error_pct"] == 0
     parity = [c for c in record["checks"] if c["name"].startswith("llama.cpp KV parity")]
     assert parity and all(c["status"] == "pass" for c in parity)
-    # both numbers are kept, for every model: global and SWA caches, and the hybrid's KV + recurrent state
+    # both numbers are kept, for every model: global and SWA caches, and the hybrid's KV + recurrent state, and
+    # its MTP draft context's own KV cache (the --spec-type draft-mtp point)
     assert {(r["model"], r["cache"]) for r in record["kv_grid"]} == {
         ("smollm2", "kv"), ("gemma3-270m", "global"), ("gemma3-270m", "swa"),
-        ("qwen3.8-27b-4L", "kv"), ("qwen3.8-27b-4L", "recurrent")}
+        ("qwen3.8-27b-4L", "kv"), ("qwen3.8-27b-4L", "recurrent"), ("qwen3.8-27b-4L", "mtp")}
     assert all(r["predicted_mib"] == r["reported_mib"] for r in record["kv_grid"])
 
 
