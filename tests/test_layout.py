@@ -123,3 +123,16 @@ def test_setup_imports_with_the_standard_library_only():
     python = shutil.which("python3") or sys.executable  # the system python the Makefile runs set-up with
     out = subprocess.run([python, "-I", "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, f"lab.setup needs more than the stdlib: {out.stdout}{out.stderr}"
+
+
+@pytest.mark.tools
+def test_hfmodel_runs_as_a_script_without_the_lab_package(tmp_path):
+    """lab.setup.vllm runs lab/model/hfmodel.py as a file under the vLLM venv's python, where `lab` does not
+    import: the script must need the standard library alone (a lab import there once broke `make test`'s set-up)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "lab" / "model" / "hfmodel.py"
+    proc = subprocess.run([sys.executable, "-I", str(script), "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-1000:]

@@ -16,6 +16,7 @@ This file imports only the standard library at module level, so either interpret
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import subprocess
@@ -23,15 +24,24 @@ import sys
 import time
 from pathlib import Path
 
-from lab.core import evidence  # stdlib-only at import, like this module (lab.setup.vllm imports it)
 
 DONE_FILE = "lab-conversion.json"  # written last: a folder without it is an unfinished conversion
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
+    """Its own copy of lab.core.evidence.sha256_file, on purpose: this file runs as a script under the vLLM
+    venv's python (lab.setup.vllm), where the lab package is not importable."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
 
 
 def hf_dir_for(gguf: str | Path, cache: str | Path, sha256: str | None = None) -> Path:
     """Where the HF-format copy of `gguf` lives in the cache (whether or not it exists yet)."""
     gguf = Path(gguf)
-    digest = sha256 or evidence.sha256_file(gguf)
+    digest = sha256 or sha256_file(gguf)
     return Path(cache) / "hf-models" / f"{digest[:16]}-{gguf.stem}"
 
 
@@ -92,7 +102,7 @@ def _convert_here(gguf: Path, out: Path) -> dict:
 def convert_here(gguf: str | Path, cache: str | Path) -> dict:
     """The cached conversion, in this interpreter (needs torch, transformers, gguf)."""
     gguf = Path(gguf).resolve()
-    digest = evidence.sha256_file(gguf)
+    digest = sha256_file(gguf)
     out = hf_dir_for(gguf, cache, digest)
     if is_converted(out):
         return {"path": str(out), "cached": True}
