@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -66,18 +67,25 @@ def notebook_record(run_dir: Path, notebook: str, record: str | None = None) -> 
 CPU_DEFAULT_NOTEBOOKS = "01,02,03,04,05,06,07"
 
 
+def profile_copy(name: str, folder: Path, **changes) -> Path:
+    """params/<name>.yaml written to `folder` with the top-level `key: value` lines in `changes` replaced (their
+    comments go with them) and every other line as shipped; the copy keeps the profile's name."""
+    text = (ROOT / "params" / f"{name}.yaml").read_text()
+    for key, value in changes.items():
+        text, n = re.subn(rf"^{key}:.*$", f"{key}: {value}", text, flags=re.M)
+        assert n == 1, f"params/{name}.yaml: expected one `{key}:` line"
+    path = folder / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
 @pytest.fixture(scope="session")
 def cpu_default_profile(tmp_path_factory) -> Path:
     """params/cpu-default.yaml with its port changed to a free one, and nothing else: notebook 04 starts its server
     on the profile's port, which another run on a shared machine may hold (every other notebook picks free ports)."""
     from lab.serving import serve
 
-    text, changed = re.subn(r"^port: \d+$", f"port: {serve.free_port()}", (ROOT / "params" / "cpu-default.yaml").read_text(),
-                            flags=re.M)
-    assert changed == 1, "params/cpu-default.yaml: expected one `port:` line"
-    path = tmp_path_factory.mktemp("profile") / "cpu-default.yaml"
-    path.write_text(text)
-    return path
+    return profile_copy("cpu-default", tmp_path_factory.mktemp("profile"), port=serve.free_port())
 
 
 @pytest.fixture(scope="session")
@@ -109,33 +117,90 @@ def vllm_skip_reason() -> str | None:
 
 
 VLLM_START_TIMEOUT_S = 420  # measured 35-82 s here; the box is shared with other work
+VLLM_STARTER = "vllm-server-start"  # the thread that starts (and owns) the session's vLLM server
+_SESSION: dict = {}  # what the hooks below share: the background server, the last test that uses it
 
 
-@pytest.fixture(scope="session")
-def vllm_server(tmp_path_factory):
-    """(profile, server, group): the cpu-vllm profile's real vLLM server, started once for the whole session by
-    lab.serving.serve with exactly the command the notebooks run (no path or environment patched in here); `group` is
-    its process group right after start-up (API server, EngineCore, worker, resource tracker). Shared by
-    tests/test_vllm_cpu.py (the lab's own path) and tests/test_endpoint_vllm.py (to a `lab run` subprocess it is
-    a server the lab did not start, as a user's is). vLLM's start-up is most of their time, so it happens once;
-    the tests that use it run last, the one marked `stops_vllm_server` after all others (see below)."""
+class BackgroundServer:
+    """A server started by lab.serving.serve in its own thread, which then waits until `finish()` and stops it:
+    the start-up runs while other tests do. The thread stays alive as long as the server, because the server's
+    parent-death signal (PR_SET_PDEATHSIG, lab.serving.serve) fires when the THREAD that started it ends."""
+
+    def __init__(self, cmd, log_dir: Path, name: str):
+        self.ready, self.done = threading.Event(), threading.Event()
+        self.server, self.group, self.error = None, None, None
+        self.thread = threading.Thread(target=self._run, args=(cmd, log_dir, name), name=VLLM_STARTER, daemon=True)
+        self.thread.start()
+
+    def _run(self, cmd, log_dir: Path, name: str) -> None:
+        from lab.serving import serve
+
+        t0 = time.monotonic()
+        try:
+            self.server = serve.start(cmd, log_dir=log_dir, name=name, health_timeout_s=VLLM_START_TIMEOUT_S)
+            self.group = serve._group_members(self.server.pid)
+            self.server.ready_s = round(time.monotonic() - t0, 1)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test that asks for the server
+            self.error = exc
+        finally:
+            self.ready.set()
+        if self.server is not None:
+            self.done.wait()
+            self.server.stop()
+
+    def get(self):
+        self.ready.wait()
+        if self.error is not None:
+            raise self.error
+        return self.server, self.group
+
+    def finish(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=VLLM_START_TIMEOUT_S)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _vllm_server_early(request, tmp_path_factory):
+    """When a selected test uses `vllm_server`, its server starts in the background as the session begins: vLLM's
+    start-up (~30-70 s here, mostly imports in three processes one after the other, one core) overlaps the unit
+    tier, which runs first (see pytest_collection_modifyitems); the server is stopped after the last test using it."""
+    if not any("vllm_server" in getattr(item, "fixturenames", ()) for item in request.session.items) \
+            or vllm_skip_reason():
+        yield None
+        return
     from lab.core import profiles
     from lab.serving import engines, serve
 
+    profile = profiles.load("cpu-vllm")
+    # Exactly the command the notebooks run: no path or environment patched in here.
+    cmd = engines.build_command(profile, port=serve.free_port(), installed_version=engines.installed_version(profile))
+    _SESSION["vllm"] = BackgroundServer(cmd, tmp_path_factory.mktemp("vllm-logs"), "vllm-cpu")
+    yield profile, cmd
+    if "vllm" in _SESSION:  # not stopped yet: the last test that uses it did not run
+        _SESSION.pop("vllm").finish()
+
+
+@pytest.fixture(scope="session")
+def vllm_server(_vllm_server_early):
+    """(profile, server, group): the cpu-vllm profile's real vLLM server, started once for the whole session by
+    lab.serving.serve with exactly the command the notebooks run; `group` is its process group right after
+    start-up (API server, EngineCore, worker, resource tracker). Shared by tests/test_vllm_cpu.py (the lab's own
+    path) and tests/test_endpoint_vllm.py (to a `lab run` subprocess it is a server the lab did not start, as a
+    user's is). vLLM's start-up is most of their time, so it happens once, in the background (_vllm_server_early);
+    the tests that use it run together right after the unit tier, the one marked `stops_vllm_server` last."""
     reason = vllm_skip_reason()
     if reason:
         pytest.skip(reason)
-    profile = profiles.load("cpu-vllm")
-    cmd = engines.build_command(profile, port=serve.free_port(), installed_version=engines.installed_version(profile))
-    t0 = time.monotonic()
-    server = serve.start(cmd, log_dir=tmp_path_factory.mktemp("vllm-logs"), name="vllm-cpu",
-                         health_timeout_s=VLLM_START_TIMEOUT_S)
-    group = serve._group_members(server.pid)
-    server.ready_s = round(time.monotonic() - t0, 1)
-    try:
-        yield profile, server, group
-    finally:
-        server.stop()
+    profile, _ = _vllm_server_early
+    server, group = _SESSION["vllm"].get()
+    return profile, server, group
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """The session's vLLM server stops after the last test that uses it (~4 GiB of RAM; never beside the vLLM
+    servers the cpu-vllm notebooks start later)."""
+    if item.nodeid == _SESSION.get("last_vllm_user") and "vllm" in _SESSION:
+        _SESSION.pop("vllm").finish()
 
 
 # ---------------------------------------------------------------- tiers
@@ -161,9 +226,13 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(items):
-    """Tier markers first (see TIERS). Then the order: the tests of the shared vLLM server run last and together,
-    so the server (~4 GiB of RAM) is up only while they run and never beside another test's vLLM; the test that
-    stops it comes after all of them."""
+    """Tier markers first (see TIERS). Then the order: the unit tier first (fast answers, and the session's vLLM
+    server starts in the background meanwhile), then the tests of that server together, the one that stops it
+    (`stops_vllm_server`) last of them, then everything else in pytest's own order."""
+    both = [item.nodeid for item in items if item.get_closest_marker("notebooks")
+            and (item.get_closest_marker("tools") or item.get_closest_marker("integration"))]
+    if both:  # `-m tools` would select them too: each test is in one tier
+        raise pytest.UsageError(f"marked both notebooks and tools (mark the tests, not their module): {both}")
     for item in items:
         tier = tier_of(item)
         item.add_marker(tier)
@@ -171,11 +240,18 @@ def pytest_collection_modifyitems(items):
             item.add_marker("integration")  # `-m "not integration"` keeps meaning the unit tier
 
     def rank(item) -> int:
+        if tier_of(item) == "unit":
+            return 0
         if item.get_closest_marker("stops_vllm_server"):
             return 2
-        return 1 if "vllm_server" in getattr(item, "fixturenames", ()) else 0
+        return 1 if "vllm_server" in getattr(item, "fixturenames", ()) else 3
 
     items.sort(key=rank)  # stable: the order within each group is pytest's own
+
+
+def pytest_collection_finish(session):
+    users = [item.nodeid for item in session.items if "vllm_server" in getattr(item, "fixturenames", ())]
+    _SESSION["last_vllm_user"] = users[-1] if users else None
 
 
 # What a unit test may still start: the provenance every record carries asks `git rev-parse HEAD`, and Python's
@@ -192,6 +268,8 @@ def _unit_tests_start_no_process(request, monkeypatch):
     execute_child = subprocess.Popen._execute_child
 
     def refuse(self, args, executable, *rest, **kwargs):
+        if threading.current_thread().name == VLLM_STARTER:  # the session's vLLM server, started meanwhile
+            return execute_child(self, args, executable, *rest, **kwargs)
         argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
         program = os.fsdecode(executable or argv[0])
         found = shutil.which(program) if os.sep not in program else (program if os.path.exists(program) else None)

@@ -24,7 +24,6 @@ from lab.serving import serve
 from lab.measure import loadgen, metrics
 from lab.diagnose import endpoint_diagnose
 
-pytestmark = pytest.mark.tools
 
 KEY_ENV = "LAB_TEST_ENDPOINT_KEY"
 KEY = "lab-test-" + os.urandom(12).hex()  # never written by the test itself: searched for in the run folder
@@ -140,6 +139,7 @@ def test_without_its_key_04_fails_saying_why(keyed_server, tmp_path, monkeypatch
     assert "Invalid API Key" in reach["answer"]  # llama-server's own text
 
 
+@pytest.mark.tools
 def test_one_slot_queues_and_is_flagged(open_serial_server, tmp_path):
     """-np 1: the second stream waits for the first. The verdict compares two time windows (one stream, then two),
     so a burst of other work on a shared machine during one of them can hide the queueing once (it did, once in
@@ -157,6 +157,7 @@ def test_one_slot_queues_and_is_flagged(open_serial_server, tmp_path):
     assert attempts[-1]["wait_vs_serial"] > 0.5 and attempts[-1]["throughput_gain"] < 1.25, attempts
 
 
+@pytest.mark.tools
 def test_open_server_diagnosed_by_its_own_answers(open_serial_server, tmp_path):
     profile = profiles.load(endpoint_profile(tmp_path, open_serial_server, key_env=None, ctx=512, slots=1))
     probes = {p["probe"]: p for p in endpoint_diagnose.run(profile)["probes"]}

@@ -18,7 +18,7 @@ from conftest import ROOT, lab_run, read_record
 from lab.core import profiles
 from lab.diagnose import endpoint_diagnose
 
-pytestmark = [pytest.mark.tools, pytest.mark.vllm]
+pytestmark = pytest.mark.vllm
 
 KEY_ENV = "LAB_TEST_VLLM_KEY"
 
@@ -61,6 +61,7 @@ def test_vllm_measured_as_an_endpoint(vllm_endpoint, tmp_path):
     assert not [p for p in run.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
 
 
+@pytest.mark.tools
 def test_vllm_answers_diagnosed(vllm_endpoint, tmp_path):
     base, _ = vllm_endpoint
     probes = {p["probe"]: p for p in endpoint_diagnose.run(profiles.load(endpoint_profile(tmp_path, base)))["probes"]}

@@ -27,7 +27,7 @@ def check(name: str, ok: bool) -> bool:
     return ok
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="session", autouse=True)  # once, after all: the unit tier runs this file's pure tests first
 def figure():
     yield
     record_figure("exposure checks", len(RESULTS), sum(RESULTS.values()),
