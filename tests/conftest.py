@@ -79,20 +79,27 @@ def profile_copy(name: str, folder: Path, **changes) -> Path:
     return path
 
 
+# Notebook 06's benchmark plan in the tests' cpu-default run. What its tests assert (every level served, lengths
+# from usage, llama-bench at the served depth, the roofline, the ledger) needs neither the shipped 8 requests ×
+# 64 tokens per level nor tune's and speculative decoding's 20 s budgets (they run their baseline; the other
+# settings and variants are listed as not run; tests/test_speculative_cpu.py measures the variants themselves).
+CPU_DEFAULT_PLAN = {"bench_requests": 4, "bench_output_tokens": 16, "tune_budget_s": 1}
+
+
 @pytest.fixture(scope="session")
 def cpu_default_profile(tmp_path_factory) -> Path:
-    """params/cpu-default.yaml with its port changed to a free one, and nothing else: notebook 04 starts its server
-    on the profile's port, which another run on a shared machine may hold (every other notebook picks free ports)."""
+    """params/cpu-default.yaml on a free port (notebook 04 starts its server on the profile's port, which another
+    run on a shared machine may hold; every other notebook picks free ports) with CPU_DEFAULT_PLAN."""
     from lab.serving import serve
 
-    return profile_copy("cpu-default", tmp_path_factory.mktemp("profile"), port=serve.free_port())
+    return profile_copy("cpu-default", tmp_path_factory.mktemp("profile"), port=serve.free_port(), **CPU_DEFAULT_PLAN)
 
 
 @pytest.fixture(scope="session")
 def cpu_default_run(tmp_path_factory, cpu_default_profile) -> Path:
     """The run folder of ONE `lab run` of every notebook on cpu-default (papermill, the real llama.cpp tools and
     server, the report and its Chromium check), shared by the tests of each notebook (test_suite_*.py,
-    test_quantize.py's notebook 03, test_serve.py's notebook 04, test_kv_parity.py's grid): they assert on the
+    test_quantize.py's notebook 03, test_kv_parity.py's grid): they assert on the
     records it wrote, each after `notebook_record` checked its notebook's status. Executing the same notebooks
     on the same profile once per test file measured nothing more; it took ~1.5x the time of one run."""
     return lab_run(tmp_path_factory.mktemp("runs"), str(cpu_default_profile), CPU_DEFAULT_NOTEBOOKS, timeout=3600,

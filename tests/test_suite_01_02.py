@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import CPU_DEFAULT_NOTEBOOKS, notebook_record
+from conftest import CPU_DEFAULT_NOTEBOOKS, CPU_DEFAULT_PLAN, notebook_record
 
 from lab.core import evidence
 
@@ -26,11 +26,12 @@ def test_run_folder_has_everything(run_dir):
     assert {n["notebook"]: n["status"] for n in manifest["notebooks"]} == {n[:-6]: "ok" for n in names}
     assert manifest["status"] == "ok"
     assert manifest["model_files"][0]["sha256"] == evidence.sha256_file(manifest["model_files"][0]["path"])
-    # the profile that ran: params/cpu-default.yaml on a free port (conftest.cpu_default_profile)
+    # the profile that ran: params/cpu-default.yaml on a free port with the tests' plan (conftest.cpu_default_profile)
     assert manifest["profile"]["sha256"] == evidence.sha256_file(manifest["profile"]["file"])
     ran, shipped = (Path(manifest["profile"]["file"]).read_text().splitlines(),
                     (ROOT / "params" / "cpu-default.yaml").read_text().splitlines())
-    assert [a for a, b in zip(ran, shipped) if a != b] == [l for l in ran if l.startswith("port: ")]
+    assert len(ran) == len(shipped)
+    assert {a.split(":")[0] for a, b in zip(ran, shipped) if a != b} == {"port", *CPU_DEFAULT_PLAN}
 
 
 def test_executed_notebooks_have_no_cell_timings(run_dir):

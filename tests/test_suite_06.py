@@ -4,10 +4,11 @@ import statistics
 from pathlib import Path
 
 import pytest
-from conftest import notebook_record
+from conftest import CPU_DEFAULT_PLAN, notebook_record
 
 pytestmark = pytest.mark.notebooks
 ROOT = Path(__file__).resolve().parent.parent
+OUTPUT_TOKENS = CPU_DEFAULT_PLAN["bench_output_tokens"]
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def test_sweep_ran_on_the_real_server(record):
     assert record["server"]["stop"]["left_running"] == []
     for run in record["runs"]:
         done = [r for r in run["results"] if r["success"]]
-        assert done and all(r["output_tokens"] == 64 for r in done)  # from usage; ignore_eos keeps the length
+        assert done and all(r["output_tokens"] == OUTPUT_TOKENS for r in done)  # from usage; ignore_eos keeps the length
         assert all(100 <= r["prompt_tokens"] <= 160 for r in done)     # ≈ 128 tokens, sized with /tokenize
         assert all(len(r["chunk_times_s"]) >= 1 for r in done)
 
@@ -31,7 +32,7 @@ def test_sweep_ran_on_the_real_server(record):
 def test_in_process_ratio_and_roofline_are_recorded(record):
     s = record["summary"]
     tg = record["llama_bench"]["tg"]
-    assert tg["test"].startswith("tg64@d") and len(tg["samples_tok_s"]) == 3
+    assert tg["test"].startswith(f"tg{OUTPUT_TOKENS}@d") and len(tg["samples_tok_s"]) == 3
     assert s["llama_bench_tg_tok_s"] == tg["tok_s"] == statistics.median(tg["samples_tok_s"]) > 0  # the median
     assert s["served_over_in_process"] == pytest.approx(s["served_single_stream_decode_tok_s"] / tg["tok_s"])
     assert s["decode_ceiling_tok_s"] is not None and s["served_single_stream_decode_tok_s"] < s["decode_ceiling_tok_s"]
