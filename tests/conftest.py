@@ -124,8 +124,33 @@ def vllm_skip_reason() -> str | None:
 
 
 VLLM_START_TIMEOUT_S = 420  # measured 35-82 s here; the box is shared with other work
-VLLM_STARTER = "vllm-server-start"  # the thread that starts (and owns) the session's vLLM server
-_SESSION: dict = {}  # what the hooks below share: the background server, the last test that uses it
+# Threads that run beside the tests (the unit tier's process guard lets them start processes).
+BACKGROUND = "lab-test-background"
+_SESSION: dict = {}  # what the fixtures and hooks below share: background work, the last user of the vLLM server
+
+
+class BackgroundRun:
+    """`fn()` in its own thread while other tests run; `get()` waits for its value (or raises its error)."""
+
+    def __init__(self, name: str, fn):
+        self.done = threading.Event()
+        self.value, self.error = None, None
+        self.thread = threading.Thread(target=self._run, args=(fn,), name=f"{BACKGROUND}: {name}", daemon=True)
+        self.thread.start()
+
+    def _run(self, fn) -> None:
+        try:
+            self.value = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test that asks for the result
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def get(self):
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 class BackgroundServer:
@@ -136,7 +161,8 @@ class BackgroundServer:
     def __init__(self, cmd, log_dir: Path, name: str):
         self.ready, self.done = threading.Event(), threading.Event()
         self.server, self.group, self.error = None, None, None
-        self.thread = threading.Thread(target=self._run, args=(cmd, log_dir, name), name=VLLM_STARTER, daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(cmd, log_dir, name), name=f"{BACKGROUND}: {name}",
+                                       daemon=True)
         self.thread.start()
 
     def _run(self, cmd, log_dir: Path, name: str) -> None:
@@ -166,13 +192,23 @@ class BackgroundServer:
         self.thread.join(timeout=VLLM_START_TIMEOUT_S)
 
 
+def _uses(session, fixture: str) -> bool:
+    return any(fixture in getattr(item, "fixturenames", ()) for item in session.items)
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _vllm_server_early(request, tmp_path_factory):
-    """When a selected test uses `vllm_server`, its server starts in the background as the session begins: vLLM's
-    start-up (~30-70 s here, mostly imports in three processes one after the other, one core) overlaps the unit
-    tier, which runs first (see pytest_collection_modifyitems); the server is stopped after the last test using it."""
-    if not any("vllm_server" in getattr(item, "fixturenames", ()) for item in request.session.items) \
-            or vllm_skip_reason():
+def _vllm_early(request, tmp_path_factory):
+    """The vLLM work of the session, started in the background so that it overlaps tests that leave a core free.
+    The session's vLLM server (when a selected test uses `vllm_server`) starts as the session begins: its start-up
+    (~30-70 s here, mostly imports in three processes one after the other) overlaps the unit tier, which runs first
+    (see pytest_collection_modifyitems). When the last test using it is done it stops, and the cpu-vllm notebook
+    run (`cpu_vllm_run`) starts, beside the tools tier: vLLM's worker keeps to one core (its OpenMP binding), the
+    tools tier used ~1.2 cores on average here; measured together 204 s for both, 355 s one after the other.
+    Never two vLLM servers at once."""
+    _SESSION["tmp"] = tmp_path_factory
+    _SESSION["want_cpu_vllm_run"] = _uses(request.session, "cpu_vllm_run") and not vllm_skip_reason()
+    if not _uses(request.session, "vllm_server") or vllm_skip_reason():
+        _start_cpu_vllm_run()
         yield None
         return
     from lab.core import profiles
@@ -183,31 +219,63 @@ def _vllm_server_early(request, tmp_path_factory):
     cmd = engines.build_command(profile, port=serve.free_port(), installed_version=engines.installed_version(profile))
     _SESSION["vllm"] = BackgroundServer(cmd, tmp_path_factory.mktemp("vllm-logs"), "vllm-cpu")
     yield profile, cmd
-    if "vllm" in _SESSION:  # not stopped yet: the last test that uses it did not run
+    _stop_vllm_server()
+
+
+def _stop_vllm_server() -> None:
+    if "vllm" in _SESSION:
         _SESSION.pop("vllm").finish()
+    _start_cpu_vllm_run()
 
 
 @pytest.fixture(scope="session")
-def vllm_server(_vllm_server_early):
+def vllm_server(_vllm_early):
     """(profile, server, group): the cpu-vllm profile's real vLLM server, started once for the whole session by
     lab.serving.serve with exactly the command the notebooks run; `group` is its process group right after
     start-up (API server, EngineCore, worker, resource tracker). Shared by tests/test_vllm_cpu.py (the lab's own
     path) and tests/test_endpoint_vllm.py (to a `lab run` subprocess it is a server the lab did not start, as a
-    user's is). vLLM's start-up is most of their time, so it happens once, in the background (_vllm_server_early);
+    user's is). vLLM's start-up is most of their time, so it happens once, in the background (_vllm_early);
     the tests that use it run together right after the unit tier, the one marked `stops_vllm_server` last."""
     reason = vllm_skip_reason()
     if reason:
         pytest.skip(reason)
-    profile, _ = _vllm_server_early
+    profile, _ = _vllm_early
     server, group = _SESSION["vllm"].get()
     return profile, server, group
 
 
+# The cpu-vllm notebooks' benchmark plan in the tests: params/cpu-vllm.yaml on a free port with 4 requests × 16
+# tokens per level instead of 8 × 64. What tests/test_suite_vllm.py asserts (every level served, output lengths from
+# usage, the peer check within its sanity bound) needs no more; the shipped plan took ~1 of its 3 minutes.
+CPU_VLLM_PLAN = {"bench_requests": 4, "bench_output_tokens": 16}
+
+
+def _start_cpu_vllm_run() -> None:
+    if _SESSION.pop("want_cpu_vllm_run", False) and "cpu_vllm_run" not in _SESSION:
+        from lab.serving import serve
+
+        tmp = _SESSION["tmp"]
+        profile = profile_copy("cpu-vllm", tmp.mktemp("profile"), port=serve.free_port(), **CPU_VLLM_PLAN)
+        _SESSION["cpu_vllm_run"] = BackgroundRun("cpu-vllm notebooks", lambda: lab_run(
+            tmp.mktemp("runs"), str(profile), "04,05,06", timeout=1800))
+
+
+@pytest.fixture(scope="session")
+def cpu_vllm_run(_vllm_early) -> Path:
+    """The run folder of `lab run --profile cpu-vllm --only 04,05,06` (CPU_VLLM_PLAN), run in the background beside
+    other tests (see _vllm_early) and shared by the tests of tests/test_suite_vllm.py."""
+    reason = vllm_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    _stop_vllm_server()  # when the tests of the session's server did not all run: it stops, this run starts
+    return _SESSION["cpu_vllm_run"].get()
+
+
 def pytest_runtest_teardown(item, nextitem):
     """The session's vLLM server stops after the last test that uses it (~4 GiB of RAM; never beside the vLLM
-    servers the cpu-vllm notebooks start later)."""
-    if item.nodeid == _SESSION.get("last_vllm_user") and "vllm" in _SESSION:
-        _SESSION.pop("vllm").finish()
+    servers the cpu-vllm notebooks start), and the cpu-vllm notebook run starts in the background."""
+    if item.nodeid == _SESSION.get("last_vllm_user"):
+        _stop_vllm_server()
 
 
 # ---------------------------------------------------------------- tiers
@@ -235,7 +303,8 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(items):
     """Tier markers first (see TIERS). Then the order: the unit tier first (fast answers, and the session's vLLM
     server starts in the background meanwhile), then the tests of that server together, the one that stops it
-    (`stops_vllm_server`) last of them, then everything else in pytest's own order."""
+    (`stops_vllm_server`) last of them, then the tools tier (the cpu-vllm notebooks run beside it, see _vllm_early),
+    then the notebooks tier; within each group pytest's own order."""
     both = [item.nodeid for item in items if item.get_closest_marker("notebooks")
             and (item.get_closest_marker("tools") or item.get_closest_marker("integration"))]
     if both:  # `-m tools` would select them too: each test is in one tier
@@ -247,11 +316,14 @@ def pytest_collection_modifyitems(items):
             item.add_marker("integration")  # `-m "not integration"` keeps meaning the unit tier
 
     def rank(item) -> int:
-        if tier_of(item) == "unit":
+        tier = tier_of(item)
+        if tier == "unit":
             return 0
         if item.get_closest_marker("stops_vllm_server"):
             return 2
-        return 1 if "vllm_server" in getattr(item, "fixturenames", ()) else 3
+        if "vllm_server" in getattr(item, "fixturenames", ()):
+            return 1
+        return 3 if tier == "tools" else 4
 
     items.sort(key=rank)  # stable: the order within each group is pytest's own
 
@@ -275,7 +347,7 @@ def _unit_tests_start_no_process(request, monkeypatch):
     execute_child = subprocess.Popen._execute_child
 
     def refuse(self, args, executable, *rest, **kwargs):
-        if threading.current_thread().name == VLLM_STARTER:  # the session's vLLM server, started meanwhile
+        if threading.current_thread().name.startswith(BACKGROUND):  # the session's vLLM work, run meanwhile
             return execute_child(self, args, executable, *rest, **kwargs)
         argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
         program = os.fsdecode(executable or argv[0])

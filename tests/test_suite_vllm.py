@@ -3,10 +3,9 @@ then assertions on the records it wrote: vLLM started and stopped by lab.serving
 to what vLLM reports, to the block (05), the sweep through the lab's client and the peer check against
 `vllm bench serve` (06), and no process left behind.
 
-Part of `make test` (LAB_VLLM=1 and the vLLM engine set up); about 3 minutes on 2 cores, three vLLM starts. The
-profile is params/cpu-vllm.yaml on a free port with a smaller benchmark plan (BENCH): what is asserted here — every
-level served, output lengths from usage, the peer check within its sanity bound — does not need the shipped
-8 requests × 64 tokens per level, which took ~1 of the 3 minutes.
+Part of `make test` (LAB_VLLM=1 and the vLLM engine set up); about 3 minutes on 2 cores, three vLLM starts, run
+in the background beside the tools tier (conftest.cpu_vllm_run). The profile is params/cpu-vllm.yaml on a free port
+with a smaller benchmark plan (conftest.CPU_VLLM_PLAN).
 """
 import json
 from pathlib import Path
@@ -14,20 +13,15 @@ from pathlib import Path
 import pytest
 
 from lab.serving import serve
-from conftest import lab_run, profile_copy, vllm_skip_reason
+from conftest import CPU_VLLM_PLAN
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.vllm]
 ROOT = Path(__file__).resolve().parent.parent
-BENCH = {"bench_requests": 4, "bench_output_tokens": 16}
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    reason = vllm_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    profile = profile_copy("cpu-vllm", tmp_path_factory.mktemp("profile"), port=serve.free_port(), **BENCH)
-    return lab_run(tmp_path_factory.mktemp("runs"), str(profile), "04,05,06")
+def run_dir(cpu_vllm_run) -> Path:
+    return cpu_vllm_run
 
 
 def record(run_dir: Path, name: str) -> dict:
@@ -68,7 +62,7 @@ def test_06_sweep_and_peer_check_on_the_vllm_server(run_dir):
     assert r["summary"]["benchmark_skipped"] is None
     assert [x["concurrency"] for x in r["sweep"]] == [1, 2, 4]
     assert all(x["successes"] == x["requests"] > 0 and x["output_throughput"] > 0 for x in r["sweep"])
-    assert all(res["output_tokens"] == BENCH["bench_output_tokens"] for run in r["runs"] for res in run["results"]
+    assert all(res["output_tokens"] == CPU_VLLM_PLAN["bench_output_tokens"] for run in r["runs"] for res in run["results"]
                if res["success"])
     assert r["server"]["stop"]["left_running"] == []
     assert "safetensors vLLM loads" in r["roofline"]["weights_how"]  # vLLM reads the float32 folder, not the GGUF
