@@ -9,6 +9,8 @@ import json
 
 import pytest
 
+from lab.core.versions import cc_x10, compute_capability
+
 from conftest import v100_x2_vllm
 from lab.core import facts, profiles
 from lab.predict import compat, plan
@@ -268,7 +270,12 @@ def test_checks_map_severities_to_check_statuses():
 
 
 def test_version_helpers():
-    assert compat.cc_x10(7.0) == 70 and compat.cc_x10("8.9") == 89 and compat.cc_x10(12.0) == 120
+    assert cc_x10(7.0) == 70 and cc_x10("8.9") == 89 and cc_x10(12.0) == 120
+    # one parser: the engine rules' tuple and the compatibility data's ×10 integer agree
+    for cc in ("6.1", "7.0", 7.5, "8.6", "8.9", "9.0", 12.0, "12.1"):
+        major, minor = compute_capability(cc)
+        assert cc_x10(cc) == major * 10 + minor
+    assert compute_capability(None) is None and compute_capability("") is None
     assert compat.wheel_cuda("cu126") == "12.6" and compat.wheel_cuda("cu130") == "13.0"
     assert compat.wheel_cuda("cpu") is None
 

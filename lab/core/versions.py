@@ -28,4 +28,19 @@ def at_least(version, threshold) -> bool:
     return a + (0,) * (width - len(a)) >= b + (0,) * (width - len(b))
 
 
-__all__ = ["version_tuple", "at_least"]
+def compute_capability(value) -> tuple[int, int] | None:
+    """A GPU's compute capability as NVML, nvidia-smi or a profile writes it ("7.0", 8.9, "12.0") → (major, minor),
+    to compare as a tuple; None for none. One parser for the engine rules and the compatibility rules."""
+    if value is None or value == "":
+        return None
+    major, _, minor = str(value).strip().partition(".")
+    return int(major), int(minor or 0)
+
+
+def cc_x10(value) -> int:
+    """Compute capability as an integer ×10 (7.0 → 70, "8.9" → 89, 12.0 → 120), as the compatibility data writes it."""
+    major, minor = compute_capability(value)
+    return major * 10 + minor
+
+
+__all__ = ["version_tuple", "at_least", "compute_capability", "cc_x10"]

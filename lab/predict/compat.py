@@ -23,7 +23,7 @@ from typing import Any, Callable, Literal
 
 from lab.core import facts as lab_facts
 from lab.core.checks import Check
-from lab.core.versions import version_tuple
+from lab.core.versions import cc_x10, version_tuple
 
 Severity = Literal["error", "warn", "info"]
 SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
@@ -82,11 +82,6 @@ class RuleResult:
 
 
 # ---------------------------------------------------------------- small parsers
-def cc_x10(value: float | str) -> int:
-    """Compute capability as an integer ×10 (7.0 → 70, "8.9" → 89, 12.0 → 120)."""
-    return int(round(float(value) * 10))
-
-
 def wheel_cuda(wheel: str) -> str | None:
     """"cu126" → "12.6", "cu118" → "11.8", "cu130" → "13.0"; "cpu" → None."""
     m = re.fullmatch(r"cu(\d+)(\d)", wheel)

@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from lab.core import facts as lab_facts
-from lab.core.versions import version_tuple
+from lab.core.versions import cc_x10, version_tuple
 from lab.predict import compat
 
 UBUNTU_RELEASES = ("22.04", "24.04")
@@ -42,7 +42,7 @@ def _rule(rule_id: str) -> dict:
 
 def _cc10(profile) -> int | None:
     cc = profile.gpu_compute_capability
-    return compat.cc_x10(cc) if cc else None
+    return cc_x10(cc) if cc else None
 
 
 def cuda_arch(profile) -> str:

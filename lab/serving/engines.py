@@ -23,7 +23,7 @@ from typing import Literal
 
 from lab.core import facts, paths
 from lab.core.profiles import Profile
-from lab.core.versions import at_least
+from lab.core.versions import at_least, compute_capability
 
 Level = Literal["info", "warn", "error"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -129,14 +129,6 @@ def _note(rule_id: str, flag: str = "", level: Level = "info", prefix: str = "")
     r = rule(rule_id)
     text = f"{prefix} {r['text']}".strip() if prefix else r["text"]
     return Note(flag, text, r["source"], level)
-
-
-def cc_tuple(value: str | None) -> tuple[int, int] | None:
-    """A compute capability as written ("7.0", "8.9") → (major, minor); None for none."""
-    if not value:
-        return None
-    major, _, minor = str(value).partition(".")
-    return int(major), int(minor or 0)
 
 
 # ---------------------------------------------------------------- building commands
@@ -390,7 +382,7 @@ def _vllm_version_notes(profile: Profile, version: str, cc: tuple[int, int] | No
 
 def _vllm(profile: Profile, host: str, port: int, model_path, installed, cc_value) -> Command:
     version = installed or profile.engine_version
-    cc = cc_tuple(cc_value)
+    cc = compute_capability(cc_value)
     model, notes = _vllm_model(profile, model_path)
     argv, entry_note = _vllm_entry(profile, version, model)
     env, env_notes = _vllm_env(profile)

@@ -11,10 +11,10 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from lab.core import facts
+from lab.core import facts, versions
 from lab.core.profiles import Profile
 from lab.core.versions import at_least, version_tuple
-from lab.serving.engines import LOOPBACK, cc_tuple, rule
+from lab.serving.engines import LOOPBACK, rule
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def correct_seed_command(command_id: str, vllm_version: str | None = None,
     cc_value = compute_capability or entry.get("compute_capability")
     if entry["engine"] == "vllm":
         version = vllm_version or entry["engine_version"]
-        corrected, changes = _correct_vllm(list(entry["argv"]), version, cc_tuple(cc_value), route,
+        corrected, changes = _correct_vllm(list(entry["argv"]), version, versions.compute_capability(cc_value), route,
                                            entry.get("model_family"))
         target = f"vLLM {version}" + (f" on compute capability {cc_value}" if cc_value else "")
     else:
