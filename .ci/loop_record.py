@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""A benchmark record of the test loop (not a test: a timing is evidence, and a shared machine's load moves it):
-`make test`'s wall time, pytest's own, and the seconds of each test file from pytest's JUnit XML, with the git
-sha and the machine, written to outputs/loop/make-test-<UTC>.json. Standard library only.
+"""A benchmark record of the feedback loop (not a test: a timing is evidence, and a shared machine's load moves it),
+with the git sha and the machine, written to outputs/loop/. Standard library only.
+
+`make test`: its wall time, pytest's own, and the seconds of each test file from pytest's JUnit XML
+(make-test-<UTC>.json):
 
     git clone /work/main /tmp/clone && cd /tmp/clone
     uptime; /usr/bin/time -f %e -o /tmp/wall make test ARGS=--junitxml=/tmp/junit.xml; uptime
     python3 .ci/loop_record.py /tmp/junit.xml --wall-s "$(cat /tmp/wall)" --note "fresh clone, warm cache, ..."
+
+`make run`: its wall time and each notebook's seconds from the run's manifest (make-run-<UTC>.json):
+
+    /usr/bin/time -f %e -o /tmp/wall make run; python3 .ci/loop_record.py outputs/cpu-default/<run> --wall-s ...
 """
 import argparse
 import json
@@ -33,6 +39,19 @@ def per_file(junit: Path) -> tuple[dict, dict]:
         {name: round(s, 1) for name, s in seconds.most_common()}
 
 
+def per_notebook(run_dir: Path) -> tuple[dict, dict]:
+    """(the run's id, status and start, {notebook: seconds}) from a `lab run` folder's manifest.json."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    books = {nb["notebook"]: nb["duration_s"] for nb in manifest["notebooks"]}
+    statuses = Counter(nb["status"] for nb in manifest["notebooks"])
+    started = datetime.fromisoformat(manifest["started_utc"].replace("Z", "+00:00"))
+    return {"run_started_utc": started.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
+            "run_id": manifest["run_id"], "profile": manifest["profile"].get("name") if isinstance(
+                manifest["profile"], dict) else manifest["profile"], "status": manifest["status"],
+            "notebooks": dict(statuses), "notebooks_s": round(sum(books.values()), 1),
+            "run_git_sha": (manifest.get("git") or {}).get("sha")}, books
+
+
 def host() -> dict:
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                   if line.startswith("model name")), None)
@@ -43,19 +62,26 @@ def host() -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("junit", type=Path, help="pytest's --junitxml file of the run")
-    ap.add_argument("--wall-s", type=float, required=True, help="wall seconds of the whole `make test` (set-up included)")
+    ap.add_argument("source", type=Path, help="pytest's --junitxml file (make test) or a `lab run` folder (make run)")
+    ap.add_argument("--wall-s", type=float, required=True, help="wall seconds of the whole make command (set-up included)")
     ap.add_argument("--sha", default=None, help="git sha that ran (default: this checkout's HEAD)")
     ap.add_argument("--note", default="", help="how it ran: fresh clone or not, cache, the load average seen")
     ap.add_argument("--out", type=Path, default=ROOT / "outputs" / "loop")
     args = ap.parse_args()
     sha = args.sha or subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                                      text=True).stdout.strip()
-    counts, files = per_file(args.junit)
-    record = {"schema_version": 1, "what": "make test", "git_sha": sha, "host": host(),
-              "wall_s": round(args.wall_s, 1), **counts, "note": args.note, "per_file_s": files}
+    if args.source.is_dir():
+        counts, books = per_notebook(args.source)
+        record = {"schema_version": 1, "what": "make run", "git_sha": sha, "host": host(),
+                  "wall_s": round(args.wall_s, 1), **counts, "note": args.note, "per_notebook_s": books}
+        name = f"make-run-{counts['run_started_utc']}.json"
+    else:
+        counts, files = per_file(args.source)
+        record = {"schema_version": 1, "what": "make test", "git_sha": sha, "host": host(),
+                  "wall_s": round(args.wall_s, 1), **counts, "note": args.note, "per_file_s": files}
+        name = f"make-test-{counts['pytest_started_utc']}.json"
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"make-test-{counts['pytest_started_utc']}.json"
+    path = args.out / name
     path.write_text(json.dumps(record, indent=1) + "\n")
     print(path)
 
