@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from lab.core import processes
+
 _PATH = re.compile(rb"^POST /i([0-9.]+)/v1/(chat/)?completions ")
 
 
@@ -92,12 +94,7 @@ def running(timeout_s: float = 10.0):
             raise RuntimeError(f"lab.measure.bench_source did not start: {line or 'no output'}")
         yield line.split("listening on ", 1)[1].strip()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        processes.stop(proc, grace_s=5)
         proc.stdout.close()
 
 

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from lab.core import processes
+
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--hide-scrollbars", "--mute-audio")
@@ -170,12 +172,7 @@ def inspect(report: str | Path, screenshot: str | Path | None = None, width: int
             finally:
                 page.close()
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=15)
+            processes.stop(proc, grace_s=15)
     return {"report": str(report), "window": [width, height], **seen, "console_errors": errors,
             "requests_off_file": off_file, "screenshot": str(screenshot) if screenshot else None,
             "findings": judge(seen, errors, off_file)}
