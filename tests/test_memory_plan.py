@@ -89,7 +89,7 @@ def test_weights_bytes_is_exact_for_a_modelled_stand_in_else_params_times_bits()
 
     arch = models.stand_in("qwen3-32b")
     exact, basis = weights.weights_bytes("Q4_K_M", arch=arch, model_id="qwen3-32b")
-    assert exact == 19_756_174_336 and "lab.model.quantize" in basis
+    assert exact == 19_756_174_336 and "lab.model.quant_formats.predict_size" in basis
     naive, basis = weights.weights_bytes("Q4_K_M", arch=arch)  # no stand-in id: params x weight_bits.yaml bits
     assert naive == pytest.approx(arch.params * 4.899 / 8, abs=1) and "weight_bits.yaml" in basis
     gptq, _ = weights.weights_bytes("GPTQ-INT4", arch=arch, model_id="qwen3-32b")  # no GGUF mix for GPTQ: bits, embeddings at 16

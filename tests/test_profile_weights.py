@@ -81,7 +81,7 @@ def test_a_present_gguf_is_the_answer_even_when_it_differs_from_the_prediction(t
     """The v100 profile's Q4_K_M prediction is 16.54 GB; with a (smaller) file at model_file, every view shows the file."""
     v100 = profiles.load("v100-32g-x1")
     absent = v100.model_copy(update={"model_file": str(tmp_path / "Qwen3.8-27B-Q4_K_M.gguf")})
-    assert weights.profile_weights(absent)[0] == 16_536_406_016  # llama.cpp's Q4_K_M mix, exact (lab.model.quantize)
+    assert weights.profile_weights(absent)[0] == 16_536_406_016  # llama.cpp's Q4_K_M mix, exact (lab.model.quant_formats)
     (tmp_path / "Qwen3.8-27B-Q4_K_M.gguf").symlink_to(real_gguf)
     assert weights.profile_weights(absent)[0] == gguf_file.gguf_weights_bytes(real_gguf) < 16_536_406_016
 

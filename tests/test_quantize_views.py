@@ -1,13 +1,13 @@
 """lab.measure.quantize_views (notebook 03's tables, Markdown and closing text): what they show is what
-lab.model.quantize predicted, to the row and the sentence — pure, no tools run."""
+lab.model.quant_targets predicted, to the row and the sentence — pure, no tools run."""
 from lab.core import profiles
 from lab.measure import quantize_views
-from lab.model import quantize
+from lab.model import quant_targets
 
 
 def test_target_table_and_recommendation_show_the_prediction():
     prof = profiles.load("cpu-default")
-    targets = quantize.target_sizes(prof)
+    targets = quant_targets.target_sizes(prof)
     table = quantize_views.target_table(targets)
     assert len(table) == len(targets) and list(table["weights (GB)"]) == [round(r["predicted_gb"], 2) for r in targets]
     rec = {"text": "Measured here, Q6_K.", "rule": "rule: the smallest type", "source": "llama.cpp README", "table": [{"a": 1}]}
@@ -16,7 +16,7 @@ def test_target_table_and_recommendation_show_the_prediction():
 
 
 def test_vllm_plan_markdown_has_every_format_with_its_commands():
-    plan = quantize.vllm_quant_plan(profiles.load("v100-32g-x1"), gpu_present=False)
+    plan = quant_targets.vllm_quant_plan(profiles.load("v100-32g-x1"), gpu_present=False)
     text = quantize_views.plan_markdown(plan)
     assert text.startswith(f"**{plan['status']}**") and text.count("```bash") == len(plan["rows"])
     assert list(quantize_views.plan_table(plan)["format"]) == [r["format"] for r in plan["rows"]]

@@ -98,7 +98,7 @@ def test_profile_ceiling_numbers_and_missing_inputs():
 def test_profile_roofline_for_a_stand_in_profile():
     v100 = profiles.load("v100-32g-x1")  # config:qwen3.8-27b, Q4_K_M, no model file on this machine
     out = profile_speed.roofline_for(v100)
-    weights = 16_536_406_016  # llama.cpp's Q4_K_M mix over qwen3.8-27b's tensors (lab.model.quantize, exact), not params x bpw
+    weights = 16_536_406_016  # llama.cpp's Q4_K_M mix over qwen3.8-27b's tensors (lab.model.quant_formats, exact), not params x bpw
     # 640 tokens x 64 KiB (16 full-attention layers x 4 KV heads x 256 x 2 x f16) + the 48 Gated DeltaNet layers' state
     kv = (512 + 256 // 2) * 65536 + models.stand_in("qwen3.8-27b").linear_state_bytes_per_seq
     assert out["context_tokens"] == 640

@@ -103,7 +103,7 @@ def test_qwen38_plan_has_llama_cpps_qwen35_tensors():
                    "attn_k_norm.weight", "ssm_conv1d.weight", "ssm_dt.bias", "ssm_a", "ssm_norm.weight",
                    "nextn.enorm.weight", "nextn.hnorm.weight", "nextn.shared_head_norm.weight"}
     assert by_name["blk.0.ssm_a"].fill < 0  # decay exp(softplus(.) x a) < 1: the recurrence stays finite
-    # the trunk holds exactly the parameters lab.model.models and lab.model.quantize count for Qwen3.8-27B (the
+    # the trunk holds exactly the parameters lab.model.models and lab.model.quant_formats count for Qwen3.8-27B (the
     # published 27B, without the MTP block); the file adds the MTP block
     trunk = [t for t in plan if not t.mtp]
     assert sum(t.n_elements for t in trunk) == arch.params == 26_895_998_464

@@ -14,7 +14,7 @@ from lab.core import evidence, paths
 from lab.core.profiles import Profile
 from lab.model import weights
 
-WEIGHTS_ESTIMATE_SOURCE = ("lab.model.weights: lab.model.quantize per-tensor prediction for a shipped stand-in, else params x "
+WEIGHTS_ESTIMATE_SOURCE = ("lab.model.weights: lab.model.quant_formats per-tensor prediction for a shipped stand-in, else params x "
                            "lab/data/weight_bits.yaml bits (llama.cpp tools/quantize QUANT_OPTIONS)")
 
 # Clock event ("throttle") reason bits from nvml.h, with how much each should worry a user.

@@ -1,14 +1,16 @@
 """Notebook 03's views (quantization): the ladder's table and chart, the 27B-class size table, the recommendation and
 the vLLM route as Markdown, the 03_quantize record (`build_record`) and its closing text (`what_this_means`), all from
-what lab.model.quantize measured and predicted."""
+what lab.model's quant modules (quant_ladder, quant_quality, quant_targets, quant_summary) measured and
+predicted."""
 from __future__ import annotations
 
 from dataclasses import asdict
 
 from lab.core import checks as lab_checks
 from lab.core import evidence
-from lab.model import quantize
-from lab.model.quantize import GB, Ladder, Quality, Reference, SizeCheck, Speed
+from lab.model.quant_formats import GB
+from lab.model.quant_ladder import Ladder, Reference, SizeCheck, Speed
+from lab.model.quant_quality import Quality, heldout_text
 from lab.serving import endpoint
 
 
@@ -56,7 +58,7 @@ def target_table(rows: list[dict]):
 
 
 def recommendation_markdown(rec: dict) -> str:
-    """What the ladder supports (lab.model.quantize.recommend), then the rule it follows and the rule's source."""
+    """What the ladder supports (lab.model.quant_summary.recommend), then the rule it follows and the rule's source."""
     return f"{rec['text']}\n\n*{rec['rule']}* ({rec['source']})"
 
 
@@ -128,7 +130,7 @@ def build_record(profile, *, reference: Reference, ladder: Ladder, sizes: SizeCh
         "claims": [v.to_dict() for v in verdicts],
         "recommendation": rec,
         "vllm_plan": plan,
-        "heldout_text": quantize.heldout_text()[1],
+        "heldout_text": heldout_text()[1],
         "server_scope": endpoint.where(profile),
     }
 

@@ -11,9 +11,9 @@ and one repetition stalled by another process drags the mean — seen here: 1.3 
 mean and sample standard deviation stay beside it (`tok_s_mean`, `tok_s_sd`) for comparing with its printed
 table, and every raw sample is kept (`samples_tok_s`, `samples_ns`).
 
-Used by notebook 03 (lab.model.quantize.measure_speed: the quant ladder), notebook 06
+Used by notebook 03 (lab.model.quant_ladder.measure_speed: the quant ladder), notebook 06
 (lab.measure.bench.in_process_for), the split-mode comparison (lab.measure.multigpu) and the GPU evidence
-script (lab.measure.gpu_evidence). It lives in the model layer because quantize (model layer) calls it.
+script (lab.measure.gpu_evidence). It lives in the model layer because quant_ladder (model layer) calls it.
 """
 from __future__ import annotations
 

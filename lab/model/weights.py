@@ -1,9 +1,9 @@
 """How many bytes are the weights of a model at a quant type: the one answer every module uses.
 
 `weights_bytes(quant, arch=..., model_id=..., params=...)` returns (bytes, basis):
-1. exact, when `model_id` is a stand-in lab.model.models ships and lab.model.quantize models llama.cpp's per-tensor
-   mix for `quant` (GGUF types: lab.model.quantize.predict_size over the stand-in's tensors, checked against
-   llama-quantize);
+1. exact, when `model_id` is a stand-in lab.model.models ships and lab.model.quant_formats models llama.cpp's
+   per-tensor mix for `quant` (GGUF types: lab.model.quant_targets.exact_gguf_bytes, quant_formats.predict_size over
+   the stand-in's tensors, checked against llama-quantize);
 2. else parameters × bits per weight from lab/data/weight_bits.yaml (the single bits-per-weight table,
    with its sources). Formats with `embedding_bits` (vLLM's AWQ/GPTQ/FP8...) keep the embeddings and
    output head at that width when the architecture's embedding parameter count is known.
@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 from lab.core import facts, paths
-from lab.model import gguf_file, models, quantize
+from lab.model import gguf_file, models, quant_targets
 
 # The ledger's generic "INT4" (a 4-bit GPU format without a named layout) is sized as AWQ at group 128.
 ALIASES = {"INT4": "AWQ-INT4"}
@@ -60,9 +60,9 @@ def weights_bytes(quant: str, arch=None, model_id: str | None = None,
     """(bytes, basis) of the weights at `quant`: exact for a modelled stand-in `model_id`, else
     parameters (`arch.params`, or `params`) × weight_bits.yaml bits. KeyError for an unknown quant with
     no exact answer; ValueError when there is no parameter count to multiply."""
-    if model_id and (exact := quantize.exact_gguf_bytes(model_id, quant)) is not None:
+    if model_id and (exact := quant_targets.exact_gguf_bytes(model_id, quant)) is not None:
         return exact, (f"llama.cpp's per-tensor types for {quant} over {model_id}'s tensors "
-                       "(lab.model.quantize.predict_size, exact against llama-quantize)")
+                       "(lab.model.quant_formats.predict_size, exact against llama-quantize)")
     entry = weight_format(quant)
     n = (arch.params if arch is not None and arch.params else None) or params
     if not n:

@@ -1,6 +1,6 @@
 """Logits of a GGUF file from llama-cpp-python, computed in a process of its own.
 
-Notebook 03's KLD cross-check reads full-vocabulary logits through llama-cpp-python (lab.model.quantize
+Notebook 03's KLD cross-check reads full-vocabulary logits through llama-cpp-python (lab.model.quant_quality
 .crosscheck_kld). On the lab's H200 (CUDA build, 2026-12-01) that in-process call killed the Jupyter kernel with a
 segfault inside libggml-cuda twice, while the same calls from a plain Python process ran: a crash of the bindings
 must cost one table row, not the notebook. So the parent writes the tokens to a file, this module's `main` loads
