@@ -295,7 +295,6 @@ def entry(argv: list[str] | None = None) -> int:
     Ctrl-C, 0 on a closed pipe."""
     import os
 
-
     old_term = interrupt.install()  # SIGTERM unwinds like Ctrl-C: one line
     try:
         return main(argv)
