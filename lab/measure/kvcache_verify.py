@@ -18,6 +18,7 @@ through lab.serving.serve (the lab's one launcher: 127.0.0.1, a free port, the p
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,7 +110,7 @@ def compare(run: KvRun, arch: ArchSpec, reported: list[dict], n_ubatch: int = kv
 
 def default_grid() -> list[KvRun]:
     """Contexts, slot counts, unified/split KV and KV dtypes on both embedded models and on the 4-layer
-    Qwen3.8-27B hybrid (≈ 40 s on 2 cores)."""
+    Qwen3.8-27B hybrid (≈ 12 s on 2 cores, two servers of one thread at a time)."""
     return [
         KvRun("smollm2", 4096),
         KvRun("smollm2", 3000, 3),  # 3000 → 3072 cells, split in 3 slots of 1024
@@ -202,11 +203,14 @@ def run_for_profile(profile, log_dir: Path, skip_reason: str | None = None) -> t
 
 
 def run_grid(models: dict[str, tuple[Path, ArchSpec]], grid: list[KvRun], log_dir: Path, server: Path | None,
-             threads: int = 2, n_gpu_layers: int | None = None, workers: int = 2) -> list[dict]:
+             threads: int | None = None, n_gpu_layers: int | None = None, workers: int = 2) -> list[dict]:
     """Run every grid point whose model is in `models` ({label: (gguf path, ArchSpec)}); rows of `compare`,
     in grid order. No server (a skipped grid): no rows. `workers` servers start at a time: what a server
     allocates depends only on its own flags and model, and starting one is mostly single-threaded loading,
-    so two at a time use both cores of a small machine.
+    so two at a time use both cores of a small machine. Each server gets `threads` (default: this machine's
+    cores ÷ workers): llama.cpp's compute threads spin while they wait for each other, so two servers of
+    2 threads on 2 cores took 28-38 s for the default grid here (each 1-token check 3-5 s instead of 0.5 s),
+    two of 1 thread 12 s.
 
     A run that reported nothing (the server failed) still yields rows, with match False and its log path."""
     import threading
@@ -216,6 +220,7 @@ def run_grid(models: dict[str, tuple[Path, ArchSpec]], grid: list[KvRun], log_di
 
     if server is None:
         return []
+    threads = threads or max(1, (os.cpu_count() or 1) // max(1, workers))
     points = [(i, run) for i, run in enumerate(grid) if run.model in models]
     lock, taken = threading.Lock(), set()
 
