@@ -20,11 +20,9 @@ from typing import Sequence
 
 from lab.core import facts
 from lab.model import gguf_file, models
+from lab.core.units import GB, GIB, MIB
 
 DATA = "quant_types"  # lab/data/quant_types.yaml
-GB = 10**9
-GIB = 1 << 30
-MIB = 1 << 20
 
 
 class QuantError(ValueError):

@@ -17,11 +17,11 @@ from typing import Any
 from lab.model import models, weights
 from lab.predict import compat, kvcache, memory_plan, roofline
 from lab.predict.claims_ledger import ledger, model_class
+from lab.core.units import GIB
 
 MEASURE_TOLERANCE = 0.15  # a measured speed within 15 % of the claim agrees with it (run-to-run and build spread)
 SIZE_TOLERANCE = 0.10     # "about 15 GB" agrees with 13.5–16.5 GB
 SPECULATIVE_DRAFTS = (1, 2, 3, 4)  # draft tokens per step for which the acceptance rate a claim needs is shown
-GIB = 1 << 30
 
 
 def _range(value) -> tuple[float, float]:

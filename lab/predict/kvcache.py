@@ -32,9 +32,8 @@ import struct
 from dataclasses import asdict, dataclass
 
 from lab.model.models import ArchSpec
+from lab.core.units import GIB, MIB
 
-GIB = 1 << 30
-MIB = 1 << 20
 
 # dtype -> (elements per block, bytes per block). ggml stores q8_0 as 32 int8 + an fp16 scale (34 bytes)
 # and q4_0 as 32 nibbles + an fp16 scale (18 bytes): ggml/src/ggml-common.h block_q8_0 / block_q4_0.

@@ -26,8 +26,8 @@ from lab.model import models
 from lab.model import weights as weights_mod
 from lab.predict import kvcache
 from lab.model.models import ArchSpec
+from lab.core.units import GB
 
-GB = 1e9
 LLAMA_CPP_ENGINES = ("llama.cpp", "llama-cpp-python")
 LLAMA_CPP_KV = ("f16", "bf16", "f32", "q8_0", "q4_0")
 VLLM_KV = ("auto", "f16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2")

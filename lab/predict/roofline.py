@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 from lab.core import facts
+from lab.core.units import GB
 
-GB = 1e9
 BandwidthKind = Literal["copy", "datasheet"]
 Mode = Literal["in_process", "served", "aggregate"]
 
