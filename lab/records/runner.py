@@ -19,7 +19,7 @@ from pathlib import Path
 from lab import setup
 from lab.core import evidence, profiles
 from lab.serving import engines
-from lab.core.interrupt import SIGNAL_EXIT, Terminated, raise_terminated
+from lab.core.interrupt import SIGNAL_EXIT, CutWatch, Terminated
 from lab.core.paths import NOTEBOOKS
 
 # Which notebooks need another one to have succeeded first (by two-digit prefix).
@@ -265,7 +265,7 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
     saved_env = {k: os.environ.get(k) for k in ("JUPYTER_RUNTIME_DIR", RUN_KEY_ENV)}
     os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
     run_key = os.environ.setdefault(RUN_KEY_ENV, secrets.token_urlsafe(24))
-    old_term = signal.signal(signal.SIGTERM, raise_terminated)
+    watch = CutWatch()
     current: str | None = None
     print(f"[run] profile {prof.name} → {run_dir}", file=sys.stderr, flush=True)
     try:
@@ -323,5 +323,5 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
             look_at_report(run_dir)
     finally:
         if result.interrupted is None:
-            signal.signal(signal.SIGTERM, old_term)
+            watch.restore()
     return result
