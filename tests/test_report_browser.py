@@ -2,6 +2,8 @@
 file://: the summary is on the first screen, every chart drew (plotly SVG), no console errors, nothing
 reached for the network, and the page is no wider than the window — wide tables scroll in their own box."""
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -46,7 +48,9 @@ def _run_folder(tmp_path):
 
 def test_report_reads_right_in_chromium(tmp_path, chromium):
     run = _run_folder(tmp_path)
+    tmp_before = set(Path(tempfile.gettempdir()).glob("org.chromium.*"))
     seen = browser.check_run(run)
+    assert set(Path(tempfile.gettempdir()).glob("org.chromium.*")) <= tmp_before, "Chromium left its folder in /tmp"
     assert seen is not None and (run / "report.png").stat().st_size > 10_000  # the screenshot stays with the run
     assert json.loads((run / "report-check.json").read_text())["findings"] == seen["findings"]
     assert seen["findings"] == [], seen["findings"]

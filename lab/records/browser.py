@@ -147,9 +147,13 @@ def inspect(report: str | Path, screenshot: str | Path | None = None, width: int
     chromium = ensure_chromium()
     with tempfile.TemporaryDirectory(prefix="lab-chromium-") as tmp:
         profile_dir = Path(tmp)
+        # Chromium puts its singleton socket in $TMPDIR (org.chromium.Chromium.XXXXXX) and leaves it there: one
+        # more folder in /tmp per run. Its own TMPDIR inside the profile folder goes away with the profile.
+        (profile_dir / "tmp").mkdir()
         proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile_dir}", "--remote-debugging-port=0",
                                  f"--window-size={width},{height}", "about:blank"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ, "TMPDIR": str(profile_dir / "tmp")})
         try:
             port = _devtools_port(profile_dir, proc)
             targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
