@@ -19,7 +19,7 @@ from pathlib import Path
 from lab import setup
 from lab.core import evidence, profiles
 from lab.serving import engines
-from lab.core.interrupt import SIGNAL_EXIT, CutWatch, Terminated
+from lab.core.interrupt import SIGNAL_EXIT, CutWatch, name_of
 from lab.core.paths import NOTEBOOKS
 
 # Which notebooks need another one to have succeeded first (by two-digit prefix).
@@ -287,7 +287,7 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
         # A second Ctrl-C must not cut the clean-up itself.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        sig = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+        sig = name_of(exc)
         result.interrupted = {"signal": sig, "utc": evidence.utc_now(), "notebook": current}
         stopped = stop_children()
         note = f"log cut: the run was interrupted by {sig} at {result.interrupted['utc']}"
