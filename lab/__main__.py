@@ -314,10 +314,15 @@ def entry(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, old_term)
 
 
-if __name__ == "__main__":
+def console() -> int:
+    """The command line, as `python -m lab` and the `lab` script run it: entry(), then no signal handling left."""
     code = entry()
     # The verb is done and has said so: a Ctrl-C or SIGTERM during the interpreter's teardown (papermill's and
     # zmq's clean-up take a moment on a busy machine) must not turn its exit status into "killed by a signal".
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    sys.exit(code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(console())
