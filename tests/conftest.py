@@ -222,10 +222,11 @@ def _vllm_early(request, tmp_path_factory):
     cmd = engines.build_command(profile, port=serve.free_port(), installed_version=engines.installed_version(profile))
     _SESSION["vllm"] = BackgroundServer(cmd, tmp_path_factory.mktemp("vllm-logs"), "vllm-cpu")
     yield profile, cmd
-    _stop_vllm_server()
+    _vllm_server_done()
 
 
-def _stop_vllm_server() -> None:
+def _vllm_server_done() -> None:
+    """The session's vLLM server stops (if it ran), and the cpu-vllm notebook run starts in its place."""
     if "vllm" in _SESSION:
         _SESSION.pop("vllm").finish()
     _start_cpu_vllm_run()
@@ -270,7 +271,7 @@ def cpu_vllm_run(_vllm_early) -> Path:
     reason = vllm_skip_reason()
     if reason:
         pytest.skip(reason)
-    _stop_vllm_server()  # when the tests of the session's server did not all run: it stops, this run starts
+    _vllm_server_done()  # when the tests of the session's server did not all run: it stops, this run starts
     return _SESSION["cpu_vllm_run"].get()
 
 
@@ -278,7 +279,7 @@ def pytest_runtest_teardown(item, nextitem):
     """The session's vLLM server stops after the last test that uses it (~4 GiB of RAM; never beside the vLLM
     servers the cpu-vllm notebooks start), and the cpu-vllm notebook run starts in the background."""
     if item.nodeid == _SESSION.get("last_vllm_user"):
-        _stop_vllm_server()
+        _vllm_server_done()
 
 
 # ---------------------------------------------------------------- tiers
