@@ -46,8 +46,7 @@ def per_notebook(run_dir: Path) -> tuple[dict, dict]:
     statuses = Counter(nb["status"] for nb in manifest["notebooks"])
     started = datetime.fromisoformat(manifest["started_utc"].replace("Z", "+00:00"))
     return {"run_started_utc": started.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
-            "run_id": manifest["run_id"], "profile": manifest["profile"].get("name") if isinstance(
-                manifest["profile"], dict) else manifest["profile"], "status": manifest["status"],
+            "run_id": manifest["run_id"], "profile": manifest["profile"]["name"], "status": manifest["status"],
             "notebooks": dict(statuses), "notebooks_s": round(sum(books.values()), 1),
             "run_git_sha": (manifest.get("git") or {}).get("sha")}, books
 
@@ -71,17 +70,13 @@ def main() -> None:
     sha = args.sha or subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                                      text=True).stdout.strip()
     if args.source.is_dir():
-        counts, books = per_notebook(args.source)
-        record = {"schema_version": 1, "what": "make run", "git_sha": sha, "host": host(),
-                  "wall_s": round(args.wall_s, 1), **counts, "note": args.note, "per_notebook_s": books}
-        name = f"make-run-{counts['run_started_utc']}.json"
+        what, (counts, parts), parts_key, started = "make run", per_notebook(args.source), "per_notebook_s", "run_started_utc"
     else:
-        counts, files = per_file(args.source)
-        record = {"schema_version": 1, "what": "make test", "git_sha": sha, "host": host(),
-                  "wall_s": round(args.wall_s, 1), **counts, "note": args.note, "per_file_s": files}
-        name = f"make-test-{counts['pytest_started_utc']}.json"
+        what, (counts, parts), parts_key, started = "make test", per_file(args.source), "per_file_s", "pytest_started_utc"
+    record = {"schema_version": 1, "what": what, "git_sha": sha, "host": host(), "wall_s": round(args.wall_s, 1),
+              **counts, "note": args.note, parts_key: parts}
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / name
+    path = args.out / f"{what.replace(' ', '-')}-{counts[started]}.json"
     path.write_text(json.dumps(record, indent=1) + "\n")
     print(path)
 
