@@ -50,7 +50,7 @@ class KvRun:
 
 
 def _start_llama_server_for_kv(server: Path, model_file: Path, run: KvRun, log_dir: Path, name: str,
-                               threads: int = 2, timeout_s: float = 120.0, n_gpu_layers: int | None = None,
+                               threads: int, timeout_s: float = 120.0, n_gpu_layers: int | None = None,
                                port: int | None = None) -> str:
     """Start llama-server for one grid point through lab.serving.serve (on `port`, or a free one), wait until it
     serves a token (or fails), stop it; return its log (the whole log of a server that failed to start)."""
