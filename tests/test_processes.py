@@ -1,4 +1,5 @@
 """lab.core.processes.stop: SIGTERM, a grace period, then SIGKILL — on real child processes."""
+import os
 import subprocess
 import sys
 
@@ -29,3 +30,18 @@ def test_stop_says_none_for_a_child_already_gone():
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     assert processes.stop(proc) is None
+
+
+def test_stop_group_leaves_nothing_of_the_group():
+    # the child starts a grandchild that ignores SIGTERM, in the child's own session: what Chromium's renderers do
+    code = ("import signal, subprocess, sys, time; "
+            "g = subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, "
+            "signal.SIG_IGN); time.sleep(60)']); print(g.pid, flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    grandchild = int(proc.stdout.readline())
+    assert processes.stop(proc, grace_s=2, group=True) == "SIGTERM"
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # nobody left in the group
+    with pytest.raises(ProcessLookupError):
+        os.kill(grandchild, 0)
+    proc.stdout.close()

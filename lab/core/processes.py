@@ -4,19 +4,52 @@ SIGTERM, a grace period, then SIGKILL. One shape for every such caller; servers 
 (lab.records.runner.stop_children)."""
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 
 
-def stop(proc: subprocess.Popen, grace_s: float = 5.0) -> str | None:
-    """Stop `proc`: SIGTERM, wait `grace_s`, then SIGKILL and wait again. Returns the last signal sent
-    ("SIGTERM" or "SIGKILL"), or None when it had already exited."""
-    if proc.poll() is not None:
-        return None
-    proc.terminate()
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send `sig` to process group `pgid`; False when no process is left in it."""
     try:
-        proc.wait(timeout=grace_s)
-        return "SIGTERM"
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=grace_s)
-        return "SIGKILL"
+        os.killpg(pgid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def stop(proc: subprocess.Popen, grace_s: float = 5.0, group: bool = False) -> str | None:
+    """Stop `proc`: SIGTERM, wait `grace_s`, then SIGKILL and wait again. Returns the last signal sent
+    ("SIGTERM" or "SIGKILL"), or None when it had already exited.
+
+    group: `proc` leads its own process group (started with start_new_session=True) and the whole group is
+    stopped, until none of it is left: Chromium's renderer and GPU processes outlive its main process for a
+    moment, still writing into the profile folder that the caller is about to remove."""
+    def send(sig: int) -> None:
+        if group:
+            _signal_group(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+
+    sent = None
+    if proc.poll() is None:
+        send(signal.SIGTERM)
+        sent = "SIGTERM"
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            send(signal.SIGKILL)
+            sent = "SIGKILL"
+            proc.wait(timeout=grace_s)
+    if group:
+        _wait_group_gone(proc.pid, grace_s)
+        if _signal_group(proc.pid, signal.SIGKILL):  # what outlived its leader and the grace period
+            _wait_group_gone(proc.pid, 2.0)
+    return sent
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _signal_group(pgid, 0) and time.monotonic() < deadline:
+        time.sleep(0.05)

@@ -176,7 +176,7 @@ def inspect(report: str | Path, screenshot: str | Path | None = None, width: int
             finally:
                 page.close()
         finally:
-            processes.stop(proc, grace_s=15)
+            processes.stop(proc, grace_s=15, group=True)
     return {"report": str(report), "window": [width, height], **seen, "console_errors": errors,
             "requests_off_file": off_file, "screenshot": str(screenshot) if screenshot else None,
             "findings": judge(seen, errors, off_file)}
