@@ -84,8 +84,16 @@ def test_port_in_use_is_detected_before_starting(smol_model, tmp_path):
     msg = str(err.value)
     assert f"port {port}" in msg and "Fix" in msg and "free_port" in msg
     assert "python" in msg.lower() or "pytest" in msg.lower()  # names what holds it
+    # only a server on this port counts: other tests' runs (conftest.BackgroundRun) start their own servers meanwhile
     spawned = {p.pid for p in psutil.process_iter()} - before
-    assert not any("llama-server" in " ".join(psutil.Process(p).cmdline()) for p in spawned if psutil.pid_exists(p))
+    assert not [p for p in spawned if _cmdline(p)[:1] and "llama-server" in _cmdline(p)[0] and str(port) in _cmdline(p)]
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:  # gone already
+        return []
 
 
 def test_health_timeout_gives_a_clear_error_with_the_log_tail(tmp_path):
