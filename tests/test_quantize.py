@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.core import paths, profiles
+from lab.core import disk, paths, profiles
 from lab.model import models, quant_formats, quant_ladder, quant_quality, quant_summary, quant_targets
 from lab.model.quant_formats import TensorSpec
 
@@ -179,9 +179,9 @@ def test_vllm_plan_for_a_v100():
 
 
 def test_free_disk_error_names_needed_and_free(tmp_path):
-    with pytest.raises(quant_ladder.DiskSpaceError, match=r"needs 1,000,000,000,000,000,000 bytes .* only [\d,]+ bytes"):
-        quant_ladder.check_free_disk(tmp_path, 10**18)
-    assert quant_ladder.check_free_disk(tmp_path, 1) > 1
+    with pytest.raises(disk.DiskSpaceError, match=r"needs 1,000,000,000,000,000,000 bytes .* only [\d,]+ bytes"):
+        disk.check_free_disk(tmp_path, 10**18, "the quant ladder")
+    assert disk.check_free_disk(tmp_path, 1, "a byte") > 1
 
 
 # ---------------------------------------------------------------- tool output parsing

@@ -173,7 +173,7 @@ def test_qwen38_full_file_refused_when_the_disk_is_too_small(vocab_qwen35, monke
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(100 << 30, 90 << 30, 10 << 30))
     out = tmp_path / "q38.gguf"
     assert synth.main(["--arch", "qwen3.8-27b", "--out", str(out), "--vocab", str(vocab_qwen35), "--no-progress"]) == 1
-    assert "needs 14.33 GiB" in capsys.readouterr().err and not list(tmp_path.iterdir())  # 15,385,274,368 B
+    assert "q38.gguf (14.33 GiB, and 256 MiB left free after it) needs" in capsys.readouterr().err and not list(tmp_path.iterdir())  # 15,385,274,368 B
 
 
 def test_tied_embeddings_have_no_output_head():
@@ -291,7 +291,7 @@ def test_cli_refuses_when_the_disk_is_too_small(vocab, monkeypatch, capsys, tmp_
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10 << 30, 9 << 30, 1 << 30))
     out = tmp_path / "m.gguf"
     assert synth.main(["--arch", "qwen3-32b", "--out", str(out), "--vocab", str(vocab), "--no-progress"]) == 1
-    assert "GiB free" in capsys.readouterr().err and not out.exists()
+    assert "GiB) are. Free some space, or choose another --out" in capsys.readouterr().err and not out.exists()
     assert not list(tmp_path.iterdir())
 
 

@@ -24,6 +24,7 @@ import traceback
 from pathlib import Path
 
 from lab.core import evidence
+from lab.measure.metrics import ratio
 
 # The lab's first H200 measurement (2026-11-29, same model shape), before this evidence script existed.
 FACTS_H200 = {
@@ -49,10 +50,6 @@ def checkout() -> dict:
     return state
 
 
-def ratio(a, b):
-    return None if a is None or not b else round(a / b, 3)
-
-
 # ---------------------------------------------------------------- 01 hardware
 def hardware_record(profile) -> dict:
     from lab.measure import copy_bandwidth, hardware, inventory, psu_sizing
@@ -63,7 +60,7 @@ def hardware_record(profile) -> dict:
     psu = psu_sizing.advice(inv, profile)
     summ = hardware.summary(inv, bw, found, psu)
     summ["facts_copy_gb_s"] = FACTS_H200["copy_gb_s"]
-    summ["copy_vs_facts"] = ratio(bw["gb_s"], FACTS_H200["copy_gb_s"])
+    summ["copy_vs_facts"] = ratio(bw["gb_s"], FACTS_H200["copy_gb_s"], 3)
     return {"title": f"Hardware checks on the GPU machine ({profile.name})", "summary": summ,
             "checks": [c.to_dict() for c in found],
             "tables": [evidence.table_entry("GPUs (NVML)", hardware.gpu_table(inv)),
@@ -137,7 +134,7 @@ def bench_record(model: Path, bandwidth_gb_s: float | None, tensor_bytes: int) -
         {"test": "tg64@d16384", "fa": 0, "measured": tok_s("tg64@d16384", False), "facts": None},
     ]
     for c in comparison:
-        c["measured_over_facts"] = ratio(c["measured"], c["facts"])
+        c["measured_over_facts"] = ratio(c["measured"], c["facts"], 3)
     tg = tok_s("tg128", True)
     build = next((r["build"] for r in rows), None)
     return {"title": "llama-bench on the synthetic Qwen3-32B-shaped Q4_K model",
@@ -146,7 +143,7 @@ def bench_record(model: Path, bandwidth_gb_s: float | None, tensor_bytes: int) -
                         "tg64_d16384_fa1_tok_s": tok_s("tg64@d16384", True),
                         "tg64_d16384_fa0_tok_s": tok_s("tg64@d16384", False),
                         "copy_roofline_tok_s": round(ceiling, 1) if ceiling else None,
-                        "tg128_fa1_of_roofline": ratio(tg, ceiling), "llama_cpp_build": build,
+                        "tg128_fa1_of_roofline": ratio(tg, ceiling, 3), "llama_cpp_build": build,
                         "failed_runs": [r["command"] for r in runs if r.get("error")]},
             "tables": [{"title": "llama-bench results", "rows": [{k: v for k, v in r.items() if k != "samples_tok_s"}
                                                                  for r in rows]},
@@ -179,7 +176,7 @@ def server_record(profile, model: Path, out: Path, levels: list[int], output_tok
                                                                      warmup_requests=1, seed=100 + k))
             s = metrics.summarise_run(run)
             s["facts_total_tok_s"] = FACTS_H200["server_total_tok_s"].get(level)
-            s["output_over_facts"] = ratio(s["output_throughput"], s["facts_total_tok_s"])
+            s["output_over_facts"] = ratio(s["output_throughput"], s["facts_total_tok_s"], 3)
             summaries.append(s)
             raw.append(run.to_dict())
             print(f"[server] concurrency {level}: {s['output_throughput']} tok/s total", flush=True)

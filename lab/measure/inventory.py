@@ -7,10 +7,9 @@ the GPU's `unavailable` mapping. Never raises for a missing driver, library or p
 """
 from __future__ import annotations
 
-import shutil
 
 from lab import setup
-from lab.core import evidence, paths
+from lab.core import disk, evidence, paths
 from lab.core.profiles import Profile
 from lab.model import weights
 
@@ -193,10 +192,7 @@ def model_file_info(profile: Profile) -> dict:
             info["size_bytes"], info["how"] = size, f"estimate (tensor data, lab.model.weights): {basis}"
         except (KeyError, ValueError):
             pass
-    target = (path.parent if path is not None else setup.cache_dir() / "models").absolute()
-    while not target.exists() and target != target.parent:
-        target = target.parent
-    usage = shutil.disk_usage(target)
+    target, usage = disk.usage_at(path.parent if path is not None else setup.cache_dir() / "models")
     info.update(disk_path=str(target), disk_free_bytes=usage.free, disk_total_bytes=usage.total)
     return info
 

@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.core import disk
 from lab.predict import kvcache
 from lab.model.models import ArchSpec
 from lab.serving import engine_logs
@@ -158,7 +159,7 @@ def grid_setup(skip_reason: str | None = None) -> tuple[Path | None, dict, str |
     try:
         hybrid = synth.cached_file("qwen3.8-27b", layers=4)
         found[HYBRID_MODEL] = (hybrid, models.from_gguf(hybrid))
-    except synth_shapes.SynthError as exc:  # e.g. no room for the 2.3 GB file: the other models still run
+    except (synth_shapes.SynthError, disk.DiskSpaceError) as exc:  # e.g. no room for the 2.3 GB file: the other models still run
         print(f"hybrid model skipped: {exc}")
     if not found:
         return None, {}, "no model for the grid on this machine (embedded models missing, no room for the synthetic one)"

@@ -217,13 +217,18 @@ def max_tok_s_for_target() -> float:
     return (1 / SERVED_RATIO_TARGET - 1) / served_cost_s()[0]
 
 
+def ratio(a: float | None, b: float | None, digits: int | None = None) -> float | None:
+    """a ÷ b, None when either is missing or b is 0 (a missing number is never shown as 0); `digits` rounds."""
+    if a is None or not b:
+        return None
+    return a / b if digits is None else round(a / b, digits)
+
+
 def served_ratio(served_tok_s: float | None, in_process_tok_s: float | None) -> float | None:
     """Served single-stream decode speed ÷ llama-bench tg for the same model and threads (target ≥ 0.95)."""
-    if served_tok_s is None or not in_process_tok_s:
-        return None
-    return served_tok_s / in_process_tok_s
+    return ratio(served_tok_s, in_process_tok_s)
 
 
 __all__ = ["DEFAULT_SLO", "SERVED_RATIO_TARGET", "Criteria", "percentile", "stats_ms", "tpot_s", "meets_slo",
-           "validity", "summarise", "summarise_run", "queueing", "criteria_for", "served_ratio", "served_cost_s",
+           "validity", "summarise", "summarise_run", "queueing", "criteria_for", "ratio", "served_ratio", "served_cost_s",
            "reachable_ratio", "max_tok_s_for_target"]

@@ -31,6 +31,7 @@ import traceback
 from pathlib import Path
 
 from lab.core import evidence
+from lab.measure.metrics import ratio
 
 MODES = ("none", "layer", "tensor", "row")  # row last: deprecated upstream, the first to drop when time runs out
 # V100 + 27B on one card: the lab's calibration entry (lab/data/calibration.yaml) this page scales from
@@ -123,10 +124,6 @@ def _by_level(server: dict | None) -> dict[int, dict]:
     return {s["concurrency"]: s for s in (server or {}).get("summaries", [])}
 
 
-def ratio(a, b):
-    return None if a is None or not b else a / b
-
-
 def scaling_rows(results: dict[str, dict], levels: list[int]) -> list[dict]:
     """One row per mode: llama-bench pp/tg, served single-stream decode, aggregate tok/s per level, and each
     as a ratio over the one-GPU run."""
@@ -146,8 +143,7 @@ def scaling_rows(results: dict[str, dict], levels: list[int]) -> list[dict]:
         row = {"mode": mode, "status": r.get("status"), **{k: round(v, 2) if v is not None else None for k, v in m.items()}}
         if mode != "none":
             for k, v in m.items():
-                q = ratio(v, b0.get(k))
-                row[f"{k.removesuffix('_tok_s')} ×1-GPU"] = round(q, 3) if q is not None else None
+                row[f"{k.removesuffix('_tok_s')} ×1-GPU"] = ratio(v, b0.get(k), 3)
         rows.append(row)
     return rows
 

@@ -27,16 +27,13 @@ from pathlib import Path
 from typing import Sequence
 
 from lab.core import evidence, paths
+from lab.core.disk import check_free_disk
 from lab.model import llama_bench
-from lab.model.quant_formats import (GIB, MIB, REASONS, QuantError, SizePrediction, base_type, bits_per_weight,
+from lab.model.quant_formats import (MIB, REASONS, QuantError, SizePrediction, base_type, bits_per_weight,
                                      file_types, gguf_info, gguf_n_gqa, gguf_tensor_specs, naive_weight_bytes,
                                      predict_size, tensor_type)
 
 DEFAULT_LADDER = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0")
-
-
-class DiskSpaceError(RuntimeError):
-    """Not enough free disk for the ladder; the message names the folder, the bytes needed and free."""
 
 
 class ToolError(RuntimeError):
@@ -64,24 +61,6 @@ def cache_dir(source: str | Path, source_sha256: str | None = None) -> Path:
     source = Path(source)
     sha = source_sha256 or evidence.sha256_file(source)
     return Path(paths.setup_paths()["cache"]) / "quant" / f"{source.stem}-{sha[:16]}"
-
-
-def free_bytes(folder: str | Path) -> int:
-    folder = Path(folder)
-    probe = folder
-    while not probe.exists():
-        probe = probe.parent
-    return shutil.disk_usage(probe).free
-
-
-def check_free_disk(folder: str | Path, needed: int, what: str = "the quant ladder") -> int:
-    """Raise DiskSpaceError unless `folder`'s file system has `needed` bytes free; return the free bytes."""
-    free = free_bytes(folder)
-    if free < needed:
-        raise DiskSpaceError(
-            f"{folder}: {what} needs {needed:,} bytes ({needed / GIB:.2f} GiB) free, only {free:,} bytes "
-            f"({free / GIB:.2f} GiB) are. Free some space, or point LAB_CACHE at a larger disk and re-run set-up.")
-    return free
 
 
 def _atomic_target(dest: Path) -> Path:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from lab.core import evidence, facts
+from lab.core.disk import check_free_disk
 from lab.model import xcheck_logits
 from lab.model.quant_formats import DATA, MIB, QuantError, gguf_info
-from lab.model.quant_ladder import PRODUCT, Ladder, ToolError, cached_tool, check_free_disk, progress_bar
+from lab.model.quant_ladder import PRODUCT, Ladder, ToolError, cached_tool, progress_bar
 
 HELDOUT = facts.DATA_DIR / "heldout.txt"
 # Cross-check tolerances between llama-perplexity and the lab's own computation on the same tokens:

@@ -37,12 +37,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import shutil
 import struct
 import sys
 from pathlib import Path
 
 from lab import setup
+from lab.core import disk
+from lab.core.units import GIB, MIB
 from lab.model import gguf_file, models
 from lab.model.models import ArchSpec
 from lab.model.synth_metadata import (DEFAULT_VOCAB, KV, QWEN35_VOCAB, SYNTHETIC_NOTE, default_vocab_path, model_kvs,
@@ -50,7 +51,7 @@ from lab.model.synth_metadata import (DEFAULT_VOCAB, KV, QWEN35_VOCAB, SYNTHETIC
 from lab.model.synth_shapes import F32, QUANTS, SynthError, TensorPlan, gguf_arch, tensor_plan
 
 GGUF_ALIGNMENT = 32  # GGUF's default data alignment (gguf-py constants GGUF_DEFAULT_ALIGNMENT)
-DISK_MARGIN_BYTES = 256 << 20  # leave this much free after writing
+DISK_MARGIN_BYTES = 256 * MIB  # leave this much free after writing
 
 
 # ---------------------------------------------------------------- exact size, from the GGUF layout alone
@@ -161,17 +162,6 @@ def plan_file(arch_id_or_spec: str | ArchSpec, quant: str = "Q4_K", vocab_gguf: 
     return arch, kvs, plan, predict_bytes(kvs, plan)
 
 
-def check_disk(out_path: Path, need_bytes: int) -> None:
-    """Refuse to start a write that cannot finish (an 18 GB file on a full disk fails after minutes)."""
-    folder = out_path.parent if out_path.parent.exists() else Path.cwd()
-    free = shutil.disk_usage(folder).free
-    if out_path.exists():
-        free += out_path.stat().st_size  # it will be replaced
-    if free < need_bytes + DISK_MARGIN_BYTES:
-        raise SynthError(f"{folder}: {free / 2**30:.2f} GiB free, the file needs {need_bytes / 2**30:.2f} GiB "
-                         f"(+ {DISK_MARGIN_BYTES >> 20} MiB margin): free space or choose another --out")
-
-
 def synthesize(arch_id_or_spec: str | ArchSpec, out_path: str | Path, quant: str = "Q4_K",
                vocab_gguf: str | Path | None = None, layers: int | None = None, seed: int = 0,
                progress: bool = True, mtp: int | None = None) -> Path:
@@ -179,7 +169,8 @@ def synthesize(arch_id_or_spec: str | ArchSpec, out_path: str | Path, quant: str
     ArchSpec) to `out_path`; `layers` overrides the layer count (a quick smaller file). Returns the path.
 
     The file is written to `<out>.partial` and renamed at the end, so a half-written file never looks done.
-    Raises SynthError for a shape llama cannot express, an unknown quant, or too little disk."""
+    Raises SynthError for a shape llama cannot express or an unknown quant, lab.core.disk.DiskSpaceError for
+    too little disk."""
     arch, kvs, plan, size = plan_file(arch_id_or_spec, quant, vocab_gguf, layers, seed, mtp)
     return write_file(out_path, arch, kvs, plan, size, seed, progress)
 
@@ -192,7 +183,10 @@ def write_file(out_path: str | Path, arch: ArchSpec, kvs: list[KV], plan: list[T
     from tqdm import tqdm
 
     out = Path(out_path)
-    check_disk(out, size["total_bytes"])
+    disk.check_free_disk(out.parent, size["total_bytes"] + DISK_MARGIN_BYTES,
+                         f"{out.name} ({size['total_bytes'] / GIB:.2f} GiB, and {DISK_MARGIN_BYTES // MIB} MiB left free after it)",
+                         fix="Free some space, or choose another --out (or LAB_CACHE for the lab's cache).",
+                         replacing=out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".partial")
     writer = gguf.GGUFWriter(str(tmp), gguf_arch(arch))
@@ -294,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         path = write_file(args.out, arch, kvs, plan, size, args.seed, progress=not args.no_progress)
-    except SynthError as exc:
+    except disk.DiskSpaceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {path} ({path.stat().st_size} bytes; {SYNTHETIC_NOTE})")
