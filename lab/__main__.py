@@ -251,6 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("multigpu", add_help=False,
                    help="one GPU against two: llama.cpp split modes, scaling ratios, KV split, TP cost model; "
                         "see `python -m lab multigpu --help`")
+    sub.add_parser("cache", add_help=False, help="the lab's cache: sizes, entries no longer used, --prune removes them; "
+                                               "see `python -m lab cache --help`")
     sub.add_parser("tune", add_help=False, help="measure llama-server settings one at a time within a time budget, "
                                               "suggest a profile patch; see `python -m lab tune --help`")
 
@@ -282,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         from lab.measure import multigpu
 
         return multigpu.main(argv[1:])
+    if argv[:1] == ["cache"]:
+        from lab.diagnose import cache
+
+        return cache.main(argv[1:])
     if argv[:1] == ["tune"]:
         from lab.measure import tune
 

@@ -1,1 +1,2 @@
-"""Troubleshooting: the knowledge base of failures, their reproductions, and diagnosing an endpoint."""
+"""Troubleshooting: the knowledge base of failures, their reproductions, diagnosing an endpoint, and what fills
+the lab's cache (`lab cache`)."""

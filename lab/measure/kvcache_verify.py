@@ -29,6 +29,7 @@ from lab.serving import engine_logs
 
 QUANTIZED = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 HYBRID_MODEL = "qwen3.8-27b-4L"  # Qwen3.8-27B's per-layer shape, 4 layers (3 Gated DeltaNet + 1 full attention) + its MTP layer
+HYBRID_SYNTH = {"arch_id": "qwen3.8-27b", "layers": 4}  # the synthetic file behind it (lab.model.synth.cached_file)
 FAILED = "[lab] server failed to start:"  # how a grid point's text says its server never served
 
 
@@ -157,7 +158,7 @@ def grid_setup(skip_reason: str | None = None) -> tuple[Path | None, dict, str |
         except paths.SetupMissing as exc:
             print(f"{key} left out of the grid: {exc}")
     try:
-        hybrid = synth.cached_file("qwen3.8-27b", layers=4)
+        hybrid = synth.cached_file(**HYBRID_SYNTH)
         found[HYBRID_MODEL] = (hybrid, models.from_gguf(hybrid))
     except (synth_shapes.SynthError, disk.DiskSpaceError) as exc:  # e.g. no room for the 2.3 GB file: the other models still run
         print(f"hybrid model skipped: {exc}")

@@ -27,6 +27,7 @@ from lab.core.profiles import Profile
 
 RECORD = "00_model_stand_in"
 SYNTH_SEED = 0
+QUANT = "Q4_K"  # every weight matrix in Q4_K, the main type of the seeds' Q4_K_M (INT4) files
 ENV_ALLOW = "LAB_SYNTH_IF_MISSING"
 
 
@@ -53,11 +54,18 @@ def make(arch_id: str, layers: int | None = None, progress: bool = True) -> dict
     from lab.model import synth
 
     t0 = time.time()
-    arch, _kvs, plan, size = synth.plan_file(arch_id, "Q4_K", None, layers, SYNTH_SEED)
-    path = synth.cached_file(arch_id, layers, "Q4_K", SYNTH_SEED, progress=progress)
+    arch, _kvs, plan, size = synth.plan_file(arch_id, QUANT, None, layers, SYNTH_SEED)
+    path = synth.cached_file(arch_id, layers, QUANT, SYNTH_SEED, progress=progress)
     return {"path": str(path), "bytes": path.stat().st_size, "params": size["params"],
-            "description": synth.describe(arch, plan, size, "Q4_K"), "made": path.stat().st_mtime >= t0,
+            "description": synth.describe(arch, plan, size, QUANT), "made": path.stat().st_mtime >= t0,
             "seconds": round(time.time() - t0, 1)}
+
+
+def cached_path(arch_id: str, layers: int | None = None) -> Path:
+    """Where `make` keeps (or will keep) that stand-in: `lab cache` asks which synthetic files are still used."""
+    from lab.model import synth
+
+    return synth.cached_path(arch_id, layers, QUANT, SYNTH_SEED)[0]
 
 
 def substituted_profile(profile: Profile, source_path: Path, synth_path: Path) -> dict:

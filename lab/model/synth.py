@@ -228,13 +228,21 @@ def cached_file(arch_id: str, layers: int | None = None, quant: str = "Q4_K", se
     """A synthetic file kept in the lab's cache (~/.cache/llm-lab/synth/), written once: reused while its size
     is the predicted one. Notebook 05's parity grid uses Qwen3.8-27B at 4 layers + its MTP block (2.5 GB, ~10 s
     to write when the disk is idle). A file with MTP blocks is named so (-mtp1), apart from one without."""
-    arch, kvs, plan, size = plan_file(arch_id, quant, None, layers, seed, mtp)
-    n_mtp = sum(1 for t in plan if t.mtp and t.name.endswith(".nextn.eh_proj.weight"))
-    name = f"{arch_id}-{layers or arch.n_layers}L{f'-mtp{n_mtp}' if n_mtp else ''}-{quant}-seed{seed}.gguf"
-    path = setup.cache_dir() / "synth" / name
+    path, (arch, kvs, plan, size) = cached_path(arch_id, layers, quant, seed, mtp)
     if path.exists() and path.stat().st_size == size["total_bytes"]:
         return path
     return write_file(path, arch, kvs, plan, size, seed, progress)
+
+
+def cached_path(arch_id: str, layers: int | None = None, quant: str = "Q4_K", seed: int = 0,
+                mtp: int | None = None) -> tuple[Path, tuple]:
+    """Where cached_file keeps that file, and its plan_file (nothing written): `lab cache` asks it which
+    synthetic files the lab still uses."""
+    planned = plan_file(arch_id, quant, None, layers, seed, mtp)
+    arch, _kvs, plan, _size = planned
+    n_mtp = sum(1 for t in plan if t.mtp and t.name.endswith(".nextn.eh_proj.weight"))
+    name = f"{arch_id}-{layers or arch.n_layers}L{f'-mtp{n_mtp}' if n_mtp else ''}-{quant}-seed{seed}.gguf"
+    return setup.cache_dir() / "synth" / name, planned
 
 
 def describe(arch: ArchSpec, plan: list[TensorPlan], size: dict, quant: str) -> str:
