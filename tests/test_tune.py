@@ -121,3 +121,53 @@ def test_patch_applies_to_the_profile_text():
 
     patched = yaml.safe_load(tune.apply_patch(Path(profiles.resolve("h200-x1")).read_text(), patch))
     assert profiles.Profile(**patched).server_args == ["--cache-ram", "0", "-ctxcp", "0"] and prof.threads == 8
+
+
+def _pt(name, dim, single, total):
+    return {"name": name, "dimension": dim, "status": "ok", "single_decode_tok_s": single, "aggregate_tok_s": total,
+            "concurrency": 4}
+
+
+def test_a_gain_within_the_run_to_run_noise_is_not_suggested():
+    prof = profiles.load("cpu-default")
+    base, again = _pt(tune.BASELINE_NAME, "baseline", 100.0, 200.0), _pt(tune.REPEAT_NAME, "repeat", 98.0, 220.0)
+    ctxcp = _pt("server_state: context checkpoints off (-ctxcp 0)", "server_state", 101.0, 215.0)
+    spread = tune.noise([base, ctxcp, again])
+    assert round(spread["aggregate_tok_s"], 4) == round(20 / 210, 4) and round(spread["single_decode_tok_s"], 4) == round(2 / 99, 4)
+    assert tune.choose([base, ctxcp, again])["name"] == ctxcp["name"]  # the repeat is never a candidate
+    assert tune.within_noise(ctxcp, base, spread) is True  # +7.5 % < 9.5 %
+    setting = replace(tune.baseline(prof), name=ctxcp["name"], dimension="server_state", ctx_checkpoints=0)
+    patch = tune.patch_yaml(prof, ctxcp, base, setting, "now", spread)
+    import yaml
+
+    assert yaml.safe_load(patch) is None and "within the run-to-run noise" in patch and "9.5%" in patch
+    big = _pt("server_state: both off", "server_state", 100.0, 400.0)
+    assert tune.within_noise(big, base, spread) is False
+    assert "larger than the run-to-run noise (9.5%" in tune.patch_yaml(prof, big, base, setting, "now", spread)
+    assert "noise not measured" in tune.patch_yaml(prof, big, base, setting, "now", None)
+    assert tune.noise([base, ctxcp]) is None and tune.within_noise(big, base, None) is None
+
+
+def test_the_budget_keeps_room_for_the_baseline_repeat(monkeypatch, tmp_path):
+    """Scheduling only: each point 'takes' 10 s of a fake clock, so a 35 s budget runs the baseline, one other
+    setting and the repeat (a second setting would leave no time for the repeat)."""
+    clock = {"t": 0.0}
+
+    class FakeBudget(tune.Budget):
+        def left(self):
+            return self.seconds - clock["t"]
+
+    def point(profile, setting, log_dir, monitor=None, output_tokens=None):
+        clock["t"] += 10
+        return _pt(setting.name, setting.dimension, 100.0, 200.0) | {"seconds": 10.0, "error": None}
+
+    monkeypatch.setattr(tune, "Budget", FakeBudget)
+    monkeypatch.setattr(tune, "why_not", lambda profile: None)
+    monkeypatch.setattr(tune, "measure_point", point)
+    result = tune.run(profiles.load("cpu-default"), tmp_path, budget_s=35, progress=lambda line: None)
+    assert [p["dimension"] for p in result["points"]] == ["baseline", "server_state", "repeat"]
+    assert result["noise"] == {"aggregate_tok_s": 0.0, "single_decode_tok_s": 0.0}
+    assert any("repeat keeps its time" in s["reason"] for s in result["skipped"])
+    clock["t"] = 0.0
+    only_base = tune.run(profiles.load("cpu-default"), tmp_path, budget_s=15, progress=lambda line: None)
+    assert [p["dimension"] for p in only_base["points"]] == ["baseline"] and only_base["noise"] is None

@@ -11,7 +11,12 @@ points that do not fit the time budget are listed as not run.
 
 The winner: the highest aggregate throughput at the profile's concurrency among points whose single-stream
 decode is within 5 % of the best single stream (a setting that buys throughput by slowing every user's stream
-is reported, not chosen). It is written as a profile patch (YAML) with the measured gain.
+is reported, not chosen). When anything else was measured and the budget allows, the profile's own settings are
+measured a second time at the end: the two baseline runs' spread is this box's run-to-run noise, and a winner whose
+gain is within it is reported as noise, not suggested. On the 2-core CI machine (2026-12-01) the profile's own
+settings gave 62.5 to 83.8 tok/s at 4 streams in five runs within ten minutes, and a sweep without the repeat
+suggested `-ctxcp 0` for +27.6 % on SmolLM2, a model with no recurrent layers for context checkpoints to
+matter. The winner is written as a profile patch (YAML) with the measured gain.
 
     python -m lab tune --profile cpu-default --budget-s 60
 """
@@ -28,6 +33,8 @@ from lab.core.profiles import Profile
 
 LLAMA_DEFAULT_BATCH = (2048, 512)  # llama.cpp common/common.h: n_batch 2048, n_ubatch 512
 SINGLE_STREAM_TOLERANCE = 0.95
+BASELINE_NAME = "baseline (the profile)"
+REPEAT_NAME = "baseline (the profile), again"  # dimension "repeat": measures noise, never a candidate
 SOURCE_FA_V = "llama.cpp src/llama-context.cpp: 'quantized V cache requires flash_attn to be enabled'"
 # llama-server keeps finished prompts' state in host RAM (--cache-ram, PR #16391) and, for models whose memory
 # cannot be rolled back (recurrent / Gated DeltaNet hybrids, SWA), copies each slot's state into "context
@@ -79,7 +86,7 @@ class Setting:
 
 def baseline(profile: Profile) -> Setting:
     kv = "f16" if profile.kv_cache_dtype == "auto" else profile.kv_cache_dtype
-    return Setting("baseline (the profile)", "baseline", profile.threads, kv, profile.parallel_slots,
+    return Setting(BASELINE_NAME, "baseline", profile.threads, kv, profile.parallel_slots,
                    "on" if kv in ("q8_0", "q4_0") else "auto")
 
 
@@ -151,7 +158,8 @@ def pareto_front(points: list[dict], x: str = "single_decode_tok_s", y: str = "a
 
 def choose(points: list[dict]) -> dict | None:
     """The best aggregate among points whose single stream is within SINGLE_STREAM_TOLERANCE of the best one."""
-    ok = [p for p in points if p.get("aggregate_tok_s") is not None and p.get("single_decode_tok_s") is not None]
+    ok = [p for p in points if p.get("aggregate_tok_s") is not None and p.get("single_decode_tok_s") is not None
+          and p.get("dimension") != "repeat"]
     if not ok:
         return None
     best_single = max(p["single_decode_tok_s"] for p in ok)
@@ -159,10 +167,34 @@ def choose(points: list[dict]) -> dict | None:
     return max(fair, key=lambda p: (p["aggregate_tok_s"], p["single_decode_tok_s"]))
 
 
+def noise(points: list[dict]) -> dict | None:
+    """Run-to-run spread of the profile's own settings measured twice (|a − b| ÷ their mean), per quantity;
+    None when the repeat was not measured."""
+    runs = [p for p in points if p.get("dimension") in ("baseline", "repeat") and p.get("status", "ok") == "ok"]
+    if len(runs) < 2:
+        return None
+
+    def spread(key: str) -> float | None:
+        a, b = runs[0].get(key), runs[1].get(key)
+        return None if a is None or b is None or not a + b else abs(a - b) / ((a + b) / 2)
+
+    return {"aggregate_tok_s": spread("aggregate_tok_s"), "single_decode_tok_s": spread("single_decode_tok_s")}
+
+
+def within_noise(winner: dict | None, base: dict | None, spread: dict | None) -> bool | None:
+    """Whether the winner's aggregate gain over the baseline is no larger than the measured noise (None: no
+    winner other than the baseline, or the noise was not measured)."""
+    if not winner or not base or winner.get("dimension") == "baseline" or not spread:
+        return None
+    if spread.get("aggregate_tok_s") is None or not base.get("aggregate_tok_s"):
+        return None
+    return winner["aggregate_tok_s"] / base["aggregate_tok_s"] - 1 <= spread["aggregate_tok_s"]
+
+
 def combined(points: list[dict], settings: dict[str, Setting], profile: Profile) -> Setting | None:
     """Every dimension's best measured value together (by the same rule as the winner), when that differs from
     all measured points: one-factor-at-a-time misses interactions, so the combination is measured, not assumed."""
-    base = settings["baseline (the profile)"]
+    base = settings[BASELINE_NAME]
     chosen = base
     changed = []
     for dim in ("threads", "batch", "flash_attn", "kv_cache", "slots", "sampling", "server_state"):
@@ -184,8 +216,10 @@ def combined(points: list[dict], settings: dict[str, Setting], profile: Profile)
     return replace(chosen, name="combined: " + " + ".join(changed), dimension="combined")
 
 
-def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting: Setting | None, when: str) -> str:
-    """The winner as lines to paste into params/<profile>.yaml (comments say what was measured)."""
+def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting: Setting | None, when: str,
+               spread: dict | None = None) -> str:
+    """The winner as lines to paste into params/<profile>.yaml (comments say what was measured); none when its
+    gain is within the run-to-run noise `spread` (from `noise`)."""
     if not winner or not setting or not base:
         return f"# lab tune ({when}): nothing measured, no patch\n"
     gain = winner["aggregate_tok_s"] / base["aggregate_tok_s"] - 1 if base.get("aggregate_tok_s") else None
@@ -197,8 +231,20 @@ def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting
              f"# single-stream decode: {winner['single_decode_tok_s']:.1f} tok/s"
              + (f" ({single:+.1%})" if single is not None else "")]
     if winner["name"].startswith("baseline"):
-        lines.append("# the profile's own settings won: nothing to change")
+        lines.append("# the profile's own settings won: nothing to change"
+                     + (f" (run-to-run noise {spread['aggregate_tok_s']:.1%})"
+                        if spread and spread.get("aggregate_tok_s") is not None else ""))
         return "\n".join(lines) + "\n"
+    if within_noise(winner, base, spread):
+        lines.append(f"# that gain is within the run-to-run noise: the profile's own settings measured twice differed "
+                     f"by {spread['aggregate_tok_s']:.1%}: nothing to change")
+        return "\n".join(lines) + "\n"
+    if not spread or spread.get("aggregate_tok_s") is None:
+        lines.append("# run-to-run noise not measured (the repeat of the profile's settings did not fit the time "
+                     "budget): a gain of a few percent may be noise")
+    else:
+        lines.append(f"# larger than the run-to-run noise ({spread['aggregate_tok_s']:.1%} between two runs of the "
+                     "profile's own settings)")
     if setting.threads != profile.threads:
         lines.append(f"threads: {setting.threads}")
     if setting.slots != profile.parallel_slots:
@@ -337,10 +383,14 @@ def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str
             progress(f"[tune] {k}/{total} {s.name}: skipped — {why}")
             return
         typical = sorted(durations)[len(durations) // 2] if durations else 0.0
-        if budget.left() < typical:
+        # a point other than the baseline and its repeat keeps room for the repeat: without it no gain can be
+        # told from noise
+        needed = typical if s.dimension in ("baseline", "repeat") else 2 * typical
+        if budget.left() < needed:
             skipped.append({"name": s.name, "dimension": s.dimension,
                             "reason": f"time budget: {budget_s - budget.left():.0f} s of {budget_s:.0f} s spent, "
-                                      f"a point takes ~{typical:.0f} s here"})
+                                      f"a point takes ~{typical:.0f} s here"
+                                      + ("" if needed == typical else " (and the baseline's repeat keeps its time)")})
             progress(f"[tune] {k}/{total} {s.name}: not run (time budget)")
             return
         row = measure_point(profile, s, log_dir, monitor, output_tokens=output_tokens)
@@ -350,24 +400,31 @@ def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str
                  f"{row['concurrency']} streams {_f(row.get('aggregate_tok_s'))} tok/s ({row['seconds']} s; "
                  f"{budget.left():.0f} s of budget left)" + (f" — {row['error']}" if row["error"] else ""))
 
+    total = len(settings) + 2  # + the combination + the baseline's repeat
     for k, s in enumerate(settings, 1):
-        attempt(s, k, len(settings) + 1)
+        attempt(s, k, total)
     combo = combined([p for p in points if p["status"] == "ok"], by_name, profile)
     if combo is not None:
         by_name[combo.name] = combo
-        attempt(combo, len(settings) + 1, len(settings) + 1)
+        attempt(combo, len(settings) + 1, total)
+    if any(p["status"] == "ok" and p["dimension"] != "baseline" for p in points):  # something to judge against noise
+        attempt(replace(by_name[BASELINE_NAME], name=REPEAT_NAME, dimension="repeat"), total, total)
     ok = [p for p in points if p["status"] == "ok"]
-    winner = choose(ok)
+    candidates = [p for p in ok if p["dimension"] != "repeat"]
+    winner = choose(candidates)
     base_row = next((p for p in ok if p["dimension"] == "baseline"), None)
+    spread = noise(ok)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    patch = patch_yaml(profile, winner, base_row, by_name.get(winner["name"]) if winner else None, when)
+    patch = patch_yaml(profile, winner, base_row, by_name.get(winner["name"]) if winner else None, when, spread)
     return {"profile": profile.name, "budget_s": budget_s, "elapsed_s": round(budget_s - budget.left(), 1),
             "concurrency": max(profile.bench_levels), "points": points, "skipped": skipped,
-            "pareto_front": pareto_front(ok), "winner": winner["name"] if winner else None,
+            "pareto_front": pareto_front(candidates), "winner": winner["name"] if winner else None,
             "winner_vs_baseline": (winner["aggregate_tok_s"] / base_row["aggregate_tok_s"]
                                    if winner and base_row and base_row.get("aggregate_tok_s") else None),
+            "noise": spread, "winner_within_noise": within_noise(winner, base_row, spread),
             "patch_yaml": patch, "rule": f"best aggregate at the top concurrency among points whose single-stream "
-                                         f"decode is ≥ {SINGLE_STREAM_TOLERANCE:.0%} of the best single stream"}
+                                         f"decode is ≥ {SINGLE_STREAM_TOLERANCE:.0%} of the best single stream, "
+                                         f"and more than the run-to-run noise above the profile's own settings"}
 
 
 def _f(x) -> str:
@@ -432,7 +489,8 @@ def build_record(result: dict, fig=None) -> dict:
                        "the profile's own settings measured", "" if ok else "see the failed points' errors", "lab.measure.tune")]
     charts = [evidence.chart_entry("Throughput vs latency per setting (Pareto front)", fig)] if fig is not None else []
     return {"title": "Tuning: llama-server settings measured one at a time",
-            "summary": {k: result[k] for k in ("winner", "winner_vs_baseline", "budget_s", "elapsed_s", "concurrency", "rule")}
+            "summary": {k: result.get(k) for k in ("winner", "winner_vs_baseline", "noise", "winner_within_noise",
+                                                    "budget_s", "elapsed_s", "concurrency", "rule")}
             | {"points_ok": len(ok), "points_skipped": len(result["skipped"]), "patch_yaml": result["patch_yaml"]},
             "checks": [c.to_dict() for c in found], "tables": [evidence.table_entry("Settings measured", rows(result))],
             "charts": charts, "tune": result}
