@@ -78,3 +78,14 @@ def test_the_synthetic_files_in_use_are_the_ones_the_lab_writes():
     assert grid == "qwen3.8-27b-4L-mtp1-Q4_K-seed0.gguf" and "notebook 05's KV parity grid" in wanted[grid]
     assert wanted["qwen3.8-27b-64L-mtp1-Q4_K-seed0.gguf"] == ["profile h200-x1", "profile h200-x2"]
     assert "profile h200-x1's draft" in wanted[grid]  # spec_draft synth:4 is the same file
+
+
+def test_the_cli_verb_lists_the_cache_named_by_lab_cache(tmp_path, monkeypatch):
+    from conftest import cli_output
+
+    fake_cache(tmp_path)
+    monkeypatch.setattr(cache, "synth_in_use", lambda: {"wanted.gguf": ["notebook 05's KV parity grid"]})
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))
+    code, out = cli_output(["cache"])
+    assert code == 0 and f"lab cache: {tmp_path}" in out and "llama.cpp/0.3.9-cpu-cccc" in out
+    assert (tmp_path / "llama.cpp/0.3.9-cpu-cccc").exists()  # listing removes nothing
