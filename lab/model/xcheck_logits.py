@@ -31,7 +31,10 @@ def how_it_ended(returncode: int) -> str:
 
 def logits(model: Path, tokens, n_ctx: int, n_chunks: int, first: int, threads: int, workdir: Path,
            timeout_s: float = 600.0):
-    """Logits (float64, rows = positions first..n_ctx-2 of each chunk) of `model` over `tokens`, from a child."""
+    """Logits (float64, rows = positions first..n_ctx-2 of each chunk) of `model` over `tokens`, from a child.
+    The child writes llama.cpp's float32 scores as they are and the file is removed once read: 7 files of 50 MB
+    each (float64) per run had made notebook 03 wait on this VM's ~70 MB/s disk; deleted before the kernel
+    writes them back, they mostly never reach it."""
     import numpy as np
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -45,7 +48,10 @@ def logits(model: Path, tokens, n_ctx: int, n_chunks: int, first: int, threads: 
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise CrosscheckFailed(f"llama-cpp-python on {Path(model).name}: {how_it_ended(proc.returncode)}"
                                + (f" ({' | '.join(tail)})" if tail else ""))
-    return np.load(out)
+    try:
+        return np.load(out).astype(np.float64)
+    finally:
+        out.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             chunk[0] = llm.token_bos()
         llm.reset()
         llm.eval(chunk)
-        rows.append(np.array(llm.scores[first:n_ctx - 1], dtype=np.float64))
+        rows.append(np.array(llm.scores[first:n_ctx - 1], dtype=np.float32))  # what llama.cpp computed
     np.save(out, np.concatenate(rows))
     return 0
 
