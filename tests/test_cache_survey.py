@@ -17,7 +17,9 @@ def fake_cache(root):
              "wheels/0.3.9-cpu-cccc/x.whl": 200, f"sdist/llama_cpp_python-{V}.tar.gz": 300,
              "sdist/llama_cpp_python-0.3.9.tar.gz": 400, f"vocab/{V}/v.gguf": 10, "vocab/0.3.9/v.gguf": 20,
              "synth/wanted.gguf": 9000, "synth/old-shape.gguf": 8000, "synth/old.gguf.partial": 600,
-             "synth/writing-now.gguf.partial": 500, "quant/mine-0123456789abcdef/Q4_K_M.gguf": 4000,
+             "synth/writing-now.gguf.partial": 500, f"quant/mine-0123456789abcdef/{V}-cpu-aaaa/Q4_K_M.gguf": 4000,
+             "quant/mine-0123456789abcdef/0.3.9-cpu-cccc/Q4_K_M.gguf": 4000,
+             "quant/mine-0123456789abcdef/reference-F16.gguf": 8000,
              "uv/archive/pkg": 50, "logs/build.log": 5}
     for rel, n in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -27,7 +29,7 @@ def fake_cache(root):
 
 
 UNUSED = {"llama.cpp/0.3.9-cpu-cccc", "wheels/0.3.9-cpu-cccc", "sdist/llama_cpp_python-0.3.9.tar.gz",
-          "vocab/0.3.9", "synth/old-shape.gguf", "synth/old.gguf.partial"}
+          "vocab/0.3.9", "synth/old-shape.gguf", "synth/old.gguf.partial", "quant/mine-0123456789abcdef/0.3.9-cpu-cccc"}
 
 
 def test_only_entries_of_another_version_or_unused_shape_are_called_unused(tmp_path, monkeypatch):
@@ -38,13 +40,14 @@ def test_only_entries_of_another_version_or_unused_shape_are_called_unused(tmp_p
     assert next(e for e in found["entries"] if e["name"] == "wanted.gguf")["used_by"] == ["notebook 05's KV parity grid"]
     areas = {a["area"]: a for a in found["areas"]}
     assert areas["synth"]["entries"] == 4 and areas["quant"]["holds"].startswith("notebook 03")
-    assert found["bytes"] == sum(a["bytes"] for a in areas.values()) > 38_000  # whole blocks, at least the bytes
+    assert areas["quant"]["entries"] == 3  # judged per source model's build-key folder
+    assert found["bytes"] == sum(a["bytes"] for a in areas.values()) > 50_000  # whole blocks, at least the bytes
 
 
 def test_prune_removes_those_and_nothing_else(tmp_path, monkeypatch, capsys):
     fake_cache(tmp_path)
     monkeypatch.setattr(cache, "synth_in_use", lambda: {"wanted.gguf": ["notebook 05's KV parity grid"]})
-    entries = {p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/*")}
+    entries = {f"{e['area']}/{e['name']}" for e in cache.survey(tmp_path)["entries"]}
     assert cache.main(["--cache", str(tmp_path), "--prune"]) == 0
     assert {e for e in entries if not (tmp_path / e).exists()} == UNUSED
     out = capsys.readouterr()

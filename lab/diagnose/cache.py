@@ -6,16 +6,18 @@ this checkout no longer uses. A budget box fills up: the cache held 11.2 GB on t
     python -m lab cache --prune    remove those entries, and nothing else
     python -m lab cache --json     the same as data
 
-An entry is "no longer used" only when the lab can tell for sure: a llama.cpp build, wheel, source archive or
-tokenizer folder of another llama-cpp-python version than the pinned one; a synthetic GGUF that neither notebook 05
-nor any profile in params/ asks for; a synthetic file's `.partial` left by an interrupted write. Everything else
-(quantized ladders of your own models, the embedded models, uv's package cache, logs) is listed and kept.
+An entry is "no longer used" only when the lab can tell for sure: a llama.cpp build, wheel, source archive,
+tokenizer folder or quant ladder (notebook 03's, per source model) of another llama-cpp-python version than the
+pinned one; a synthetic GGUF that neither notebook 05 nor any profile in params/ asks for; a synthetic file's
+`.partial` left by an interrupted write. Everything else (the pinned version's ladders, the embedded models, uv's
+package cache, logs) is listed and kept.
 Exit status: 0 listed or pruned, 1 an entry could not be removed.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import time
@@ -101,6 +103,8 @@ def why_unused(area: str, path: Path, synth_wanted: dict[str, list[str]] | None)
     name = path.name
     if area in ("llama.cpp", "wheels") and not name.startswith(f"{version}-"):
         return f"built for llama-cpp-python {name.split('-')[0]}; this checkout pins {version}"
+    if area == "quant" and re.match(r"\d+\.\d+\.\d+-", name) and not name.startswith(f"{version}-"):
+        return f"quantized and measured with llama-cpp-python {name.split('-')[0]}'s tools; this checkout pins {version}"
     if area == "vocab" and name != version:
         return f"tokenizers of llama-cpp-python {name}; this checkout pins {version}"
     if area == "sdist" and name.startswith("llama_cpp_python-") and name != f"llama_cpp_python-{version}.tar.gz":
@@ -129,8 +133,11 @@ def survey(cache: Path | None = None) -> dict:
         for folder in sorted(p for p in cache.iterdir() if p.is_dir()):
             area = folder.name
             kids = sorted(folder.iterdir())
+            if area == "quant":  # quant/<source model>/<build key>/...: judged one level down, by build key
+                kids = [k for src in kids for k in (sorted(src.iterdir()) if src.is_dir() else [src])]
             for kid in kids:
-                entries.append(Entry(area, kid.name, tree_bytes(kid, seen), why_unused(area, kid, wanted),
+                entries.append(Entry(area, kid.relative_to(folder).as_posix(), tree_bytes(kid, seen),
+                                     why_unused(area, kid, wanted),
                                      (wanted or {}).get(kid.name) if area == "synth" else None))
             areas.append({"area": area, "bytes": sum(e.bytes for e in entries if e.area == area),
                           "entries": len(kids), "holds": AREAS.get(area, "not written by this version of the lab")})
