@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lab import setup
+from lab.core.display import human_bytes
 
 # What each area holds, in the words of the step that writes it (lab/setup/__init__.py, lab/setup/vllm.py, ...).
 AREAS = {
@@ -160,28 +161,21 @@ def prune(found: dict) -> tuple[int, list[str]]:
     return freed, errors
 
 
-def size(n: int) -> str:
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
 def text(found: dict) -> str:
-    lines = [f"lab cache: {found['cache']} ({size(found['bytes'])}; set LAB_CACHE to keep it elsewhere)", ""]
+    lines = [f"lab cache: {found['cache']} ({human_bytes(found['bytes'])}; set LAB_CACHE to keep it elsewhere)", ""]
     width = max([len(a["area"]) for a in found["areas"]] + [4])
     for a in found["areas"]:
-        lines.append(f"  {a['area']:<{width}}  {size(a['bytes']):>9}  {a['holds']}")
+        lines.append(f"  {a['area']:<{width}}  {human_bytes(a['bytes']):>9}  {a['holds']}")
     used = [e for e in found["entries"] if e["used_by"]]
     if used:
         lines += ["", "Synthetic files in use:"]
-        lines += [f"  synth/{e['name']}  {size(e['bytes'])}: {', '.join(e['used_by'])}" for e in used]
+        lines += [f"  synth/{e['name']}  {human_bytes(e['bytes'])}: {', '.join(e['used_by'])}" for e in used]
     unused = [e for e in found["entries"] if e["unused"]]
     lines.append("")
     if unused:
         total = sum(e["bytes"] for e in unused)
-        lines.append(f"No longer used ({size(total)}; `lab cache --prune` removes them):")
-        lines += [f"  {e['area']}/{e['name']}  {size(e['bytes'])}: {e['unused']}" for e in unused]
+        lines.append(f"No longer used ({human_bytes(total)}; `lab cache --prune` removes them):")
+        lines += [f"  {e['area']}/{e['name']}  {human_bytes(e['bytes'])}: {e['unused']}" for e in unused]
     else:
         lines.append("Nothing here is unused as far as the lab can tell.")
     if found["synth_note"]:
@@ -203,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.prune:
         return 0
     freed, errors = prune(found)
-    print(f"pruned: {size(freed)} freed" + "".join(f"\nerror: {e}" for e in errors), file=sys.stderr)
+    print(f"pruned: {human_bytes(freed)} freed" + "".join(f"\nerror: {e}" for e in errors), file=sys.stderr)
     return 1 if errors else 0
 
 
