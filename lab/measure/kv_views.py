@@ -4,6 +4,7 @@ llama.cpp grid (lab.measure.kvcache_verify) and vLLM (lab.measure.vllm_kv) measu
 stay one call each."""
 from __future__ import annotations
 
+from lab.core.units import GB, GIB, MIB
 from lab.core import evidence, profiles
 from lab.core.checks import Check
 from lab.model import models
@@ -13,7 +14,6 @@ from lab.measure import vllm_kv
 from lab.predict import claims_views, kvcache, memory_plan
 from lab.serving import endpoint
 
-MIB, GIB, GB = kvcache.MIB, kvcache.GIB, 1e9
 PARITY_SOURCE = ("llama.cpp src/llama-kv-cache.cpp (the size line), src/llama-context.cpp (n_ctx padding, "
                  "per-slot split), src/llama-kv-cache-iswa.cpp (SWA cache size)")
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from lab.core.units import GB
 from lab.core import checks as lab_checks
 from lab.core import evidence
-from lab.model.quant_formats import GB
 from lab.model.quant_ladder import Ladder, Reference, SizeCheck, Speed
 from lab.model.quant_quality import Quality, heldout_text
 from lab.serving import endpoint

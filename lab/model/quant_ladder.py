@@ -26,10 +26,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
+from lab.core.units import MIB
 from lab.core import evidence, paths
 from lab.core.disk import check_free_disk
 from lab.model import llama_bench
-from lab.model.quant_formats import (MIB, REASONS, QuantError, SizePrediction, base_type, bits_per_weight,
+from lab.model.quant_formats import (REASONS, QuantError, SizePrediction, base_type, bits_per_weight,
                                      file_types, gguf_info, gguf_n_gqa, gguf_tensor_specs, naive_weight_bytes,
                                      predict_size, tensor_type)
 

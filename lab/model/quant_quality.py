@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.core.units import MIB
 from lab.core import evidence, facts
 from lab.core.disk import check_free_disk
 from lab.model import xcheck_logits
-from lab.model.quant_formats import DATA, MIB, QuantError, gguf_info
+from lab.model.quant_formats import DATA, QuantError, gguf_info
 from lab.model.quant_ladder import PRODUCT, Ladder, ToolError, cached_tool, progress_bar
 
 HELDOUT = facts.DATA_DIR / "heldout.txt"

@@ -5,9 +5,10 @@ measured and predicted. What notebook 03 shows of it is lab.measure.quantize_vie
 """
 from __future__ import annotations
 
+from lab.core.units import GIB, MIB
 from lab.core import checks as lab_checks
 from lab.core import facts
-from lab.model.quant_formats import DATA, GIB, MIB
+from lab.model.quant_formats import DATA
 from lab.model.quant_ladder import Ladder, Reference, SizeCheck, Speed
 from lab.model.quant_quality import XCHECK_KLD_ABS, XCHECK_KLD_REL, XCHECK_PPL_REL, XCHECK_TOP1_PP, Quality
 

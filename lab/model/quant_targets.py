@@ -13,9 +13,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Sequence
 
+from lab.core.units import GB, GIB, MIB
 from lab.core import evidence, facts
 from lab.model import models
-from lab.model.quant_formats import (DATA, GB, GIB, MIB, QuantError, arch_tensor_specs, bits_per_weight,
+from lab.model.quant_formats import (DATA, QuantError, arch_tensor_specs, bits_per_weight,
                                      int4_group_bytes, naive_weight_bytes, predict_size)
 
 TARGET_TYPES = ("F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_K_S", "Q4_0")
