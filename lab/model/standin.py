@@ -47,15 +47,16 @@ def missing_model(profile: Profile) -> Path | None:
 
 def make(arch_id: str, layers: int | None = None, progress: bool = True) -> dict:
     """The synthetic file of `arch_id` (`layers` to cut it short) from lab.model.synth's cache (written once, reused
-    while its size is the predicted one: synth.cached_file). Returns path, bytes, params, shape, made (written
+    while its size is the predicted one: synth.ensure_written). Returns path, bytes, params, shape, made (written
     now), seconds."""
     import time
 
     from lab.model import synth
 
     t0 = time.time()
-    arch, _kvs, plan, size = synth.plan_file(arch_id, QUANT, None, layers, SYNTH_SEED)
-    path = synth.cached_file(arch_id, layers, QUANT, SYNTH_SEED, progress=progress)
+    path, planned = synth.cached_path(arch_id, layers, QUANT, SYNTH_SEED)
+    arch, _kvs, plan, size = planned
+    path = synth.ensure_written(path, planned, SYNTH_SEED, progress)
     return {"path": str(path), "bytes": path.stat().st_size, "params": size["params"],
             "description": synth.describe(arch, plan, size, QUANT), "made": path.stat().st_mtime >= t0,
             "seconds": round(time.time() - t0, 1)}

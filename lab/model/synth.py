@@ -228,7 +228,13 @@ def cached_file(arch_id: str, layers: int | None = None, quant: str = "Q4_K", se
     """A synthetic file kept in the lab's cache (~/.cache/llm-lab/synth/), written once: reused while its size
     is the predicted one. Notebook 05's parity grid uses Qwen3.8-27B at 4 layers + its MTP block (2.5 GB, ~10 s
     to write when the disk is idle). A file with MTP blocks is named so (-mtp1), apart from one without."""
-    path, (arch, kvs, plan, size) = cached_path(arch_id, layers, quant, seed, mtp)
+    path, planned = cached_path(arch_id, layers, quant, seed, mtp)
+    return ensure_written(path, planned, seed, progress)
+
+
+def ensure_written(path: Path, planned: tuple, seed: int = 0, progress: bool = False) -> Path:
+    """`path` as `planned` (plan_file's answer): kept while its size is the predicted one, else written."""
+    arch, kvs, plan, size = planned
     if path.exists() and path.stat().st_size == size["total_bytes"]:
         return path
     return write_file(path, arch, kvs, plan, size, seed, progress)
