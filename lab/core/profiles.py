@@ -470,5 +470,23 @@ def sha256_of(name_or_path: str | Path) -> str:
     return hashlib.sha256(resolve(name_or_path).read_bytes()).hexdigest()
 
 
+def set_keys(profile_text: str, values: dict, comments: list[str] = ()) -> str:
+    """A profile's YAML text with top-level `key: value` set for each of `values`: the key's line replaced, a
+    missing key appended after `comments`. The profile's other lines and comments stay as they are (a YAML
+    round trip would drop them). Used by `lab tune --write-profile` and the tests' profile copies."""
+    if not values:
+        return profile_text
+    lines = profile_text.rstrip("\n").split("\n")
+    appended = []
+    for key, value in values.items():
+        line = f"{key}: {yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+        hits = [i for i, ln in enumerate(lines) if ln.startswith(f"{key}:")]
+        if hits:
+            lines[hits[0]] = line
+        else:
+            appended.append(line)
+    return "\n".join(lines + [""] + list(comments) + appended) + "\n"
+
+
 def all_profiles() -> list[Path]:
     return sorted(PARAMS_DIR.glob("*.yaml"))

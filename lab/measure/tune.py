@@ -261,25 +261,14 @@ def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting
 
 
 def apply_patch(profile_text: str, patch: str) -> str:
-    """The profile YAML with the patch's keys set: a top-level `key:` line is replaced, a missing key appended
-    (the patch's comment lines go above its keys, so the copy says what was measured). The profile's other
-    lines and comments stay as they are."""
+    """The profile YAML with the patch's keys set (lab.core.profiles.set_keys); the patch's comment lines go above
+    them, so the copy says what was measured."""
     import yaml
 
-    values = yaml.safe_load(patch) or {}
-    if not values:
-        return profile_text
-    lines = profile_text.rstrip("\n").split("\n")
-    comments = [ln for ln in patch.splitlines() if ln.startswith("#")]
-    appended = []
-    for key, value in values.items():
-        line = f"{key}: {yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
-        hits = [i for i, ln in enumerate(lines) if ln.startswith(f"{key}:")]
-        if hits:
-            lines[hits[0]] = line
-        else:
-            appended.append(line)
-    return "\n".join(lines + [""] + comments + appended) + "\n"
+    from lab.core import profiles
+
+    return profiles.set_keys(profile_text, yaml.safe_load(patch) or {},
+                             [ln for ln in patch.splitlines() if ln.startswith("#")])
 
 
 # ---------------------------------------------------------------- measuring (needs llama-server)
