@@ -417,6 +417,17 @@ def smol_model():
         pytest.skip(str(exc))
 
 
+def cmdline(pid: int) -> list[str]:
+    """A process's command line, [] when it has gone meanwhile. Tests that look for a process they may have
+    started match its command line: other children of this process come and go (conftest.BackgroundRun)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return []
+
+
 def cli_output(argv: list[str]) -> tuple[int, str]:
     """Exit code and everything printed by `python -m lab ARGV`, in-process; argparse's usage error is its exit
     status 2 and its message, as a user sees them; anything else escaping lab's entry point comes back as rc -1

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import record_figure
+from conftest import cmdline, record_figure
 from lab.core import paths, profiles
 from lab.model import gguf_file
 from lab.serving import engines, serve
@@ -57,16 +57,8 @@ def bad_files(tmp_path: Path, real: Path) -> dict[str, tuple[Path, str]]:
 
 
 def children_loading(model: Path) -> set[int]:
-    """This test process's children whose command line names `model`. Other children may come and go meanwhile:
-    the cpu-vllm notebook run goes on in a background thread of the same process (conftest.BackgroundRun)."""
-    found = set()
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if str(model) in child.cmdline():
-                found.add(child.pid)
-        except psutil.Error:  # it ended while we looked: it was not ours to judge
-            pass
-    return found
+    """This test process's children whose command line names `model`."""
+    return {child.pid for child in psutil.Process().children(recursive=True) if str(model) in cmdline(child.pid)}
 
 
 def test_bad_model_files_are_refused_before_llama_cpp_loads_them(smol_model, tmp_path):

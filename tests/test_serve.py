@@ -9,6 +9,7 @@ import time
 import psutil
 import pytest
 
+from conftest import cmdline
 from lab.core import profiles
 from lab.serving import engines, serve, serve_views
 from lab.serving.engines import Command
@@ -86,14 +87,7 @@ def test_port_in_use_is_detected_before_starting(smol_model, tmp_path):
     assert "python" in msg.lower() or "pytest" in msg.lower()  # names what holds it
     # only a server on this port counts: other tests' runs (conftest.BackgroundRun) start their own servers meanwhile
     spawned = {p.pid for p in psutil.process_iter()} - before
-    assert not [p for p in spawned if _cmdline(p)[:1] and "llama-server" in _cmdline(p)[0] and str(port) in _cmdline(p)]
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return psutil.Process(pid).cmdline()
-    except psutil.Error:  # gone already
-        return []
+    assert not [p for p in spawned if cmdline(p)[:1] and "llama-server" in cmdline(p)[0] and str(port) in cmdline(p)]
 
 
 def test_health_timeout_gives_a_clear_error_with_the_log_tail(tmp_path):
