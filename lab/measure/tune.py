@@ -230,7 +230,7 @@ def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting
              + (f" ({gain:+.1%} vs the profile's settings)" if gain is not None else ""),
              f"# single-stream decode: {winner['single_decode_tok_s']:.1f} tok/s"
              + (f" ({single:+.1%})" if single is not None else "")]
-    if winner["name"].startswith("baseline"):
+    if winner["name"] == BASELINE_NAME:
         lines.append("# the profile's own settings won: nothing to change"
                      + (f" (run-to-run noise {spread['aggregate_tok_s']:.1%})"
                         if spread and spread.get("aggregate_tok_s") is not None else ""))
