@@ -485,7 +485,8 @@ def set_keys(profile_text: str, values: dict, comments: list[str] = ()) -> str:
             lines[hits[0]] = line
         else:
             appended.append(line)
-    return "\n".join(lines + [""] + list(comments) + appended) + "\n"
+    tail = [""] + list(comments) + appended if comments or appended else []  # only replaced: the file's own length
+    return "\n".join(lines + tail) + "\n"
 
 
 def all_profiles() -> list[Path]:
