@@ -9,6 +9,7 @@ import pytest
 from lab.core import profiles
 from lab.serving import byhand
 from lab.core.paths import ROOT
+from lab.core.versions import version_tuple
 
 LLAMA_GPU_PROFILES = [p.stem for p in sorted((ROOT / "params").glob("*.yaml"))
                       if profiles.load(p).gpu_count > 0 and profiles.load(p).engine in ("llama.cpp", "llama-cpp-python")]
@@ -103,3 +104,16 @@ def test_cmake_options_exist_in_the_pinned_llama_cpp_source():
     text = byhand.script(profiles.load("v100-32g-x1"))
     used = set(re.findall(r"-D(GGML_\w+)=", text))
     assert used and used <= options, used - options
+
+
+def test_both_v100_profiles_and_byhand_give_one_driver_and_cuda_answer():
+    """One answer for a V100 owner (issue 22): the same supported driver branch (R580: R535 reached its end of life
+    in June 2026) and CUDA toolkit in both V100 profiles and in every `lab byhand` track built from them."""
+    answers = set()
+    for name in ("v100-32g-x1", "v100-32g-x2-nvlink"):
+        prof = profiles.load(name)
+        answers.add((version_tuple(prof.driver_version)[0], prof.cuda_toolkit))
+        for ubuntu in byhand.UBUNTU_RELEASES:
+            toolkit = byhand.toolkit_for(prof, ubuntu)
+            answers.add((byhand.driver_branch_for(prof, toolkit), toolkit))
+    assert answers == {(580, "12.8")}, answers

@@ -393,3 +393,13 @@ def test_plan_accepts_a_name_and_reports_errors(tmp_path):
     assert {f["id"] for f in result["findings"] if f["severity"] == "error"} == {
         "llama_cpp_offloads_layers", "cuda13_drops_pre_turing", "driver_for_cuda_toolkit"}
     assert "3 error(s)" in plan.describe(result)
+
+
+@pytest.mark.parametrize("driver, warned", [("535.129.03", True), ("570.26", True), ("515.65.01", True),
+                                            ("580.65.06", False)])
+def test_driver_branch_past_end_of_life_is_a_warning(driver, warned):
+    """NVIDIA's support table (read 2026-12-01): R535 ended June 2026, R570 February 2026, R515 long ago; R580 to 2028."""
+    result = next(r for r in compat.evaluate_all({"driver_version": driver}) if r.id == "driver_branch_supported")
+    assert result.status == ("warn" if warned else "pass"), result
+    if warned:
+        assert "end of life" in result.findings[0].message

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from datetime import date
 from typing import Any, Callable, Literal
 
 from lab.core import facts as lab_facts
@@ -157,6 +158,17 @@ def _last_driver_branch_for_volta(f: dict, rule: dict) -> Outcome:
     if cc < rule["applies_below_capability"] and branch > rule["last_branch"]:
         return [("error", f"driver {f['driver_version']} (branch {branch}) does not support compute capability "
                           f"{_cc_text(cc)}: the {rule['last_branch']} branch is the last for Volta/Pascal/Maxwell")]
+    return []
+
+
+def _driver_branch_supported(f: dict, rule: dict) -> Outcome:
+    branch = str(version_tuple(f["driver_version"])[0])
+    eol = rule["end_of_life"].get(branch)
+    # today's date, not a date in the data: a branch's end of life is a fact about the calendar
+    if branch in rule["ended"] or (eol and eol < date.today().strftime("%Y-%m")):
+        when = f" (end of life {eol})" if eol else ""
+        return [("warn", f"driver {f['driver_version']}: branch R{branch} is past NVIDIA's end of life{when}; "
+                         f"it runs, but gets no more fixes")]
     return []
 
 
@@ -369,6 +381,7 @@ PREDICATES: dict[str, Callable[[dict, dict], Outcome]] = {
     "driver_for_torch_wheel": _driver_for_torch_wheel,
     "cuda13_drops_pre_turing": _cuda13_drops_pre_turing,
     "last_driver_branch_for_volta": _last_driver_branch_for_volta,
+    "driver_branch_supported": _driver_branch_supported,
     "torch_wheel_has_gpu_arch": _torch_wheel_has_gpu_arch,
     "torch_arch_list_covers_gpu": _torch_arch_list_covers_gpu,
     "vllm_supports_gpu_arch": _vllm_supports_gpu_arch,
