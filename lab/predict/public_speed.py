@@ -218,7 +218,7 @@ def rows_for_gpu(gpu_id: str, result: dict | None = None, n: int = 4) -> list[di
             if x["gpu_id"] == gpu_id or roofline.gpu_spec(x["gpu_id"])["match"] == spec["match"]
             or (roofline.gpu_spec(x["gpu_id"])["arch"] == spec["arch"]
                 and roofline.gpu_spec(x["gpu_id"])["bandwidth_gb_s"] == spec["bandwidth_gb_s"])]
-    return sorted(same, key=lambda x: (not x["comparable"], -x["published"]))[:n]
+    return sorted(same, key=lambda x: (not x["comparable"], x["gpu_id"] != gpu_id, -x["published"]))[:n]
 
 
 __all__ = ["Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "unpredictable_reason", "bytes_per_token",
