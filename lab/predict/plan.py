@@ -58,16 +58,16 @@ def projection_part(profile: Profile, weights_bytes: float | None) -> list[dict]
 
 
 def public_check_part(profile: Profile) -> dict | None:
-    """The per-token model against published measurements on this profile's card (lab.predict.public_speed):
+    """The per-token model against published measurements on this profile's card (lab.predict.public_check):
     the card's rows (published, predicted, error, source) and the summary over all comparable rows; None when the
     profile's GPU has no public rows."""
-    from lab.predict import public_speed, roofline
+    from lab.predict import public_check, roofline
 
     spec = roofline.gpu_spec_for(profile.gpu_name_pattern or profile.name) if profile.gpu_count else None
     if spec is None:
         return None
-    result = public_speed.check()
-    rows = public_speed.rows_for_gpu(spec["id"], result)
+    result = public_check.check()
+    rows = public_check.rows_for_gpu(spec["id"], result)
     if not rows:
         return None
     return {"gpu": spec["name"], "rows": rows, "summary": result["comparable"], "all": result["all"],

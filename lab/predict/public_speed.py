@@ -1,6 +1,7 @@
 """Published single-stream decode speeds of Qwen3.5/3.6/3.8-27B on the cards the lab's users have
-(lab/data/public_speed.yaml), and the lab's one decode-speed model (lab.predict.roofline's per-token model) checked
-against them.
+(lab/data/public_speed.yaml): the rows, validated, and the bytes each reads per token. The lab's one decode-speed
+model (lab.predict.roofline's per-token model) is fitted on them and checked against them in
+lab.predict.public_check.
 
 Every row is a measurement somebody published, with its URL and a verbatim quote; `load` refuses a row without
 them (pydantic, extra="forbid"). Speculative (MTP) rows are stored with their n-max and acceptance, but only rows
@@ -22,10 +23,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from lab.core import facts
-from lab.predict import kvcache, roofline
+from lab.predict import kvcache
 
-TARGET_MEDIAN = 0.10  # median |predicted ÷ published − 1| over the budget cards' comparable rows
-TARGET_MAX = 0.20
 FAMILY = "qwen35"  # every model in the dataset is the Qwen3.5 hybrid shape (64 layers, 48 Gated DeltaNet + 16 attention)
 
 
@@ -78,6 +77,12 @@ class Row(BaseModel):
         return v
 
 
+def gpu_specs() -> dict:
+    """calibration.yaml's gpus by id (lab.predict.roofline.gpu_specs reads the same list; this module sits below
+    roofline, which fits its per-token model on these rows)."""
+    return {g["id"]: g for g in facts.load("calibration", "gpus")["gpus"]}
+
+
 def _format(exc: ValidationError, data: dict) -> str:
     parts = []
     for e in exc.errors():
@@ -88,7 +93,7 @@ def _format(exc: ValidationError, data: dict) -> str:
 
 def validate_rows(raw: list[dict], where: str = "lab/data/public_speed.yaml") -> list[Row]:
     """Rows checked one by one; the first bad one raises PublicSpeedError naming the row, field and fix."""
-    known = {g["id"] for g in roofline.gpu_specs()}
+    known = set(gpu_specs())
     rows, seen = [], set()
     for i, data in enumerate(raw):
         if not isinstance(data, dict):
@@ -155,7 +160,7 @@ def bytes_per_token(row: Row) -> float:
 
 def comparable(row: Row) -> bool:
     """Predictable, no outlier note, on one of the lab users' cards: the rows the targets apply to (and the fit)."""
-    return unpredictable_reason(row) is None and row.outlier is None and roofline.gpu_spec(row.gpu_id)["budget"]
+    return unpredictable_reason(row) is None and row.outlier is None and gpu_specs()[row.gpu_id]["budget"]
 
 
 def fit_points(rows: list[Row] | None = None) -> list[dict]:
@@ -164,62 +169,11 @@ def fit_points(rows: list[Row] | None = None) -> list[dict]:
     out = []
     for r in rows:
         if unpredictable_reason(r) is None and r.outlier is None:
-            g = roofline.gpu_spec(r.gpu_id)
+            g = gpu_specs()[r.gpu_id]
             out.append({"id": r.id, "family": FAMILY, "arch": g["arch"], "weights_bytes": bytes_per_token(r),
                         "tok_s": r.decode_tok_s, "datasheet_gb_s": g["bandwidth_gb_s"]})
     return out
 
 
-# ---------------------------------------------------------------- the check
-def summary(errors: list[float]) -> dict:
-    """n, median and max of |error| (error = predicted ÷ published − 1)."""
-    a = sorted(abs(e) for e in errors)
-    n = len(a)
-    if not n:
-        return {"n": 0, "median_abs_error": None, "max_abs_error": None}
-    med = a[n // 2] if n % 2 else (a[n // 2 - 1] + a[n // 2]) / 2
-    return {"n": n, "median_abs_error": med, "max_abs_error": a[-1]}
-
-
-def check(rows: list[Row] | None = None, model: roofline.PerTokenModel | None = None) -> dict:
-    """The per-token model against every public row without speculation (pure given rows and model).
-
-    {"rows": [{id, gpu, gpu_id, engine, quant, published, predicted, error, comparable, outlier, source}],
-     "skipped": [{id, reason}], "comparable": summary over the budget cards' comparable rows,
-     "all": summary over every predicted row, "targets": {median, max, met}}."""
-    rows = load() if rows is None else rows
-    model = model or roofline.per_token_model()
-    out, skipped = [], []
-    for r in rows:
-        if r.speculative is not None:
-            continue
-        why = unpredictable_reason(r)
-        if why:
-            skipped.append({"id": r.id, "gpu": r.gpu, "reason": why})
-            continue
-        g = roofline.gpu_spec(r.gpu_id)
-        pred = model.predict_tok_s(bytes_per_token(r), g["bandwidth_gb_s"], "datasheet", FAMILY, g["arch"])
-        out.append({"id": r.id, "gpu": r.gpu, "gpu_id": r.gpu_id, "gpu_count": r.gpu_count, "engine": r.engine,
-                    "build": r.build, "quant": r.quant, "published": r.decode_tok_s, "predicted": pred,
-                    "error": pred / r.decode_tok_s - 1, "comparable": comparable(r), "outlier": r.outlier,
-                    "source": r.source})
-    comp = summary([x["error"] for x in out if x["comparable"]])
-    met = comp["n"] > 0 and comp["median_abs_error"] <= TARGET_MEDIAN and comp["max_abs_error"] <= TARGET_MAX
-    return {"rows": out, "skipped": skipped, "comparable": comp, "all": summary([x["error"] for x in out]),
-            "targets": {"median": TARGET_MEDIAN, "max": TARGET_MAX, "met": met}}
-
-
-def rows_for_gpu(gpu_id: str, result: dict | None = None, n: int = 4) -> list[dict]:
-    """The checked rows of one card (by gpu_id; a v100-32g profile also sees the 16 GB V100 rows: same
-    bandwidth and architecture), comparable ones first, then by published speed."""
-    result = result or check()
-    spec = roofline.gpu_spec(gpu_id)
-    same = [x for x in result["rows"]
-            if x["gpu_id"] == gpu_id or roofline.gpu_spec(x["gpu_id"])["match"] == spec["match"]
-            or (roofline.gpu_spec(x["gpu_id"])["arch"] == spec["arch"]
-                and roofline.gpu_spec(x["gpu_id"])["bandwidth_gb_s"] == spec["bandwidth_gb_s"])]
-    return sorted(same, key=lambda x: (not x["comparable"], x["gpu_id"] != gpu_id, -x["published"]))[:n]
-
-
-__all__ = ["Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "unpredictable_reason", "bytes_per_token",
-           "comparable", "fit_points", "summary", "check", "rows_for_gpu", "TARGET_MEDIAN", "TARGET_MAX"]
+__all__ = ["Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "unpredictable_reason",
+           "bytes_per_token", "comparable", "fit_points", "FAMILY"]

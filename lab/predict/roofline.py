@@ -27,6 +27,7 @@ from functools import lru_cache
 from typing import Literal
 
 from lab.core import facts
+from lab.predict import public_speed
 from lab.core.units import GB
 
 BandwidthKind = Literal["copy", "datasheet"]
@@ -376,8 +377,6 @@ def lab_points() -> list[dict]:
 @lru_cache(maxsize=1)
 def per_token_model() -> PerTokenModel:
     """The model fitted to the lab's H200 points and the public rows (lab.predict.public_speed.fit_points)."""
-    from lab.predict import public_speed  # it predicts with this model: imported here, not at the top
-
     return fit_per_token(lab_points() + public_speed.fit_points())
 
 
