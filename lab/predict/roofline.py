@@ -14,6 +14,14 @@ sources in lab/data/calibration.yaml. The weights count as read in full; for a m
 input embedding only one row of it is read per token, which makes the ceiling ≈ 2–3 % pessimistic
 for 27B-class models (vocab × hidden ÷ params) and exact for tied ones such as SmolLM2.
 
+Per-token model (llama.cpp on a GPU, the one prediction `lab plan` shows): t = bytes read per token ÷ (achieved
+fraction × datasheet bandwidth) + a fixed cost per token. The fixed cost is one number per model family (qwen35:
+shared by every GPU; dense: from the lab's H200 point); the achieved fraction is one number per GPU architecture
+(Volta, Ampere, Ada, Blackwell, Hopper), each fitted on that architecture's own rows: the published single-stream
+measurements without speculation in lab/data/public_speed.yaml plus the lab's H200 points (calibration.yaml).
+Volta needs its own term (0.73 of datasheet against Ada's 0.98); Hopper's 0.44 reflects the lab's older pinned
+build on the H200 rather than HBM3e. lab.predict.public_check compares the model with every predictable row.
+
 Bandwidth convention: a measured copy counts read + write (lab.measure.copy_bandwidth); an efficiency calibrated
 against copy bandwidth is only applied to copy bandwidth, one calibrated against a datasheet figure to
 datasheet figures.
