@@ -8,6 +8,7 @@ the notebooks read one shape.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from lab.predict import compat
@@ -56,6 +57,23 @@ def projection_part(profile: Profile, weights_bytes: float | None) -> list[dict]
     return roofline.projection_rows(weights_bytes, roofline.profile_family(profile))
 
 
+def public_check_part(profile: Profile) -> dict | None:
+    """The per-token model against published measurements on this profile's card (lab.predict.public_check):
+    the card's rows (published, predicted, error, source) and the summary over all comparable rows; None when the
+    profile's GPU has no public rows."""
+    from lab.predict import public_check, roofline
+
+    spec = roofline.gpu_spec_for(profile.gpu_name_pattern or profile.name) if profile.gpu_count else None
+    if spec is None:
+        return None
+    result = public_check.check()
+    rows = public_check.rows_for_gpu(spec["id"], result)
+    if not rows:
+        return None
+    return {"gpu": spec["name"], "rows": rows, "summary": result["comparable"], "all": result["all"],
+            "outliers": sum(1 for r in result["rows"] if r["outlier"]), "targets": result["targets"]}
+
+
 def plan(profile: Profile | str | Path) -> dict:
     """{"profile": name, "findings": [{"id", "severity", "message", "fix", "source"}, ...]}.
 
@@ -69,6 +87,7 @@ def plan(profile: Profile | str | Path) -> dict:
     result.update(mem)
     result.update(speed_part(prof))
     result["projections"] = projection_part(prof, result.get("weights_bytes"))
+    result["public_check"] = public_check_part(prof)
     result["findings"] = sorted(findings, key=lambda f: ("error", "warn", "info").index(f["severity"]))
     return result
 
@@ -115,6 +134,7 @@ def describe(result: dict) -> str:
     for row in result.get("projections", []):
         lines.append(f"  projection, one stream: {row['gpu']}: {row['projected_tok_s']:.0f} tok/s (roofline "
                      f"{row['roofline_tok_s']:.0f}; weights fit in VRAM: {row['weights_fit_in_vram']})")
+    lines += _public_check_lines(result.get("public_check"))
     claim_counts = result.get("claim_counts")
     if claim_counts:
         lines.append("  seed claims (lab/data/seed_claims.yaml): "
@@ -123,3 +143,26 @@ def describe(result: dict) -> str:
         if c["verdict"] not in ("consistent", "not testable here"):
             lines.append(f"  claim {c['id']}: {c['verdict']} — {c['why']}")
     return "\n".join(lines)
+
+
+def _short_url(url: str) -> str:
+    """A source URL that fits a terminal line: no scheme, a commit hash cut to 10 characters (GitHub resolves it)."""
+    return re.sub(r"/blob/([0-9a-f]{10})[0-9a-f]{30}/", r"/blob/\1/", url.split("://", 1)[-1])
+
+
+def _public_check_lines(part: dict | None) -> list[str]:
+    """The "checked against published measurements" block (lines <= 100 columns)."""
+    if not part:
+        return []
+    s, a = part["summary"], part["all"]
+    lines = [f"  checked against published measurements ({part['gpu'][:32]}; lab/data/public_speed.yaml):"]
+    for r in part["rows"]:
+        flag = "" if r["comparable"] else "  [outlier]" if r["outlier"] else "  [not a budget card]"
+        lines.append(f"    {r['gpu'][:26]:26} {r['engine'][:9]} {(r['quant'] or '?')[:18]:18} published "
+                     f"{r['published']:5.1f}, predicted {r['predicted']:5.1f} ({r['error']:+.0%})")
+        lines.append(f"      source: {_short_url(r['source'])[:70]}{flag}")
+    lines.append(f"    all cards: median |error| {s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%} over {s['n']} "
+                 f"comparable rows (in sample: they fit the")
+    lines.append(f"    model); max {a['max_abs_error']:.0%} over all {a['n']} predicted rows with the {part['outliers']} "
+                 f"outliers (power caps, old builds...)")
+    return lines

@@ -14,6 +14,14 @@ sources in lab/data/calibration.yaml. The weights count as read in full; for a m
 input embedding only one row of it is read per token, which makes the ceiling ≈ 2–3 % pessimistic
 for 27B-class models (vocab × hidden ÷ params) and exact for tied ones such as SmolLM2.
 
+Per-token model (llama.cpp on a GPU, the one prediction `lab plan` shows): t = bytes read per token ÷ (achieved
+fraction × datasheet bandwidth) + a fixed cost per token. The fixed cost is one number per model family (qwen35:
+shared by every GPU; dense: from the lab's H200 point); the achieved fraction is one number per GPU architecture
+(Volta, Ampere, Ada, Blackwell, Hopper), each fitted on that architecture's own rows: the published single-stream
+measurements without speculation in lab/data/public_speed.yaml plus the lab's H200 points (calibration.yaml).
+Volta needs its own term (0.73 of datasheet against Ada's 0.98); Hopper's 0.44 reflects the lab's older pinned
+build on the H200 rather than HBM3e. lab.predict.public_check compares the model with every predictable row.
+
 Bandwidth convention: a measured copy counts read + write (lab.measure.copy_bandwidth); an efficiency calibrated
 against copy bandwidth is only applied to copy bandwidth, one calibrated against a datasheet figure to
 datasheet figures.
@@ -23,9 +31,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Literal
 
 from lab.core import facts
+from lab.predict import public_speed
 from lab.core.units import GB
 
 BandwidthKind = Literal["copy", "datasheet"]
@@ -136,6 +146,13 @@ def gpu_spec(gpu_id: str) -> dict:
     raise KeyError(f"unknown GPU {gpu_id!r} in lab/data/calibration.yaml; known: {', '.join(g['id'] for g in gpu_specs())}")
 
 
+def gpu_spec_for(name: str | None) -> dict | None:
+    """The gpus entry whose `match` regex is found in `name` (a profile's gpu_name_pattern, an NVML name): the most
+    specific (longest) match wins; None when no entry matches."""
+    hits = [g for g in gpu_specs() if name and re.search(g["match"], name, re.IGNORECASE)]
+    return max(hits, key=lambda g: len(g["match"])) if hits else None
+
+
 def _norm(text: str | None) -> str:
     return re.sub(r"[^a-z0-9]", "", (text or "").lower())
 
@@ -209,6 +226,7 @@ def profile_ceiling(profile, *, bandwidth: Bandwidth | None, weights_bytes: floa
            "bytes_per_token": None, "decode_ceiling_tok_s": None, "efficiency": None, "calibration_id": None,
            "calibration_source": None, "predicted_decode_tok_s": None, "by_concurrency": [], "reason": None,
            "per_token_predicted_tok_s": None, "per_token_fixed_ms": None, "per_token_family": None, "per_token_how": None,
+           "per_token_gpu_arch": None, "per_token_fraction": None,
            "prediction_basis": None, "efficiency_predicted_tok_s": None}
     missing = [n for n, v in (("bandwidth", bandwidth), ("weights_bytes", weights_bytes),
                               ("kv_bytes_per_seq", kv_bytes_per_seq)) if v is None]
@@ -233,15 +251,19 @@ def profile_ceiling(profile, *, bandwidth: Bandwidth | None, weights_bytes: floa
         try:
             ptm = per_token_model()
             fam = family_of(arch_family) if arch_family else profile_family(profile)
-            out.update(per_token_predicted_tok_s=ptm.predict_tok_s(bpt, bandwidth.gb_s, bandwidth.kind, fam),
-                       per_token_fixed_ms=ptm.fixed_for(fam), per_token_family=fam, per_token_how=ptm.how)
+            spec = gpu_spec_for(profile.gpu_name_pattern or profile.name)
+            gpu_arch = spec["arch"] if spec else None
+            out.update(per_token_predicted_tok_s=ptm.predict_tok_s(bpt, bandwidth.gb_s, bandwidth.kind, fam, gpu_arch),
+                       per_token_fixed_ms=ptm.fixed_for(fam), per_token_family=fam, per_token_how=ptm.how,
+                       per_token_gpu_arch=gpu_arch, per_token_fraction=ptm.fraction_for(gpu_arch))
             # One answer: where the per-token model applies (llama.cpp on a GPU) it is THE prediction; the single
             # efficiency ratio of the nearest calibration entry stays in the record as what it was, not as a
             # second prediction (a 3B model's ratio put a V100 at 16 tok/s beside the per-token model's 35).
             out.update(efficiency_predicted_tok_s=out["predicted_decode_tok_s"],
                        predicted_decode_tok_s=out["per_token_predicted_tok_s"],
-                       prediction_basis=f"per-token model ({fam}: fixed {ptm.fixed_for(fam):.2f} ms per token + bytes "
-                                        f"at achieved bandwidth; calibrated on the lab's H200)")
+                       prediction_basis=f"per-token model ({fam}: fixed {ptm.fixed_for(fam):.2f} ms per token + bytes at "
+                                        f"{ptm.fraction_for(gpu_arch):.2f} of datasheet bandwidth ({gpu_arch or 'architecture unknown'}); "
+                                        f"fitted on the lab's H200 and published measurements)")
         except (ValueError, KeyError, facts.DataError) as exc:
             out["per_token_how"] = f"per-token model unavailable: {exc}"
     if cal is None:
@@ -252,63 +274,118 @@ def profile_ceiling(profile, *, bandwidth: Bandwidth | None, weights_bytes: floa
 # ---------------------------------------------------------------- per-token time model
 @dataclass(frozen=True)
 class PerTokenModel:
-    """t(bytes) = bytes ÷ (achieved_fraction × bandwidth) + fixed_ms; `fixed_ms_by_family` when the fit fell
-    back to one fixed cost per architecture family (see `fit_per_token`)."""
+    """t = bytes ÷ (fraction[GPU architecture] × datasheet bandwidth) + fixed_ms[model family] (see `fit_per_token`).
 
-    achieved_gb_s: float  # on the calibration device
-    achieved_fraction_of_copy: float
-    achieved_fraction_of_datasheet: float
-    fixed_ms: float
+    `fraction_by_arch`: achieved ÷ datasheet bandwidth per architecture, each fitted from that architecture's own
+    rows (`rows_by_arch` names them); `default_fraction` (their median) for an architecture without rows.
+    `copy_fraction_of_datasheet`: a measured copy ÷ the datasheet figure on the device where both were measured
+    (the lab's H200), to read a profile's measured copy bandwidth in datasheet terms."""
+
     fixed_ms_by_family: dict
+    fraction_by_arch: dict
+    rows_by_arch: dict
+    default_fraction: float
+    copy_fraction_of_datasheet: float
     how: str
     points: tuple
+
+    @property
+    def fixed_ms(self) -> float:
+        """The fixed cost of the family fitted on the most GPUs (the default for an unknown family)."""
+        return next(iter(self.fixed_ms_by_family.values()))
 
     def fixed_for(self, family: str | None) -> float:
         return self.fixed_ms_by_family.get(family or "", self.fixed_ms)
 
+    def fraction_for(self, arch: str | None) -> float:
+        return self.fraction_by_arch.get(arch or "", self.default_fraction)
+
     def predict_tok_s(self, weights_bytes: float, bandwidth_gb_s: float, bandwidth_kind: BandwidthKind = "datasheet",
-                      family: str | None = None) -> float:
-        """Decode tok/s of one stream on a device of `bandwidth_gb_s` (copy or datasheet, as measured there)."""
-        frac = self.achieved_fraction_of_copy if bandwidth_kind == "copy" else self.achieved_fraction_of_datasheet
-        t = weights_bytes / (frac * bandwidth_gb_s * GB) + self.fixed_for(family) / 1000.0
+                      family: str | None = None, arch: str | None = None) -> float:
+        """Decode tok/s of one stream reading `weights_bytes` per token on a device of `bandwidth_gb_s` (datasheet,
+        or a measured copy, which is turned into datasheet terms first)."""
+        datasheet = bandwidth_gb_s if bandwidth_kind == "datasheet" else bandwidth_gb_s / self.copy_fraction_of_datasheet
+        t = weights_bytes / (self.fraction_for(arch) * datasheet * GB) + self.fixed_for(family) / 1000.0
         return 1.0 / t
 
 
+FIT_STEP_MS = 0.01  # grid step of the fixed cost: far below the spread of the published rows
+
+
+def _geo_mean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
 def fit_per_token(points: list[dict]) -> PerTokenModel:
-    """Fit t = b ÷ BW + c through two (or more: least squares) measured points of one device (pure).
+    """Fit t = b ÷ (f[arch] × datasheet) + c[family] to measured points (pure, deterministic).
 
-    Physical check: BW may not exceed the measured copy bandwidth (decode reads; a copy reads and writes, so
-    read bandwidth could reach about the copy figure, not beyond). When it does, the two shapes differ in
-    fixed cost too and one (BW, c) cannot describe both: then BW = copy bandwidth and each family keeps its
-    own fixed cost, c_f = t_f − b_f ÷ copy."""
+    Each point: id, family, arch, weights_bytes (bytes read per token), tok_s, datasheet_gb_s; copy_gb_s where a
+    copy was measured. The family seen on the most architectures (the anchor) fixes the shared fixed cost: for each
+    c on a grid of FIT_STEP_MS, every architecture's fraction is the geometric mean of what its anchor points imply,
+    b ÷ ((t − c) × datasheet), and the c with the least squared log error over the anchor points wins. Physical
+    check: no fraction may exceed 1 (decode cannot read faster than the datasheet bandwidth). Another family's
+    fixed cost is then the median of t − b ÷ (f[arch] × datasheet) over its points."""
     if len(points) < 2:
-        raise ValueError(f"the per-token model needs two measured points, found {len(points)}")
-    xs = [p["weights_bytes"] for p in points]
-    ts = [1.0 / p["tok_s"] for p in points]
-    n = len(xs)
-    mx, mt = sum(xs) / n, sum(ts) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (t - mt) for x, t in zip(xs, ts)) / sxx if sxx else 0.0
-    copy = min(p["copy_gb_s"] for p in points)
-    datasheet = min(p["datasheet_gb_s"] for p in points)
-    fitted_bw = 1.0 / slope / GB if slope > 0 else math.inf
-    if math.isfinite(fitted_bw) and fitted_bw <= copy:
-        c = (mt - slope * mx) * 1000.0
-        return PerTokenModel(fitted_bw, fitted_bw / copy, fitted_bw / datasheet, c, {},
-                             f"two-point fit: achieved {fitted_bw:.0f} GB/s, fixed {c:.2f} ms per token", tuple(p["id"] for p in points))
-    by_family = {p["family"]: (1.0 / p["tok_s"] - p["weights_bytes"] / (copy * GB)) * 1000.0 for p in points}
-    mean_c = sum(by_family.values()) / len(by_family)
-    how = (f"the straight fit gives {fitted_bw / 1000:.2f} TB/s, above the measured copy bandwidth ({copy:.0f} GB/s): "
-           f"not physical, so achieved bandwidth = copy bandwidth and a fixed cost per architecture "
-           + ", ".join(f"{f} {c:.2f} ms" for f, c in by_family.items())
-           + "; the fixed cost is carried to other GPUs unchanged (launch-bound work; a slower GPU's is larger, so "
-             "projections there are upper bounds)")
-    return PerTokenModel(copy, 1.0, copy / datasheet, mean_c, by_family, how, tuple(p["id"] for p in points))
+        raise ValueError(f"the per-token model needs at least two measured points, found {len(points)}")
+    fams: dict[str, set] = {}
+    for p in points:
+        fams.setdefault(p["family"], set()).add(p["arch"])
+    anchor = max(fams, key=lambda f: (len(fams[f]), sum(p["family"] == f for p in points)))
+    pts = [p for p in points if p["family"] == anchor]
+    if len({p["weights_bytes"] for p in pts}) < 2:
+        raise ValueError(f"the {anchor} points need two different byte counts to separate bandwidth from fixed cost")
+    t_ms = {p["id"]: 1000.0 / p["tok_s"] for p in pts}
+
+    def fractions(c: float) -> dict:
+        by_arch: dict[str, list] = {}
+        for p in pts:
+            by_arch.setdefault(p["arch"], []).append(p["weights_bytes"] / ((t_ms[p["id"]] - c) / 1000 * p["datasheet_gb_s"] * GB))
+        return {a: _geo_mean(v) for a, v in by_arch.items()}
+
+    best = None
+    for i in range(int(min(t_ms.values()) / FIT_STEP_MS)):
+        c = i * FIT_STEP_MS
+        f = fractions(c)
+        if max(f.values()) > 1.0:
+            continue
+        err = sum(math.log((p["weights_bytes"] / (f[p["arch"]] * p["datasheet_gb_s"] * GB) + c / 1000) * p["tok_s"]) ** 2
+                  for p in pts)
+        if best is None or err < best[0]:
+            best = (err, c, f)
+    if best is None:
+        raise ValueError("no fixed cost keeps every architecture's achieved bandwidth at or below its datasheet figure")
+    _, c, frac = best
+    fixed = {anchor: round(c, 6)}
+    for fam in fams:
+        if fam == anchor:
+            continue
+        own = [1000.0 / p["tok_s"] - p["weights_bytes"] / (frac[p["arch"]] * p["datasheet_gb_s"] * GB) * 1000
+               for p in points if p["family"] == fam and p["arch"] in frac]
+        if own:
+            fixed[fam] = sorted(own)[len(own) // 2] if len(own) % 2 else sum(sorted(own)[len(own) // 2 - 1:len(own) // 2 + 1]) / 2
+    rows = {a: tuple(p["id"] for p in pts if p["arch"] == a) for a in frac}
+    both = [p for p in points if p.get("copy_gb_s")]
+    copy_frac = both[0]["copy_gb_s"] / both[0]["datasheet_gb_s"] if both else 1.0
+    ordered = sorted(frac.values())
+    default = ordered[len(ordered) // 2]
+    how = (f"fitted on {len(points)} measured points: fixed cost per token "
+           + ", ".join(f"{f} {v:.2f} ms" for f, v in fixed.items())
+           + "; achieved fraction of datasheet bandwidth "
+           + ", ".join(f"{a} {v:.2f} ({len(rows[a])} rows)" for a, v in sorted(frac.items())))
+    return PerTokenModel(fixed, frac, rows, default, copy_frac, how, tuple(p["id"] for p in points))
 
 
+def lab_points() -> list[dict]:
+    """The lab's own measured points (calibration.yaml per_token_points) in fit_per_token's shape."""
+    return [{"id": p["id"], "family": p["family"], "arch": p["gpu_arch"], "weights_bytes": p["weights_bytes"],
+             "tok_s": p["tok_s"], "datasheet_gb_s": p["datasheet_gb_s"], "copy_gb_s": p["copy_gb_s"]}
+            for p in facts.load("calibration", "per_token_points")["per_token_points"]]
+
+
+@lru_cache(maxsize=1)
 def per_token_model() -> PerTokenModel:
-    """The model fitted to lab/data/calibration.yaml's per_token_points."""
-    return fit_per_token(facts.load("calibration", "per_token_points")["per_token_points"])
+    """The model fitted to the lab's H200 points and the public rows (lab.predict.public_speed.fit_points)."""
+    return fit_per_token(lab_points() + public_speed.fit_points())
 
 
 def family_of(arch) -> str:
@@ -334,7 +411,8 @@ def profile_family(profile) -> str:
 def projection_rows(weights_bytes: float, family: str, gpu_ids: tuple[str, ...] = ("v100-32g", "rtx-4090", "h200"),
                     model: PerTokenModel | None = None) -> list[dict]:
     """Single-stream decode projected by the per-token model on each GPU of calibration.yaml's `gpus`, beside the
-    plain roofline (datasheet bandwidth ÷ bytes): what the seeds' single-stream claims are held against."""
+    plain roofline (datasheet bandwidth ÷ bytes): what the seeds' single-stream claims are held against. Each GPU's
+    achieved fraction is its architecture's (`arch` in calibration.yaml's gpus)."""
     model = model or per_token_model()
     rows = []
     for gid in gpu_ids:
@@ -342,7 +420,8 @@ def projection_rows(weights_bytes: float, family: str, gpu_ids: tuple[str, ...] 
         fits = weights_bytes / 2**30 < g["memory_gib"]
         rows.append({"gpu": g["name"], "bandwidth_gb_s": g["bandwidth_gb_s"],
                      "roofline_tok_s": round(decode_ceiling_tok_s(g["bandwidth_gb_s"], weights_bytes), 1),
-                     "projected_tok_s": round(model.predict_tok_s(weights_bytes, g["bandwidth_gb_s"], "datasheet", family), 1),
+                     "projected_tok_s": round(model.predict_tok_s(weights_bytes, g["bandwidth_gb_s"], "datasheet", family,
+                                                                      g["arch"]), 1),
                      "fixed_ms": round(model.fixed_for(family), 2), "weights_fit_in_vram": fits,
                      "how": model.how, "source": g["source"]})
     return rows
@@ -351,4 +430,4 @@ def projection_rows(weights_bytes: float, family: str, gpu_ids: tuple[str, ...] 
 __all__ = ["bytes_per_token", "decode_ceiling_tok_s", "aggregate_ceiling_tok_s", "efficiency", "predicted_tok_s",
            "ceilings_by_concurrency", "Calibration", "calibrations", "gpu_specs", "gpu_spec", "pick_calibration",
            "Bandwidth", "runs_on_gpu", "bandwidth_for", "profile_ceiling", "PerTokenModel", "fit_per_token",
-           "per_token_model", "family_of", "projection_rows"]
+           "per_token_model", "lab_points", "gpu_spec_for", "family_of", "projection_rows"]

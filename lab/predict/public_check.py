@@ -1,0 +1,66 @@
+"""The lab's one decode-speed model (lab.predict.roofline's per-token model) checked against the published rows of
+lab/data/public_speed.yaml (lab.predict.public_speed): for every row without speculation that the model can predict,
+the prediction and the error (predicted ÷ published − 1), and a summary (n, median and max |error|) over the
+budget cards' comparable rows and over all predicted rows. Pure: rows and model in, numbers out.
+"""
+from __future__ import annotations
+
+from lab.predict import roofline
+from lab.predict.public_speed import FAMILY, Row, bytes_per_token, comparable, load, unpredictable_reason
+
+TARGET_MEDIAN = 0.10  # median |predicted ÷ published − 1| over the budget cards' comparable rows (issue 19)
+TARGET_MAX = 0.20
+
+
+# ---------------------------------------------------------------- the check
+def summary(errors: list[float]) -> dict:
+    """n, median and max of |error| (error = predicted ÷ published − 1)."""
+    a = sorted(abs(e) for e in errors)
+    n = len(a)
+    if not n:
+        return {"n": 0, "median_abs_error": None, "max_abs_error": None}
+    med = a[n // 2] if n % 2 else (a[n // 2 - 1] + a[n // 2]) / 2
+    return {"n": n, "median_abs_error": med, "max_abs_error": a[-1]}
+
+
+def check(rows: list[Row] | None = None, model: roofline.PerTokenModel | None = None) -> dict:
+    """The per-token model against every public row without speculation (pure given rows and model).
+
+    {"rows": [{id, gpu, gpu_id, engine, quant, published, predicted, error, comparable, outlier, source}],
+     "skipped": [{id, reason}], "comparable": summary over the budget cards' comparable rows,
+     "all": summary over every predicted row, "targets": {median, max, met}}."""
+    rows = load() if rows is None else rows
+    model = model or roofline.per_token_model()
+    out, skipped = [], []
+    for r in rows:
+        if r.speculative is not None:
+            continue
+        why = unpredictable_reason(r)
+        if why:
+            skipped.append({"id": r.id, "gpu": r.gpu, "reason": why})
+            continue
+        g = roofline.gpu_spec(r.gpu_id)
+        pred = model.predict_tok_s(bytes_per_token(r), g["bandwidth_gb_s"], "datasheet", FAMILY, g["arch"])
+        out.append({"id": r.id, "gpu": r.gpu, "gpu_id": r.gpu_id, "gpu_count": r.gpu_count, "engine": r.engine,
+                    "build": r.build, "quant": r.quant, "published": r.decode_tok_s, "predicted": pred,
+                    "error": pred / r.decode_tok_s - 1, "comparable": comparable(r), "outlier": r.outlier,
+                    "source": r.source})
+    comp = summary([x["error"] for x in out if x["comparable"]])
+    met = comp["n"] > 0 and comp["median_abs_error"] <= TARGET_MEDIAN and comp["max_abs_error"] <= TARGET_MAX
+    return {"rows": out, "skipped": skipped, "comparable": comp, "all": summary([x["error"] for x in out]),
+            "targets": {"median": TARGET_MEDIAN, "max": TARGET_MAX, "met": met}}
+
+
+def rows_for_gpu(gpu_id: str, result: dict | None = None, n: int = 4) -> list[dict]:
+    """The checked rows of one card (by gpu_id; a v100-32g profile also sees the 16 GB V100 rows: same
+    bandwidth and architecture), comparable ones first, then by published speed."""
+    result = result or check()
+    spec = roofline.gpu_spec(gpu_id)
+    same = [x for x in result["rows"]
+            if x["gpu_id"] == gpu_id or roofline.gpu_spec(x["gpu_id"])["match"] == spec["match"]
+            or (roofline.gpu_spec(x["gpu_id"])["arch"] == spec["arch"]
+                and roofline.gpu_spec(x["gpu_id"])["bandwidth_gb_s"] == spec["bandwidth_gb_s"])]
+    return sorted(same, key=lambda x: (not x["comparable"], x["gpu_id"] != gpu_id, -x["published"]))[:n]
+
+
+__all__ = ["summary", "check", "rows_for_gpu", "TARGET_MEDIAN", "TARGET_MAX"]

@@ -1,0 +1,179 @@
+"""Published single-stream decode speeds of Qwen3.5/3.6/3.8-27B on the cards the lab's users have
+(lab/data/public_speed.yaml): the rows, validated, and the bytes each reads per token. The lab's one decode-speed
+model (lab.predict.roofline's per-token model) is fitted on them and checked against them in
+lab.predict.public_check.
+
+Every row is a measurement somebody published, with its URL and a verbatim quote; `load` refuses a row without
+them (pydantic, extra="forbid"). Speculative (MTP) rows are stored with their n-max and acceptance, but only rows
+without speculation are predicted here: the MTP speed model is separate.
+
+A row is predictable when the per-token model describes its set-up: llama.cpp mainline, no speculation, a GPU in
+calibration.yaml's gpus, a published file size, one GPU or a layer split (llama.cpp then decodes one GPU at a time:
+one GPU's bandwidth), all layers on the GPU. Bytes read per token = file size + KV at the row's depth (full-attention
+layers, at its KV type) + the Gated DeltaNet state. A row with an `outlier` note (a power cap or overclock, a
+release-day build, an i-quant whose decode is partly compute-bound) is predicted and shown, but it neither fits
+the model nor counts toward the targets; the note says why.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from lab.core import facts
+from lab.predict import kvcache
+
+FAMILY = "qwen35"  # every model in the dataset is the Qwen3.5 hybrid shape (64 layers, 48 Gated DeltaNet + 16 attention)
+
+
+class PublicSpeedError(ValueError):
+    """A row of lab/data/public_speed.yaml is malformed."""
+
+
+class Speculative(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: str
+    n_max: int | None = Field(default=None, ge=1)
+    acceptance: str | None = None  # as published: a range, an aggregate, or both
+    p_min: float | None = Field(default=None, ge=0, le=1)
+
+
+class Row(BaseModel):
+    """One published measurement."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str
+    model: Literal["Qwen3.5-27B", "Qwen3.6-27B", "Qwen3.8-27B"]
+    gpu: str
+    gpu_id: str | None = None  # an id of calibration.yaml's gpus, when the card is there
+    gpu_count: int = Field(ge=1)
+    engine: Literal["llama.cpp", "ik_llama.cpp", "vLLM", "fork"]
+    build: str | None = None
+    quant: str | None = None
+    file_gb: float | None = Field(default=None, gt=0)  # 1e9 bytes
+    file_gb_basis: str | None = None
+    context_tokens: int | None = Field(default=None, gt=0)  # allocated (-c / max-model-len)
+    depth_tokens: int | None = Field(default=None, ge=0)  # tokens in the sequence while decoding; None: a short prompt
+    kv_type: str | None = None
+    split_mode: Literal["none", "layer", "tensor"]
+    all_layers_on_gpu: bool = True
+    speculative: Speculative | None
+    decode_tok_s: float = Field(gt=0)
+    prompt_tok_s: float | None = Field(default=None, gt=0)
+    method: str
+    notes: str | None = None
+    outlier: str | None = None
+    source: str
+    quote: str = Field(min_length=3)
+    measured: Literal[True]
+
+    @field_validator("source")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("https://", "http://")):
+            raise ValueError("must be the URL the number was published at (https://...)")
+        return v
+
+
+def gpu_specs() -> dict:
+    """calibration.yaml's gpus by id (lab.predict.roofline.gpu_specs reads the same list; this module sits below
+    roofline, which fits its per-token model on these rows)."""
+    return {g["id"]: g for g in facts.load("calibration", "gpus")["gpus"]}
+
+
+def _format(exc: ValidationError, data: dict) -> str:
+    parts = []
+    for e in exc.errors():
+        field = ".".join(str(x) for x in e["loc"]) or "row"
+        parts.append(f"field '{field}': {e['msg']}")
+    return f"row {data.get('id', '?')!r}: " + "; ".join(parts)
+
+
+def validate_rows(raw: list[dict], where: str = "lab/data/public_speed.yaml") -> list[Row]:
+    """Rows checked one by one; the first bad one raises PublicSpeedError naming the row, field and fix."""
+    known = set(gpu_specs())
+    rows, seen = [], set()
+    for i, data in enumerate(raw):
+        if not isinstance(data, dict):
+            raise PublicSpeedError(f"{where}: entry {i} is not a mapping")
+        try:
+            row = Row.model_validate(data)
+        except ValidationError as exc:
+            raise PublicSpeedError(f"{where}: {_format(exc, data)} (every row needs a published URL, a verbatim "
+                                   f"quote and positive tok/s)") from None
+        if row.id in seen:
+            raise PublicSpeedError(f"{where}: row id {row.id!r} appears twice; give each row its own id")
+        if row.gpu_id is not None and row.gpu_id not in known:
+            raise PublicSpeedError(f"{where}: row {row.id!r}: gpu_id {row.gpu_id!r} is not in lab/data/calibration.yaml "
+                                   f"gpus; add the card there with its datasheet bandwidth and source")
+        seen.add(row.id)
+        rows.append(row)
+    return rows
+
+
+def load(path: str | Path | None = None) -> list[Row]:
+    """The dataset (lab/data/public_speed.yaml, or `path`), validated."""
+    if path is None:
+        data = facts.load("public_speed")
+        where = "lab/data/public_speed.yaml"
+    else:
+        data, where = yaml.safe_load(Path(path).read_text()), str(path)
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise PublicSpeedError(f"{where}: expected a list under 'rows'")
+    return validate_rows(data["rows"], where)
+
+
+# ---------------------------------------------------------------- what the model can predict, and the bytes it reads
+def unpredictable_reason(row: Row) -> str | None:
+    """Why the per-token model does not describe this row's set-up; None when it does."""
+    if row.speculative is not None:
+        return "speculative decoding (the MTP speed model is separate)"
+    if row.engine != "llama.cpp":
+        return f"{row.engine}: the per-token model is llama.cpp's"
+    if row.gpu_id is None:
+        return "GPU not in lab/data/calibration.yaml gpus (no datasheet bandwidth)"
+    if row.file_gb is None:
+        return "file size not published"
+    if row.split_mode == "tensor":
+        return "tensor split: the lab's llama.cpp model has no tensor-parallel term"
+    if not row.all_layers_on_gpu:
+        return "layers offloaded to the CPU"
+    return None
+
+
+def _arch():
+    from lab.model import models
+
+    return models.stand_in("qwen3.8-27b")
+
+
+def bytes_per_token(row: Row) -> float:
+    """File size + KV read at the row's depth (full-attention layers at its KV type, f16 when unstated) + the
+    Gated DeltaNet layers' recurrent state, all read once per token."""
+    arch = _arch()
+    kv_type = row.kv_type if row.kv_type in ("f16", "q8_0", "q4_0") else "f16"
+    kv = kvcache.kv_bytes_per_token(arch, kv_type) * (row.depth_tokens or 0)
+    return row.file_gb * 1e9 + kv + arch.linear_state_bytes_per_seq
+
+
+def comparable(row: Row) -> bool:
+    """Predictable, no outlier note, on one of the lab users' cards: the rows the targets apply to (and the fit)."""
+    return unpredictable_reason(row) is None and row.outlier is None and gpu_specs()[row.gpu_id]["budget"]
+
+
+def fit_points(rows: list[Row] | None = None) -> list[dict]:
+    """Every predictable row without an outlier note, in roofline.fit_per_token's shape."""
+    rows = load() if rows is None else rows
+    out = []
+    for r in rows:
+        if unpredictable_reason(r) is None and r.outlier is None:
+            g = gpu_specs()[r.gpu_id]
+            out.append({"id": r.id, "family": FAMILY, "arch": g["arch"], "weights_bytes": bytes_per_token(r),
+                        "tok_s": r.decode_tok_s, "datasheet_gb_s": g["bandwidth_gb_s"]})
+    return out
+
+
+__all__ = ["Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "unpredictable_reason",
+           "bytes_per_token", "comparable", "fit_points", "FAMILY"]
