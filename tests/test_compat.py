@@ -56,6 +56,10 @@ CASES = [
      {"cuda_toolkit": "13.0", "compute_capability": 8.9},
      {"cuda_toolkit": "13.1", "compute_capability": 6.1},
      "error", ["sm_61", "7.5"]),
+    ("driver_branch_supported",
+     {"driver_version": "580.65.06"},
+     {"driver_version": "535.129.03"},
+     "warn", ["535.129.03", "R535", "end of life 2026-06"]),
     ("last_driver_branch_for_volta",
      {"driver_version": "580.159.04", "compute_capability": 7.0},
      {"driver_version": "590.44.01", "compute_capability": 7.0},
@@ -330,7 +334,9 @@ def test_seed_001_driver_advice():
     """Seed 001: 'use driver 470 or 515 with CUDA 11.8 / 12.1, avoid 535'."""
     assert "driver_for_cuda_toolkit" in _errors({"driver_version": "470.256.02", "cuda_toolkit": "12.1"})
     warn = compat.evaluate({"driver_version": "515.105.01", "cuda_toolkit": "11.8"})
-    assert [f.severity for f in warn] == ["warn"]
+    # 515 runs 11.8 only through minor-version compatibility, and R515 is past NVIDIA's end of life
+    assert sorted((f.id, f.severity) for f in warn) == [("driver_branch_supported", "warn"),
+                                                         ("driver_for_cuda_toolkit", "warn")]
 
 
 def test_seed_001_llama_cpp_commands():
@@ -386,7 +392,8 @@ def test_plan_on_every_shipped_profile(path):
 
 def test_plan_accepts_a_name_and_reports_errors(tmp_path):
     assert plan.plan("v100-32g-x1")["profile"] == "v100-32g-x1"
-    broken = profiles.load("v100-32g-x1").model_copy(update={"n_gpu_layers": 0, "cuda_toolkit": "13.0"})
+    broken = profiles.load("v100-32g-x1").model_copy(update={"n_gpu_layers": 0, "cuda_toolkit": "13.0",
+                                                             "driver_version": "535.129.03"})
     result = plan.plan(broken)
     # CUDA 13 on a V100 is wrong twice: nvcc cannot build sm_70, and driver 535 is below 13.x's floor (580)
     # (-ngl 0 also moves the weights to host RAM: the memory plan says so too)
