@@ -99,7 +99,8 @@ def route_table(profile) -> dict | None:
     rows = {r.id: r for r in public_speed.load()}
     arch = models.arch_for(profile)
     rl = profile_speed.roofline_for(profile)
-    bpt = rl["bytes_per_token"]
+    # bytes read per token on the card (weights + KV at the benchmark's depth), whatever bandwidth the profile declares
+    bpt = rl["bytes_per_token"] or roofline.bytes_per_token(rl["weights_bytes"], rl["kv_bytes_per_seq"])
     gpu = roofline.gpu_spec_for(profile.gpu_name_pattern or profile.name)
     model = roofline.per_token_model()
     one = model.predict_tok_s(bpt, gpu["bandwidth_gb_s"], "datasheet", public_speed.FAMILY, gpu["arch"])
