@@ -117,3 +117,15 @@ def test_both_v100_profiles_and_byhand_give_one_driver_and_cuda_answer():
             toolkit = byhand.toolkit_for(prof, ubuntu)
             answers.add((byhand.driver_branch_for(prof, toolkit), toolkit))
     assert answers == {(580, "12.8")}, answers
+
+
+def test_two_card_track_prints_layer_and_tensor_commands():
+    """`lab byhand v100-32g-x2-nvlink`: the profile's -sm layer command, then the -sm tensor alternative (f16 KV,
+    flash attention on, no -ts) as a commented line, so running the script starts one server."""
+    step = next(st for st in byhand.steps(profiles.load("v100-32g-x2-nvlink")) if st.title == "Start the server")
+    layer, tensor = step.commands
+    assert "-sm layer -ts 1/1" in layer and "-fa auto" in layer
+    assert tensor.startswith("# or -sm tensor instead") and "-sm tensor" in tensor and "-fa on" in tensor
+    assert "-ts" not in tensor and "-ctk f16 -ctv f16" in tensor
+    one = next(st for st in byhand.steps(profiles.load("v100-32g-x1")) if st.title == "Start the server")
+    assert len(one.commands) == 1

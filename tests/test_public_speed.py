@@ -7,7 +7,7 @@ from lab.predict import plan, public_check, public_speed, roofline
 
 def test_dataset_loads_with_sources_quotes_and_positive_speeds():
     rows = public_speed.load()
-    assert len(rows) == 67 and len({r.id for r in rows}) == 67
+    assert len(rows) == 74 and len({r.id for r in rows}) == 74
     for r in rows:
         assert r.source.startswith("https://") and len(r.quote) >= 3 and r.measured is True
         assert r.decode_tok_s > 0 and (r.prompt_tok_s is None or r.prompt_tok_s > 0)
@@ -20,7 +20,7 @@ def test_dataset_loads_with_sources_quotes_and_positive_speeds():
     assert mtp.speculative.acceptance == "0.75"
     cards = {r.gpu_id for r in rows}
     assert {"v100-32g", "v100-16g", "rtx-3090", "rtx-3090-ti", "rtx-4090", "rtx-4060-ti-16g", "rtx-5060-ti-16g"} <= cards
-    assert sum(r.speculative is not None for r in rows) == 31 and sum(r.speculative is None for r in rows) == 36
+    assert sum(r.speculative is not None for r in rows) == 35 and sum(r.speculative is None for r in rows) == 39
 
 
 def _good_row(**change) -> dict:
@@ -96,3 +96,23 @@ def test_plan_shows_the_public_check_for_a_card_with_rows():
     assert "source: github.com/sudoingX/qwen38-mtp/blob/741eee740b/sweeps/rtx-4060-ti.md" in "\n".join(lines)
     assert max(len(x) for x in lines) <= 100
     assert plan.public_check_part(profiles.load("h200-x1")) is None  # no public H200 row
+
+
+def test_a_row_with_an_unknown_link_is_refused_with_the_fix():
+    with pytest.raises(public_speed.PublicSpeedError, match="link 'nvlink9'.*gpu_links.yaml"):
+        public_speed.validate_rows([_good_row(gpu_count=2, split_mode="tensor", link="nvlink9")])
+
+
+def test_tp_model_against_the_public_tensor_split_rows():
+    """lab.predict.tp_model's -sm tensor prediction (pessimistic bound) on the three public two-card rows with a file
+    size and a link: within 8 % (median 3.6 %); the optimistic bound (fixed cost split too) overshoots by up to 20 %."""
+    from lab.predict import public_check
+
+    result = public_check.tensor_check()
+    got = {r["id"]: (round(r["predicted"], 1), round(r["error"], 3)) for r in result["rows"]}
+    assert got == {"rtx5060ti-x2-tensor-plain": (37.0, -0.003), "rtx5060ti-x2-tensor-llamabench": (37.0, -0.036),
+                   "rtxa5000-x2-tensor-plain": (55.7, 0.074)}
+    assert result["skipped"] == [{"id": "p40-x2-tensor-plain", "reason": "file size not published"}]
+    assert round(result["summary"]["median_abs_error"], 3) == 0.036
+    assert round(result["summary"]["max_abs_error"], 3) == 0.074
+    assert round(result["optimistic"]["max_abs_error"], 3) == 0.199

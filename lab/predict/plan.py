@@ -74,6 +74,13 @@ def public_check_part(profile: Profile) -> dict | None:
             "outliers": sum(1 for r in result["rows"] if r["outlier"]), "targets": result["targets"]}
 
 
+def routes_part(profile: Profile) -> dict | None:
+    """Every route for a V100 profile (lab.predict.routes.route_table); None for other profiles."""
+    from lab.predict import routes
+
+    return routes.route_table(profile)
+
+
 def plan(profile: Profile | str | Path) -> dict:
     """{"profile": name, "findings": [{"id", "severity", "message", "fix", "source"}, ...]}.
 
@@ -88,6 +95,7 @@ def plan(profile: Profile | str | Path) -> dict:
     result.update(speed_part(prof))
     result["projections"] = projection_part(prof, result.get("weights_bytes"))
     result["public_check"] = public_check_part(prof)
+    result["routes"] = routes_part(prof)
     result["findings"] = sorted(findings, key=lambda f: ("error", "warn", "info").index(f["severity"]))
     return result
 
@@ -135,6 +143,7 @@ def describe(result: dict) -> str:
         lines.append(f"  projection, one stream: {row['gpu']}: {row['projected_tok_s']:.0f} tok/s (roofline "
                      f"{row['roofline_tok_s']:.0f}; weights fit in VRAM: {row['weights_fit_in_vram']})")
     lines += _public_check_lines(result.get("public_check"))
+    lines += routes_lines(result.get("routes"))
     claim_counts = result.get("claim_counts")
     if claim_counts:
         lines.append("  seed claims (lab/data/seed_claims.yaml): "
@@ -165,4 +174,27 @@ def _public_check_lines(part: dict | None) -> list[str]:
                  f"comparable rows (in sample: they fit the")
     lines.append(f"    model); max {a['max_abs_error']:.0%} over all {a['n']} predicted rows with the {part['outliers']} "
                  f"outliers (power caps, old builds...)")
+    return lines
+
+
+def routes_lines(part: dict | None) -> list[str]:
+    """The route table (lab.predict.routes): one line per route, then its basis, needs and nearest published rows
+    (lines <= 100 columns)."""
+    if not part:
+        return []
+    gb = 1e9
+    lines = [f"  routes, one stream (lab/data/routes.yaml): fastest {part['fastest']}, "
+             f"llama.cpp {part['fastest_llama_cpp']}"]
+    for r in part["routes"]:
+        speed = f"{r['tok_s']:5.1f} tok/s" if r["tok_s"] else "    ? tok/s"
+        lines.append(f"    {r['id'][:17]:17} {speed} {r['basis'][:31]:31} {r['per_card_bytes'] / gb:5.1f}/"
+                     f"{r['budget_bytes'] / gb:4.1f} GB/card {'fits' if r['fits'] else 'NO FIT'}")
+        lines.append(f"      how: {r['how'][:89]}")
+        if r["flags"]:
+            lines.append(f"      flags: {r['flags'][:87]}")
+        lines.append(f"      needs: {r['needs'][:87]}")
+        near = ", ".join(f"{p['tok_s']:g} ({p['id']})" for p in r["published"][:2])
+        lines.append(f"      published: {near[:83]}")
+    lines.append("    (bases differ: predicted = the lab's models; published = the source's own harness and")
+    lines.append("    checkpoint - the fork's MTP rows use FP8 weights and their own prompts)")
     return lines

@@ -5,8 +5,9 @@ budget cards' comparable rows and over all predicted rows. Pure: rows and model 
 """
 from __future__ import annotations
 
-from lab.predict import roofline
-from lab.predict.public_speed import FAMILY, Row, bytes_per_token, comparable, load, unpredictable_reason
+from lab.predict import roofline, tp_model
+from lab.predict.public_speed import (FAMILY, Row, bytes_per_token, comparable, link_figures, load,
+                                      unpredictable_reason)
 
 TARGET_MEDIAN = 0.10  # median |predicted ÷ published − 1| over the budget cards' comparable rows (issue 19)
 TARGET_MAX = 0.20
@@ -63,4 +64,44 @@ def rows_for_gpu(gpu_id: str, result: dict | None = None, n: int = 4) -> list[di
     return sorted(same, key=lambda x: (not x["comparable"], x["gpu_id"] != gpu_id, -x["published"]))[:n]
 
 
-__all__ = ["summary", "check", "rows_for_gpu", "TARGET_MEDIAN", "TARGET_MAX"]
+# ---------------------------------------------------------------- llama.cpp -sm tensor: tp_model on the public rows
+N_LAYERS, HIDDEN = 64, 5120  # the Qwen3.5-27B shape every row shares (lab/data/model_configs.yaml qwen3.8-27b)
+
+
+def tensor_tok_s(bytes_per_tok: float, gpu_id: str, link_id: str, n_gpus: int = 2,
+                 model: roofline.PerTokenModel | None = None) -> tp_model.TpPrediction:
+    """llama.cpp -sm tensor on `n_gpus` cards of `gpu_id` joined by `link_id` (lab/data/gpu_links.yaml):
+    the per-token model's one-GPU time split by lab.predict.tp_model.tensor_split_decode."""
+    model = model or roofline.per_token_model()
+    g = roofline.gpu_spec(gpu_id)
+    return tp_model.tensor_split_decode(
+        bytes_per_token=bytes_per_tok, achieved_gb_s=model.fraction_for(g["arch"]) * g["bandwidth_gb_s"],
+        fixed_ms=model.fixed_for(FAMILY), n_layers=N_LAYERS, hidden=HIDDEN,
+        link=tp_model.link_from(link_figures()[link_id]), n_gpus=n_gpus)
+
+
+def tensor_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | None = None) -> dict:
+    """tp_model's -sm tensor prediction (pessimistic bound; the optimistic one beside it) against every public
+    llama.cpp tensor-split row without speculation. {"rows": [...], "skipped": [{id, reason}],
+    "summary": summary of the pessimistic errors, "optimistic": summary of the optimistic ones}."""
+    rows = load() if rows is None else rows
+    out, skipped = [], []
+    for r in rows:
+        if r.split_mode != "tensor" or r.engine != "llama.cpp" or r.speculative is not None:
+            continue
+        why = ("file size not published" if r.file_gb is None else "no link (lab/data/gpu_links.yaml id)"
+               if r.link is None else "GPU not in lab/data/calibration.yaml gpus" if r.gpu_id is None else None)
+        if why:
+            skipped.append({"id": r.id, "reason": why})
+            continue
+        tp = tensor_tok_s(bytes_per_token(r), r.gpu_id, r.link, r.gpu_count, model)
+        out.append({"id": r.id, "gpu": r.gpu, "link": r.link, "published": r.decode_tok_s,
+                    "predicted": tp.pessimistic_tok_s, "optimistic": tp.optimistic_tok_s,
+                    "error": tp.pessimistic_tok_s / r.decode_tok_s - 1,
+                    "optimistic_error": tp.optimistic_tok_s / r.decode_tok_s - 1, "comm_ms": tp.comm_ms,
+                    "source": r.source})
+    return {"rows": out, "skipped": skipped, "summary": summary([x["error"] for x in out]),
+            "optimistic": summary([x["optimistic_error"] for x in out])}
+
+
+__all__ = ["summary", "check", "rows_for_gpu", "tensor_tok_s", "tensor_check", "TARGET_MEDIAN", "TARGET_MAX"]

@@ -58,6 +58,7 @@ class Row(BaseModel):
     depth_tokens: int | None = Field(default=None, ge=0)  # tokens in the sequence while decoding; None: a short prompt
     kv_type: str | None = None
     split_mode: Literal["none", "layer", "tensor"]
+    link: str | None = None  # multi-GPU rows: the GPU-to-GPU link, an id of lab/data/gpu_links.yaml's links
     all_layers_on_gpu: bool = True
     speculative: Speculative | None
     decode_tok_s: float = Field(gt=0)
@@ -83,6 +84,11 @@ def gpu_specs() -> dict:
     return {g["id"]: g for g in facts.load("calibration", "gpus")["gpus"]}
 
 
+def link_figures() -> dict:
+    """lab/data/gpu_links.yaml's links by id (the same list lab.measure.gpu_links reads; this module sits below it)."""
+    return {e["id"]: e for e in facts.load("gpu_links", "links")["links"]}
+
+
 def _format(exc: ValidationError, data: dict) -> str:
     parts = []
     for e in exc.errors():
@@ -94,6 +100,7 @@ def _format(exc: ValidationError, data: dict) -> str:
 def validate_rows(raw: list[dict], where: str = "lab/data/public_speed.yaml") -> list[Row]:
     """Rows checked one by one; the first bad one raises PublicSpeedError naming the row, field and fix."""
     known = set(gpu_specs())
+    links = set(link_figures())
     rows, seen = [], set()
     for i, data in enumerate(raw):
         if not isinstance(data, dict):
@@ -108,6 +115,9 @@ def validate_rows(raw: list[dict], where: str = "lab/data/public_speed.yaml") ->
         if row.gpu_id is not None and row.gpu_id not in known:
             raise PublicSpeedError(f"{where}: row {row.id!r}: gpu_id {row.gpu_id!r} is not in lab/data/calibration.yaml "
                                    f"gpus; add the card there with its datasheet bandwidth and source")
+        if row.link is not None and row.link not in links:
+            raise PublicSpeedError(f"{where}: row {row.id!r}: link {row.link!r} is not in lab/data/gpu_links.yaml "
+                                   f"links; add the link there with its bandwidth and source")
         seen.add(row.id)
         rows.append(row)
     return rows
@@ -175,5 +185,5 @@ def fit_points(rows: list[Row] | None = None) -> list[dict]:
     return out
 
 
-__all__ = ["Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "unpredictable_reason",
+__all__ = ["Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "link_figures", "unpredictable_reason",
            "bytes_per_token", "comparable", "fit_points", "FAMILY"]

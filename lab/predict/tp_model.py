@@ -20,6 +20,13 @@ not known from one point, so `tp_decode` gives two bounds: `pessimistic` keeps t
 Pipeline parallelism (llama.cpp -sm layer, vLLM --pipeline-parallel-size) runs the stages one after another
 for one sequence: a single stream gets no faster (each hop adds α + hidden × B × bytes / link_bw), while
 several sequences can fill the stages — at most n × the one-GPU aggregate (`pp_decode`).
+
+llama.cpp's `-sm tensor` (`tensor_split_decode`): the one-GPU time comes from the lab's per-token model
+(lab.predict.roofline: bytes ÷ achieved bandwidth + a fixed cost per token), then `tp_decode` over the link. Its
+pessimistic bound (fixed cost whole on each GPU) is the prediction: against the public two-card tensor-split rows
+(lab.predict.public_check.tensor_check) it is within 8 % (median 3.6 %, 3 rows), the optimistic bound up to +20 %.
+The pinned llama.cpp reduces in F32 (ggml-cuda.cu: NCCL "reduces as FP32 for small tensors"), hence 4-byte
+elements there.
 """
 from __future__ import annotations
 
@@ -126,3 +133,19 @@ def pp_decode(*, tok_s_one_gpu: float, n_stages: int, hidden: int, link: Link, b
     stage_s = batch / tok_s_one_gpu / n_stages + (hop_s if n_stages > 1 else 0.0)  # each stage holds 1/n of the layers
     return {"n_stages": n_stages, "batch": batch, "hop_ms": hop_s * 1e3, "link": link.name,
             "single_batch_tok_s": batch / step_s, "pipelined_ceiling_tok_s": batch / stage_s}
+
+
+def link_from(figure: dict) -> Link:
+    """A Link from one entry of lab/data/gpu_links.yaml's links."""
+    return Link(figure["name"], figure["bandwidth_gb_s_per_direction"], figure["latency_us"], figure.get("source", ""))
+
+
+def tensor_split_decode(*, bytes_per_token: float, achieved_gb_s: float, fixed_ms: float, n_layers: int, hidden: int,
+                        link: Link, n_gpus: int = 2, element_bytes: int = 4) -> TpPrediction:
+    """llama.cpp -sm tensor, one stream: the per-token model's one-GPU time (bytes ÷ achieved bandwidth + fixed
+    cost) split by `tp_decode`; use `pessimistic_tok_s` as the prediction (see the module docstring)."""
+    if achieved_gb_s <= 0 or fixed_ms < 0:
+        raise ValueError(f"achieved bandwidth must be > 0 and fixed cost ≥ 0, found {achieved_gb_s}, {fixed_ms}")
+    one = 1.0 / (bytes_per_token / (achieved_gb_s * 1e9) + fixed_ms / 1e3)
+    return tp_decode(tok_s_one_gpu=one, weights_bytes=bytes_per_token, bandwidth_gb_s=achieved_gb_s,
+                     n_layers=n_layers, hidden=hidden, link=link, n_gpus=n_gpus, element_bytes=element_bytes)

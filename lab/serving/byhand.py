@@ -248,14 +248,35 @@ def server_command(profile) -> str:
     return " ".join(words) + " 2>&1 | tee server.log"
 
 
+def other_split(profile):
+    """A multi-GPU llama.cpp profile with the other split mode (layer <-> tensor), or None: the by-hand track
+    prints both commands (lab/data/routes.yaml: -sm tensor needs f16 KV and -fa on, which build_command adds)."""
+    if profile.gpu_count < 2 or profile.engine not in ("llama.cpp", "llama-cpp-python"):
+        return None
+    mode = "layer" if profile.split_mode == "tensor" else "tensor"
+    update = {"split_mode": mode}
+    if mode == "tensor":
+        update.update(tensor_split=None, kv_cache_dtype="f16")  # -sm tensor splits evenly; no quantized KV
+    return profile.model_copy(update=update)
+
+
 def _server_step(profile) -> Step:
     from lab.serving import engines
 
     cmd = engines.build_command(profile)
-    return Step("Start the server", (server_command(profile),),
+    commands, why = (server_command(profile),), ""
+    alt = other_split(profile)
+    if alt is not None:
+        commands += (f"# or -sm {alt.split_mode} instead (one of the two, not both): " + server_command(alt),)
+        why = (f" The second line is the -sm {alt.split_mode} alternative: `python -m lab plan {profile.name}` "
+               "lists both routes with their predicted single-stream speed and memory per card; -sm tensor is "
+               "EXPERIMENTAL in the pinned llama.cpp (flash attention on, f16 KV, -c and -np fitted by hand).")
+    return Step("Start the server", commands,
                 "every flag is the one notebook 04 explains (its table gives each flag's reason and source); it "
-                f"listens on {cmd.host}:{cmd.port} only.",
-                ("lab.serving.engines.build_command (notebook 04)",))
+                f"listens on {cmd.host}:{cmd.port} only." + why,
+                ("lab.serving.engines.build_command (notebook 04)",
+                 *(("lab/data/routes.yaml llama_tensor_split (llama.cpp docs/multi-gpu.md, src/llama-arch.cpp)",)
+                   if alt is not None else ())))
 
 
 def _smoke_step(profile) -> Step:

@@ -1,0 +1,141 @@
+"""Every route the lab knows for a V100 profile (lab/data/routes.yaml): llama.cpp -sm layer / tensor / one card,
+with and without MTP, and the community vLLM fork (1Cat-vLLM) - single-stream tok/s, memory per card, what each
+needs, and the published measurements nearest to it. `route_table(profile)` is the one function; `lab plan`
+renders it (lab.predict.plan.routes_lines).
+
+Speed bases: "predicted" (the lab's models: lab.predict.roofline's per-token model, lab.predict.tp_model),
+"published" (a row of lab/data/public_speed.yaml on the same card and engine), or "predicted x published MTP
+ratio". Every MTP figure goes through `mtp_speed`: the one place the MTP speed model (expected tokens per step ÷
+step cost) plugs in when it lands.
+"""
+from __future__ import annotations
+
+from lab.core import facts
+from lab.predict import public_check, public_speed, roofline, tp_model
+
+GB = 1e9
+
+
+def data() -> dict:
+    return facts.load("routes")
+
+
+def mtp_speed(route: dict, plain_tok_s: float | None, rows: dict) -> tuple[float | None, str, str]:
+    """(tok/s, basis, how) of an MTP route. Today: the fastest published row of route["published"] on the same
+    card, with its ratio to route["plain_row"]; or, where only another card's ratio exists (route["mtp_ratio"]),
+    the predicted plain speed × that ratio. The MTP speed model replaces this function's body."""
+    if route.get("mtp_ratio"):
+        mtp_row, plain_row = (rows[i] for i in route["mtp_ratio"])
+        ratio = mtp_row.decode_tok_s / plain_row.decode_tok_s
+        if plain_tok_s is None:
+            return None, "predicted x published MTP ratio", "plain speed unknown"
+        return (plain_tok_s * ratio, "predicted x published MTP ratio",
+                f"{plain_tok_s:.1f} x {ratio:.2f} ({mtp_row.id} {mtp_row.decode_tok_s:g} / "
+                f"{plain_row.id} {plain_row.decode_tok_s:g})")
+    best = max((rows[i] for i in route["published"]), key=lambda r: r.decode_tok_s)
+    how = f"{best.id}, n-max {best.speculative.n_max or '?'}"
+    if route.get("plain_row"):
+        plain = rows[route["plain_row"]]
+        how += f"; {best.decode_tok_s / plain.decode_tok_s:.2f}x the plain {plain.decode_tok_s:g} ({plain.id})"
+    return best.decode_tok_s, "published", how
+
+
+def _llama_memory(profile, arch, tensor: bool, mirrored_bytes: int) -> dict:
+    """Per-card bytes of a llama.cpp route from the profile's memory plan (weights and KV split evenly over the
+    cards in both modes); -sm tensor also holds the mirrored tensors (the token embedding) whole on each card."""
+    from lab.predict import memory_plan
+
+    mem = memory_plan.plan_memory(profile, arch)
+    extra = mirrored_bytes * (profile.gpu_count - 1) // profile.gpu_count if tensor else 0
+    per_card = mem["weights_bytes_per_device"] + extra + mem["kv_bytes_per_device"] + mem["overhead_bytes"]
+    return {"per_card_bytes": per_card, "budget_bytes": mem["budget_bytes"], "fits": per_card <= mem["budget_bytes"],
+            "memory_how": f"weights {(mem['weights_bytes_per_device'] + extra) / GB:.2f} + KV and state "
+                          f"{mem['kv_bytes_per_device'] / GB:.2f} + overhead {mem['overhead_bytes'] / GB:.2f} GB per card"
+                          f" ({profile.context_tokens} tokens over {profile.parallel_slots} slots)"}
+
+
+def _fork_memory(profile, arch, route: dict) -> dict:
+    """Per-card bytes of a fork route at the fork's public flags: one sequence of 262,144 tokens, f16 KV, weights
+    of route["weights_quant"] split over the cards, 0.88 of each card's memory (its --gpu-memory-utilization)."""
+    from lab.model import weights as weights_mod
+    from lab.predict import kvcache
+
+    n = profile.gpu_count
+    w, _ = weights_mod.weights_bytes(route["weights_quant"], arch, _model_id(profile))
+    kv = kvcache.kv_cache_bytes(arch, 262144, 1, "f16", n)
+    budget = int(0.88 * profile.gpu_vram_mib * 2**20)
+    per_card = w / n + kv
+    return {"per_card_bytes": per_card, "budget_bytes": budget, "fits": per_card <= budget,
+            "memory_how": f"{route['weights_quant']} weights {w / n / GB:.2f} + KV and state {kv / GB:.2f} GB per card "
+                          f"(one 262,144-token sequence, f16 KV) vs 0.88 x VRAM"}
+
+
+def _model_id(profile) -> str:
+    arch = profile.model_architecture or ""
+    return arch.split(":", 1)[1] if arch.startswith("config:") else arch
+
+
+def _mirrored_bytes(profile) -> int:
+    """Bytes of the tensors -sm tensor keeps whole on every card (routes.yaml llama_tensor_split.model_mirrored)."""
+    from lab.model import quant_formats
+
+    name = data()["llama_tensor_split"]["model_mirrored"]
+    specs = quant_formats.arch_tensor_specs(_model_id(profile))
+    choices = quant_formats.choose_tensor_types(specs, profile.model_quant, len({s.name.split(".")[1] for s in specs
+                                                                                 if s.name.startswith("blk.")}))
+    return sum(c.nbytes for c in choices if c.name == name)
+
+
+def route_table(profile) -> dict | None:
+    """The routes of a V100 profile (None for a profile routes.yaml does not cover): {"profile", "routes": [{id,
+    engine, split, mtp, flags, needs, tok_s, basis, how, per_card_bytes, budget_bytes, fits, memory_how,
+    published: [{id, gpu, tok_s, source}]}], "fastest", "fastest_llama_cpp"}. Pure: the profile and lab/data."""
+    from lab.model import models
+    from lab.predict import profile_speed
+
+    spec = data()["profiles"].get(profile.name)
+    if spec is None:
+        return None
+    rows = {r.id: r for r in public_speed.load()}
+    arch = models.arch_for(profile)
+    rl = profile_speed.roofline_for(profile)
+    # bytes read per token on the card (weights + KV at the benchmark's depth), whatever bandwidth the profile declares
+    bpt = rl["bytes_per_token"] or roofline.bytes_per_token(rl["weights_bytes"], rl["kv_bytes_per_seq"])
+    gpu = roofline.gpu_spec_for(profile.gpu_name_pattern or profile.name)
+    model = roofline.per_token_model()
+    one = model.predict_tok_s(bpt, gpu["bandwidth_gb_s"], "datasheet", public_speed.FAMILY, gpu["arch"])
+    link = spec.get("link")
+    plain = {"none": (one, "per-token model, one card")}
+    if link:
+        hop = tp_model.pp_decode(tok_s_one_gpu=one, n_stages=profile.gpu_count, hidden=arch.hidden_size,
+                                 link=tp_model.link_from(public_speed.link_figures()[link]))
+        tp = public_check.tensor_tok_s(bpt, gpu["id"], link, profile.gpu_count, model)
+        plain["layer"] = (hop["single_batch_tok_s"], f"per-token model, one card + {profile.gpu_count - 1} hop(s)")
+        plain["tensor"] = (tp.pessimistic_tok_s, f"tp_model over {link}: comm {tp.comm_ms:.2f} ms/token "
+                                                 f"(optimistic bound {tp.optimistic_tok_s:.1f})")
+    mirrored = _mirrored_bytes(profile)
+    out = []
+    for r in spec["routes"]:
+        llama = r["engine"] == "llama.cpp"
+        base = plain.get(r["split"]) if llama else None
+        if r["mtp"]:
+            tok_s, basis, how = mtp_speed(r, base[0] if base else None, rows)
+        elif llama:
+            (tok_s, how), basis = base, "predicted"
+        else:
+            best = max((rows[i] for i in r["published"]), key=lambda x: x.decode_tok_s)
+            tok_s, basis, how = best.decode_tok_s, "published", best.id
+        mem = (_llama_memory(profile, arch, r["split"] == "tensor", mirrored) if llama
+               else _fork_memory(profile, arch, r))
+        out.append({"id": r["id"], "engine": r["engine"], "split": r["split"], "mtp": r["mtp"],
+                    "flags": r["flags"], "needs": r["needs"], "tok_s": tok_s, "basis": basis, "how": how, **mem,
+                    "published": [{"id": i, "gpu": rows[i].gpu, "tok_s": rows[i].decode_tok_s,
+                                   "source": rows[i].source} for i in r["published"]]})
+    ok = [x for x in out if x["fits"] and x["tok_s"]]
+    fastest = max(ok, key=lambda x: x["tok_s"])["id"] if ok else None
+    llama_ok = [x for x in ok if x["engine"] == "llama.cpp"]
+    return {"profile": profile.name, "bytes_per_token": bpt, "routes": out, "fastest": fastest,
+            "fastest_llama_cpp": max(llama_ok, key=lambda x: x["tok_s"])["id"] if llama_ok else None}
+
+
+__all__ = ["route_table", "mtp_speed", "data"]
