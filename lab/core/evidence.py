@@ -46,11 +46,43 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def redact(text: str) -> str:
-    """Hide API keys, bearer tokens and passwords before a log or command goes into a run folder."""
+# A variable whose name says it holds a secret (the profile's api_key_env, the runner's LAB_RUN_API_KEY, the
+# engines' LLAMA_API_KEY / VLLM_API_KEY / API_KEY, HF_TOKEN...): never handed to a server's environment unasked
+# (lab.serving.engines.minimal_env), and its value is redacted wherever it appears (`redact`).
+SECRET_NAME = re.compile(r"(?i)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)")
+MIN_SECRET_CHARS = 8  # shorter values ("1", "false") are settings, not secrets, and would redact half a log
+
+
+def redact(text: str, *keys: str | None) -> str:
+    """Hide API keys, bearer tokens and passwords before text goes into a record, notebook, log or report: `keys`
+    (the key a request carried), the value of every environment variable whose name says it is a secret
+    (SECRET_NAME), then the patterns of a key wherever it came from. The one redaction: every string a server
+    sends back and every log passes through it (a server may echo the key it was given in an error)."""
+    secrets_ = {k for k in keys if k and len(k) >= 4}  # a 1-character "key" would blank every such letter
+    secrets_ |= {v for n, v in os.environ.items() if SECRET_NAME.search(n) and len(v) >= MIN_SECRET_CHARS}
+    for secret in sorted(secrets_, key=len, reverse=True):  # the longest first: a key inside another is not left half shown
+        text = text.replace(secret, "[REDACTED]")
     for pattern, repl in _SECRET_PATTERNS:
         text = pattern.sub(repl, text)
     return text
+
+
+def redacted_excerpt(text: str, chars: int, *keys: str | None) -> str:
+    """The first `chars` characters of text a server sent (an error body, a reply), redacted (`redact`): redacted
+    before it is cut (a key cut in two at the edge would show its first half), from a window cut first (a reply
+    may be megabytes)."""
+    return redact(text[: chars * 4], *keys)[:chars]
+
+
+def redact_all(obj: Any, *keys: str | None) -> Any:
+    """`obj` (dicts, lists, strings, numbers: what a server answered, as kept) with every string redacted."""
+    if isinstance(obj, str):
+        return redact(obj, *keys)
+    if isinstance(obj, dict):
+        return {redact_all(k, *keys): redact_all(v, *keys) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(redact_all(v, *keys) for v in obj)
+    return obj
 
 
 def git_state() -> dict:
