@@ -199,9 +199,6 @@ def _meta_line(manifest: dict) -> str:
             f"{html.escape(display.human_bytes(host.get('ram_bytes') or 0))} RAM · {html.escape(gpu_text)}")
 
 
-read_manifest = manifest_file.read_manifest  # manifest.json as (dict, what was wrong with it)
-
-
 def interrupted_banner(manifest: dict) -> str:
     """'This run was cut …' when the runner recorded an interruption, else ''."""
     cut = manifest.get("interrupted")
@@ -216,7 +213,7 @@ def build(run_dir: str | Path, require_run: bool = False) -> Path:
     """Write report.html of a run folder; with require_run, a folder that is not a run raises NotARun
     (`lab report` on a typo should not write an empty report into it)."""
     run_dir = check_run_dir(run_dir) if require_run else Path(run_dir)
-    manifest, manifest_problem = read_manifest(run_dir)
+    manifest, manifest_problem = manifest_file.read_manifest(run_dir)
     records = evidence.read_records(run_dir, manifest.get("records"))
     prof = manifest.get("profile") if isinstance(manifest.get("profile"), dict) else {}
     if not prof.get("name"):  # a folder without a manifest (an interactive session's): the records name the profile
@@ -267,7 +264,7 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
     runs = []
     for rd in run_dirs:
         rd = check_run_dir(rd)
-        manifest, _ = read_manifest(rd)
+        manifest, _ = manifest_file.read_manifest(rd)
         name = (manifest.get("profile") or {}).get("name") if isinstance(manifest.get("profile"), dict) else None
         label = f"{name}/{rd.name}" if name else rd.name
         runs.append((label, evidence.read_records(rd, manifest.get("records"))))
