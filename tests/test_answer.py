@@ -42,3 +42,20 @@ def test_measured_has_a_line_only_for_what_a_record_holds():
     served = {"04_serve": {"summary": {"engine": "llama.cpp", "chat_ok": True, "stopped_clean": False}}}
     assert answer.measured(served) == ["llama.cpp served completions and chat on 127.0.0.1 and stopped NOT cleanly"]
     assert answer.measured({}) == [] and answer.measured({"01_hardware": {"summary": None}}) == []
+
+
+def test_the_notebook_summary_escapes_html_from_a_profile(tmp_path):
+    """A profile is text anyone can hand over, and IPython renders raw HTML in Markdown output: the model name
+    reaches an executed notebook escaped (the report escapes through its own Markdown renderer)."""
+    from types import SimpleNamespace
+
+    import yaml
+
+    hostile = "<img src=x onerror=alert(1)>Qwen"
+    data = {**yaml.safe_load(profiles.resolve("cpu-default").read_text()), "name": "html-unit", "model_name": hostile}
+    (tmp_path / "html-unit.yaml").write_text(yaml.safe_dump(data))
+    prof = profiles.load(tmp_path / "html-unit.yaml")
+    (tmp_path / "records").mkdir()
+    shown = answer.first(SimpleNamespace(profile=prof, run_dir=tmp_path)).data
+    assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;Qwen" in shown
+    assert hostile in answer.markdown(answer.facts(prof, {}))  # unescaped for the report's renderer, which escapes

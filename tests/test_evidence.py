@@ -66,6 +66,7 @@ def test_manifest_and_report_from_records(tmp_path):
     body = json.loads(m.read_text())
     assert body["status"] == "failed" and body["profile"]["name"] == "cpu-default"
     assert body["host"]["cpu_logical_cores"] >= 1 and body["packages"]["papermill"]
+    assert body["records"] == {"01_demo": evidence.sha256_file(run / "records" / "01_demo.json")}  # `lab report` checks them
     html = report.build(run).read_text()
     assert "Boom: x" in html and "fix it" in html
     assert "plotly" in html.lower() and len(html) > 1_000_000  # plotly.js embedded: opens offline

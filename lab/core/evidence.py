@@ -22,6 +22,7 @@ import os
 import platform
 import re
 import socket
+import stat
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -46,11 +47,43 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def redact(text: str) -> str:
-    """Hide API keys, bearer tokens and passwords before a log or command goes into a run folder."""
+# A variable whose name says it holds a secret (the profile's api_key_env, the runner's LAB_RUN_API_KEY, the
+# engines' LLAMA_API_KEY / VLLM_API_KEY / API_KEY, HF_TOKEN...): never handed to a server's environment unasked
+# (lab.serving.engines.minimal_env), and its value is redacted wherever it appears (`redact`).
+SECRET_NAME = re.compile(r"(?i)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)")
+MIN_SECRET_CHARS = 8  # shorter values ("1", "false") are settings, not secrets, and would redact half a log
+
+
+def redact(text: str, *keys: str | None) -> str:
+    """Hide API keys, bearer tokens and passwords before text goes into a record, notebook, log or report: `keys`
+    (the key a request carried), the value of every environment variable whose name says it is a secret
+    (SECRET_NAME), then the patterns of a key wherever it came from. The one redaction: every string a server
+    sends back and every log passes through it (a server may echo the key it was given in an error)."""
+    secrets_ = {k for k in keys if k and len(k) >= 4}  # a 1-character "key" would blank every such letter
+    secrets_ |= {v for n, v in os.environ.items() if SECRET_NAME.search(n) and len(v) >= MIN_SECRET_CHARS}
+    for secret in sorted(secrets_, key=len, reverse=True):  # the longest first: a key inside another is not left half shown
+        text = text.replace(secret, "[REDACTED]")
     for pattern, repl in _SECRET_PATTERNS:
         text = pattern.sub(repl, text)
     return text
+
+
+def redacted_excerpt(text: str, chars: int, *keys: str | None) -> str:
+    """The first `chars` characters of text a server sent (an error body, a reply), redacted (`redact`): redacted
+    before it is cut (a key cut in two at the edge would show its first half), from a window cut first (a reply
+    may be megabytes)."""
+    return redact(text[: chars * 4], *keys)[:chars]
+
+
+def redact_all(obj: Any, *keys: str | None) -> Any:
+    """`obj` (dicts, lists, strings, numbers: what a server answered, as kept) with every string redacted."""
+    if isinstance(obj, str):
+        return redact(obj, *keys)
+    if isinstance(obj, dict):
+        return {redact_all(k, *keys): redact_all(v, *keys) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(redact_all(v, *keys) for v in obj)
+    return obj
 
 
 def git_state() -> dict:
@@ -238,23 +271,87 @@ def write_record(run_dir: str | Path, name: str, data: dict, profile_path: str |
 
 
 MAX_RECORD_BYTES = 64 << 20  # a record holds samples and charts; 64 MB is far past any the lab writes
+MAX_JSON_DEPTH = 200  # a record nests ~10 deep (a plotly figure included); deeper is not one, and costs recursion
 
 
-def read_record_file(path: Path) -> dict:
-    """One record file; a record that cannot be used (truncated, not JSON, not an object, too big) comes
-    back as a stand-in with `problem` saying why, so a report shows it flagged and renders the rest."""
+class UnreadableJson(ValueError):
+    """A run folder's JSON file (record, manifest) that is not read: one line naming the file and why."""
+
+
+def read_capped(path: str | Path, max_bytes: int = MAX_RECORD_BYTES) -> bytes:
+    """A run folder's file, as bytes: a regular file (a symlink to /dev/zero never ends) of at most `max_bytes`,
+    else UnreadableJson naming it. Run folders are handed around: nothing in one is trusted to be small."""
+    path = Path(path)
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableJson(f"{path}: not a regular file ({'a folder' if stat.S_ISDIR(info.st_mode) else 'a device, pipe or socket'}); "
+                                 "a run folder holds files the lab wrote")
+        if info.st_size > max_bytes:
+            raise UnreadableJson(f"{path}: {info.st_size:,} bytes, more than the {max_bytes:,} the lab reads")
+        with open(path, "rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise UnreadableJson(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > max_bytes:  # grew between stat and read
+        raise UnreadableJson(f"{path}: more than the {max_bytes:,} bytes the lab reads")
+    return raw
+
+
+def _depth_over(obj: Any, limit: int) -> bool:
+    """Whether lists/objects nest deeper than `limit` (iterative: the check must not recurse itself)."""
+    stack = [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def parse_json(raw: bytes, path: str | Path, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Strict JSON from a run folder's file, or UnreadableJson naming it: not UTF-8, not JSON (truncated or
+    corrupt), or nested deeper than `max_depth` (which would end in RecursionError in whatever walks it)."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UnreadableJson(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise UnreadableJson(f"{path}: not valid JSON (truncated or corrupt?): {exc}") from None
+    except RecursionError:
+        data = None
+    else:
+        if not isinstance(data, (dict, list)) or not _depth_over(data, max_depth):
+            return data
+    raise UnreadableJson(f"{path}: JSON nested deeper than {max_depth} levels; the lab's files nest about 10")
+
+
+def read_json_file(path: str | Path, max_bytes: int = MAX_RECORD_BYTES) -> Any:
+    """A run folder's JSON file (manifest.json, a record), capped in size and depth: see read_capped, parse_json."""
+    return parse_json(read_capped(path, max_bytes), path)
+
+
+def record_hashes(run_dir: str | Path) -> dict[str, str]:
+    """sha256 of each records/*.json as the run wrote it (the manifest keeps them: `read_records` then flags a
+    record edited after the run)."""
+    folder = Path(run_dir) / "records"
+    return {p.stem: sha256_file(p) for p in sorted(folder.glob("*.json")) if p.is_file()}
+
+
+def read_record_file(path: Path, expected_sha256: str | None = None) -> dict:
+    """One record file; a record that cannot be used (not a regular file, too big, too deep, truncated, not JSON,
+    not an object) comes back as a stand-in with `problem` saying why, so a report shows it flagged and renders the
+    rest. With `expected_sha256` (the manifest's), a record whose bytes differ gets `edited` saying so."""
     def flagged(why: str) -> dict:
         return {"record": path.stem, "title": f"{path.stem}: record not readable", "problem": why,
                 "summary": {}, "checks": [], "tables": [], "charts": []}
 
     try:
-        if path.stat().st_size > MAX_RECORD_BYTES:
-            return flagged(f"{path.stat().st_size:,} bytes, more than the {MAX_RECORD_BYTES:,} a record may hold")
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        return flagged(f"cannot read: {exc}")
-    except json.JSONDecodeError as exc:
-        return flagged(f"not valid JSON (truncated or corrupt?): {exc}")
+        raw = read_capped(path)
+        data = parse_json(raw, path)
+    except UnreadableJson as exc:
+        return flagged(str(exc).removeprefix(f"{path}: "))
     if not isinstance(data, dict):
         return flagged(f"a record is a JSON object; this file holds a {type(data).__name__}")
     for key, kind in (("summary", dict), ("checks", list), ("tables", list), ("charts", list)):
@@ -270,13 +367,28 @@ def read_record_file(path: Path) -> dict:
     if dropped:
         data["problem"] = "; ".join(dropped)
     data.setdefault("record", path.stem)
+    if expected_sha256 and hashlib.sha256(raw).hexdigest() != expected_sha256:
+        data["edited"] = (f"edited after the run: records/{path.name} has sha256 {hashlib.sha256(raw).hexdigest()[:16]}…, "
+                          f"the run's manifest recorded {str(expected_sha256)[:16]}…")
     return data
 
 
-def read_records(run_dir: str | Path) -> dict[str, dict]:
-    """All records of a run, by name, in order (unusable ones flagged: see read_record_file)."""
+def read_records(run_dir: str | Path, expected_sha256: dict | None = None) -> dict[str, dict]:
+    """All records of a run, by name, in order (unusable ones flagged: see read_record_file). `expected_sha256`:
+    the manifest's `records` (name → sha256 when the run wrote it): a record whose bytes differ, or that the
+    manifest does not list, is marked `edited`."""
     folder = Path(run_dir) / "records"
-    return {path.stem: read_record_file(path) for path in sorted(folder.glob("*.json")) if path.is_file()}
+    out = {}
+    for path in sorted(folder.glob("*.json")):
+        if path.is_dir():
+            continue
+        if not isinstance(expected_sha256, dict):
+            out[path.stem] = read_record_file(path)
+            continue
+        out[path.stem] = read_record_file(path, expected_sha256.get(path.stem) or None)
+        if path.stem not in expected_sha256:
+            out[path.stem]["edited"] = f"added after the run: records/{path.name} is not in the run's manifest"
+    return out
 
 
 def chart_entry(title: str, fig) -> dict:

@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import stat
+import unicodedata
 from pathlib import Path
 from typing import Literal
 
@@ -31,6 +32,13 @@ QUANT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_0",
 # A profile is a page of settings; anything bigger is not one (and is not parsed: YAML parsing is
 # where a hostile file costs memory and time).
 MAX_PROFILE_BYTES = 64 * 1024
+# The name becomes folder and file names (outputs/<name>/, <name>.yaml copies): a file name holds at most 255 bytes,
+# and a run folder adds its own parts; 100 leaves room.
+MAX_NAME_CHARS = 100
+# Free text (shown, never run): line breaks and tabs are fine there. Every other string becomes a command-line
+# argument, a path, a URL or a file name, where a control character is an error at best (a NUL byte: "embedded
+# null byte") and a smuggled second line at worst.
+TEXT_FIELDS = ("description", "model_stand_in_reason")
 
 
 class ProfileError(ValueError):
@@ -42,7 +50,9 @@ class Profile(BaseModel):
 
     # strict: `threads: true` or `port: "8080"` is a mistake to name, not a value to coerce (an int
     # is still accepted where a float is expected).
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # allow_inf_nan=False: NaN and infinity are refused in every float field and list (`tensor_split: [.nan, 1]`
+    # would otherwise reach llama-server as `-ts nan/1`).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     # --- identity
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
@@ -125,6 +135,30 @@ class Profile(BaseModel):
     # Speculative decoding's draft model for notebook 06: a GGUF path, or "synth:<layers>" = a random-weight file
     # of model_synth's shape with that many layers (lab/measure/speculative.py); None: only ngram and MTP are tried.
     spec_draft: str | None = Field(default=None, pattern=r"^(synth:[1-9][0-9]*|[^:]+\.gguf)$")
+
+    @field_validator("*")
+    @classmethod
+    def _no_control_characters(cls, v, info):
+        for text in (v if isinstance(v, list) else [v]):
+            if not isinstance(text, str):
+                continue
+            allowed = "\n\t\r" if info.field_name in TEXT_FIELDS else ""
+            bad = next((i for i, ch in enumerate(text) if ch not in allowed and
+                        (unicodedata.category(ch) in ("Cc", "Zl", "Zp"))), None)
+            if bad is not None:
+                where = "free text" if allowed else "a value that becomes a command-line argument, path or name"
+                raise ValueError(f"holds a control character (U+{ord(text[bad]):04X} at position {bad} of {text!r:.60}); "
+                                 f"{where} may not: remove it")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _name_fits_a_file_name(cls, v: str) -> str:
+        if len(v) > MAX_NAME_CHARS:
+            raise ValueError(f"{len(v)} characters; a profile name is at most {MAX_NAME_CHARS}, because it names the "
+                             "run folders and files (outputs/<name>/...), and a file name holds at most 255 bytes: "
+                             "shorten it (and the file's name)")
+        return v
 
     @field_validator("model_quant")
     @classmethod
@@ -289,6 +323,11 @@ def _format_errors(path: Path, data: dict, exc: ValidationError) -> str:
             continue
         found = data.get(err["loc"][0], "(missing)") if err["loc"] else "(see message)"
         msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "string_pattern_mismatch" and field == "name":
+            msg = ("a profile name is lower-case letters, digits, '.', '_' and '-' (no '/', spaces or control "
+                   "characters), starting with a letter or digit, because it names folders and files: rename it")
+        if err["type"] == "finite_number":
+            msg += " (NaN and infinity are refused): give a plain number"
         lines.append(f"  - field '{field}': found {_clip(found)}; {msg}")
     return "\n".join(lines)
 

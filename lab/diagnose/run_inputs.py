@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from lab.core import evidence
 from lab.diagnose.log_scan import file_blocks, strip_ansi
 
 
@@ -19,7 +20,7 @@ def notebook_errors(path: Path) -> str:
     """The error outputs of an executed notebook (ename: evalue and traceback), ANSI colours removed."""
     try:
         nb = json.loads(_read(path))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, json.JSONDecodeError, RecursionError):  # RecursionError: nested thousands deep
         return ""
     lines = []
     for cell in nb.get("cells", []):
@@ -51,15 +52,15 @@ def run_folder_inputs(run_dir: str | Path, include_repro: bool = False) -> tuple
             chunks.append((text, path.relative_to(run).as_posix()))
     facts: dict = {"records": {}, "checks": []}
     manifest = run / "manifest.json"
-    if manifest.is_file():
+    if manifest.exists() or manifest.is_symlink():
         try:
-            facts["manifest"] = json.loads(_read(manifest))
-        except json.JSONDecodeError:
-            chunks.append(("manifest.json is not valid JSON", "manifest.json"))
+            facts["manifest"] = evidence.read_json_file(manifest)
+        except evidence.UnreadableJson as exc:  # a device, huge, nested 10,000 deep, not JSON: one line
+            chunks.append((f"manifest.json is not usable: {str(exc).removeprefix(str(manifest) + ': ')}", "manifest.json"))
     for path in sorted((run / "records").glob("*.json")) if (run / "records").is_dir() else []:
         try:
-            rec = json.loads(_read(path))
-        except json.JSONDecodeError:
+            rec = evidence.read_json_file(path)
+        except evidence.UnreadableJson:
             continue
         facts["records"][path.stem] = rec
         for c in rec.get("checks", []) if isinstance(rec, dict) else []:

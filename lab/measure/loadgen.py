@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 
 import httpx
 
+from lab.core import evidence
+
 # Common one-token English words: prompts made of them land near a target token count on most tokenizers.
 _WORDS = ("the of and to in is was for on are with as his they be at one have this from or had by word but "
           "what some we can out other were all there when up use your how said an each she which do their "
@@ -226,7 +228,7 @@ async def stream_request(client: httpx.AsyncClient, target: Target, prompt: str,
         async with client.stream("POST", target.url, json=target.payload(prompt), headers=target.headers()) as resp:
             if resp.status_code != 200:
                 body = (await resp.aread()).decode(errors="replace")
-                res.error = f"HTTP {resp.status_code}: {body[:300]}"
+                res.error = f"HTTP {resp.status_code}: {evidence.redacted_excerpt(body, 300, target.api_key)}"
                 return res
             async for line in resp.aiter_lines():
                 if not line.startswith("data:"):
@@ -239,10 +241,10 @@ async def stream_request(client: httpx.AsyncClient, target: Target, prompt: str,
                 try:
                     chunk = json.loads(data)
                 except ValueError:
-                    res.error = f"malformed chunk: {data[:120]!r}"
+                    res.error = f"malformed chunk: {evidence.redacted_excerpt(data, 120, target.api_key)!r}"
                     continue
                 if "error" in chunk:
-                    res.error = f"server error in stream: {str(chunk['error'])[:300]}"
+                    res.error = f"server error in stream: {evidence.redacted_excerpt(str(chunk['error']), 300, target.api_key)}"
                     return res
                 choices = chunk.get("choices")
                 text = _text_of(choices[0]) if choices else ""
@@ -261,11 +263,11 @@ async def stream_request(client: httpx.AsyncClient, target: Target, prompt: str,
                     res.prompt_tokens = usage.get("prompt_tokens")
                     res.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
                 if chunk.get("timings"):
-                    res.server_timings = chunk["timings"]
+                    res.server_timings = evidence.redact_all(chunk["timings"], target.api_key)
                     if res.cached_tokens is None:
                         res.cached_tokens = chunk["timings"].get("cache_n")
     except (httpx.HTTPError, OSError, asyncio.TimeoutError) as exc:
-        res.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        res.error = f"{type(exc).__name__}: {evidence.redact(str(exc), target.api_key)}" if str(exc) else type(exc).__name__
     finally:
         res.e2el_s = time.perf_counter() - sent
     if res.error is None:

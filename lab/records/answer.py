@@ -8,6 +8,7 @@ are pure: they need no hardware), so report.html and the top of every notebook s
 """
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from lab.core import display
@@ -181,18 +182,24 @@ def first(session):
     from lab.core import evidence
 
     records = evidence.read_records(session.run_dir)
-    head = f"### The answer so far · {session.profile.name}\n\n"
-    return Markdown(head + markdown(facts(session.profile, records)))
+    head = f"### The answer so far · {html.escape(session.profile.name)}\n\n"
+    return Markdown(head + markdown(escape_profile_text(facts(session.profile, records))))
+
+
+def escape_profile_text(f: dict) -> dict:
+    """`facts` with the profiles' free text (model names) HTML-escaped, for a notebook's Markdown output: IPython
+    renders raw HTML in Markdown, and a profile is text anyone can hand over. The report does not need it (its
+    Markdown renderer escapes HTML itself, and would show an escaped "&lt;" as such)."""
+    return {**f, "model": html.escape(f["model"]), "cards": [{**c, "model": html.escape(c["model"])} for c in f["cards"]]}
 
 
 def for_run(run_dir: str | Path) -> dict | None:
     """The summary's facts for a finished run folder (None when its profile file cannot be loaded)."""
-    import json
-
     from lab.core import evidence, profiles
+    from lab.records import manifest as manifest_file
 
     run_dir = Path(run_dir)
-    manifest = json.loads((run_dir / "manifest.json").read_text()) if (run_dir / "manifest.json").exists() else {}
+    manifest, _ = manifest_file.read_manifest(run_dir)  # its problem, if any, is the report's to show
     records = evidence.read_records(run_dir)
     candidates = [(manifest.get("profile") or {}).get("file"), (manifest.get("profile") or {}).get("name")]
     candidates += [(r.get("provenance") or {}).get("profile_file") for r in records.values()]

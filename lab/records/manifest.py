@@ -69,8 +69,8 @@ def model_changes(run_dir: Path, files: list[dict]) -> list[dict]:
     if prev is None:
         return []
     try:
-        before = {f.get("path"): f.get("sha256") for f in json.loads((prev / "manifest.json").read_text()).get("model_files") or []}
-    except (OSError, ValueError, AttributeError):
+        before = {f.get("path"): f.get("sha256") for f in evidence.read_json_file(prev / "manifest.json").get("model_files") or []}
+    except (ValueError, AttributeError):  # evidence.UnreadableJson included: a broken neighbour is not this run's
         return []
     return [{"path": f["path"], "previous_run": prev.name, "previous_sha256": before[f["path"]], "sha256": f.get("sha256")}
             for f in files if f.get("path") in before and before[f["path"]] and f.get("sha256")
@@ -97,6 +97,8 @@ def write(run_dir: Path, profile: Profile, profile_path: Path, started_utc: str,
         "packages": evidence.package_versions(),
         "llama_cpp_build": _llama_build_info(),
         "model_files": files,
+        # each record's sha256 as the run wrote it: `lab report` / `lab compare` flag one edited after the run
+        "records": evidence.record_hashes(run_dir),
         "model_changed": model_changes(run_dir, files),
         "server": _server(profile, run_dir),
         "notebooks": notebooks,
@@ -124,4 +126,20 @@ def _llama_build_info() -> dict | None:
 
 
 def read(run_dir: str | Path) -> dict:
-    return json.loads((Path(run_dir) / "manifest.json").read_text())
+    """manifest.json of a run folder; evidence.UnreadableJson (a ValueError: one line) when it cannot be used."""
+    data = evidence.read_json_file(Path(run_dir) / "manifest.json")
+    if not isinstance(data, dict):
+        raise evidence.UnreadableJson(f"{Path(run_dir) / 'manifest.json'}: holds a {type(data).__name__}, not an object")
+    return data
+
+
+def read_manifest(run_dir: str | Path) -> tuple[dict, str | None]:
+    """manifest.json as a dict, and what was wrong with it (None when fine or absent): for views of a run folder
+    someone handed over (a symlink to /dev/zero, 1 GB, nested 10,000 deep: refused in one line, see evidence)."""
+    path = Path(run_dir) / "manifest.json"
+    if not path.exists() and not path.is_symlink():
+        return {}, None
+    try:
+        return read(run_dir), None
+    except evidence.UnreadableJson as exc:
+        return {}, str(exc)

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from lab.core import display, evidence
+from lab.records import manifest as manifest_file
 
 # Which module's `what_this_means(record)` closes each notebook's record (one name, one module per record: the one
 # its notebook's last cell calls).
@@ -132,6 +133,8 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
              f"{html.escape(str(record.get('created_utc')))}</p>"]
     if record.get("problem"):
         parts.append(f"<p class='err'>Problem with this record: {html.escape(str(record['problem']))}</p>")
+    if record.get("edited"):
+        parts.append(f"<p class='err'>Not the run's evidence as written: {html.escape(str(record['edited']))}</p>")
     closing = closing_text(record) if not record.get("problem") else None
     if closing:
         parts.append(f"<div class='closing'><h3>What this means</h3>{markdown_html(closing)}</div>")
@@ -196,20 +199,6 @@ def _meta_line(manifest: dict) -> str:
             f"{html.escape(display.human_bytes(host.get('ram_bytes') or 0))} RAM · {html.escape(gpu_text)}")
 
 
-def read_manifest(run_dir: Path) -> tuple[dict, str | None]:
-    """manifest.json as a dict, and what was wrong with it (None when fine or absent)."""
-    path = run_dir / "manifest.json"
-    if not path.exists():
-        return {}, None
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError) as exc:
-        return {}, f"manifest.json is not readable JSON: {exc}"
-    if not isinstance(data, dict):
-        return {}, f"manifest.json holds a {type(data).__name__}, not an object"
-    return data, None
-
-
 def interrupted_banner(manifest: dict) -> str:
     """'This run was cut …' when the runner recorded an interruption, else ''."""
     cut = manifest.get("interrupted")
@@ -224,8 +213,8 @@ def build(run_dir: str | Path, require_run: bool = False) -> Path:
     """Write report.html of a run folder; with require_run, a folder that is not a run raises NotARun
     (`lab report` on a typo should not write an empty report into it)."""
     run_dir = check_run_dir(run_dir) if require_run else Path(run_dir)
-    manifest, manifest_problem = read_manifest(run_dir)
-    records = evidence.read_records(run_dir)
+    manifest, manifest_problem = manifest_file.read_manifest(run_dir)
+    records = evidence.read_records(run_dir, manifest.get("records"))
     prof = manifest.get("profile") if isinstance(manifest.get("profile"), dict) else {}
     if not prof.get("name"):  # a folder without a manifest (an interactive session's): the records name the profile
         named = [(r.get("provenance") or {}).get("profile_file") for r in records.values()]
@@ -275,10 +264,10 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
     runs = []
     for rd in run_dirs:
         rd = check_run_dir(rd)
-        manifest, _ = read_manifest(rd)
+        manifest, _ = manifest_file.read_manifest(rd)
         name = (manifest.get("profile") or {}).get("name") if isinstance(manifest.get("profile"), dict) else None
         label = f"{name}/{rd.name}" if name else rd.name
-        runs.append((label, evidence.read_records(rd)))
+        runs.append((label, evidence.read_records(rd, manifest.get("records"))))
     keys: list[tuple[str, str]] = []
     for _, records in runs:
         for name, rec in records.items():
@@ -288,6 +277,9 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
     rows = [{"record": name, "result": "problem", **{label: recs[name]["problem"] if name in recs else None
                                                      for label, recs in runs}}
             for name in dict.fromkeys(n for _, recs in runs for n, r in recs.items() if r.get("problem"))]
+    rows += [{"record": name, "result": "edited after the run", **{label: recs[name].get("edited") if name in recs else None
+                                                                   for label, recs in runs}}
+             for name in dict.fromkeys(n for _, recs in runs for n, r in recs.items() if r.get("edited"))]
     for name, k in keys:
         row = {"record": name, "result": k}
         for label, records in runs:

@@ -222,9 +222,7 @@ def finish_partial_files(run_dir: Path, note: str, secrets: tuple[str, ...] = ()
     done = []
     for raw in sorted((run_dir / "logs").rglob(".*.log.partial")):
         final = raw.with_name(raw.name[1:].removesuffix(".partial"))
-        text = evidence.redact(raw.read_text(errors="replace"))
-        for secret in secrets:
-            text = text.replace(secret, "[REDACTED]")
+        text = evidence.redact(raw.read_text(errors="replace"), *secrets)
         if not final.exists():
             final.write_text(text + f"\n[lab] {note}\n")
             done.append(f"{final.relative_to(run_dir)}: redacted from the raw log")

@@ -14,7 +14,8 @@ that is itself evidence of which engine it is not):
 
 `identify` names the engine from what answered; `facts` turns the raw answers into one flat dict
 (the same keys whatever the engine, None where that engine does not say). Headers carry the key; no
-answer kept here contains it (the server never echoes it, and `_excerpt` redacts anyway).
+answer kept here contains it: a server may echo it in an error, so every string it sends back goes
+through lab.core.evidence.redact (`_excerpt`, and `redact_all` on what `discover` returns).
 """
 from __future__ import annotations
 
@@ -76,8 +77,7 @@ def where(profile) -> dict:
 
 # ---------------------------------------------------------------- one request, never raising
 def _excerpt(text: str, api_key: str | None = None) -> str:
-    text = evidence.redact(text[:EXCERPT_CHARS])
-    return text.replace(api_key, "[REDACTED]") if api_key else text
+    return evidence.redacted_excerpt(text, EXCERPT_CHARS, api_key)
 
 
 def request(client: httpx.Client, method: str, url: str, json_body: dict | None = None,
@@ -301,7 +301,7 @@ def discover(base_url: str, api_key: str | None = None, served_model: str | None
              "facts": facts(probes, engine, served_model) if reachable else {"sources": {}},
              "probes": _strip(probes), "seconds": round(time.monotonic() - t0, 2),
              "source": SOURCES.get(engine, SOURCES["openai"])}
-    return found
+    return evidence.redact_all(found, api_key)  # facts and versions are the server's words too
 
 
 def _cache_lines(client: httpx.Client, url: str) -> str:

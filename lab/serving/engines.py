@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from lab.core import facts, paths
+from lab.core import evidence, facts, paths
 from lab.core.profiles import Profile
 from lab.core.versions import at_least, compute_capability
 
@@ -484,7 +484,7 @@ ENV_ALLOW_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "OMP_", "KMP_", "MKL_", "OPENBL
                       "TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_", "VLLM_", "HF_", "TRANSFORMERS_", "RAY_",
                       "GLOO_", "LAB_")
 # ...except a name that says it is a secret, whatever its prefix (VLLM_API_KEY is set by the lab itself).
-_SECRET_NAME = re.compile(r"(?i)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)")
+_SECRET_NAME = evidence.SECRET_NAME
 # The variable each engine reads its API key from (llama.cpp common/arg.cpp: --api-key, env LLAMA_API_KEY;
 # vLLM: VLLM_API_KEY; llama_cpp.server's settings: API_KEY).
 # The runner's per-run key for the lab's own servers travels to kernels in this variable (lab.serving.serve.run_api_key).

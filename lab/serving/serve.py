@@ -280,8 +280,7 @@ class Server:
         return engine_logs.parse_log(self.command.engine, self.log_text())
 
     def _redact(self, text: str) -> str:
-        text = evidence.redact(text)
-        return text.replace(self.api_key, "[REDACTED]") if self.api_key else text
+        return evidence.redact(text, self.api_key)
 
     def stop(self, timeout_s: float = 15.0) -> dict:
         """SIGTERM to the process group, wait up to `timeout_s`, then SIGKILL; copy the log (redacted)
@@ -432,9 +431,9 @@ def wait_until_healthy(server: Server, timeout_s: float) -> float:
                 reply = client.get(url)
                 if reply.status_code == 200:
                     break
-                last = f"HTTP {reply.status_code} {reply.text[:120]!r}"  # llama-server: 503 while loading
+                last = f"HTTP {reply.status_code} {evidence.redacted_excerpt(reply.text, 120, server.api_key)!r}"  # llama-server: 503 while loading
             except httpx.TransportError as exc:
-                last = f"{type(exc).__name__}: {exc}"
+                last = f"{type(exc).__name__}: {server._redact(str(exc))}"
             time.sleep(0.1)  # a small model on 2 cores is up in ~0.5 s; the suite starts ~35 servers
         _first_token(server, client, max(10.0, timeout_s - (time.monotonic() - t0)))
     return round(time.monotonic() - t0, 3)
@@ -445,10 +444,11 @@ def _first_token(server: Server, client: httpx.Client, timeout_s: float) -> None
     try:
         reply = client.post(server.base_url + "/v1/completions", json=body, timeout=timeout_s)
     except httpx.TransportError as exc:
-        raise StartupFailed(f"health answered but a 1-token completion failed: {exc}", server.log_tail()) from None
+        raise StartupFailed(f"health answered but a 1-token completion failed: {server._redact(str(exc))}",
+                            server.log_tail()) from None
     if reply.status_code != 200:
         raise StartupFailed(f"health answered but a 1-token completion got HTTP {reply.status_code}: "
-                            f"{reply.text[:300]}", server.log_tail())
+                            f"{evidence.redacted_excerpt(reply.text, 300, server.api_key)}", server.log_tail())
 
 
 def model_name(server: Server, client: httpx.Client | None = None) -> str:
@@ -468,13 +468,13 @@ def model_name(server: Server, client: httpx.Client | None = None) -> str:
 
 
 # ---------------------------------------------------------------- smoke test
-def _call(client: httpx.Client, url: str, body: dict) -> dict:
+def _call(client: httpx.Client, url: str, body: dict, api_key: str | None = None) -> dict:
     t0 = time.monotonic()
     try:
         reply = client.post(url, json=body)
     except httpx.HTTPError as exc:
         return {"ok": False, "status": None, "latency_s": round(time.monotonic() - t0, 3), "text": "",
-                "usage": None, "finish_reason": None, "error": f"{type(exc).__name__}: {exc}"}
+                "usage": None, "finish_reason": None, "error": f"{type(exc).__name__}: {evidence.redact(str(exc), api_key)}"}
     latency = round(time.monotonic() - t0, 3)
     try:
         data = reply.json()
@@ -483,10 +483,10 @@ def _call(client: httpx.Client, url: str, body: dict) -> dict:
         ok = reply.status_code == 200 and isinstance(text, str)
         return {"ok": ok, "status": reply.status_code, "latency_s": latency, "text": text or "",
                 "usage": data.get("usage"), "finish_reason": choice.get("finish_reason"),
-                "model": data.get("model"), "error": None if ok else reply.text[:300]}
+                "model": data.get("model"), "error": None if ok else evidence.redacted_excerpt(reply.text, 300, api_key)}
     except (ValueError, KeyError, IndexError, TypeError):
         return {"ok": False, "status": reply.status_code, "latency_s": latency, "text": "", "usage": None,
-                "finish_reason": None, "error": reply.text[:300]}
+                "finish_reason": None, "error": evidence.redacted_excerpt(reply.text, 300, api_key)}
 
 
 def smoke_test(server: Server, max_tokens: int = 16, timeout_s: float = 120.0) -> dict:
@@ -494,12 +494,13 @@ def smoke_test(server: Server, max_tokens: int = 16, timeout_s: float = 120.0) -
     with httpx.Client(timeout=timeout_s, trust_env=False, headers=server.headers()) as client:
         model = model_name(server, client)
         completions = _call(client, server.base_url + "/v1/completions",
-                            {"model": model, "prompt": SMOKE_PROMPT, "max_tokens": max_tokens, "temperature": 0})
+                            {"model": model, "prompt": SMOKE_PROMPT, "max_tokens": max_tokens, "temperature": 0}, server.api_key)
         chat = _call(client, server.base_url + "/v1/chat/completions",
                      {"model": model, "messages": [{"role": "user", "content": SMOKE_CHAT}],
-                      "max_tokens": max_tokens, "temperature": 0})
+                      "max_tokens": max_tokens, "temperature": 0}, server.api_key)
     completions["prompt"], chat["prompt"] = SMOKE_PROMPT, SMOKE_CHAT
-    return {"model": model, "completions": completions, "chat": chat}
+    # every string in it is the server's (its reply, its error, its model name): one redaction for all of them
+    return evidence.redact_all({"model": model, "completions": completions, "chat": chat}, server.api_key)
 
 
 # ---------------------------------------------------------------- can this machine start it?

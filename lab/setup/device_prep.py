@@ -206,7 +206,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", type=Path, default=Path("/root/lab-device/model-parts"),
                     help="with --assemble: where parts are kept between calls")
     args = ap.parse_args(argv)
-    cache = (args.cache or setup.cache_dir()).resolve()
+    try:
+        cache = setup.cache_dir(args.cache).resolve()
+    except NotADirectoryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.assemble is not None:
         print(f"[device_prep] models: {assemble(args.assemble, args.store, cache / 'models')}")
         return 0
