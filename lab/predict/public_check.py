@@ -9,7 +9,7 @@ from lab.predict import roofline, tp_model
 from lab.predict.public_speed import (FAMILY, Row, bytes_per_token, comparable, link_figures, load,
                                       unpredictable_reason)
 
-TARGET_MEDIAN = 0.10  # median |predicted ÷ published − 1| over the budget cards' comparable rows (issue 19)
+TARGET_MEDIAN = 0.10  # median |predicted ÷ published − 1| over the budget cards' comparable rows
 TARGET_MAX = 0.20
 
 

@@ -47,7 +47,7 @@ KERNEL_NAME = "llm-lab"
 KERNEL_DISPLAY_NAME = "LLM lab (.venv)"  # the one name notebooks' metadata carries too
 ROOT = Path(__file__).resolve().parent.parent.parent
 VENV = ROOT / ".venv"
-# llama-batched-bench: the in-process yardstick for served throughput at N streams (notebook 06, issue 20)
+# llama-batched-bench: the in-process yardstick for served throughput at N streams (notebook 06)
 TOOLS = ("llama-server", "llama-bench", "llama-quantize", "llama-perplexity", "llama-batched-bench")
 
 # Embedded models: real GGUF files that PyPI packages ship (no model hub at run time).
