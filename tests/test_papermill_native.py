@@ -31,7 +31,7 @@ def papermill(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, 
 
 def outputs_text(nb_path: Path) -> str:
     nb = json.loads(nb_path.read_text())
-    return "\n".join(json.dumps(c.get("outputs", [])) for c in nb["cells"] if c["cell_type"] == "code")
+    return "\n".join(json.dumps(c.get("outputs", []), ensure_ascii=False) for c in nb["cells"] if c["cell_type"] == "code")
 
 
 @pytest.mark.parametrize("name", ["cpu-default", "v100-32g-x1"])
