@@ -2,7 +2,8 @@
 
 Exit status: 0 all good, 1 the command found a problem (invalid or unknown profile, failed notebook, plan
 errors, doctor findings, a folder that is not a run), 2 bad usage (missing file, bad flags), 130 / 143 a
-run cut by SIGINT / SIGTERM. A bad file or path never prints a traceback (LAB_DEBUG=1 shows one).
+run cut by SIGINT / SIGTERM; `run --profile all` (a batch): the number of profiles that failed. A bad file or path
+never prints a traceback (LAB_DEBUG=1 shows one).
 """
 from __future__ import annotations
 
