@@ -159,3 +159,21 @@ def test_injected_settings_get_the_errors_lab_validate_gives_the_file(tmp_path, 
     with pytest.raises(profiles.ProfileError, match=r"(?s)field 'name': missing.*only threads injected: `-p KEY VALUE` "
                                                     r"changes a setting of a whole profile given with -f params/NAME.yaml"):
         session.start(kernel_globals({"threads": 8, "run_dir": str(tmp_path / "run")}))
+
+
+def test_a_parameters_cell_re_run_by_hand_after_the_injected_one_is_not_silently_overruled(tmp_path, clean_display):
+    # JupyterLab, an executed notebook: papermill's cell (v100 settings) ran, then the user edited `profile` in the
+    # parameters cell and re-ran it, then the session cell: which profile is meant cannot be told, so it is asked
+    ns = kernel_globals({**shipped("v100-32g-x1"), "run_dir": str(tmp_path / "run")})
+    ns["In"].insert(-1, 'profile: str = "rtx4090-24g"\nrun_dir: str = ""')
+    ns["profile"] = "rtx4090-24g"
+    assert session.set_after_injection(ns) == ["profile", "run_dir"]
+    with pytest.raises(profiles.ProfileError, match=r"^profile='rtx4090-24g' was set by a cell run after papermill's "
+                                                    r"injected parameters .*re-run the injected-parameters cell"):
+        session.start(ns)
+    # after `lab run` (profile and run_dir injected, no settings) the re-run parameters cell simply counts
+    ns = kernel_globals({"profile": "v100-32g-x1", "run_dir": str(tmp_path / "run2")})
+    ns["In"].insert(-1, 'profile: str = "cpu-default"\nrun_dir: str = ""')
+    ns["profile"], ns["run_dir"] = "cpu-default", str(tmp_path / "run2")
+    assert session.start(ns).profile.name == "cpu-default"
+    assert session.set_after_injection(kernel_globals({**shipped("v100-32g-x1")})) == []

@@ -80,6 +80,32 @@ def injected_source(namespace: Mapping) -> str | None:
     return None
 
 
+def set_after_injection(namespace: Mapping) -> list[str]:
+    """The notebook parameters that cells run after papermill's injected cell (and before this one) assign again:
+    in JupyterLab, an executed notebook's parameters cell edited and re-run by hand. Its `profile` is then the
+    user's latest word, and the injected settings still there would silently win: `decide` refuses instead."""
+    history = namespace.get("In")
+    source = injected_source(namespace)
+    if source is None:
+        return []
+    start = len(history) - 1 - history[::-1].index(source)
+    found = []
+    for later in history[start + 1:-1]:  # the last entry is the cell running now
+        try:
+            tree = ast.parse(later) if isinstance(later, str) else None
+        except SyntaxError:
+            continue
+        for node in (tree.body if tree else []):
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AnnAssign):  # `profile: str = "..."`, as the parameters cell writes it
+                targets = [node.target]
+            else:
+                continue
+            found += [t.id for t in targets if isinstance(t, ast.Name) and t.id in NOTEBOOK_PARAMETERS]
+    return sorted(set(found))
+
+
 def parse_injected(source: str) -> dict:
     """papermill's injected cell → {name: value}, the values as papermill wrote them (Python literals)."""
     try:
@@ -105,13 +131,14 @@ def _nearest(name: str, known: list[str]) -> str:
     return f" — did you mean {close[0]!r}?" if close else ""
 
 
-def decide(profile: str | None, run_dir: str, injected: Mapping | None) -> Choice:
+def decide(profile: str | None, run_dir: str, injected: Mapping | None, set_later: list[str] = ()) -> Choice:
     """The profile a notebook runs, from its `profile`/`run_dir` variables and what papermill injected (None: nothing).
 
     Only `profile` (the default, `-p profile X`, or `lab run`) → that profile. Profile settings injected (`-f X.yaml`,
     `-y ...`, `-p KEY VALUE`) → a profile built from them, validated as `lab validate` validates a file. Both, or a
     name that is neither a notebook parameter nor a profile setting → a ProfileError naming them (papermill itself
-    only warns "Passed unknown parameter" and runs on)."""
+    only warns "Passed unknown parameter" and runs on). `set_later`: the parameters a cell run by hand after the
+    injected one assigned again (`set_after_injection`)."""
     injected = dict(injected or {})
     fields = list(Profile.model_fields)
     known = fields + list(NOTEBOOK_PARAMETERS) + list(PAPERMILL_OWN)
@@ -123,6 +150,10 @@ def decide(profile: str | None, run_dir: str, injected: Mapping | None) -> Choic
         problems.append(f"papermill injected both profile={injected['profile']!r} and profile settings ({shown}): give "
                         "one, `-p profile NAME` for a profile file, or `-f params/NAME.yaml` alone (`-p KEY VALUE` "
                         "after it changes one setting)")
+    if settings and "profile" in set_later:
+        problems.append(f"profile={profile!r} was set by a cell run after papermill's injected parameters (which hold "
+                        "the settings of a profile): re-run the injected-parameters cell to use those, or delete it to "
+                        "use the profile named in the parameters cell")
     if problems:
         raise ProfileError("; ".join(problems))
     if settings:
@@ -173,7 +204,7 @@ def start(profile: str | Mapping, run_dir: str = "") -> Session:
     if isinstance(profile, Mapping):
         source = injected_source(profile)
         choice = decide(profile.get("profile"), profile.get("run_dir", ""),
-                        parse_injected(source) if source is not None else None)
+                        parse_injected(source) if source is not None else None, set_after_injection(profile))
     else:
         choice = Choice(profile, None, run_dir)
     pio.renderers.default = "plotly_mimetype"
