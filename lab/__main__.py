@@ -2,7 +2,8 @@
 
 Exit status: 0 all good, 1 the command found a problem (invalid or unknown profile, failed notebook, plan
 errors, doctor findings, a folder that is not a run), 2 bad usage (missing file, bad flags), 130 / 143 a
-run cut by SIGINT / SIGTERM. A bad file or path never prints a traceback (LAB_DEBUG=1 shows one).
+run cut by SIGINT / SIGTERM; `run --profile all` (a batch): the number of profiles that failed. A bad file or path
+never prints a traceback (LAB_DEBUG=1 shows one).
 """
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ def _cmd_run(args) -> int:
     from lab.records import runner
 
     only = [o.strip().zfill(2) for o in args.only.split(",")] if args.only else None
+    batch = runner.batch_profiles(args.profile)
+    if batch is not None:
+        return _run_batch(args, batch, only)
     try:
         result = runner.run(args.profile, only=only, out=args.out, synth_if_missing=args.synth_if_missing)
     except profiles.ProfileError as exc:  # an invalid profile is a found problem (README: exit 1)
@@ -54,6 +58,36 @@ def _cmd_run(args) -> int:
         failed = [r.notebook for r in result.results if r.status != "ok"]
         print(f"not ok: {', '.join(failed)} (see the report)", file=sys.stderr)
     return 0 if result.ok else 1
+
+
+def _run_batch(args, names: list[str], only: list[str] | None) -> int:
+    """`lab run --profile all` (or a,b,...): one run folder per profile, then the fleet table (`lab compare` of the
+    runs); exit status = how many profiles failed (invalid or a notebook not ok), or the signal's for a cut batch."""
+    from lab.records import report, runner
+
+    try:
+        batch = runner.run_batch(names, only=only, out=args.out, synth_if_missing=args.synth_if_missing)
+    except (ValueError, FileNotFoundError, NotADirectoryError) as exc:  # --only / --out: bad usage
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if batch.interrupted is not None:
+        return batch.exit_code
+    for name, res in batch.runs.items():
+        print(f"{'ok    ' if res.ok else 'not ok'}  {name}: {res.run_dir} (checks: {_check_counts(res.run_dir)})")
+    for name, why in batch.invalid.items():
+        print(f"invalid {name}: {why.splitlines()[0]}")
+    if batch.runs:
+        _print_rows(report.compare_rows([res.run_dir for res in batch.runs.values()]))
+    print(f"profiles: {len(names)}, ok {len(names) - len(batch.failed)}, failed {len(batch.failed)}"
+          + (f" ({', '.join(batch.failed)})" if batch.failed else ""))
+    return batch.exit_code
+
+
+def _print_rows(rows: list[dict]) -> None:
+    import pandas as pd
+
+    with pd.option_context("display.max_rows", None, "display.max_colwidth", 40, "display.width", 200):
+        print(pd.DataFrame(rows).to_string(index=False))
 
 
 def _machine_notes(prof) -> list[str]:
@@ -133,10 +167,7 @@ def _cmd_compare(args) -> int:
     if args.html:
         print(report.build_compare(args.run_dirs, args.html))
     else:
-        import pandas as pd
-
-        with pd.option_context("display.max_rows", None, "display.max_colwidth", 40, "display.width", 200):
-            print(pd.DataFrame(rows).to_string(index=False))
+        _print_rows(rows)
     return 0
 
 
@@ -217,7 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="verb", required=True)
 
     p = sub.add_parser("run", help="run the notebooks with papermill into outputs/<profile>/<UTC>_<sha>/")
-    p.add_argument("--profile", default="cpu-default", help="profile name in params/ or a path to a YAML (default cpu-default)")
+    p.add_argument("--profile", default="cpu-default",
+                   help="profile name in params/ or a path to a YAML (default cpu-default); `all`: every params/*.yaml, "
+                        "or a,b,c: those, one run folder each, then the fleet table; exit status = profiles failed")
     p.add_argument("--only", default=None, help="comma-separated notebook numbers, e.g. 01,02")
     p.add_argument("--out", default=None, help="parent folder for the run folder (default outputs/<profile>/)")
     p.add_argument("--synth-if-missing", action="store_true",

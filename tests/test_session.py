@@ -49,3 +49,131 @@ def test_start_takes_a_profile_path_and_refuses_an_invalid_one_naming_it(tmp_pat
         session.start(str(bad), str(tmp_path / "run2"))
     assert str(bad) in str(err.value) and "parallel_slots" in str(err.value)
     assert not (tmp_path / "run2").exists()  # nothing opened for a profile that cannot run
+
+
+# ---------------------------------------------------------------- papermill as its docs show it (-f / -p / -y)
+# The injected cell as papermill 2.7 writes it (papermill/translators.py: "# Parameters", then `name = literal`):
+# made here by papermill's own translator, so these tests break if papermill changes what it injects.
+def injected_cell(parameters: dict) -> str:
+    from papermill.translators import translate_parameters
+
+    return translate_parameters("llm-lab", "python", parameters, "Parameters")
+
+
+def shipped(name: str) -> dict:
+    return yaml.safe_load((ROOT / "params" / f"{name}.yaml").read_text())
+
+
+def kernel_globals(parameters: dict | None, profile: str = "cpu-default", run_dir: str = "") -> dict:
+    """A notebook kernel's globals at its session cell: IPython's input history `In` (the parameters cell, papermill's
+    injected cell when given, this cell), the parameters as the kernel holds them, and names IPython and imports add."""
+    history = ["", 'profile: str = "cpu-default"\nrun_dir: str = ""']
+    if parameters is not None:
+        history.append(injected_cell(parameters))
+    history.append("from lab.core import session\ns = session.start(globals())")
+    return {"In": history, "Out": {}, "_": "", "get_ipython": print, "session": session,
+            "profile": (parameters or {}).get("profile", profile), "run_dir": (parameters or {}).get("run_dir", run_dir),
+            **{k: v for k, v in (parameters or {}).items() if k not in ("profile", "run_dir")}}
+
+
+def test_papermill_injected_cell_reads_back_as_the_yaml_papermill_read():
+    data = shipped("v100-32g-x1")
+    ns = kernel_globals(data)
+    source = session.injected_source(ns)
+    assert source.startswith("# Parameters\nname = \"v100-32g-x1\"\n")
+    assert session.parse_injected(source) == data
+    assert session.injected_source(kernel_globals(None)) is None  # opened by hand: nothing injected
+    assert session.injected_source({}) is None  # not a kernel (no input history)
+    # values papermill writes that are not plain literals are named, not evaluated
+    with pytest.raises(profiles.ProfileError, match=r"papermill parameter 'port': float\('nan'\) is not a plain value"):
+        session.parse_injected(injected_cell({"port": float("nan")}))
+
+
+@pytest.mark.parametrize("case, injected, expected", [
+    ("opened by hand", None, session.Choice("cpu-default", None, "")),
+    ("lab run", {"profile": "/p/v.yaml", "run_dir": "/r"}, session.Choice("cpu-default", None, "")),
+    ("-p profile", {"profile": "v100-32g-x1"}, session.Choice("cpu-default", None, "")),
+    ("-f yaml", {"name": "x", "gpu_count": 0}, session.Choice(None, {"name": "x", "gpu_count": 0}, "")),
+    ("-f yaml -p run_dir --inject-paths", {"name": "x", "run_dir": "/r", "PAPERMILL_INPUT_PATH": "a.ipynb",
+                                            "PAPERMILL_OUTPUT_PATH": "b.ipynb"}, session.Choice(None, {"name": "x"}, "")),
+])
+def test_decide_which_profile_runs(case, injected, expected):
+    # decide takes the kernel's `profile`/`run_dir` (papermill's values once injected) and the injected mapping
+    assert session.decide("cpu-default", "", injected) == expected, case
+
+
+def test_decide_refuses_profile_and_settings_together():
+    with pytest.raises(profiles.ProfileError) as err:
+        session.decide("v100-32g-x1", "", {**shipped("v100-32g-x1"), "profile": "v100-32g-x1"})
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert msg.startswith("papermill injected both profile='v100-32g-x1' and profile settings (name, description, "
+                          "gpu_name_pattern, gpu_count, … 29 in all): give one")
+    assert "-f params/NAME.yaml" in msg and "-p profile NAME" in msg
+
+
+def test_decide_names_unknown_parameters_with_the_nearest_known_one():
+    with pytest.raises(profiles.ProfileError) as err:
+        session.decide("cpu-default", "", {**shipped("cpu-default"), "gpu_memory_utilisation": 0.8, "zzz": 1})
+    assert str(err.value) == (
+        "papermill parameter 'gpu_memory_utilisation' is neither a notebook parameter (profile, run_dir) nor a profile "
+        "setting — did you mean 'gpu_memory_utilization'?; papermill parameter 'zzz' is neither a notebook parameter "
+        "(profile, run_dir) nor a profile setting")
+    with pytest.raises(profiles.ProfileError, match="did you mean 'profile'"):
+        session.decide("cpu-default", "", {"profil": "v100-32g-x1"})
+    with pytest.raises(profiles.ProfileError, match="no profile: the notebook's `profile` parameter is None"):
+        session.decide(None, "", None)
+
+
+def test_start_builds_the_profile_papermill_injected_and_keeps_a_copy_of_it(tmp_path, clean_display):
+    data = shipped("v100-32g-x1")
+    s = session.start(kernel_globals({**data, "run_dir": str(tmp_path / "run")}))
+    assert s.profile == profiles.load("v100-32g-x1")  # the same profile as the file papermill read
+    assert s.run_dir == tmp_path / "run"
+    # the run folder keeps exactly what was injected, and the records' provenance names that copy
+    assert s.profile_path.parent == s.run_dir and s.profile_path.name.startswith("profile-v100-32g-x1-injected-")
+    assert yaml.safe_load(s.profile_path.read_text()) == data and profiles.load(s.profile_path) == s.profile
+    prov = json.loads(s.record("01_hardware", {"summary": {}}).read_text())["provenance"]
+    assert prov["profile_file"] == str(s.profile_path) and prov["profile_sha256"] == evidence.sha256_file(s.profile_path)
+    # the same settings again: the same copy; other settings: another copy beside it (records keep their sha256)
+    again = session.start(kernel_globals({**data, "run_dir": str(tmp_path / "run")}))
+    other = session.start(kernel_globals({**data, "threads": 8, "run_dir": str(tmp_path / "run")}))
+    assert again.profile_path == s.profile_path and other.profile_path != s.profile_path
+    assert other.profile.threads == 8 and len(list(s.run_dir.glob("profile-*.yaml"))) == 2
+    # `-p profile X` (and `lab run`) still name the profile file itself
+    by_name = session.start(kernel_globals({"profile": "v100-32g-x1", "run_dir": str(tmp_path / "run2")}))
+    assert by_name.profile_path == (ROOT / "params" / "v100-32g-x1.yaml").resolve()
+
+
+def test_injected_settings_get_the_errors_lab_validate_gives_the_file(tmp_path, clean_display):
+    data = {**shipped("cpu-default"), "parallel_slots": 0, "gpu_vram_mib": 1024}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(profiles.ProfileError) as by_file:
+        profiles.load(bad)
+    with pytest.raises(profiles.ProfileError) as injected:
+        session.start(kernel_globals({**data, "run_dir": str(tmp_path / "run")}))
+    assert str(injected.value) == str(by_file.value).replace(str(bad), "papermill's injected parameters")
+    assert "parallel_slots" in str(injected.value) and not (tmp_path / "run").exists()
+    # `-p KEY VALUE` alone is a setting, not a profile: said so, with how to give the whole profile
+    with pytest.raises(profiles.ProfileError, match=r"(?s)field 'name': missing.*only threads injected: `-p KEY VALUE` "
+                                                    r"changes a setting of a whole profile given with -f params/NAME.yaml"):
+        session.start(kernel_globals({"threads": 8, "run_dir": str(tmp_path / "run")}))
+
+
+def test_a_parameters_cell_re_run_by_hand_after_the_injected_one_is_not_silently_overruled(tmp_path, clean_display):
+    # JupyterLab, an executed notebook: papermill's cell (v100 settings) ran, then the user edited `profile` in the
+    # parameters cell and re-ran it, then the session cell: which profile is meant cannot be told, so it is asked
+    ns = kernel_globals({**shipped("v100-32g-x1"), "run_dir": str(tmp_path / "run")})
+    ns["In"].insert(-1, 'profile: str = "rtx4090-24g"\nrun_dir: str = ""')
+    ns["profile"] = "rtx4090-24g"
+    assert session.set_after_injection(ns) == ["profile", "run_dir"]
+    with pytest.raises(profiles.ProfileError, match=r"^profile='rtx4090-24g' was set by a cell run after papermill's "
+                                                    r"injected parameters .*re-run the injected-parameters cell"):
+        session.start(ns)
+    # after `lab run` (profile and run_dir injected, no settings) the re-run parameters cell simply counts
+    ns = kernel_globals({"profile": "v100-32g-x1", "run_dir": str(tmp_path / "run2")})
+    ns["In"].insert(-1, 'profile: str = "cpu-default"\nrun_dir: str = ""')
+    ns["profile"], ns["run_dir"] = "cpu-default", str(tmp_path / "run2")
+    assert session.start(ns).profile.name == "cpu-default"
+    assert session.set_after_injection(kernel_globals({**shipped("v100-32g-x1")})) == []

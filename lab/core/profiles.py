@@ -304,7 +304,7 @@ def _clip(value, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _format_errors(path: Path, data: dict, exc: ValidationError) -> str:
+def _format_errors(path: Path | str, data: dict, exc: ValidationError) -> str:
     lines = [f"{path}: {exc.error_count()} problem(s)"]
     for err in exc.errors():
         field = ".".join(str(x) for x in err["loc"]) or "(whole profile)"
@@ -436,7 +436,7 @@ def _resolve_paths(profile: Profile) -> Profile:
     return profile.model_copy(update=update) if update else profile
 
 
-def _model_file_problem(profile: Profile, path: Path) -> str | None:
+def _model_file_problem(profile: Profile, path: Path | str) -> str | None:
     """A model path that exists but cannot be a model (a device such as /dev/zero, a folder for a GGUF):
     refused here, before anything hashes or loads it. A *missing* file is not an error here: GPU profiles
     name files of another machine (see `findings`)."""
@@ -472,8 +472,23 @@ def load(name_or_path: str | Path) -> Profile:
         raise ProfileError(_format_errors(path, data, exc)) from None
     if profile.name != path.stem and path.parent.resolve() == PARAMS_DIR.resolve():
         raise ProfileError(f"{path}: field 'name': found {profile.name!r}; must equal the file name {path.stem!r}")
+    return _checked_paths(profile, path)
+
+
+def from_data(data: dict, source: str) -> Profile:
+    """A profile from settings that came as a mapping, not a file (the keys papermill injected into a notebook
+    from `-f params/X.yaml`): the same schema, rules and messages as `load`, each message starting with
+    `source` where `load` names the file."""
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(_format_errors(source, data, exc)) from None
+    return _checked_paths(profile, source)
+
+
+def _checked_paths(profile: Profile, source: Path | str) -> Profile:
     profile = _resolve_paths(profile)
-    problem = _model_file_problem(profile, path)
+    problem = _model_file_problem(profile, source)
     if problem:
         raise ProfileError(problem)
     return profile

@@ -323,3 +323,62 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
         if result.interrupted is None:
             watch.restore()
     return result
+
+
+# ---------------------------------------------------------------- a batch of profiles (`lab run --profile all`)
+@dataclass
+class BatchResult:
+    runs: dict[str, RunResult] = field(default_factory=dict)  # profile (as given) → its run
+    invalid: dict[str, str] = field(default_factory=dict)  # profile (as given) → why it was not run
+    interrupted: RunResult | None = None  # the run a signal cut: the batch stops there
+
+    @property
+    def failed(self) -> list[str]:
+        return list(self.invalid) + [p for p, r in self.runs.items() if not r.ok]
+
+    @property
+    def exit_code(self) -> int:
+        """The number of profiles that failed (invalid, or a notebook not ok), at most 100 so that it never reads as
+        a signal's 130/143; a cut batch exits as its cut run does."""
+        if self.interrupted is not None:
+            return self.interrupted.exit_code
+        return min(len(self.failed), 100)
+
+
+def batch_profiles(spec: str) -> list[str] | None:
+    """`--profile all` → every params/*.yaml; "a,b" → those; one profile → None (not a batch)."""
+    if spec == "all":
+        return [str(p) for p in profiles.all_profiles()]
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    return names if len(names) > 1 else None
+
+
+def run_batch(names: list[str], only: list[str] | None = None, out: str | None = None,
+              synth_if_missing: bool = False) -> BatchResult:
+    """One `run` per profile, in order, each into its own run folder (under OUT/<profile>/ when --out is given). A
+    profile that fails validation is reported and skipped; a failed notebook fails its profile, not the batch; a
+    signal stops the batch after the cut run has written its manifest and report."""
+    batch = BatchResult()
+    discover(only)  # a bad --only is bad usage before anything runs
+    t0 = time.monotonic()
+    for i, name in enumerate(names, 1):
+        label = f"[batch] {i}/{len(names)} {Path(name).stem if name.endswith(('.yaml', '.yml')) else name}"
+        try:
+            prof = profiles.load(name)
+        except profiles.ProfileError as exc:
+            batch.invalid[name] = str(exc)
+            print(f"{label}: invalid, skipped: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
+            continue
+        print(f"{label} ...", file=sys.stderr, flush=True)
+        res = run(name, only=only, out=str(Path(out) / prof.name) if out else None, synth_if_missing=synth_if_missing)
+        batch.runs[name] = res
+        if res.interrupted:
+            batch.interrupted = res
+            print(f"{label}: interrupted; the batch stops ({len(names) - i} profile(s) not run)", file=sys.stderr,
+                  flush=True)
+            break
+        bad = [r.notebook for r in res.results if r.status != "ok"]
+        print(f"{label}: {'ok' if res.ok else 'not ok: ' + ', '.join(bad)} → {res.run_dir} "
+              f"({time.monotonic() - t0:.0f} s into the batch; {len(batch.failed)} failed so far)",
+              file=sys.stderr, flush=True)
+    return batch

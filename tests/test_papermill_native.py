@@ -1,0 +1,78 @@
+"""Notebooks tier: papermill run the way its own docs show (`papermill NB OUT -f params/X.yaml`, `-p profile X`),
+not through `lab run`: the notebook runs THAT profile or stops with an error naming what was wrong. Before, `-f`
+injected the profile's keys as variables the notebook never read, and it ran cpu-default without a word.
+
+Notebook 01 (the cheapest on CPU) for the runs that go through; the refusals stop in its session cell."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import PLANTED_SECRETS, ROOT, leaked_secrets
+
+from lab.core import evidence, profiles
+
+pytestmark = pytest.mark.notebooks
+NOTEBOOK = ROOT / "notebooks" / "01_hardware_checks.ipynb"
+PAPERMILL = Path(sys.executable).parent / "papermill"  # the console script the lab's venv installs
+
+
+def papermill(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
+    """`papermill notebooks/01_hardware_checks.ipynb OUT ARGS -k llm-lab -p run_dir RUN` from the project folder (the
+    run folder given so the test writes nothing under outputs/), with planted secrets in the environment."""
+    out, run = tmp_path / "out.ipynb", tmp_path / "run"
+    proc = subprocess.run([str(PAPERMILL), str(NOTEBOOK), str(out), *args, "-k", "llm-lab", "-p", "run_dir", str(run)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600, env={**os.environ, **PLANTED_SECRETS})
+    return proc, out, run
+
+
+def outputs_text(nb_path: Path) -> str:
+    nb = json.loads(nb_path.read_text())
+    return "\n".join(json.dumps(c.get("outputs", []), ensure_ascii=False) for c in nb["cells"] if c["cell_type"] == "code")
+
+
+@pytest.mark.parametrize("name", ["cpu-default", "v100-32g-x1"])
+def test_papermill_f_runs_the_profile_file_it_was_given(tmp_path, name):
+    proc, out, run = papermill(tmp_path, "-f", f"params/{name}.yaml")
+    # v100-32g-x1 on this CPU box: its GPU checks fail (they are checks, not errors) and the notebook runs on
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = json.loads((run / "records" / "01_hardware.json").read_text())
+    copy = Path(rec["provenance"]["profile_file"])
+    assert copy.parent == run and copy.name.startswith(f"profile-{name}-injected-")
+    assert rec["provenance"]["profile_sha256"] == evidence.sha256_file(copy)
+    # the copy holds exactly what papermill injected (the YAML file's settings) and is the shipped profile
+    assert yaml.safe_load(copy.read_text()) == yaml.safe_load((ROOT / "params" / f"{name}.yaml").read_text())
+    assert profiles.load(copy) == profiles.load(name)
+    assert rec["charts"][0]["figure"]["layout"]["title"]["text"] == f"Hardware checks: {name}"
+    shown = outputs_text(out)
+    assert f"The answer so far · {name}" in shown
+    if name != "cpu-default":
+        assert "cpu-default" not in shown  # the old silent default shows nowhere
+        gpu = {c["name"]: c["status"] for c in rec["checks"] if c["name"].lower().startswith("gpu")}
+        assert gpu["GPU count"] == "fail", gpu  # no V100 here: said so, by the V100 profile's checks
+    scanned, leaks = leaked_secrets(run)
+    assert scanned and not leaks, leaks
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-f", "params/v100-32g-x1.yaml", "-p", "profile", "cpu-default"],
+     "papermill injected both profile='cpu-default' and profile settings (name, description, gpu_name_pattern, "
+     "gpu_count, … 29 in all): give one"),
+    (["-f", "params/cpu-default.yaml", "-p", "gpu_memory_utilisation", "0.8"],
+     "papermill parameter 'gpu_memory_utilisation' is neither a notebook parameter (profile, run_dir) nor a profile "
+     "setting — did you mean 'gpu_memory_utilization'?"),
+    (["-y", "threads: 0"], "only threads injected"),
+], ids=["profile-and-settings", "unknown-key", "a-setting-alone"])
+def test_papermill_refuses_what_it_cannot_run_in_the_session_cell(tmp_path, args, message):
+    proc, out, run = papermill(tmp_path, *args)
+    assert proc.returncode != 0
+    assert "ProfileError" in proc.stderr and message in proc.stderr, proc.stderr[-3000:]
+    nb = json.loads(out.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert "injected-parameters" in code[1]["metadata"]["tags"]
+    [failed] = [i for i, c in enumerate(code) if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
+    assert failed == 2 and "session.start(globals())" in "".join(code[2]["source"])  # the first cell after them
+    assert not (run / "records").exists() or not list((run / "records").iterdir())  # nothing recorded

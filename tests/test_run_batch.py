@@ -1,0 +1,92 @@
+"""`lab run --profile all` (or a,b,c): one run folder per profile, progress across the batch, an invalid profile
+reported and skipped, the fleet table (`lab compare` of the runs) and an exit status that is the number of
+profiles that failed. The orchestration in-process with `runner.run` stood in for (unit); one real batch of
+notebook 01 (notebooks tier)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, cli_output
+
+from lab.core import evidence, profiles
+from lab.records import runner
+
+
+def test_batch_profiles_all_is_every_shipped_profile():
+    assert runner.batch_profiles("all") == [str(p) for p in sorted((ROOT / "params").glob("*.yaml"))]
+    assert runner.batch_profiles("cpu-default, v100-32g-x1") == ["cpu-default", "v100-32g-x1"]
+    assert runner.batch_profiles("cpu-default") is None and runner.batch_profiles("params/cpu-default.yaml") is None
+
+
+def test_exit_status_counts_failed_profiles_and_a_cut_batch_exits_as_its_signal():
+    ok, bad = runner.RunResult(Path("a")), runner.RunResult(Path("b"), [runner.NotebookResult("04_serve", "failed")])
+    assert runner.BatchResult({"a": ok}).exit_code == 0
+    batch = runner.BatchResult({"a": ok, "b": bad}, {"c": "invalid"})
+    assert batch.failed == ["c", "b"] and batch.exit_code == 2
+    assert runner.BatchResult({f"p{i}": bad for i in range(150)}).exit_code == 100  # never read as 130/143
+    cut = runner.RunResult(Path("c"), interrupted={"signal": "SIGTERM"})
+    assert runner.BatchResult({"a": ok, "c": cut}, interrupted=cut).exit_code == 143
+
+
+def fake_run(calls: list):
+    """runner.run standing in: a run folder with a manifest and one record whose summary names the profile."""
+    def run(profile, only=None, out=None, synth_if_missing=False):
+        prof = profiles.load(profile)
+        run_dir = evidence.new_run_dir(prof.name, out)
+        evidence.write_record(run_dir, "01_hardware", {"title": "Hardware", "summary": {"gpu_count": prof.gpu_count}})
+        status = "failed" if prof.name == "rtx4090-24g" else "ok"
+        (run_dir / "manifest.json").write_text(json.dumps({"profile": {"name": prof.name}, "notebooks": [],
+                                                           "status": status}))
+        calls.append((profile, only, out))
+        return runner.RunResult(run_dir, [runner.NotebookResult("01_hardware_checks", status)])
+    return run
+
+
+def test_batch_runs_each_profile_skips_an_invalid_one_and_prints_the_fleet_table(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(runner, "run", fake_run(calls))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**yaml.safe_load((ROOT / "params" / "cpu-default.yaml").read_text()),
+                                   "parallel_slots": 0}))
+    rc, said = cli_output(["run", "--profile", f"cpu-default,{bad},no-such,v100-32g-x1,rtx4090-24g", "--only", "01",
+                           "--out", str(tmp_path / "runs")])
+    assert rc == 3, said  # bad.yaml, no-such (both skipped) and rtx4090-24g (its notebook failed)
+    assert [c[0] for c in calls] == ["cpu-default", "v100-32g-x1", "rtx4090-24g"]
+    assert all(c[1] == ["01"] and c[2] == str(tmp_path / "runs" / Path(c[0]).stem) for c in calls)
+    assert "[batch] 1/5 cpu-default ..." in said and "[batch] 5/5 rtx4090-24g: not ok: 01_hardware_checks" in said
+    assert f"[batch] 2/5 bad: invalid, skipped: {bad}: 1 problem(s) - field 'parallel_slots'" in said
+    assert "[batch] 3/5 no-such: invalid, skipped: unknown profile 'no-such'" in said
+    assert "profiles: 5, ok 2, failed 3 (" in said
+    # the fleet table: `lab compare` of the three run folders, one column each
+    table = [line for line in said.splitlines() if line.lstrip().startswith("01_hardware")]
+    assert len(table) == 1 and table[0].split()[1:] == ["gpu_count", "0", "1", "1"]
+    header = next(line for line in said.splitlines() if line.lstrip().startswith("record"))
+    assert [h.split("/")[0] for h in header.split()[2:]] == ["cpu-default", "v100-32g-x1", "rtx4090-24g"]
+
+
+def test_a_bad_only_is_bad_usage_before_anything_runs(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(runner, "run", fake_run(calls))
+    rc, said = cli_output(["run", "--profile", "all", "--only", "42", "--out", str(tmp_path)])
+    assert rc == 2 and "--only 42: no such notebook" in said and calls == []
+
+
+@pytest.mark.notebooks
+def test_a_real_batch_of_notebook_01(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**yaml.safe_load((ROOT / "params" / "cpu-default.yaml").read_text()),
+                                   "gpu_memory_utilisation": 0.8}))
+    proc = subprocess.run([sys.executable, "-m", "lab", "run", "--profile", f"cpu-default,{bad},v100-32g-x1",
+                           "--only", "01", "--out", str(tmp_path / "runs")], capture_output=True, text=True, cwd=ROOT,
+                          timeout=900)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 1, said[-3000:]  # bad.yaml; notebook 01 runs on both others (v100: GPU checks fail)
+    assert "did you mean 'gpu_memory_utilization'?" in said and "[batch] 3/3 v100-32g-x1: ok" in said
+    for name in ("cpu-default", "v100-32g-x1"):
+        [run_dir] = (tmp_path / "runs" / name).iterdir()
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert manifest["profile"]["name"] == name and manifest["status"] == "ok"
+    assert "profiles: 3, ok 2, failed 1" in said
