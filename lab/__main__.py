@@ -243,6 +243,18 @@ def _cmd_byhand(args) -> int:
     return 0
 
 
+def _cmd_wheel_arch(args) -> int:
+    from lab.measure import wheel_arch
+
+    for path in args.wheels:
+        try:
+            print(wheel_arch.report(path))
+        except wheel_arch.WheelArchError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m lab", description="Budget-GPU LLM lab: run, validate, plan, byhand, report, compare, doctor, synth.")
     sub = ap.add_subparsers(dest="verb", required=True)
@@ -294,6 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("profile", help="a GPU profile name or path, e.g. v100-32g-x1")
     p.add_argument("--ubuntu", choices=["22.04", "24.04"], default="22.04", help="Ubuntu release (default 22.04)")
     p.set_defaults(fn=_cmd_byhand)
+
+    p = sub.add_parser("wheel-arch", help="the CUDA architectures (sm_XX cubins, PTX) the .so files of a wheel carry, "
+                                          "read from their .nv_fatbin sections (no install, no GPU)")
+    p.add_argument("wheels", nargs="+", help="wheel files (pip download --no-deps --only-binary=:all: ...)")
+    p.set_defaults(fn=_cmd_wheel_arch)
 
     p = sub.add_parser("compare", help="key results of several run folders side by side")
     p.add_argument("run_dirs", nargs="+")

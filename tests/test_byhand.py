@@ -45,7 +45,9 @@ def test_v100_track_says_what_to_install_and_what_not():
         assert f"cuda-toolkit-{toolkit.replace('.', '-')}" in text
         assert "do not install: CUDA 13.x" in text and "past 580" in text
         assert "blacklist nouveau" in text and "sha256sum -c -" in text
-        assert "offloaded 65/65 layers to GPU" in text  # Qwen3-32B: 64 blocks + output
+        # Qwen3.8-27B's GGUF: 64 blocks + the MTP block (block_count 65) + output; llama.cpp counts n_layer_all + 1
+        assert "offloaded 66/66 layers to GPU" in text and "65 blocks in the file" in text
+        assert "hf download unsloth/Qwen3.8-27B-GGUF" in text and "huggingface-cli download unsloth" not in text
     assert byhand.toolkit_for(v100, "22.04") == v100.cuda_toolkit  # the profile's 12.2 where NVIDIA publishes it
     assert byhand.toolkit_for(v100, "24.04") >= "12.5"  # ubuntu2404 starts at 12.5
 

@@ -114,3 +114,32 @@ def test_hybrid_plan_counts_attention_kv_and_recurrent_state():
     assert mem["weights_bytes"] == 16_536_406_016  # Q4_K_M, exact (lab.model.weights)
     text = plan_mod.describe({"profile": "x", "findings": [], **{k: mem[k] for k in plan_mod.MEMORY_KEYS}})
     assert "recurrent state 598.5 MiB (149.62 MiB/sequence, Gated DeltaNet layers)" in text
+
+
+def test_llama_cpp_places_the_weights_as_it_does_on_a_16_gb_card():
+    """The 4060 Ti plan: unsloth's UD-IQ4_XS as published (14,252,845,984 B with its MTP block), less the MTP block
+    llama.cpp skips and the token embedding it keeps in host memory; the CUDA context and the compute buffer shown
+    apart (lab/data/runtime_overhead.yaml)."""
+    from lab.model import quant_targets
+
+    prof = profiles.load("rtx4060ti-16g")
+    plan = memory_plan.plan_memory(prof)
+    mix = quant_targets.gguf_parts("qwen3.8-27b", "IQ4_XS")
+    assert plan["weights_file_bytes"] == 14_252_845_984
+    assert plan["weights_mtp_bytes"] == mix["mtp"] == 226_531_328
+    assert plan["weights_host_bytes"] == mix["token_embd"] == 675_430_400   # IQ4_XS token_embd, in host memory
+    assert plan["weights_bytes"] == 14_252_845_984 - 226_531_328
+    assert plan["weights_bytes_per_device"] == plan["weights_bytes"] - 675_430_400
+    over = memory_plan.runtime_overhead("llama.cpp-gpu")
+    assert plan["overhead_parts"] == {"cuda_context": 419_430_400, "compute_buffer": 901_775_360}
+    assert sum(over["parts"].values()) == over["bytes"] == plan["overhead_bytes"]
+    left = plan["budget_bytes"] - plan["weights_bytes_per_device"] - plan["kv_bytes_per_device"] - plan["overhead_bytes"]
+    assert plan["fits"] and round(left / 2**30, 2) == 1.66
+
+
+def test_the_embedding_stays_on_the_host_for_every_llama_cpp_gpu_profile():
+    for name in ("v100-32g-x1", "rtx4090-24g"):
+        plan = memory_plan.plan_memory(profiles.load(name))
+        # Q4_K_M: token_embd Q4_K, 5120 × 248,320 × 4.5 bits = 682.03 MiB (the H200 record's CPU_Mapped buffer)
+        assert plan["weights_host_bytes"] == 715_161_600 and round(plan["weights_host_bytes"] / 2**20, 2) == 682.03
+        assert plan["weights_file_bytes"] == 16_799_719_424 and plan["weights_mtp_bytes"] == 263_313_408

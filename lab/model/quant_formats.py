@@ -388,13 +388,31 @@ def _cfg(model_id: str) -> dict:
     return {**cfg, **inner} if isinstance(inner, dict) else cfg
 
 
-def arch_tensor_specs(model_id: str) -> list[TensorSpec]:
+def mtp_tensor_specs(model_id: str) -> list[TensorSpec]:
+    """The multi-token-prediction blocks a llama.cpp conversion of `model_id` appends after the trunk (blk.<n_layers>.*,
+    conversion/qwen.py _QwenMtpMixin; the published Qwen3.8-27B GGUFs carry one: block_count 65), in the shapes
+    llama.cpp's loader asks for (lab.model.synth_shapes, the one description of the block). Empty for a model
+    without MTP layers. llama.cpp skips these tensors unless --spec-type draft-mtp (TENSOR_SKIP), so they are in
+    the download and on disk but not in VRAM for plain decoding."""
+    from lab.model import synth_shapes
+
+    arch = models.stand_in(model_id)
+    f16 = synth_shapes.QuantLayout("F16", 1, 1, 2)
+    out = []
+    for il in range(arch.n_layers, arch.n_layers + arch.mtp_layers):
+        out += [TensorSpec(t.name, tuple(t.ne), "F32" if len(t.ne) == 1 else "F16")
+                for t in synth_shapes.mtp_block(arch, f16, il)]
+    return out
+
+
+def arch_tensor_specs(model_id: str, mtp: bool = False) -> list[TensorSpec]:
     """The tensors a llama.cpp conversion of stand-in `model_id` holds, in GGUF names and file order.
 
     Built from the shipped config (lab.model.models): token embedding, per-layer attention (or Gated-DeltaNet
     for Qwen3.5's linear layers), norms and gated MLP, output head when untied. 2-D weights are listed as
-    F16 (a converted file's type), 1-D ones as F32. Qwen3.5's multi-token-prediction layer, which a
-    conversion may carry but llama.cpp does not run, is not counted (nor in lab.model.models' parameter count)."""
+    F16 (a converted file's type), 1-D ones as F32. Qwen3.5's multi-token-prediction block, which the published
+    files carry but llama.cpp loads only for --spec-type draft-mtp, is appended when `mtp` (`mtp_tensor_specs`);
+    lab.model.models' parameter count is the trunk's."""
     arch = models.stand_in(model_id)
     cfg = _cfg(model_id)
     mtype = cfg.get("model_type", "")
@@ -440,4 +458,4 @@ def arch_tensor_specs(model_id: str) -> list[TensorSpec]:
     specs.append(vec("output_norm.weight", h))
     if not cfg.get("tie_word_embeddings", False):
         specs.append(mat("output.weight", h, vocab))
-    return specs
+    return specs + (mtp_tensor_specs(model_id) if mtp else [])

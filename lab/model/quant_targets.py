@@ -86,18 +86,44 @@ def published_size_checks() -> list[dict]:
 
 
 @lru_cache(maxsize=256)  # pure in its arguments and the shipped data; the claims ledger asks ~280 times per notebook
-def exact_gguf_bytes(model_id: str, quant: str, imatrix: bool = False) -> int | None:
-    """Tensor bytes of stand-in `model_id` quantized by llama.cpp to `quant`, when lab.model.quant_formats models
-    that mix (GGUF types only; AWQ/GPTQ, MoE and unknown ids → None). `imatrix`: made with an importance matrix
-    (changes IQ4_XS's first ffn_down layers; the published i1-/bartowski files are)."""
+def gguf_parts(model_id: str, quant: str, imatrix: bool = False) -> dict | None:
+    """The GGUF people download of stand-in `model_id` at `quant`, tensor by tensor (llama-quantize's mix over the
+    conversion's tensors, MTP block included when the model has one: the counters of the mix rules count its
+    attn_v and ffn_down too, as llama.cpp's do over n_layer_all), split the way llama.cpp places it:
+      file        tensor bytes of the whole file (the download, less its header of metadata and tokenizer)
+      mtp         the MTP block (skipped at load unless --spec-type draft-mtp)
+      token_embd  the token embedding, which llama.cpp keeps in host memory (the input layer is never offloaded:
+                  src/llama-model.cpp load_tensors, "CPU_Mapped model buffer")
+      loaded      file − mtp: what llama.cpp loads for plain decoding (GPU + host)
+      gpu         loaded − token_embd: what a full offload puts in "CUDA0 model buffer"
+    None when the lab does not model that mix (AWQ/GPTQ, MoE, unknown ids)."""
     try:
         arch = models.stand_in(model_id)
-        return predict_size(arch_tensor_specs(model_id), quant, arch.n_layers,
-                            n_gqa=arch.n_heads // arch.n_kv_heads, imatrix=imatrix).tensor_bytes
+        pred = predict_size(arch_tensor_specs(model_id, mtp=True), quant, arch.n_layers + arch.mtp_layers,
+                            n_gqa=arch.n_heads // arch.n_kv_heads, imatrix=imatrix)
     except (QuantError, models.ModelConfigError, KeyError, ValueError, FileNotFoundError):
         return None
+    first_mtp = f"blk.{arch.n_layers}."
+    mtp = sum(c.nbytes for c in pred.choices
+              if c.name.startswith("blk.") and int(c.name.split(".")[1]) >= arch.n_layers) if arch.mtp_layers else 0
+    embd = sum(c.nbytes for c in pred.choices if c.name == "token_embd.weight")
+    embd_type = next((c.type for c in pred.choices if c.name == "token_embd.weight"), None)
+    loaded = pred.tensor_bytes - mtp
+    return {"file": pred.tensor_bytes, "mtp": mtp, "mtp_layers": arch.mtp_layers, "mtp_first_block": first_mtp,
+            "token_embd": embd, "token_embd_type": embd_type, "loaded": loaded, "gpu": loaded - embd,
+            "block_count": arch.n_layers + arch.mtp_layers}
 
 
+def exact_gguf_bytes(model_id: str, quant: str, imatrix: bool = False, with_mtp: bool = False) -> int | None:
+    """Tensor bytes llama.cpp loads for plain decoding from the GGUF of stand-in `model_id` at `quant` (`gguf_parts`
+    "loaded": the published file less its MTP block, as lab.model.gguf_file.gguf_weights_bytes reads a real file);
+    `with_mtp`: the whole file's tensor bytes. `imatrix`: made with an importance matrix (changes IQ4_XS's first
+    ffn_down layers; the published i1-/bartowski files are). None when the mix is not modelled."""
+    parts = gguf_parts(model_id, quant, imatrix)
+    return None if parts is None else parts["file" if with_mtp else "loaded"]
+
+
+HEADER_ALLOWANCE = 20_000_000  # bytes a GGUF's header may add to its tensor bytes (Qwen3.8-27B's: ~10 MB of tokenizer)
 DOWNLOAD_TYPES = ("Q3_K_M", "IQ4_XS", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "BF16")
 
 
@@ -115,21 +141,27 @@ def published_download_table(model_id: str = "qwen3.8-27b", types: Sequence[str]
         matched = [e for e in entries if e["type"] == t] or [None]
         for e in matched:
             imatrix = bool(e and e.get("imatrix"))
-            lab = exact_gguf_bytes(model_id, t, imatrix=imatrix)
+            lab = exact_gguf_bytes(model_id, t, imatrix=imatrix, with_mtp=bool(e and e.get("mtp")))
             if lab is None:
                 raise QuantError(f"{model_id}: the lab has no exact size for {t}")
             row = {"type": t, "listed_as": e["listed_as"] if e else "(lab only)", "mix": e["mix"] if e else "standard",
+                   "mtp": bool(e and e.get("mtp")),
                    "imatrix": imatrix, "published": e and e["size"], "unit": e["unit"] if e else "GB",
                    "lab_bytes": lab, "lab_gb": round(lab / GB, 3), "lab_gib": round(lab / GIB, 3),
                    "lab_bpw": round(8 * lab / arch.params, 3), "diff_pct": None, "verdict": "no size published",
                    "source": e["source"] if e else "lab.model.quant_formats.predict_size over lab.model.models' Qwen3.8-27B tensors"}
             if e and e["size"] is not None:
                 unit = GIB if e["unit"] == "GiB" else GB
-                digits = 0 if e.get("rounded") else 3
+                digits = 0 if e.get("rounded") else (2 if e.get("rounding") == 0.01 else 3)
                 lab_in_unit = round(lab / unit, digits)
                 row["diff_pct"] = round(100 * (lab / unit - e["size"]) / e["size"], 2)
+                # a listing of whole files includes the GGUF header (metadata, a 248K-token vocabulary and its
+                # merges: about 10 MB) that the lab's tensor bytes leave out
+                with_header = round((lab + HEADER_ALLOWANCE) / unit, digits)
                 if e["mix"] != "standard":
                     row["verdict"] = "custom mix"
+                elif e.get("includes_header") and lab_in_unit <= e["size"] <= with_header:
+                    row["verdict"] = "agrees"
                 elif lab_in_unit == e["size"]:
                     row["verdict"] = "agrees" if e.get("rounded") else "exact"
                 else:

@@ -23,7 +23,7 @@ The multi-token-prediction (MTP) block of the real model is written too when its
 mtp_num_hidden_layers 1, so blk.64 after the 64 trunk layers and qwen35.nextn_predict_layers = 1, as a converted
 GGUF carries it); `--mtp 0` leaves it out. llama.cpp skips those tensors ("model has unused tensor ... --
 ignoring") unless llama-server runs `--spec-type draft-mtp`, which drafts with them
-(lab.model.synth_shapes._mtp_block has the tensor list and its sources).
+(lab.model.synth_shapes.mtp_block has the tensor list and its sources).
 
 The file streams out one tensor at a time (the largest, Qwen3's token_embd, is 438 MB of Q4_K), after a
 free-disk check; `predict_bytes` gives its exact size beforehand from the GGUF layout alone. The shapes and

@@ -42,7 +42,7 @@ class TensorPlan:
     ne: tuple[int, ...]
     layout: QuantLayout
     fill: float = 1.0  # the value of every element of an F32 tensor (norm weights 1; see tensor_plan)
-    mtp: bool = False  # part of an MTP block: llama.cpp skips it unless --spec-type draft-mtp (see _mtp_block)
+    mtp: bool = False  # part of an MTP block: llama.cpp skips it unless --spec-type draft-mtp (see mtp_block)
 
     @property
     def n_elements(self) -> int:
@@ -221,11 +221,11 @@ def _qwen35_plan(arch: ArchSpec, quant: str) -> list[TensorPlan]:
                  TensorPlan(b + "ffn_down.weight", (ff, e), q),
                  TensorPlan(b + "ffn_up.weight", (e, ff), q)]
     for il in range(arch.n_layers, arch.n_layers + arch.mtp_layers):
-        plan += _mtp_block(arch, q, il)
+        plan += mtp_block(arch, q, il)
     return plan
 
 
-def _mtp_block(arch: ArchSpec, q: QuantLayout, il: int) -> list[TensorPlan]:
+def mtp_block(arch: ArchSpec, q: QuantLayout, il: int) -> list[TensorPlan]:
     """One multi-token-prediction block, blk.<il> after the trunk, as llama.cpp's qwen35 loader asks for it
     (src/models/qwen35.cpp load_block_mtp, names src/llama-arch.cpp LLM_TENSOR_NEXTN_*): a full-attention
     decoder layer of the trunk's shape (norms, gated attn_q, attn_k/v/output, q/k norms, gated FFN), then

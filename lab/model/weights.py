@@ -61,8 +61,9 @@ def weights_bytes(quant: str, arch=None, model_id: str | None = None,
     parameters (`arch.params`, or `params`) × weight_bits.yaml bits. KeyError for an unknown quant with
     no exact answer; ValueError when there is no parameter count to multiply."""
     if model_id and (exact := quant_targets.exact_gguf_bytes(model_id, quant)) is not None:
-        return exact, (f"llama.cpp's per-tensor types for {quant} over {model_id}'s tensors "
-                       "(lab.model.quant_formats.predict_size, exact against llama-quantize)")
+        return exact, (f"llama.cpp's per-tensor types for {quant} over {model_id}'s tensors, less the MTP block it "
+                       "loads only for --spec-type draft-mtp (lab.model.quant_formats.predict_size via "
+                       "lab.model.quant_targets.gguf_parts, exact against llama-quantize)")
     entry = weight_format(quant)
     n = (arch.params if arch is not None and arch.params else None) or params
     if not n:
@@ -116,6 +117,65 @@ def _model_file_gguf(profile) -> tuple[Path | None, str]:
     return path, ""
 
 
+def published_file(name: str) -> dict | None:
+    """The published GGUF download named `name` (a file name, e.g. "Qwen3.8-27B-UD-IQ4_XS.gguf") when
+    lab/data/quant_types.yaml `published_downloads` lists it with its exact byte count, else None."""
+    for e in facts.load("quant_types", "published_downloads")["published_downloads"]:
+        if e.get("file") == name and e.get("bytes"):
+            return e
+    return None
+
+
+def _parts(file: int, mtp: int, embd: int, basis: str, on_host_embd: bool = True) -> dict:
+    loaded = file - mtp
+    return {"file_bytes": file, "mtp_bytes": mtp, "token_embd_bytes": embd if on_host_embd else 0,
+            "loaded_bytes": loaded, "gpu_bytes": loaded - (embd if on_host_embd else 0), "basis": basis}
+
+
+def profile_weight_parts(profile, arch=None) -> dict:
+    """The profile's weights split the way its engine places them (bytes): file_bytes (the download), mtp_bytes (the
+    MTP block a GGUF carries: llama.cpp skips it unless --spec-type draft-mtp), loaded_bytes (file − MTP: what
+    plain decoding loads and reads per token), token_embd_bytes (llama.cpp keeps the token embedding in host memory:
+    the input layer is never offloaded, its "CPU_Mapped model buffer"), gpu_bytes (loaded − host), and the basis.
+    Rules in order, as `profile_weights` (which returns loaded_bytes):
+    1. vLLM's safetensors on this machine; 2. the GGUF model_file on this machine (its header);
+    3. the published file of that name (quant_types.yaml published_downloads with `bytes`: the download as listed,
+       its MTP block and embedding sized by the lab's mix for model_quant);
+    4. predicted: llama.cpp's mix over the stand-in's tensors, MTP block included (quant_targets.gguf_parts);
+    5. parameters × bits (no MTP, everything on the GPU: vLLM keeps its embedding there)."""
+    from lab.model import quant_targets
+
+    llama = profile.engine in ("llama.cpp", "llama-cpp-python")
+    if profile.engine == "vllm" and profile.model_dir:
+        served, why = _served_safetensors(profile)
+        if served is not None:
+            return _parts(served[0], 0, 0, served[1], on_host_embd=False)
+    else:
+        path, why = _model_file_gguf(profile)
+        if path is not None:
+            try:
+                h = gguf_file.read_gguf_header(path)
+            except Exception as exc:  # a truncated download, a non-GGUF renamed .gguf
+                raise ValueError(f"{path}: not a readable GGUF ({exc}); replace the file or fix model_file "
+                                 f"in profile {profile.name}") from exc
+            embd = sum(gguf_file._nbytes(shape, t) for name, shape, t in h.tensors if name == "token_embd.weight")
+            return _parts(h.tensor_bytes, h.mtp_tensor_bytes, embd, f"file: tensor bytes of {path.name} (on this machine)",
+                          on_host_embd=llama)
+    kind, _, ref = profile.model_architecture.partition(":")
+    mix = quant_targets.gguf_parts(ref, profile.model_quant) if kind == "config" and llama else None
+    pub = published_file(Path(profile.model_file).name) if profile.model_file and llama else None
+    if pub is not None and mix is not None:
+        return _parts(int(pub["bytes"]), mix["mtp"], mix["token_embd"],
+                      f"published ({why}): {pub['file']} is {int(pub['bytes']):,} bytes ({pub['source']}); its MTP "
+                      f"block and token embedding sized as llama.cpp's {profile.model_quant} mix", on_host_embd=llama)
+    if mix is not None:
+        return _parts(mix["file"], mix["mtp"], mix["token_embd"],
+                      f"predicted ({why}): llama.cpp's per-tensor types for {profile.model_quant} over {ref}'s tensors, "
+                      f"MTP block included (lab.model.quant_targets.gguf_parts, exact against llama-quantize)")
+    b, basis = profile_weights(profile, arch)
+    return _parts(b, 0, 0, basis, on_host_embd=False)
+
+
 def profile_weights(profile, arch=None) -> tuple[int, str]:
     """(bytes, basis) of the weights `profile`'s engine loads; the basis names the rule that answered:
     1. vLLM serving an HF folder (model_dir) that is on this machine: its safetensors' bytes;
@@ -125,7 +185,8 @@ def profile_weights(profile, arch=None) -> tuple[int, str]:
     4. else, when the architecture cannot be read (a gguf: architecture whose file is absent), the
        parameter count in model_name / model_stand_in_for × bits.
     Reads only the profile, the lab's data and the files the profile names (GGUF header, file sizes).
-    ModelConfigError when no rule applies; ValueError naming the file when a present GGUF is unreadable."""
+    ModelConfigError when no rule applies; ValueError naming the file when a present GGUF is unreadable.
+    `profile_weight_parts` splits the same answer into download, MTP block, host and GPU parts."""
     if profile.engine == "vllm" and profile.model_dir:
         served, why = _served_safetensors(profile)
         if served is not None:
@@ -138,6 +199,12 @@ def profile_weights(profile, arch=None) -> tuple[int, str]:
             except Exception as exc:  # a truncated download, a non-GGUF renamed .gguf
                 raise ValueError(f"{path}: not a readable GGUF ({exc}); replace the file or fix model_file "
                                  f"in profile {profile.name}") from exc
+        if profile.model_file and profile.engine in ("llama.cpp", "llama-cpp-python"):
+            pub = published_file(Path(profile.model_file).name)
+            kind, _, ref = profile.model_architecture.partition(":")
+            if pub is not None and kind == "config":
+                parts = profile_weight_parts(profile, arch)
+                return parts["loaded_bytes"], parts["basis"]
     kind, _, ref = profile.model_architecture.partition(":")
     if arch is None:
         try:
@@ -159,4 +226,4 @@ def profile_weights(profile, arch=None) -> tuple[int, str]:
 
 
 __all__ = ["ALIASES", "formats", "weight_format", "bits_per_weight", "is_known", "weights_bytes",
-           "params_from_name", "profile_weights"]
+           "params_from_name", "published_file", "profile_weight_parts", "profile_weights"]

@@ -219,6 +219,13 @@ def _weights_size(claim, _measured):
     claim_r = _range(claim["value"])
     mid, arch = _target(cond["model"])
     real, basis = _weights(quant, mid, arch)
+    if test.get("file"):  # a claim about the file: the download, MTP block included (lab.model.quant_targets)
+        from lab.model import quant_targets
+
+        whole = quant_targets.exact_gguf_bytes(mid, quant, with_mtp=True)
+        if whole is not None:
+            real, basis = float(whole), (f"the {quant} file people download: llama.cpp's mix over {mid}'s tensors with "
+                                         "its MTP block (lab.model.quant_targets.gguf_parts), header not counted")
     floor = arch.params * float(test.get("naive_bits", 4)) / 8 if test.get("naive_bits") else None
     rows = [_row(mid, "judged", real / 1e9, "GB", _either_unit(claim_r, real), basis)]
     for cid, carch in _comparisons(cond["model"]).items():
@@ -226,7 +233,8 @@ def _weights_size(claim, _measured):
         rows.append(_row(cid, "comparison", b / 1e9, "GB", _either_unit(claim_r, b), cbasis))
     numbers = {"model": mid, "quant": quant, "params": arch.params, "bytes": real, "gb": real / 1e9,
                "gib": real / GIB, "basis": basis, "models": rows}
-    why = f"{mid} at {quant}: {real / 1e9:.2f} GB ({real / GIB:.2f} GiB) — {basis}"
+    why = (f"{mid} at {quant}: {real / 1e9:.2f} GB ({real / GIB:.2f} GiB) — {basis}; agrees when within "
+           f"±{SIZE_TOLERANCE:.0%} of the claim read as GB or as GiB")
     if floor is not None and real > floor * 1.01:
         numbers["naive_bytes"] = floor
         why += (f"; the seed's own arithmetic, {arch.params / 1e9:.2f}e9 weights × {test['naive_bits']:g} bits ÷ 8 = "
@@ -358,6 +366,9 @@ def _compat(claim, _measured):
     if test.get("note"):
         why += f" ({test['note']})"
     claim_works = bool(test["claim_works"])
+    if works and "warn" in statuses and test.get("warn_is_unverified"):
+        # nothing known forbids it, nothing public shows it working: only the card can tell
+        return "not testable here", why, numbers
     return ("consistent" if works == claim_works else "contradicted by facts"), why, numbers
 
 

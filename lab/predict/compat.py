@@ -214,6 +214,22 @@ def _torch_arch_list_covers_gpu(f: dict, rule: dict) -> Outcome:
                       f"on the device'")]
 
 
+def vllm_wheel_archs(version: str) -> dict | None:
+    """The measured PyPI wheel of vLLM `version` (lab/data/vllm_volta.yaml, read by lab.measure.wheel_arch): its
+    core kernels' cubin architectures and the torch it pins; the nearest measured release at or below `version`
+    when that one was not measured but a later measured one agrees with it. None before the first measured one."""
+    wheels = sorted(lab_facts.load("vllm_volta")["wheels"], key=lambda w: version_tuple(w["version"]))
+    v = version_tuple(version)
+    below = [w for w in wheels if version_tuple(w["version"]) <= v]
+    if not below:
+        return None
+    w = below[-1]
+    above = [x for x in wheels if version_tuple(x["version"]) > v]
+    if w["version"] != version and above and (70 in above[0]["core"]) != (70 in w["core"]):
+        return None  # between a measured release with sm_70 and one without: not known
+    return w
+
+
 def _vllm_supports_gpu_arch(f: dict, rule: dict) -> Outcome:
     cc, ver = f["_cc10"], f["engine_version"]
     v = version_tuple(ver)
@@ -223,12 +239,18 @@ def _vllm_supports_gpu_arch(f: dict, rule: dict) -> Outcome:
         return []
     if v <= version_tuple(rule["last_v0_on_volta"]):
         return []
+    wheel = vllm_wheel_archs(ver)
+    if wheel is not None and cc not in wheel["core"]:
+        return [("error", f"vLLM {ver}'s PyPI wheel carries no sm_{cc} kernels (measured: {wheel['wheel']} has "
+                          f"{', '.join(f'sm_{a}' for a in wheel['core'] if a >= 70)}; torch {wheel['torch']}): "
+                          f"the last release whose wheels carry sm_{cc} is {rule['last_wheel_with_sm70']}")]
+    where = (f"its PyPI wheel carries sm_{cc} (measured, {wheel['wheel']}, torch {wheel['torch']})" if wheel else
+             f"whether its wheel carries sm_{cc} was not measured (0.17-{rule['last_wheel_with_sm70']} do, 0.20 on do not)")
     if v[:2] <= version_tuple(rule["last_docs_listing_volta"])[:2]:
         return [("warn", f"vLLM {ver} on compute capability {_cc_text(cc)} runs only the V1 engine (V0 ran on Volta "
-                         f"up to {rule['last_v0_on_volta']}): FlexAttention/TRITON_ATTN, slow on V100, and the wheel "
-                         f"may lack sm_{cc}")]
-    return [("error", f"vLLM {ver} does not support compute capability {_cc_text(cc)}: docs list 7.0 only up to "
-                      f"v{rule['last_docs_listing_volta']}, and current wheels (CUDA 12.9/13.0) carry no sm_{cc} kernels")]
+                         f"up to {rule['last_v0_on_volta']}): TRITON_ATTN, slow on V100; {where}")]
+    return [("warn", f"vLLM {ver} no longer documents compute capability {_cc_text(cc)} (docs list it up to "
+                     f"v{rule['last_docs_listing_volta']}), but {where}: it may run, untested by vLLM")]
 
 
 def _vllm_supports_model(f: dict, rule: dict) -> Outcome:
@@ -243,12 +265,20 @@ def _vllm_serves_hybrid_on_volta(f: dict, rule: dict) -> Outcome:
     model = _model_id(f["model_architecture"])
     if model not in rule["hybrid_models"] or f["_cc10"] >= rule["volta_below"]:
         return []
-    first = rule["hybrid_models"][model]
-    return [("error", f"no official vLLM release serves {model} (Gated DeltaNet hybrid) on compute capability "
-                      f"{_cc_text(f['_cc10'])}: the first release that loads it is {first}, the last whose docs list "
-                      f"Volta is {rule['last_docs_listing_volta']}, and the Gated DeltaNet layers run on Triton "
-                      f"(flash-linear-attention) kernels off SM90 that no vLLM release documents on Volta "
-                      f"(vLLM {f['engine_version']} declared)")]
+    first, ver = rule["hybrid_models"][model], f["engine_version"]
+    wheel = vllm_wheel_archs(ver)
+    if version_tuple(ver) < version_tuple(first):
+        return []  # vllm_supports_model says it cannot load the model at all
+    if wheel is not None and f["_cc10"] not in wheel["core"]:
+        return [("error", f"vLLM {ver} cannot serve {model} on compute capability {_cc_text(f['_cc10'])}: its wheel has "
+                          f"no sm_{f['_cc10']} kernels (lab/data/vllm_volta.yaml); the releases that load {model} and "
+                          f"still carry sm_70 are {first}-{rule['last_wheel_with_sm70']}")]
+    return [("warn", f"{model} (Gated DeltaNet hybrid) on compute capability {_cc_text(f['_cc10'])} with vLLM {ver}: "
+                     f"the wheels of {first}-{rule['last_wheel_with_sm70']} carry sm_70 kernels and their torch (2.10) "
+                     f"and Triton (3.6) still target sm_70 (measured, lab/data/vllm_volta.yaml), so nothing in the "
+                     f"binaries forbids it; but no public report shows an official release serving it on a V100 "
+                     f"(none found, 2026-12). The route owners report working: the community fork "
+                     f"{rule['community_route']}")]
 
 
 def _quant_format_min_capability(f: dict, rule: dict) -> Outcome:

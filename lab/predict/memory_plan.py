@@ -9,8 +9,10 @@ files the profile names when they are on this machine (lab.model.weights.profile
 Semantics by engine:
 * llama.cpp / llama-cpp-python: `context_tokens` is llama.cpp's `-c` (the total over `parallel_slots`),
   and the cache is exactly what llama.cpp allocates up front for all slots
-  (lab.predict.kvcache.llama_cpp_kv_prediction). llama.cpp has no utilisation setting, so the budget is the whole
-  VRAM (split over gpu_count by layers) less the overhead allowance. With no GPU (or n_gpu_layers 0) the
+  (lab.predict.kvcache.llama_cpp_kv_prediction). llama.cpp has no utilisation setting, so the budget is the
+  VRAM (split over gpu_count by layers) less the overhead: the CUDA context and the compute buffer, shown apart
+  (runtime_overhead.yaml `parts`). The weights on the GPU are what llama.cpp puts there: the file less its MTP
+  block (skipped unless --spec-type draft-mtp) and less the token embedding, which stays in host memory. With no GPU (or n_gpu_layers 0) the
   "device" is host RAM: the budget is the profile's host_ram_gib_min.
 * vLLM: `context_tokens` is --max-model-len (per sequence) and `parallel_slots` --max-num-seqs; the budget
   is VRAM × gpu_memory_utilization per GPU, weights and KV heads split over tensor_parallel_size. vLLM
@@ -80,8 +82,11 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
     if not llama and kv_dtype == "auto":
         kv_dtype = VLLM_AUTO_KV.get(profile.dtype, "auto")
 
-    # weights: the one answer for a profile (lab.model.weights.profile_weights; `lab plan` and the roofline share it)
+    # weights: the one answer for a profile (lab.model.weights; `lab plan` and the roofline share it), split the way
+    # llama.cpp places the tensors: the MTP block is skipped for plain decoding, the token embedding stays in host
+    # memory (its "CPU_Mapped model buffer"), the rest goes to the GPU(s)
     weights, weights_basis = weights_mod.profile_weights(profile, arch)
+    parts = weights_mod.profile_weight_parts(profile, arch) if llama else None
 
     on_host = profile.gpu_count == 0 or (llama and profile.n_gpu_layers == 0)
     if on_host:
@@ -107,7 +112,8 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         findings.append(_finding("partial-offload", "info",
                                  f"n_gpu_layers {profile.n_gpu_layers} of {arch.n_layers}: the GPU holds "
                                  f"{gpu_share:.0%} of weights and KV, the rest stays in host RAM"))
-    weights_dev = math.ceil(weights * gpu_share / split)
+    host_weights = parts["token_embd_bytes"] if parts and not on_host else 0
+    weights_dev = math.ceil((weights - host_weights) * gpu_share / split)
     kv_budget = budget - weights_dev - overhead_bytes
     slots = profile.parallel_slots
 
@@ -176,7 +182,11 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         "memory_kind": "host RAM" if on_host else "GPU VRAM", "device_bytes": device_bytes,
         "utilization": utilization, "budget_bytes": budget, "devices": split,
         "weights_bytes": weights, "weights_basis": weights_basis, "weights_bytes_per_device": weights_dev,
-        "overhead_bytes": overhead_bytes, "overhead_basis": overhead["basis"].strip(),
+        "weights_host_bytes": host_weights,
+        "weights_file_bytes": parts["file_bytes"] if parts else weights,
+        "weights_mtp_bytes": parts["mtp_bytes"] if parts else 0,
+        "overhead_bytes": overhead_bytes, "overhead_parts": dict(overhead.get("parts") or {}),
+        "overhead_basis": overhead["basis"].strip(),
         "overhead_source": overhead["source"],
         "kv_dtype": kv_dtype, "kv_bytes_per_token": per_token,
         "kv_bytes_per_token_beyond_window": kvcache.kv_bytes_per_token(arch, kv_dtype, "global"),

@@ -47,14 +47,16 @@ def speed_part(profile: Profile) -> dict:
     return claims.plan_part(profile)
 
 
-def projection_part(profile: Profile, weights_bytes: float | None) -> list[dict]:
+def projection_part(profile: Profile, weights_bytes: float | None, read_bytes: float | None = None) -> list[dict]:
     """Single-stream decode of this profile's model projected on a V100, an RTX 4090 and the H200 by the
-    per-token model calibrated on the lab's H200 (lab.predict.roofline.projection_rows), beside the plain roofline."""
+    per-token model calibrated on the lab's H200 (lab.predict.roofline.projection_rows), beside the plain roofline.
+    `read_bytes`: the bytes read per token the profile's own ceiling uses (weights + KV and recurrent state at the
+    benchmark's depth, lab.predict.profile_speed), so one plan prints one ceiling per card."""
     from lab.predict import roofline
 
     if not weights_bytes:
         return []
-    return roofline.projection_rows(weights_bytes, roofline.profile_family(profile))
+    return roofline.projection_rows(weights_bytes, roofline.profile_family(profile), read_bytes=read_bytes)
 
 
 def public_check_part(profile: Profile) -> dict | None:
@@ -93,7 +95,8 @@ def plan(profile: Profile | str | Path) -> dict:
     findings += mem.pop("findings")
     result.update(mem)
     result.update(speed_part(prof))
-    result["projections"] = projection_part(prof, result.get("weights_bytes"))
+    result["projections"] = projection_part(prof, result.get("weights_bytes"),
+                                            (result.get("roofline") or {}).get("bytes_per_token"))
     result["public_check"] = public_check_part(prof)
     result["routes"] = routes_part(prof)
     result["findings"] = sorted(findings, key=lambda f: ("error", "warn", "info").index(f["severity"]))

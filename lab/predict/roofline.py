@@ -409,18 +409,20 @@ def profile_family(profile) -> str:
 
 
 def projection_rows(weights_bytes: float, family: str, gpu_ids: tuple[str, ...] = ("v100-32g", "rtx-4090", "h200"),
-                    model: PerTokenModel | None = None) -> list[dict]:
+                    model: PerTokenModel | None = None, read_bytes: float | None = None) -> list[dict]:
     """Single-stream decode projected by the per-token model on each GPU of calibration.yaml's `gpus`, beside the
-    plain roofline (datasheet bandwidth ÷ bytes): what the seeds' single-stream claims are held against. Each GPU's
-    achieved fraction is its architecture's (`arch` in calibration.yaml's gpus)."""
+    plain roofline (datasheet bandwidth ÷ bytes read per token: `read_bytes` when given — the profile's own
+    definition, weights + KV and state — else the weights): what the seeds' single-stream claims are held against.
+    Each GPU's achieved fraction is its architecture's (`arch` in calibration.yaml's gpus)."""
     model = model or per_token_model()
+    read = read_bytes or weights_bytes
     rows = []
     for gid in gpu_ids:
         g = gpu_spec(gid)
         fits = weights_bytes / 2**30 < g["memory_gib"]
-        rows.append({"gpu": g["name"], "bandwidth_gb_s": g["bandwidth_gb_s"],
-                     "roofline_tok_s": round(decode_ceiling_tok_s(g["bandwidth_gb_s"], weights_bytes), 1),
-                     "projected_tok_s": round(model.predict_tok_s(weights_bytes, g["bandwidth_gb_s"], "datasheet", family,
+        rows.append({"gpu": g["name"], "bandwidth_gb_s": g["bandwidth_gb_s"], "read_bytes": read,
+                     "roofline_tok_s": round(decode_ceiling_tok_s(g["bandwidth_gb_s"], read), 1),
+                     "projected_tok_s": round(model.predict_tok_s(read, g["bandwidth_gb_s"], "datasheet", family,
                                                                       g["arch"]), 1),
                      "fixed_ms": round(model.fixed_for(family), 2), "weights_fit_in_vram": fits,
                      "how": model.how, "source": g["source"]})

@@ -100,7 +100,12 @@ def gguf_download(profile) -> dict | None:
     repo = next((r for r in data()["gguf_repos"] if profile.model_name.startswith(r["model_prefix"])), None)
     if repo is None:
         return None
-    return {"repo": repo["repo"], "file": PurePosixPath(profile.model_file).name, "source": repo["source"]}
+    from lab.model import weights
+
+    name = PurePosixPath(profile.model_file).name
+    pub = weights.published_file(name) or {}
+    return {"repo": repo["repo"], "file": name, "source": repo["source"], "bytes": pub.get("bytes"),
+            "sha256": pub.get("sha256")}
 
 
 def _model_file(profile) -> str:
@@ -111,13 +116,16 @@ def _model_file(profile) -> str:
 
 
 def n_offloadable(profile) -> int | None:
-    """llama.cpp's N in "offloaded N/N layers": the transformer blocks plus the output layer."""
+    """llama.cpp's N in "offloaded N/N layers": every block the GGUF holds (block_count, which counts a Qwen3.8
+    file's MTP block: 64 + 1 = 65) plus the output layer; llama.cpp counts n_layer_all + 1 (src/llama-model.cpp
+    load_tensors) even though it skips the MTP block's tensors for plain decoding."""
     from lab.model import models
 
     try:
-        return models.arch_for(profile).n_layers + 1
+        arch = models.arch_for(profile)
     except Exception:  # an architecture the lab cannot read without the file: the step says N
         return None
+    return arch.n_layers + arch.mtp_layers + 1
 
 
 # ---------------------------------------------------------------- the steps
@@ -223,9 +231,10 @@ def _download_step(profile) -> Step:
         f"expected=$(curl -sI {url} | grep -i '^x-linked-etag' | tr -d '\"\\r' | awk '{{print $2}}')",
         f"echo \"$expected  {path}\" | sha256sum -c -",
     ), "the file is large: `-C -` resumes an interrupted download, and a truncated file fails the checksum "
-       f"instead of failing later inside llama-server. (`huggingface-cli download {d['repo']} {d['file']} "
-       "--local-dir models` does the same and checks the sha256 itself.)",
-        (d["source"], data()["hf_sha256_source"].strip()))
+       f"instead of failing later inside llama-server. (`{data()['hf_cli']['command'].format(repo=d['repo'], file=d['file'])}` "
+       "does the same and checks the sha256 itself; `huggingface-cli download` was removed in huggingface_hub 1.0.)"
+       + (f" Expect {d['bytes']:,} bytes, sha256 {d['sha256']}." if d.get("sha256") else ""),
+        (d["source"], data()["hf_sha256_source"].strip(), data()["hf_cli"]["source"].strip()))
 
 
 def _server_argv(profile, model_path: str) -> list[str]:
@@ -299,7 +308,8 @@ def _offload_step(profile) -> Step:
     return Step("Check that every layer is on the GPU", (
         "grep -E 'offloaded [0-9]+/[0-9]+ layers to GPU|CUDA[0-9]+ model buffer size' server.log",
         "nvidia-smi --query-gpu=memory.used,memory.total,utilization.gpu --format=csv",
-    ), f"expect \"{expect}\"" + (f" ({n - 1} blocks + the output layer)" if n else "") + ". " + o["note"].strip(),
+    ), f"expect \"{expect}\"" + (f" ({n - 1} blocks in the file + the output layer)" if n else "") + ". "
+       + o["note"].strip(),
         (o["source"],))
 
 
