@@ -40,13 +40,14 @@ def mtp_speed(route: dict, plain_tok_s: float | None, rows: dict) -> tuple[float
     return best.decode_tok_s, "published", how
 
 
-def _llama_memory(profile, arch, tensor: bool, mirrored_bytes: int) -> dict:
+def _llama_memory(profile, arch, tensor: bool) -> dict:
     """Per-card bytes of a llama.cpp route from the profile's memory plan (weights and KV split evenly over the
-    cards in both modes); -sm tensor also holds the mirrored tensors (the token embedding) whole on each card."""
+    cards in both modes). The token embedding stays in host memory in every split mode (llama-model.cpp:
+    dev_input is the CPU), so what -sm tensor mirrors on each card is only the small tensors (norms): no extra."""
     from lab.predict import memory_plan
 
     mem = memory_plan.plan_memory(profile, arch)
-    extra = mirrored_bytes * (profile.gpu_count - 1) // profile.gpu_count if tensor else 0
+    extra = 0
     per_card = mem["weights_bytes_per_device"] + extra + mem["kv_bytes_per_device"] + mem["overhead_bytes"]
     return {"per_card_bytes": per_card, "budget_bytes": mem["budget_bytes"], "fits": per_card <= mem["budget_bytes"],
             "memory_how": f"weights {(mem['weights_bytes_per_device'] + extra) / GB:.2f} + KV and state "
@@ -73,17 +74,6 @@ def _fork_memory(profile, arch, route: dict) -> dict:
 def _model_id(profile) -> str:
     arch = profile.model_architecture or ""
     return arch.split(":", 1)[1] if arch.startswith("config:") else arch
-
-
-def _mirrored_bytes(profile) -> int:
-    """Bytes of the tensors -sm tensor keeps whole on every card (routes.yaml llama_tensor_split.model_mirrored)."""
-    from lab.model import quant_formats
-
-    name = data()["llama_tensor_split"]["model_mirrored"]
-    specs = quant_formats.arch_tensor_specs(_model_id(profile))
-    choices = quant_formats.choose_tensor_types(specs, profile.model_quant, len({s.name.split(".")[1] for s in specs
-                                                                                 if s.name.startswith("blk.")}))
-    return sum(c.nbytes for c in choices if c.name == name)
 
 
 def route_table(profile) -> dict | None:
@@ -113,7 +103,6 @@ def route_table(profile) -> dict | None:
         plain["layer"] = (hop["single_batch_tok_s"], f"per-token model, one card + {profile.gpu_count - 1} hop(s)")
         plain["tensor"] = (tp.pessimistic_tok_s, f"tp_model over {link}: comm {tp.comm_ms:.2f} ms/token "
                                                  f"(optimistic bound {tp.optimistic_tok_s:.1f})")
-    mirrored = _mirrored_bytes(profile)
     out = []
     for r in spec["routes"]:
         llama = r["engine"] == "llama.cpp"
@@ -125,7 +114,7 @@ def route_table(profile) -> dict | None:
         else:
             best = max((rows[i] for i in r["published"]), key=lambda x: x.decode_tok_s)
             tok_s, basis, how = best.decode_tok_s, "published", best.id
-        mem = (_llama_memory(profile, arch, r["split"] == "tensor", mirrored) if llama
+        mem = (_llama_memory(profile, arch, r["split"] == "tensor") if llama
                else _fork_memory(profile, arch, r))
         out.append({"id": r["id"], "engine": r["engine"], "split": r["split"], "mtp": r["mtp"],
                     "flags": r["flags"], "needs": r["needs"], "tok_s": tok_s, "basis": basis, "how": how, **mem,
