@@ -28,6 +28,7 @@ Offline (a machine with no internet, e.g. a lent GPU box; `python3 -m lab.setup.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -137,6 +138,35 @@ def cpu_features() -> str:
     return platform.machine()
 
 
+# AMX: a virtual machine can list amx_tile in /proc/cpuinfo without enabling the tile state, and then the first
+# AMX instruction (ggml-cpu's tinygemm_kernel_amx: `tilezero`) kills the process with SIGILL, seen on this lab's
+# 2-core CI machine (llama-bench, llama-perplexity and the bindings' decode all died with "Illegal instruction").
+# -march=native turns AMX on wherever cpuinfo lists it; these flags turn it off (they win over -march whatever
+# their order). AMX only speeds CPU int8/bf16 matrix products; the lab's CPU path serves small models.
+NO_AMX = ("-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16")
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_takes(flags: tuple[str, ...]) -> bool:
+    """Whether the C++ compiler accepts these flags (GCC < 11 does not know AMX's)."""
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if not cxx:
+        return False
+    try:
+        return subprocess.run([cxx, *flags, "-x", "c++", "-E", "-o", os.devnull, os.devnull],
+                              capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def amx_off_flags() -> list[str]:
+    """CMake flags that keep AMX out of a native build, on CPUs that list AMX (no change elsewhere)."""
+    if "amx_tile" not in cpu_features().split() or not compiler_takes(NO_AMX):
+        return []
+    both = " ".join(NO_AMX)
+    return [f"-DCMAKE_C_FLAGS={both}", f"-DCMAKE_CXX_FLAGS={both}"]
+
+
 def cmake_flags(cuda_arch: str | None) -> list[str]:
     # Shared libraries, so the very same libllama/libggml serve both the tools and the Python
     # bindings; no OpenSSL/curl/web-UI download (no internet at run time).
@@ -148,6 +178,7 @@ def cmake_flags(cuda_arch: str | None) -> list[str]:
         # Libraries and tools find each other next to themselves, wherever the folder is copied.
         "-DCMAKE_INSTALL_RPATH=$ORIGIN", "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
     ]
+    flags += amx_off_flags()
     if cuda_arch:
         flags += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={cuda_arch}"]
     return flags
