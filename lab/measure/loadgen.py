@@ -462,11 +462,10 @@ def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_wor
                                  tolerance=warmup_tolerance, output_tokens=warmup_output_tokens)
                          if warmup_max_rounds > 0 else (None, None))
         first_warmup = 0 if warm is not None else warmup_requests
-        parts = []
-        for j, n in enumerate(shares(requests_per_level, repetitions)):
+        parts, split = [], shares(requests_per_level, repetitions)
+        for j, n in enumerate(split):
             prompts = make_prompts(first_warmup + n, prompt_words, seed=seed + k + 1000 * j)
-            spec = LoadSpec(concurrency=level, max_requests=n,
-                            duration_s=duration_s / repetitions if duration_s else None,
+            spec = LoadSpec(concurrency=level, max_requests=n, duration_s=duration_s / len(split) if duration_s else None,
                             warmup_requests=first_warmup, seed=seed + k)
             parts.append(run_load(target, prompts, spec))
             first_warmup = 0
