@@ -25,13 +25,20 @@ def test_a_profile_that_cannot_start_here_goes_through_every_step_as_skipped(tmp
     lb, lb_skip = bench_run.in_process(prof, served.summaries)
     assert lb is None and bench_views.llama_bench_text(lb, lb_skip) == f"llama-bench skipped: {lb_skip}"
     assert bench_views.llama_bench_rows(lb) == [] and bench_run.in_process_tok_s(lb) is None
+    batched, batched_skip = bench_run.in_process_batched(prof, served, tmp_path / "logs")
+    assert batched is None and "GPU" in batched_skip
+    assert bench_views.batched_bench_text(batched, batched_skip) == f"llama-batched-bench skipped: {batched_skip}"
+    yard = bench_run.yardstick_rows(served, batched, lb)
+    assert [r["served_over_in_process"] for r in yard] == [None]  # the single-stream row, nothing to divide
     rl, queue = profile_speed.roofline_for(prof), metrics.queueing(served.summaries)
     found = bench_run.checks(prof, served, lb, rl, None, queue)
     assert (found[0].name, found[0].status, found[0].fix) == ("benchmark ran", "skip", served.skip_reason)
     verdicts = bench_run.claim_verdicts(prof, served.summaries)
     record = bench_views.build_record(prof, served=served, llama_bench_result=lb, llama_bench_skip=lb_skip,
                                       roofline_result=rl, capacity=None, verdicts=verdicts, found=found, queue=queue,
-                                      sweep_fig=None, energy_fig=None)
+                                      sweep_fig=None, energy_fig=None, batched=batched, batched_skip=batched_skip,
+                                      yardstick=yard)
+    assert record["summary"]["batched_bench_skipped"] == batched_skip and record["yardstick"] == yard
     assert record["summary"]["benchmark_skipped"] == served.skip_reason and record["server"]["stop"] is None
     assert record["server"]["command"] == served.command.shell() and record["resources"]["load"] == served.load_window
     assert [c["title"] for c in record["charts"]][-1] == "Benchmark checks"

@@ -395,6 +395,11 @@ def what_this_means(record: dict) -> str:
                      f"(llama-bench in-process: {_f(s['llama_bench_tg_tok_s'])} tok/s; ratio "
                      f"{_f(s['served_over_in_process'])}). The first token took {_f(s['ttft_p50_ms_single'])} ms (p50).")
         lines.append(_batching_sentence(record.get("sweep") or []))
+    by_n = {n: r for n, r in (s.get("served_over_batched_decode") or {}).items() if r is not None}
+    if by_n:
+        lines.append("Served decode summed over the streams ÷ llama-batched-bench's in-process S_TG at the same count: "
+                     + ", ".join(f"{n} stream{'s' if n != '1' else ''} {_f(r)}" for n, r in by_n.items())
+                     + " (the table 'Served ÷ in-process by concurrency' says what limits each).")
     if s["decode_ceiling_tok_s"] is not None:
         lines.append(f"The memory-bandwidth ceiling for one stream of this model here is {_f(s['decode_ceiling_tok_s'])} tok/s; "
                      f"the calibrated prediction is {_f(s['predicted_decode_tok_s'])} tok/s. No engine beats the ceiling.")
