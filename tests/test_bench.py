@@ -263,3 +263,64 @@ def test_server_killed_mid_run_counts_failures_and_keeps_records(tmp_path):
     assert s["error_rate"] == pytest.approx(s["failures"] / 6)
     assert s["validity"]["valid"] is False and any("error rate" in x for x in s["validity"]["reasons"])
     assert report["left_running"] == []
+
+
+# ---------------------------------------------------------------- a level measured as repetitions (issue 20)
+def _rep(start_perf, results, duration, concurrency=2, max_requests=2, duration_s=None):
+    spec = loadgen.LoadSpec(concurrency=concurrency, max_requests=max_requests, duration_s=duration_s, warmup_requests=0)
+    return loadgen.RunResult(spec, "t", results, duration, [], "2026-12-01T00:00:00Z", 0.5, 8, start_perf,
+                             start_perf + duration)
+
+
+def test_shares_split_the_level_budget():
+    assert loadgen.shares(8, 3) == [3, 3, 2] and loadgen.shares(48, 3) == [16, 16, 16]
+    assert loadgen.shares(2, 3) == [1, 1] and loadgen.shares(6, 1) == [6]
+
+
+def test_repetitions_pool_into_one_level_with_each_repetition_s_figures():
+    # three repetitions of 2 requests, 4 output tokens each (3 decoded after the first), back to back
+    reps = [_rep(10.0 + 3 * j, [ok(0, 0.0, 0.5, [0.5, 0.7, 0.9, 1.1], 1.1, 4, timings={"predicted_per_second": 5.0}),
+                                ok(1, 0.1, 0.6, [0.6, 0.8, 1.0, 1.2], 1.2 + j * 0.3, 4)], 2.0 + j, duration_s=10.0)
+            for j in range(3)]
+    warm = [ok(-1, 0.0, 0.2, [0.2], 0.3, 1)]
+    level = loadgen.pool(reps, warm, {"rounds": [], "steady": False})
+    assert [r.repetition for r in level.results] == [1, 1, 2, 2, 3, 3]
+    assert [r.start_s for r in level.results] == pytest.approx([0.0, 0.1, 3.0, 3.1, 6.0, 6.1])  # from the level's start
+    assert level.duration_s == 9.0 and level.client_cpu_s == 1.5 and level.t1_perf == 10.0 + 6 + 4.0
+    assert level.spec.max_requests == 6 and level.spec.duration_s == 30.0 and level.warmup == warm
+    s = metrics.summarise_run(level, criteria=Criteria(min_duration_s=3.0, min_successes=4))
+    assert s["validity"]["valid"]  # the level as a whole: 6 requests in 9 s, though each repetition has 2
+    assert s["output_throughput"] == pytest.approx(24 / 9.0)
+    assert [r["output_throughput"] for r in s["repetitions"]] == pytest.approx([8 / 2.0, 8 / 3.0, 8 / 4.0])
+    spread = s["spread"]["output_throughput"]
+    assert spread["mean"] == pytest.approx((4 + 8 / 3 + 2) / 3) and spread["min"] == 2.0 and spread["max"] == 4.0
+    assert spread["sd"] == pytest.approx(1.0184, abs=1e-4) and spread["n"] == 3
+    # decode only: 3 tokens in 0.6 s and 0.6 + 0.3 j s per request; summed over the 2 streams of the level
+    first = s["repetitions"][0]
+    assert first["stream_decode_tok_s"] == pytest.approx(6 / 1.2) and first["decode_tok_s_summed"] == pytest.approx(10.0)
+    assert s["decode_tok_s_summed"] == pytest.approx(2 * s["stream_decode_tok_s"])
+    assert s["prefill_tok_s"] == pytest.approx(60 / (3 * (0.5 + 0.6)))  # 10 prompt tokens per request over its TTFT
+    assert s["warmup"] == {"rounds": [], "steady": False}
+
+
+def test_a_single_run_has_no_repetitions_or_spread():
+    s = metrics.summarise_run(_rep(0.0, TRACE[:2], 2.0))
+    assert s["repetitions"] == [] and s["spread"] == {} and s["warmup"] is None
+    assert s["decode_tok_s_summed"] == pytest.approx(2 * s["stream_decode_tok_s"])
+
+
+@pytest.mark.tools
+def test_sweep_warms_up_until_steady_then_repeats_each_level():
+    with bench_source.running() as url:
+        target = loadgen.Target(url + "/i5", max_tokens=12, ignore_eos=False)
+        runs = loadgen.sweep(target, [1, 3], 9, 6, repetitions=3, warmup_max_rounds=4, warmup_output_tokens=6)
+    for run, level in zip(runs, [1, 3]):
+        assert [rep["requests"] for rep in run.repetitions] == [3, 3, 3] and len(run.results) == 9
+        assert all(r.success and r.output_tokens == 12 for r in run.results)
+        rounds = run.warmup_rounds["rounds"]
+        assert 2 <= len(rounds) <= 4 and all(x["requests"] == level for x in rounds)
+        assert len(run.warmup) == level * len(rounds) and all(r.output_tokens == 6 for r in run.warmup)
+        assert run.warmup_rounds["steady"] == (rounds[-1]["change"] < 0.05)
+        assert run.duration_s == pytest.approx(sum(rep["duration_s"] for rep in run.repetitions))
+        s = metrics.summarise_run(run)
+        assert len(s["repetitions"]) == 3 and s["spread"]["output_throughput"]["n"] == 3

@@ -25,13 +25,20 @@ def test_a_profile_that_cannot_start_here_goes_through_every_step_as_skipped(tmp
     lb, lb_skip = bench_run.in_process(prof, served.summaries)
     assert lb is None and bench_views.llama_bench_text(lb, lb_skip) == f"llama-bench skipped: {lb_skip}"
     assert bench_views.llama_bench_rows(lb) == [] and bench_run.in_process_tok_s(lb) is None
+    batched, batched_skip = bench_run.in_process_batched(prof, served, tmp_path / "logs")
+    assert batched is None and "GPU" in batched_skip
+    assert bench_views.batched_bench_text(batched, batched_skip) == f"llama-batched-bench skipped: {batched_skip}"
+    yard = bench_run.yardstick_rows(served, batched, lb)
+    assert [r["served_over_in_process"] for r in yard] == [None]  # the single-stream row, nothing to divide
     rl, queue = profile_speed.roofline_for(prof), metrics.queueing(served.summaries)
     found = bench_run.checks(prof, served, lb, rl, None, queue)
     assert (found[0].name, found[0].status, found[0].fix) == ("benchmark ran", "skip", served.skip_reason)
     verdicts = bench_run.claim_verdicts(prof, served.summaries)
     record = bench_views.build_record(prof, served=served, llama_bench_result=lb, llama_bench_skip=lb_skip,
                                       roofline_result=rl, capacity=None, verdicts=verdicts, found=found, queue=queue,
-                                      sweep_fig=None, energy_fig=None)
+                                      sweep_fig=None, energy_fig=None, batched=batched, batched_skip=batched_skip,
+                                      yardstick=yard)
+    assert record["summary"]["batched_bench_skipped"] == batched_skip and record["yardstick"] == yard
     assert record["summary"]["benchmark_skipped"] == served.skip_reason and record["server"]["stop"] is None
     assert record["server"]["command"] == served.command.shell() and record["resources"]["load"] == served.load_window
     assert [c["title"] for c in record["charts"]][-1] == "Benchmark checks"
@@ -47,3 +54,33 @@ def test_decode_speeds_are_divided_by_the_in_process_speed():
     unmeasured = bench_views.decode_speeds_table(None, None, rl).to_dict(orient="records")
     assert [r["÷ in-process"] for r in unmeasured] == [None] * 5 and unmeasured[3]["tok/s"] == 400.0
     assert bench_run.single_stream([]) is None and bench_run.single_stream([single, {}]) is single
+
+
+def test_served_over_in_process_per_level_says_what_limits_it():
+    """lab.measure.yardstick on hand numbers; llama-server's fixed per-token cost is lab/data/served_overhead.yaml's
+    largest, the H200's 1/81.5 − 1/87.62 s = 0.857 ms."""
+    from lab.measure import yardstick
+
+    cost_ms = metrics.served_cost_s()[0] * 1e3
+    assert cost_ms == pytest.approx(0.857, abs=1e-3)
+    sweep = [{"concurrency": 1, "stream_decode_tok_s": 80.0, "decode_tok_s_summed": 80.0, "output_throughput": 75.0},
+             {"concurrency": 4, "stream_decode_tok_s": 60.0, "decode_tok_s_summed": 240.0, "output_throughput": 200.0},
+             {"concurrency": 16, "stream_decode_tok_s": 15.0, "decode_tok_s_summed": 240.0, "output_throughput": 230.0}]
+    batched = {"by_parallel": {1: {"speed_tg": 85.0, "output_tok_s": 80.0}, 4: {"speed_tg": 250.0, "output_tok_s": 230.0},
+                               16: {"speed_tg": 600.0, "output_tok_s": 500.0}}}
+    lb = {"tg": {"tok_s": 90.0, "test": "tg256@d512"}}
+    rows = yardstick.rows(sweep, batched, lb)
+    assert [r["concurrency"] for r in rows] == [1, 1, 4, 16]
+    single = rows[0]
+    assert single["served_over_in_process"] == pytest.approx(80 / 90) and single["yardstick"] == "llama-bench tg256@d512"
+    assert "caps it at 0.93" in single["limited_by"]  # 1 / (1 + 0.857 ms × 90 tok/s)
+    four, sixteen = rows[2], rows[3]
+    assert four["served_over_in_process"] == pytest.approx(0.96) and four["limited_by"].startswith("the engine's own")
+    # 16 streams: 16000/240 − 16000/600 = 40 ms more per step, over 1.5 × 16 × 0.857 ms: per-request work
+    assert sixteen["extra_ms_per_step"] == pytest.approx(40.0) and sixteen["limited_by"].startswith("per-request work")
+    assert sixteen["output_ratio"] == pytest.approx(230 / 500)
+    slow = yardstick.level_row({"concurrency": 16, "decode_tok_s_summed": 480.0}, {"speed_tg": 600.0})
+    assert slow["extra_ms_per_step"] == pytest.approx(16000 / 480 - 16000 / 600)  # 6.7 ms ≤ 1.5 × 16 × 0.857
+    assert slow["limited_by"].startswith("llama-server's per-token work")
+    missing = yardstick.rows(sweep[:1], None, None)
+    assert [r["served_over_in_process"] for r in missing] == [None, None] and "not measured" in missing[1]["limited_by"]

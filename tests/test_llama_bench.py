@@ -62,3 +62,47 @@ def test_a_real_run_on_the_embedded_model(smol_model, tmp_path):
     tg = result["tg"]
     assert len(tg["samples_tok_s"]) == 2 and tg["tok_s"] == statistics.median(tg["samples_tok_s"]) > 0
     assert log.read_text().startswith("$ " + " ".join(result["command"]))
+
+
+# ---------------------------------------------------------------- llama-batched-bench (lab.model.llama_batched_bench)
+# two rows of its README's JSONL example (tools/batched-bench/README.md), the second at B = 2, and a repetition of B = 1
+JSONL = """llama_model_loader: loaded meta data
+{"n_kv_max": 2048, "n_batch": 2048, "n_ubatch": 512, "flash_attn": 0, "is_pp_shared": 0, "n_gpu_layers": 99, "n_threads": 8, "n_threads_batch": 8, "pp": 128, "tg": 128, "pl": 1, "n_kv": 256, "t_pp": 0.233810, "speed_pp": 547.453064, "t_tg": 3.503684, "speed_tg": 36.532974, "t": 3.737494, "speed": 68.495094}
+{"n_kv_max": 2048, "n_batch": 2048, "n_ubatch": 512, "flash_attn": 0, "is_pp_shared": 0, "n_gpu_layers": 99, "n_threads": 8, "n_threads_batch": 8, "pp": 128, "tg": 128, "pl": 2, "n_kv": 512, "t_pp": 0.422602, "speed_pp": 605.770935, "t_tg": 11.106112, "speed_tg": 23.050371, "t": 11.528713, "speed": 44.410854}
+{"n_kv_max": 2048, "n_batch": 2048, "n_ubatch": 512, "flash_attn": 0, "is_pp_shared": 0, "n_gpu_layers": 99, "n_threads": 8, "n_threads_batch": 8, "pp": 128, "tg": 128, "pl": 1, "n_kv": 256, "t_pp": 0.233810, "speed_pp": 547.453064, "t_tg": 3.403684, "speed_tg": 37.6, "t": 3.637494, "speed": 70.0}
+
+llama_perf_context_print:        load time =     100.00 ms"""
+
+
+def test_batched_bench_rows_are_parsed_and_repetitions_give_the_median():
+    from lab.model import llama_batched_bench as bb
+
+    rows = bb.parse_jsonl(JSONL)
+    assert [r["pl"] for r in rows] == [1, 2, 1]
+    by = bb.summarise(rows, [1, 2])
+    assert by[1]["reps"] == 2 and by[1]["speed_tg"] == pytest.approx((36.532974 + 37.6) / 2)
+    assert by[2]["speed_tg"] == pytest.approx(23.050371) and by[2]["output_tok_s"] == pytest.approx(2 * 128 / 11.528713)
+    with pytest.raises(bb.BatchedBenchError, match="no row for 4 sequences"):
+        bb.summarise(rows, [1, 4])
+
+
+def test_batched_bench_takes_the_server_s_shared_settings():
+    from lab.model import llama_batched_bench as bb
+
+    argv = ["llama-server", "-m", "m.gguf", "-c", "262144", "-np", "16", "-t", "8", "-ngl", "999", "-ctk", "f16",
+            "-ctv", "f16", "-fa", "auto", "--host", "127.0.0.1", "--port", "8080", "--cache-ram", "0", "-ctxcp", "0",
+            "-ub", "512", "--no-mmap"]
+    assert bb.shared_flags(argv) == ["-t", "8", "-ngl", "999", "-ctk", "f16", "-ctv", "f16", "-fa", "auto",
+                                     "-ub", "512", "--no-mmap"]
+    assert bb.context_for(512, 256, [1, 4, 8, 16]) == 16 * 768
+
+
+@pytest.mark.tools
+def test_batched_bench_runs_on_the_embedded_model(tmp_path):
+    from lab.model import llama_batched_bench as bb
+
+    res = bb.run(paths.embedded_model("smollm2"), n_prompt=16, n_gen=8, n_parallel=[1, 2], reps=2, flags=["-t", "2"],
+                 log=tmp_path / "bb.log")
+    assert res["command"][res["command"].index("-npl") + 1] == "1,2,1,2"
+    assert [r["pl"] for r in res["rows"]] == [1, 2, 1, 2] and all(r["pp"] == 16 and r["tg"] == 8 for r in res["rows"])
+    assert res["by_parallel"][2]["reps"] == 2 and res["by_parallel"][2]["speed_tg"] > 0

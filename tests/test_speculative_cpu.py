@@ -70,15 +70,21 @@ def test_draft_mtp_drafts_with_the_synthetic_mtp_layer(tmp_path):
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(data))
     prof = profiles.load(tmp_path / "p.yaml")
     res = speculative.measure(prof, None, tmp_path / "logs", requests=1, synth_lengths=(), kinds=("mtp",))
-    rows = {r["kind"]: r for r in res["rows"]}
-    assert set(rows) == {"none", "mtp"} and rows["none"]["status"] == "ok"
-    mtp = rows["mtp"]
-    assert mtp["status"] == "ok", mtp.get("error")
-    assert mtp["draft_n"] > 0 and 0 <= mtp["draft_n_accepted"] <= mtp["draft_n"] and mtp["decode_tok_s"] > 0
+    # (the file has an MTP block: draft-mtp runs at --spec-draft-n-max 1, 2, 3 and 4)
+    assert [(r["kind"], r["n_max"]) for r in res["rows"]] == [("none", None)] + [("mtp", n) for n in (1, 2, 3, 4)]
+    assert res["rows"][0]["status"] == "ok"
+    by_n = {r["n_max"]: r for r in res["rows"] if r["kind"] == "mtp"}
+    for n, row in by_n.items():  # every n-max drafts with the MTP layer, at most n tokens a step
+        assert row["status"] == "ok", row.get("error")
+        assert row["draft_n"] > 0 and 0 <= row["draft_n_accepted"] <= row["draft_n"] and row["decode_tok_s"] > 0
+    steps = {s["n_max"]: s for s in res["mtp_steps"]}
+    assert sorted(steps) == [1, 2, 3, 4] and all(0 < s["drafts_per_step"] <= n for n, s in steps.items())
+    assert all(s["ms_per_step"] == pytest.approx(1000 * s["tokens_per_step"] / s["decode_tok_s"]) for s in steps.values())
+    mtp = by_n[3]  # the summary's MTP row is n-max 3, as before the sweep over n
     assert res["mtp"]["draft_n"] == mtp["draft_n"] and res["mtp"]["acceptance_rate_valid_for_real_model"] is False
     rec = speculative.build_record(res)
     assert any(c["name"] == "MTP acceptance speaks for the real model" and c["status"] == "warn" for c in rec["checks"])
-    log = next((tmp_path / "logs").glob("spec_draft_mtp*.log")).read_text()
+    log = next((tmp_path / "logs").glob("spec_draft_mtp_n_max_3*.log")).read_text()
     reported = engine_logs.parse_kv_lines(log)
     from_file = models.from_gguf(target)
     assert from_file.mtp_layers == 1

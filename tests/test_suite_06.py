@@ -47,3 +47,41 @@ def test_client_capacity_and_claims(record):
     assert verdicts["s0-vllm-single-stream-280"] == "impossible by physics"
     assert verdicts["s1-llamacpp-45-55"] == "not testable here"  # a V100 claim on a CPU box
     assert {t["title"] for t in record["tables"]} >= {"Sweep by concurrency", "Claims ledger", "Client capacity"}
+
+
+def test_each_level_is_warmed_up_then_measured_three_times(record):
+    """Issue 20.1: warm-up rounds at the level's concurrency until steady (≤ 3 rounds), then 3 repetitions sharing
+    the level's requests, each repetition's figures and their spread kept; the validity rule holds for the level."""
+    for level, run in zip(record["sweep"], record["runs"]):
+        n = level["concurrency"]
+        share = CPU_DEFAULT_PLAN["bench_requests"] // 3
+        assert [rep["max_requests"] for rep in run["repetitions"]] == [share] * 3  # the level's budget, shared
+        assert all(1 <= rep["requests"] <= share for rep in run["repetitions"])
+        assert sorted({r["repetition"] for r in run["results"]}) == [1, 2, 3]
+        rounds = level["warmup"]["rounds"]
+        assert 2 <= len(rounds) <= 3 and all(x["requests"] == n and x["ok"] == n for x in rounds)
+        assert len(level["repetitions"]) == 3 and level["spread"]["output_throughput"]["n"] == 3
+        sp = level["spread"]["output_throughput"]
+        assert sp["min"] <= sp["mean"] <= sp["max"] and sp["sd"] is not None
+        assert level["duration_s"] == pytest.approx(sum(rep["duration_s"] for rep in run["repetitions"]))
+        assert level["validity"]["valid"] and level["duration_s"] >= 4.5  # the 3 s rule with margin
+        assert level["decode_tok_s_summed"] == pytest.approx(n * level["stream_decode_tok_s"])
+
+
+def test_batched_bench_yardstick_per_level(record):
+    """Issue 20.2: llama-batched-bench at the sweep's levels and lengths; served ÷ in-process per level with its limit."""
+    s, bb = record["summary"], record["batched_bench"]
+    assert s["batched_bench_skipped"] is None and sorted(bb["by_parallel"]) == ["1", "2", "4"]
+    assert all(r["tg"] == OUTPUT_TOKENS and r["pl"] in (1, 2, 4) for r in bb["rows"])
+    assert sorted(s["served_over_batched_decode"]) == ["1", "2", "4"]
+    assert all(v > 0 for v in s["served_over_batched_decode"].values())
+    rows = record["yardstick"]
+    assert rows[0]["yardstick"].startswith("llama-bench tg") and rows[0]["served_over_in_process"] == pytest.approx(
+        s["served_over_in_process"])
+    assert all(r["limited_by"] and not r["limited_by"].startswith("not measured") for r in rows)
+
+
+def test_speculative_record_has_the_verification_batches(cpu_default_run):
+    spec = notebook_record(cpu_default_run, "06_benchmarking", "06_speculative")
+    assert sorted(spec["summary"]["verification_batch_tok_s"]) == ["1", "2", "3", "4", "5"]
+    assert any(t["title"].startswith("Verification batches") for t in spec["tables"])

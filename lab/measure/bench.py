@@ -11,7 +11,7 @@ import time
 
 from lab.core import evidence, paths
 from lab.core.checks import Check
-from lab.model import llama_bench
+from lab.model import llama_batched_bench, llama_bench
 from lab.serving import endpoint
 from lab.measure import bench_source, loadgen, metrics
 
@@ -21,11 +21,22 @@ def in_process_for(profile, depth: int, reps: int = 3) -> tuple[dict | None, str
     """llama-bench for the profile's own model, threads and GPU layers, at pp<bench_prompt_tokens> and
     tg<bench_output_tokens> at context depth `depth`; (None, why) when this machine cannot run it.
     The result is lab.model.llama_bench.run's: its `tok_s` is the median of the `reps` repetitions."""
+    model, why = llama_cpp_model(profile, "llama-bench")
+    if why:
+        return None, why
+    result = llama_bench.run(model, threads=profile.threads, n_prompt=profile.bench_prompt_tokens,
+                             n_gen=profile.bench_output_tokens, depth=depth, reps=reps,
+                             n_gpu_layers=profile.n_gpu_layers if profile.gpu_count > 0 else None)
+    return result, None
+
+
+def llama_cpp_model(profile, tool: str):
+    """(model path, None) when this machine can run llama.cpp's `tool` on the profile's model, else (None, why)."""
     if profile.engine not in ("llama.cpp", "llama-cpp-python"):
-        return None, f"llama-bench measures llama.cpp only; this profile serves with {profile.engine}"
+        return None, f"{tool} measures llama.cpp only; this profile serves with {profile.engine}"
     if profile.endpoint_url:
         if not endpoint.is_loopback(profile.endpoint_url):
-            return None, (f"the server runs on another machine ({profile.endpoint_url}): llama-bench there "
+            return None, (f"the server runs on another machine ({profile.endpoint_url}): {tool} there "
                           "(same model file and threads) gives its in-process speed")
         if not profile.model_file:
             return None, "endpoint profile without model_file: the lab does not know which file the server loaded"
@@ -33,16 +44,30 @@ def in_process_for(profile, depth: int, reps: int = 3) -> tuple[dict | None, str
         return None, f"profile {profile.name} needs {profile.gpu_count} GPU(s); this machine has fewer"
     try:
         model = paths.model_path(profile.model_file) if profile.model_file else None
-        tool = paths.tool("llama-bench")
+        paths.tool(tool)  # located only to give a clear reason when set-up has not built it
     except Exception as exc:
         return None, str(exc)
     if model is None or not model.is_file():
         return None, f"model file {model} not found"
-    del tool  # located above only to give a clear reason when set-up has not built it
-    result = llama_bench.run(model, threads=profile.threads, n_prompt=profile.bench_prompt_tokens,
-                             n_gen=profile.bench_output_tokens, depth=depth, reps=reps,
-                             n_gpu_layers=profile.n_gpu_layers if profile.gpu_count > 0 else None)
-    return result, None
+    return model, None
+
+
+def batched_for(profile, server_argv, levels: list[int], n_prompt: int, reps: int = 1, env: dict | None = None,
+                log=None) -> tuple[dict | None, str | None]:
+    """llama-batched-bench (lab.model.llama_batched_bench) for the profile's model at the served benchmark's
+    concurrency `levels`, `n_prompt` prompt tokens (the served requests' length) and the profile's output length,
+    with the llama-server command's own shared settings (threads, -ngl, KV type, -fa, batch sizes, GPU split);
+    (None, why) when this machine cannot run it."""
+    model, why = llama_cpp_model(profile, "llama-batched-bench")
+    if why:
+        return None, why
+    try:
+        return llama_batched_bench.run(model, n_prompt=n_prompt, n_gen=profile.bench_output_tokens,
+                                       n_parallel=levels, reps=reps,
+                                       flags=llama_batched_bench.shared_flags(server_argv), env=env or None,
+                                       log=log), None
+    except llama_batched_bench.BatchedBenchError as exc:
+        return None, str(exc)
 
 
 # ================================================================ the client's own capacity
@@ -137,6 +162,17 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
                          else ("warn" if v["valid"] else "fail"),
                          f"{s['successes']}/{s['requests']} ok in {s['duration_s']:.1f} s", "valid run",
                          "; ".join(v["reasons"] + v["warnings"]), "lab.measure.metrics.validity (MLPerf-loadgen style)"))
+    for s in summaries:
+        warm = s.get("warmup")
+        if not warm or not warm.get("rounds"):
+            continue
+        last = warm["rounds"][-1]["change"]
+        out.append(Check(f"concurrency {s.get('concurrency')}: warmed up to a steady speed", "pass" if warm["steady"] else "warn",
+                         f"{len(warm['rounds'])} round(s), last change " + ("—" if last is None else f"{last:.1%}"),
+                         f"two rounds within {warm['tolerance']:.0%} (≤ {warm['max_rounds']} rounds)",
+                         "" if warm["steady"] else "the speed still moved between warm-up rounds: the first repetition "
+                         "may be slower than the rest (compare the repetitions); other work on the machine keeps it moving",
+                         "lab.measure.loadgen.warm_up"))
     if busy and busy.get("others_cores") is not None:
         quiet = busy["others_cores"] <= 0.1
         out.append(Check("machine quiet during the sweep", "pass" if quiet else "warn",
@@ -196,4 +232,4 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
     return out
 
 
-__all__ = ["in_process_for", "client_capacity", "cpu_snapshot", "contention", "bench_checks"]
+__all__ = ["in_process_for", "llama_cpp_model", "batched_for", "client_capacity", "cpu_snapshot", "contention", "bench_checks"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from lab.core import evidence
 from lab.core.checks import Check
 from lab.core.profiles import Profile
-from lab.measure import bench, copy_bandwidth, gpumon, loadgen, metrics, peer_bench, speculative, tune
+from lab.measure import bench, copy_bandwidth, gpumon, loadgen, metrics, peer_bench, speculative, tune, yardstick
 from lab.measure.loadgen import RunResult
 from lab.predict import claims, profile_speed
 from lab.serving import engines, serve
@@ -27,6 +27,10 @@ from lab.serving.engines import Command
 # decode speed per setting, few enough that the budget covers more settings.
 TUNE_OUTPUT_TOKENS = 64
 SPECULATIVE_OUTPUT_TOKENS = 128
+# llama-batched-bench runs each configuration once. One pass: in-process runs on a GPU vary little (llama-bench tg on
+# the H200, 2026-12-01: 90.8 / 92.7 / 92.0 tok/s) and a second pass over 1/4/8/16 streams × 256 tokens would cost
+# ~25 s of notebook 06's ~9 minutes there; pass reps=2 for a range (-npl repeats the levels, the model loads once)
+BATCHED_BENCH_REPS = 1
 
 
 @dataclass
@@ -95,8 +99,9 @@ def _sweep(profile: Profile, srv, mon: gpumon.Sampler, run_dir: Path) -> dict:
                             api_key=srv.api_key)
     levels = sorted(set([1] + profile.bench_levels))
     before = bench.cpu_snapshot(srv.pid)
+    # each level: warm-up rounds until steady, then REPETITIONS repetitions sharing the profile's per-level budget
     runs = loadgen.sweep(target, levels, profile.bench_requests, words, duration_s=profile.bench_duration_s,
-                         warmup_requests=1, monitor=mon)
+                         monitor=mon, repetitions=loadgen.REPETITIONS, warmup_max_rounds=loadgen.WARMUP_MAX_ROUNDS)
     busy = bench.contention(before, bench.cpu_snapshot(srv.pid))
     peer = peer_bench.run(profile, srv, run_dir / "peer_bench")  # vLLM and endpoint profiles; otherwise it says why not
     return {"prompt_words": words, "tokens_per_word": tokens_per_word, "target": repr(target), "runs": runs,
@@ -111,9 +116,28 @@ def _nothing_measured(profile: Profile, srv, run_dir: Path) -> dict:
 def in_process(profile: Profile, summaries: list[dict], reps: int = 3) -> tuple[dict | None, str | None]:
     """llama-bench (lab.measure.bench.in_process_for) at the depth the served requests decoded at: the single
     stream's mean prompt length as the server counted it, else the profile's prompt length."""
-    depth = (round(summaries[0]["prompt_tokens_mean"]) if summaries and summaries[0]["prompt_tokens_mean"]
-             else profile.bench_prompt_tokens)
-    return bench.in_process_for(profile, depth=depth, reps=reps)
+    return bench.in_process_for(profile, depth=served_depth(profile, summaries), reps=reps)
+
+
+def served_depth(profile: Profile, summaries: list[dict]) -> int:
+    """The prompt length the served requests had: the single stream's mean as the server counted it, else the
+    profile's prompt length (where llama-bench decodes and llama-batched-bench prefills)."""
+    return (round(summaries[0]["prompt_tokens_mean"]) if summaries and summaries[0]["prompt_tokens_mean"]
+            else profile.bench_prompt_tokens)
+
+
+def in_process_batched(profile: Profile, served: ServedSweep, log_dir: str | Path,
+                       reps: int = BATCHED_BENCH_REPS) -> tuple[dict | None, str | None]:
+    """llama-batched-bench (lab.measure.bench.batched_for) at the sweep's levels, its prompt length and output
+    length, with the server command's shared settings; after the server stopped, so the two never compete."""
+    levels = [s["concurrency"] for s in served.summaries] or sorted(set([1] + profile.bench_levels))
+    return bench.batched_for(profile, served.command.argv, levels, served_depth(profile, served.summaries), reps=reps,
+                             env=served.command.env, log=Path(log_dir) / "06_batched_bench.log")
+
+
+def yardstick_rows(served: ServedSweep, batched: dict | None, llama_bench_result: dict | None) -> list[dict]:
+    """Served ÷ in-process per level, each with what limits it (lab.measure.yardstick)."""
+    return yardstick.rows(served.summaries, batched, llama_bench_result)
 
 
 def tune_settings(profile: Profile, log_dir: str | Path) -> dict:
@@ -124,11 +148,19 @@ def tune_settings(profile: Profile, log_dir: str | Path) -> dict:
 
 
 def speculative_variants(profile: Profile, log_dir: str | Path, draft: str | None) -> dict:
-    """One stream with and without speculative decoding (lab.measure.speculative.measure), within `tune_budget_s`."""
+    """One stream with and without speculative decoding (lab.measure.speculative.measure), within `tune_budget_s`;
+    then llama-bench's verification batches pp1..pp5 and the MTP speed model over the draft-mtp rows
+    (lab.measure.speculative.step_model)."""
     with gpumon.Sampler() as mon:
-        return speculative.measure(profile, draft, Path(log_dir) / "speculative", requests=3, monitor=mon,
+        spec = speculative.measure(profile, draft, Path(log_dir) / "speculative", requests=3, monitor=mon,
                                    budget_s=profile.tune_budget_s,
                                    output_tokens=min(SPECULATIVE_OUTPUT_TOKENS, profile.bench_output_tokens))
+    # the verification half of MTP's step cost: llama-bench at the batch sizes it verifies (issue 19.3)
+    batches, why = (speculative.verification_batches(profile, log=Path(log_dir) / "speculative" / "verify_batches.log")
+                    if spec["baseline_decode_tok_s"] else (None, "the baseline did not serve"))
+    spec.update(verification_batches=batches, verification_batches_skipped=why,
+                step_model=speculative.step_model(spec, batches))
+    return spec
 
 
 def single_stream(summaries: list[dict]) -> dict | None:

@@ -46,6 +46,50 @@ def llama_bench_text(result: dict | None, skip_reason: str | None) -> str:
     return f"llama-bench skipped: {skip_reason}" if skip_reason else " ".join(result["command"])
 
 
+def batched_bench_text(result: dict | None, skip_reason: str | None) -> str:
+    return f"llama-batched-bench skipped: {skip_reason}" if skip_reason else " ".join(result["command"])
+
+
+def yardstick_table(rows: list[dict]):
+    """Served ÷ in-process per concurrency level (lab.measure.yardstick.rows), rounded for reading."""
+    def r(x, nd=1):
+        return None if x is None else round(x, nd)
+
+    return display.show([{"streams": x["concurrency"], "yardstick": x["yardstick"], "served tok/s": r(x["served_tok_s"]),
+                          "in-process tok/s": r(x["in_process_tok_s"]), "served ÷ in-process": r(x["served_over_in_process"], 3),
+                          "served output tok/s": r(x["served_output_tok_s"]),
+                          "in-process output tok/s": r(x["in_process_output_tok_s"]),
+                          "output ratio": r(x["output_ratio"], 3), "extra ms per step": r(x["extra_ms_per_step"], 2),
+                          "limited by": x["limited_by"]} for x in rows], empty="nothing to compare")
+
+
+def repetitions_table(summaries: list[dict]):
+    """Every repetition of every level (its own figures), then each level's mean ± sd and range, and the warm-up."""
+    def r(x, nd=1):
+        return None if x is None else round(x, nd)
+
+    out = []
+    for s in summaries:
+        for rep in s.get("repetitions") or []:
+            out.append({"streams": s.get("concurrency"), "repetition": rep["repetition"], "requests": rep["requests"],
+                        "duration_s": r(rep["duration_s"], 2), "output tok/s": r(rep["output_throughput"]),
+                        "decode tok/s per stream": r(rep["stream_decode_tok_s"]),
+                        "decode tok/s summed": r(rep["decode_tok_s_summed"]), "TTFT p50 ms": r(rep["ttft_p50_ms"])})
+        sp = (s.get("spread") or {}).get("output_throughput") or {}
+        if sp.get("n"):
+            warm = s.get("warmup") or {}
+            out.append({"streams": s.get("concurrency"), "repetition": "mean ± sd [min–max]", "requests": s["requests"],
+                        "duration_s": r(s["duration_s"], 2),
+                        "output tok/s": f"{sig3(sp['mean'])} ± {sig3(sp['sd']) if sp['sd'] is not None else '—'} "
+                                        f"[{sig3(sp['min'])}–{sig3(sp['max'])}]",
+                        "decode tok/s per stream": r(s["stream_decode_tok_s"]),
+                        "decode tok/s summed": r(s.get("decode_tok_s_summed")),
+                        "TTFT p50 ms": r(s["ttft_ms"]["p50"]),
+                        "warm-up": f"{len(warm.get('rounds') or [])} round(s), "
+                                   + ("steady" if warm.get("steady") else "not steady") if warm else None})
+    return display.show(out, empty="benchmark skipped")
+
+
 def draft_text(draft: str | None, why: str) -> str:
     return f"draft model: {draft or 'none'} ({why})"
 
@@ -112,6 +156,9 @@ def summary_row(summary: dict) -> dict:
     return {"concurrency": summary.get("concurrency"), "requests": summary["requests"], "ok": summary["successes"],
             "errors": summary["failures"], "duration_s": r(summary["duration_s"], 2),
             "output_tok_s": r(summary["output_throughput"]), "stream_decode_tok_s": r(summary["stream_decode_tok_s"]),
+            "decode_tok_s_summed": r(summary.get("decode_tok_s_summed")),
+            "output_tok_s_sd": r(((summary.get("spread") or {}).get("output_throughput") or {}).get("sd")),
+            "reps": len(summary.get("repetitions") or []) or None,
             "server_decode_tok_s": r(summary["server_decode_tok_s"]),
             "ttft_p50_ms": r(summary["ttft_ms"]["p50"]), "ttft_p99_ms": r(summary["ttft_ms"]["p99"]),
             "tpot_p50_ms": r(summary["tpot_ms"]["p50"]), "itl_p50_ms": r(summary["itl_ms"]["p50"]),
@@ -133,7 +180,7 @@ def requests_frame(run: RunResult):
     """Every request of a run: start, TTFT, E2EL, tokens, error — for a closer look."""
     import pandas as pd
 
-    return pd.DataFrame([{"index": r.index, "success": r.success, "start_s": r.start_s, "ttft_s": r.ttft_s,
+    return pd.DataFrame([{"index": r.index, "repetition": r.repetition, "success": r.success, "start_s": r.start_s, "ttft_s": r.ttft_s,
                           "e2el_s": r.e2el_s, "chunks": len(r.chunk_times_s), "output_tokens": r.output_tokens,
                           "prompt_tokens": r.prompt_tokens, "cached_tokens": r.cached_tokens, "error": r.error}
                          for r in run.results])
@@ -194,7 +241,8 @@ def energy_chart(summaries: list[dict], title: str = "Energy and memory by concu
 
 def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | None, llama_bench_skip: str | None,
                  roofline_result: dict, capacity: dict | None, verdicts: list, found: list, queue: list[dict],
-                 sweep_fig, energy_fig) -> dict:
+                 sweep_fig, energy_fig, batched: dict | None = None, batched_skip: str | None = None,
+                 yardstick: list[dict] | None = None) -> dict:
     """The 06_benchmark record: summary, checks, tables, charts, every request, the sweep's summaries,
     llama-bench's rows, the roofline, the client's capacity, the claims' verdicts, the server (command, what its log
     reported, how it stopped), its memory and energy, and (vLLM and endpoint profiles) the peer check against
@@ -236,6 +284,11 @@ def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | Non
                                     if s.get("peak_vram_mib")), default=None),
         "peak_host_rss_mib_sweep": max((s["peak_host_rss_mib"] for s in summaries if s.get("peak_host_rss_mib")), default=None),
         "energy_not_measured": single.get("energy_not_measured") if single else None,
+        "batched_bench_skipped": batched_skip,
+        "served_over_batched_decode": {str(y["concurrency"]): y["served_over_in_process"] for y in yardstick or []
+                                       if y["yardstick"].startswith("llama-batched-bench")},
+        "output_tok_s_spread": {str(x.get("concurrency")): (x.get("spread") or {}).get("output_throughput")
+                                for x in summaries if x.get("spread")},
     }
     tables = [evidence.table_entry("Sweep by concurrency", [summary_row(s) for s in summaries]),
               evidence.table_entry("Roofline inputs and outputs", roofline_rows(roofline_result)),
@@ -244,6 +297,9 @@ def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | Non
         tables.insert(1, evidence.table_entry("Queued or batched: TTFT growth by concurrency", queue))
     if llama_bench_result:
         tables.insert(1, evidence.table_entry("llama-bench (in-process)", llama_bench_rows(llama_bench_result)))
+    if yardstick:
+        tables.insert(1, evidence.table_entry("Served ÷ in-process by concurrency (llama-bench, llama-batched-bench)",
+                                              yardstick))
     if capacity:
         tables.append(evidence.table_entry("Client capacity", capacity_rows(capacity)))
     if resources:
@@ -260,7 +316,7 @@ def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | Non
             "runs": [r.to_dict() for r in runs], "sweep": summaries, "llama_bench": llama_bench_result,
             "roofline": roofline_result, "client_capacity": capacity,
             "claims": [v.to_dict() for v in verdicts], "server": server, "contention": busy, "peer_check": peer,
-            "queueing": queue, "resources": resources}
+            "queueing": queue, "resources": resources, "batched_bench": batched, "yardstick": yardstick}
 
 
 def roofline_rows(rl: dict) -> list[dict]:
@@ -339,6 +395,11 @@ def what_this_means(record: dict) -> str:
                      f"(llama-bench in-process: {_f(s['llama_bench_tg_tok_s'])} tok/s; ratio "
                      f"{_f(s['served_over_in_process'])}). The first token took {_f(s['ttft_p50_ms_single'])} ms (p50).")
         lines.append(_batching_sentence(record.get("sweep") or []))
+    by_n = {n: r for n, r in (s.get("served_over_batched_decode") or {}).items() if r is not None}
+    if by_n:
+        lines.append("Served decode summed over the streams ÷ llama-batched-bench's in-process S_TG at the same count: "
+                     + ", ".join(f"{n} stream{'s' if n != '1' else ''} {_f(r)}" for n, r in by_n.items())
+                     + " (the table 'Served ÷ in-process by concurrency' says what limits each).")
     if s["decode_ceiling_tok_s"] is not None:
         lines.append(f"The memory-bandwidth ceiling for one stream of this model here is {_f(s['decode_ceiling_tok_s'])} tok/s; "
                      f"the calibrated prediction is {_f(s['predicted_decode_tok_s'])} tok/s. No engine beats the ceiling.")
@@ -382,7 +443,8 @@ def _batching_sentence(sweep: list[dict]) -> str:
             "that total, not one stream's speed, is the kind of number the seeds' \"280 tok/s\" can only be.")
 
 
-__all__ = ["start_text", "prompt_text", "stop_text", "client_cpu_text", "llama_bench_text", "draft_text",
+__all__ = ["start_text", "prompt_text", "stop_text", "client_cpu_text", "llama_bench_text", "batched_bench_text",
+           "yardstick_table", "repetitions_table", "draft_text",
            "model_load_text", "requests_table", "sweep_table", "calibration_table", "decode_speeds_table",
            "resource_windows", "resources_table", "checks_chart", "summary_row", "sweep_frame", "requests_frame",
            "sweep_chart", "energy_chart", "build_record", "roofline_rows", "llama_bench_rows", "capacity_rows",

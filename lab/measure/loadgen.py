@@ -74,6 +74,7 @@ class RequestResult:
     last_choice_s: float | None = None
     choice_chunks: int = 0
     tokens_from: str | None = None  # "usage" (the server's count) or "chunks" (no usage came: one token per chunk assumed)
+    repetition: int | None = None  # which repetition of its level (`sweep` with repetitions; None: a single run)
 
     @property
     def itl_s(self) -> list[float]:
@@ -158,6 +159,10 @@ class RunResult:
     t0_perf: float = 0.0  # time.perf_counter() when the measured part began / ended (lab.measure.gpumon windows)
     t1_perf: float = 0.0
     resources: dict | None = None  # lab.measure.gpumon window of the measured part: peak VRAM, energy, host RSS
+    # A level measured as several repetitions (`sweep`): each one's own budget and times, in order; the results
+    # above are all of theirs (each tagged with its `repetition`), `duration_s` their durations summed.
+    repetitions: list[dict] | None = None
+    warmup_rounds: dict | None = None  # `warm_up`'s account: every round's throughput and whether it settled
 
     @property
     def output_tokens(self) -> int | None:
@@ -168,7 +173,8 @@ class RunResult:
         return {"spec": asdict(self.spec), "target": self.target, "duration_s": self.duration_s,
                 "started_utc": self.started_utc, "client_cpu_s": self.client_cpu_s,
                 "prompt_words": self.prompt_words, "results": [r.to_dict() for r in self.results],
-                "warmup": [r.to_dict() for r in self.warmup], "resources": self.resources}
+                "warmup": [r.to_dict() for r in self.warmup], "resources": self.resources,
+                "repetitions": self.repetitions, "warmup_rounds": self.warmup_rounds}
 
 
 # ================================================================ prompts
@@ -370,17 +376,105 @@ def run_load(target: Target, prompts: list[str], spec: LoadSpec, on_result=None)
     return _run_coro(run_load_async(target, prompts, spec, on_result))
 
 
+# Notebook 06's method per concurrency level (issue 20): warm up until steady, then measure the level several times.
+# Warm-up rounds send `concurrency` requests at once — the batch size the level measures, so every kernel, buffer and
+# CUDA graph of that size exists before timing starts — until two consecutive rounds' output throughput differ by
+# less than WARMUP_TOLERANCE, at most WARMUP_MAX_ROUNDS rounds (a noisy machine never settles; the record says so).
+# Their outputs are capped at WARMUP_OUTPUT_TOKENS: the state warm-up exists for does not need the full length, and
+# at 16 streams × 256 tokens a full-length round would cost as much as a measured repetition.
+WARMUP_TOLERANCE = 0.05
+WARMUP_MAX_ROUNDS = 3
+WARMUP_OUTPUT_TOKENS = 64
+REPETITIONS = 3  # measured repetitions per level: their spread is the level's run-to-run noise
+
+
+def warm_up(target: Target, concurrency: int, prompt_words: int, seed: int = 0, max_rounds: int = WARMUP_MAX_ROUNDS,
+            tolerance: float = WARMUP_TOLERANCE, output_tokens: int | None = WARMUP_OUTPUT_TOKENS
+            ) -> tuple[list[RequestResult], dict]:
+    """Rounds of `concurrency` simultaneous requests until two consecutive rounds' output tok/s differ by less than
+    `tolerance` (relative to the earlier one), at most `max_rounds`. Returns every warm-up request and the account
+    ({"rounds": [...], "steady": bool, "tolerance", "max_rounds", "output_tokens"})."""
+    from dataclasses import replace
+
+    short = replace(target, max_tokens=min(target.max_tokens, output_tokens)) if output_tokens else target
+    results, rounds, previous = [], [], None
+    for k in range(max_rounds):
+        prompts = make_prompts(concurrency, prompt_words, seed=seed * 100 + k)
+        run = run_load(short, prompts, LoadSpec(concurrency=concurrency, max_requests=concurrency, warmup_requests=0))
+        tokens = run.output_tokens
+        tok_s = tokens / run.duration_s if tokens and run.duration_s > 0 else None
+        change = abs(tok_s - previous) / previous if tok_s and previous else None
+        rounds.append({"round": k + 1, "requests": len(run.results), "ok": sum(r.success for r in run.results),
+                       "output_tokens": tokens, "duration_s": run.duration_s, "output_tok_s": tok_s, "change": change})
+        results += run.results
+        if change is not None and change < tolerance:
+            break
+        previous = tok_s
+    steady = bool(rounds) and rounds[-1]["change"] is not None and rounds[-1]["change"] < tolerance
+    return results, {"rounds": rounds, "steady": steady, "tolerance": tolerance, "max_rounds": max_rounds,
+                     "output_tokens": short.max_tokens}
+
+
+def shares(total: int, parts: int) -> list[int]:
+    """`total` split into `parts` near-equal whole shares, larger first (8 into 3: [3, 3, 2]); fewer parts when
+    there are fewer than `parts` to share (every share ≥ 1)."""
+    parts = max(1, min(parts, total))
+    return [total // parts + (1 if j < total % parts else 0) for j in range(parts)]
+
+
+def pool(runs: list[RunResult], warmup: list[RequestResult] | None = None, warmup_rounds: dict | None = None) -> RunResult:
+    """A level's repetitions as one RunResult: every request (tagged with its repetition, its `start_s` counted from
+    the first repetition's start), the durations summed (the measured time, without the moments between
+    repetitions), client CPU summed, and each repetition's own budget and times in `repetitions`."""
+    first = runs[0]
+    results, reps = [], []
+    for j, run in enumerate(runs):
+        offset = run.t0_perf - first.t0_perf
+        for r in run.results:
+            r.repetition = j + 1
+            r.start_s += offset
+            results.append(r)
+        reps.append({"repetition": j + 1, "max_requests": run.spec.max_requests, "duration_budget_s": run.spec.duration_s,
+                     "requests": len(run.results), "duration_s": run.duration_s, "started_utc": run.started_utc,
+                     "client_cpu_s": run.client_cpu_s, "t0_perf": run.t0_perf, "t1_perf": run.t1_perf})
+    total = sum(run.spec.max_requests or 0 for run in runs) or None
+    budget = sum(run.spec.duration_s for run in runs) if all(run.spec.duration_s for run in runs) else None
+    spec = LoadSpec(concurrency=first.spec.concurrency, request_rate=first.spec.request_rate, max_requests=total,
+                    duration_s=budget, warmup_requests=len(warmup or []), seed=first.spec.seed)
+    return RunResult(spec, first.target, results, sum(run.duration_s for run in runs), list(warmup or []),
+                     first.started_utc, sum(run.client_cpu_s for run in runs), first.prompt_words, first.t0_perf,
+                     runs[-1].t1_perf, repetitions=reps, warmup_rounds=warmup_rounds)
+
+
 def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_words: int,
-          duration_s: float | None = None, warmup_requests: int = 1, seed: int = 0, monitor=None) -> list[RunResult]:
-    """One run per concurrency level, each with its own fresh prompts (no prefix shared with any other
+          duration_s: float | None = None, warmup_requests: int = 1, seed: int = 0, monitor=None,
+          repetitions: int = 1, warmup_max_rounds: int = 0, warmup_tolerance: float = WARMUP_TOLERANCE,
+          warmup_output_tokens: int | None = WARMUP_OUTPUT_TOKENS) -> list[RunResult]:
+    """One RunResult per concurrency level, each with its own fresh prompts (no prefix shared with any other
     run, so the prompt cache cannot help), `requests_per_level` requests or `duration_s`, whichever first.
-    `monitor` (a running lab.measure.gpumon.Sampler): each run gets its peak VRAM, energy and host RSS."""
+
+    With `warmup_max_rounds` > 0 each level is first warmed up until steady (`warm_up`; instead of the
+    `warmup_requests` single requests); with `repetitions` > 1 the level's budget is shared among that many
+    back-to-back repetitions (requests split by `shares`, `duration_s` ÷ repetitions each), so the level costs what
+    the profile says, and the level's RunResult pools them (`pool`). `monitor` (a running lab.measure.gpumon.Sampler):
+    each level gets its peak VRAM, energy and host RSS over its measured part."""
     runs = []
     for k, level in enumerate(levels):
-        prompts = make_prompts(warmup_requests + requests_per_level, prompt_words, seed=seed + k)
-        spec = LoadSpec(concurrency=level, max_requests=requests_per_level, duration_s=duration_s,
-                        warmup_requests=warmup_requests, seed=seed + k)
-        run = run_load(target, prompts, spec)
+        warm, account = (warm_up(target, level, prompt_words, seed=seed + k, max_rounds=warmup_max_rounds,
+                                 tolerance=warmup_tolerance, output_tokens=warmup_output_tokens)
+                         if warmup_max_rounds > 0 else (None, None))
+        first_warmup = 0 if warm is not None else warmup_requests
+        parts, split = [], shares(requests_per_level, repetitions)
+        for j, n in enumerate(split):
+            prompts = make_prompts(first_warmup + n, prompt_words, seed=seed + k + 1000 * j)
+            spec = LoadSpec(concurrency=level, max_requests=n, duration_s=duration_s / len(split) if duration_s else None,
+                            warmup_requests=first_warmup, seed=seed + k)
+            parts.append(run_load(target, prompts, spec))
+            first_warmup = 0
+        if len(parts) == 1 and warm is None:
+            run = parts[0]
+        else:
+            run = pool(parts, (warm or []) + parts[0].warmup, account)
         if monitor is not None:
             run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
         runs.append(run)
@@ -388,4 +482,5 @@ def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_wor
 
 
 __all__ = ["RequestResult", "Target", "LoadSpec", "RunResult", "make_prompts", "count_tokens", "words_for_tokens",
-           "stream_request", "run_load_async", "run_load", "sweep"]
+           "stream_request", "run_load_async", "run_load", "warm_up", "shares", "pool", "sweep", "WARMUP_TOLERANCE",
+           "WARMUP_MAX_ROUNDS", "WARMUP_OUTPUT_TOKENS", "REPETITIONS"]

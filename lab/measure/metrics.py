@@ -115,6 +115,11 @@ def summarise(results: list[RequestResult], duration_s: float, slo: dict | None 
     decode_time = sum(t for _, t in decode)
     server_speeds = [r.server_timings["predicted_per_second"] for r in ok
                      if r.server_timings and r.server_timings.get("predicted_per_second")]
+    server_prefill = [r.server_timings["prompt_per_second"] for r in ok
+                      if r.server_timings and r.server_timings.get("prompt_per_second")]
+    # prefill as the client saw it: prompt tokens over the time to the first token (queueing included)
+    prefill = [(r.prompt_tokens, r.ttft_s) for r in ok if r.prompt_tokens and r.ttft_s]
+    timed = [r for r in ok if r.ttft_s is not None and r.e2el_s]
     per_s = (lambda x: x / duration_s if x is not None and ok and duration_s > 0 else None)
     summary = {
         "requests": n, "successes": len(ok), "failures": len(failed), "duration_s": duration_s,
@@ -129,6 +134,9 @@ def summarise(results: list[RequestResult], duration_s: float, slo: dict | None 
         "total_token_throughput": per_s(out_tokens + prompt_tokens) if out_tokens is not None and prompt_tokens is not None else None,
         "stream_decode_tok_s": sum(k for k, _ in decode) / decode_time if decode and decode_time > 0 else None,
         "server_decode_tok_s": sum(server_speeds) / len(server_speeds) if server_speeds else None,
+        "prefill_tok_s": sum(p for p, _ in prefill) / sum(t for _, t in prefill) if prefill else None,
+        "server_prefill_tok_s": sum(server_prefill) / len(server_prefill) if server_prefill else None,
+        "prefill_share": (sum(r.ttft_s for r in timed) / sum(r.e2el_s for r in timed)) if timed else None,
         "output_tokens_mean": out_tokens / len(with_usage) if with_usage else None,
         "prompt_tokens_mean": prompt_tokens / len(prompt_known) if prompt_known else None,
         "cached_fraction": (sum(r.cached_tokens for r in cached_known) / max(1, sum(r.prompt_tokens for r in cached_known))
@@ -148,15 +156,60 @@ def summarise(results: list[RequestResult], duration_s: float, slo: dict | None 
 
 
 def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = Criteria()) -> dict:
-    """`summarise` of a RunResult, with its load settings and the client's CPU time."""
+    """`summarise` of a RunResult, with its load settings and the client's CPU time. A level measured as
+    repetitions (lab.measure.loadgen.sweep) is summarised as a whole — the validity rule applies to the level, its
+    fields are over every repetition's requests and their summed duration — plus each repetition's own figures
+    (`repetitions`), their mean, sd and range (`spread`), and the warm-up's account (`warmup`)."""
     s = summarise(run.results, run.duration_s, slo, criteria)
     s.update(concurrency=run.spec.concurrency, request_rate=run.spec.request_rate, client_cpu_s=run.client_cpu_s)
+    s["decode_tok_s_summed"] = decode_summed(s["stream_decode_tok_s"], run.spec.concurrency)
     res = run.resources or {}
     # None = not measured (no NVML / no sampler), never 0
     s.update(joules_per_token=res.get("joules_per_token"), mean_power_w=res.get("mean_power_w"),
              peak_vram_mib=res.get("peak_vram_mib"), peak_host_rss_mib=res.get("peak_host_rss_mib"),
              energy_not_measured=res.get("gpu_not_measured") if res else "no sampler ran")
+    reps = [repetition_figures([r for r in run.results if r.repetition == rep["repetition"]], rep["duration_s"],
+                               run.spec.concurrency) | {"repetition": rep["repetition"]}
+            for rep in run.repetitions or []]
+    s.update(repetitions=reps, spread=spread(reps), warmup=run.warmup_rounds)
     return s
+
+
+def decode_summed(stream_decode_tok_s: float | None, concurrency: int | None) -> float | None:
+    """Decode-only tokens per second summed over the level's streams: one stream's decode speed × the streams in
+    flight. A closed loop keeps `concurrency` requests in flight, so that many decode at once; the prefills of new
+    arrivals slow the others' decode and are already inside the per-stream speed. Unlike output throughput
+    (tokens ÷ wall time, prefill and gaps included), this is what llama-batched-bench's S_TG measures in-process."""
+    if stream_decode_tok_s is None or not concurrency:
+        return None
+    return stream_decode_tok_s * concurrency
+
+
+SPREAD_KEYS = ("output_throughput", "stream_decode_tok_s", "decode_tok_s_summed", "server_decode_tok_s",
+               "request_throughput", "ttft_p50_ms", "tpot_p50_ms", "prefill_tok_s")
+
+
+def repetition_figures(results: list[RequestResult], duration_s: float, concurrency: int | None) -> dict:
+    """One repetition's own figures (the SPREAD_KEYS, its requests and duration); validity is the level's."""
+    s = summarise(results, duration_s)
+    return {"requests": s["requests"], "successes": s["successes"], "duration_s": duration_s,
+            "output_throughput": s["output_throughput"], "stream_decode_tok_s": s["stream_decode_tok_s"],
+            "decode_tok_s_summed": decode_summed(s["stream_decode_tok_s"], concurrency),
+            "server_decode_tok_s": s["server_decode_tok_s"], "request_throughput": s["request_throughput"],
+            "ttft_p50_ms": s["ttft_ms"]["p50"], "tpot_p50_ms": s["tpot_ms"]["p50"], "prefill_tok_s": s["prefill_tok_s"]}
+
+
+def spread(rows: list[dict], keys=SPREAD_KEYS) -> dict:
+    """Per key: mean, sample sd (None below two values), min, max, the values and n, over the rows where it is
+    known (pure). {} for no rows."""
+    import statistics
+
+    out = {}
+    for key in keys if rows else ():
+        xs = [r[key] for r in rows if r.get(key) is not None]
+        out[key] = {"mean": statistics.fmean(xs) if xs else None, "sd": statistics.stdev(xs) if len(xs) > 1 else None,
+                    "min": min(xs, default=None), "max": max(xs, default=None), "n": len(xs), "values": xs}
+    return out
 
 
 # A server that runs one request at a time makes each new request wait for those ahead of it: at
@@ -230,5 +283,5 @@ def served_ratio(served_tok_s: float | None, in_process_tok_s: float | None) -> 
 
 
 __all__ = ["DEFAULT_SLO", "SERVED_RATIO_TARGET", "Criteria", "percentile", "stats_ms", "tpot_s", "meets_slo",
-           "validity", "summarise", "summarise_run", "queueing", "criteria_for", "ratio", "served_ratio", "served_cost_s",
-           "reachable_ratio", "max_tok_s_for_target"]
+           "validity", "summarise", "summarise_run", "decode_summed", "repetition_figures", "spread", "SPREAD_KEYS",
+           "queueing", "criteria_for", "ratio", "served_ratio", "served_cost_s", "reachable_ratio", "max_tok_s_for_target"]

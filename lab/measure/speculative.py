@@ -33,10 +33,21 @@ SOURCE = ("llama.cpp vendored in llama-cpp-python 0.3.36: common/arg.cpp (--spec
           "--spec-synth-len), common/speculative.cpp, tools/server/server-common.cpp (timings.draft_n, draft_n_accepted)")
 DRAFT_N_MAX = 8
 SYNTH_LENGTHS = (2.0, 3.0)
+# draft-mtp at each of these --spec-draft-n-max when the model has an MTP block (issue 19.3): on random weights the
+# acceptance is ≈ 0, so each row's 1000 ÷ decode tok/s is the step cost at that n (lab.predict.speculative_speed);
+# a file without one gets the single MTP_N_MAX_DEFAULT row, which fails and says why
+MTP_N_MAX = (1, 2, 3, 4)
+MTP_N_MAX_DEFAULT = 3
+# llama-bench batches of the sizes MTP verifies (n + 1 for n = 0..4): the verification half of the step cost
+VERIFY_BATCHES = (1, 2, 3, 4, 5)
 
 
-def variants(draft: str | None, synth_lengths=SYNTH_LENGTHS, n_max: int = DRAFT_N_MAX) -> list[dict]:
-    """The server flags of each variant (pure). `draft`: a draft GGUF path or None."""
+def variants(draft: str | None, synth_lengths=SYNTH_LENGTHS, n_max: int = DRAFT_N_MAX,
+             mtp_n_max=(MTP_N_MAX_DEFAULT,)) -> list[dict]:
+    """The server flags of each variant (pure). `draft`: a draft GGUF path or None; `mtp_n_max`: the
+    --spec-draft-n-max values of the draft-mtp rows. Order: the baseline, the MTP rows (the step costs), the
+    draft model, the synthetic lengths (the rows that speak for the real model), ngram-simple — a time budget
+    cuts from the end."""
     out = [{"name": "none (baseline)", "kind": "none", "args": []}]
     # -md alone loads the draft but drafts nothing ("no implementations specified for speculative decoding"):
     # the type must be named too
@@ -44,15 +55,27 @@ def variants(draft: str | None, synth_lengths=SYNTH_LENGTHS, n_max: int = DRAFT_
     if base_spec:
         out.append({"name": "draft model", "kind": "draft", "args": base_spec})
     ngram = ["--spec-type", "ngram-simple", "--spec-draft-n-max", str(n_max)]
-    out.append({"name": "ngram-simple", "kind": "ngram", "args": ngram})
-    out.append({"name": "draft-mtp (the model's MTP layers)", "kind": "mtp",
-                "args": ["--spec-type", "draft-mtp", "--spec-draft-n-max", "3"]})
+    mtp = [{"name": f"draft-mtp n-max {n} (the model's MTP layers)", "kind": "mtp", "n_max": n,
+            "args": ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(n)]} for n in mtp_n_max]
+    out = out[:1] + mtp + out[1:]
     for length in synth_lengths:
         if length > n_max + 1:
             continue
         out.append({"name": f"synthetic acceptance length {length:g}", "kind": "synthetic", "length": length,
                     "args": (base_spec or ngram) + ["--spec-synth-len", f"{length:g}"]})
+    out.append({"name": "ngram-simple", "kind": "ngram", "args": ngram})
     return out
+
+
+def mtp_n_max_for(profile) -> tuple[int, ...]:
+    """MTP_N_MAX when the profile's model has an MTP block (lab.model.models.arch_for), else the one default row."""
+    from lab.model import models
+
+    try:
+        has = models.arch_for(profile).mtp_layers > 0
+    except Exception:  # the architecture cannot be read here: one row, which says why when it fails
+        has = False
+    return MTP_N_MAX if has else (MTP_N_MAX_DEFAULT,)
 
 
 def acceptance(results, speculating: bool = True) -> dict:
@@ -92,12 +115,13 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
         profile.context_tokens, max(4096, 2 * (profile.bench_prompt_tokens + (output_tokens or profile.bench_output_tokens))))})
     rows = []
     started = time.monotonic()
-    for v in variants(draft, synth_lengths):
+    for v in variants(draft, synth_lengths, mtp_n_max=mtp_n_max_for(profile)):
         if kinds is not None and v["kind"] not in kinds and v["kind"] != "none":
             continue
         t0 = time.monotonic()
         if budget_s is not None and rows and t0 - started > budget_s:
-            rows.append({"variant": v["name"], "kind": v["kind"], "synthetic_length": v.get("length"), "status": "skip",
+            rows.append({"variant": v["name"], "kind": v["kind"], "synthetic_length": v.get("length"),
+                         "n_max": v.get("n_max"), "status": "skip",
                          "error": f"time budget: {t0 - started:.0f} s spent of {budget_s:.0f}", "seconds": 0.0})
             progress(f"[spec] {v['name']}: not run (time budget)")
             continue
@@ -106,7 +130,7 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
         name = "spec_" + "".join(c if c.isalnum() else "_" for c in v["name"])[:40]
         how = partial(_single_stream, profile=profile, variant=v, requests=requests, output_tokens=output_tokens,
                       monitor=monitor)
-        row = {"variant": v["name"], "kind": v["kind"], "synthetic_length": v.get("length"),
+        row = {"variant": v["name"], "kind": v["kind"], "synthetic_length": v.get("length"), "n_max": v.get("n_max"),
                **serve.measure(cmd, log_dir, name, how, monitor=monitor)}
         dec, acc = row.get("decode_tok_s"), row.get("acceptance_rate")
         progress(f"[spec] {v['name']}: {row['status']}, decode {f'{dec:.1f}' if dec else '—'} tok/s, drafted "
@@ -129,7 +153,8 @@ def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens:
     if monitor is not None:
         run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
     s = metrics.summarise_run(run)
-    out = dict(decode_tok_s=s["stream_decode_tok_s"], server_decode_tok_s=s["server_decode_tok_s"],
+    decoded = sum(r.output_tokens - 1 for r in run.results if r.success and r.output_tokens)
+    out = dict(decode_tok_s=s["stream_decode_tok_s"], server_decode_tok_s=s["server_decode_tok_s"], decoded_tokens=decoded,
                tpot_p50_ms=s["tpot_ms"]["p50"], ttft_p50_ms=s["ttft_ms"]["p50"],
                joules_per_token=s.get("joules_per_token"), **acceptance(run.results, variant["kind"] != "none"))
     if s["failures"]:
@@ -144,7 +169,8 @@ def summarise(rows: list[dict], profile, draft: str | None) -> dict:
     for r in rows:
         r["speedup"] = r["decode_tok_s"] / b if b and r.get("decode_tok_s") else None
     draft_row = next((r for r in rows if r["kind"] == "draft" and r["status"] == "ok"), None)
-    mtp = next((r for r in rows if r["kind"] == "mtp"), None)
+    mtp = next((r for r in rows if r["kind"] == "mtp" and r.get("n_max") == MTP_N_MAX_DEFAULT),
+               next((r for r in rows if r["kind"] == "mtp"), None))
     synthetic = bool(getattr(profile, "model_synthetic", False))
     return {
         "baseline_decode_tok_s": b,
@@ -164,10 +190,69 @@ def summarise(rows: list[dict], profile, draft: str | None) -> dict:
                                      if r["kind"] == "synthetic" and r["status"] == "ok"},
         "synthetic_length_decode_tok_s": {f"{r['synthetic_length']:g}": r["decode_tok_s"] for r in rows
                                           if r["kind"] == "synthetic" and r["status"] == "ok"},
+        "mtp_steps": [step for r in rows if r["kind"] == "mtp" and r["status"] == "ok" and (step := step_cost(r))],
         "model_synthetic": synthetic,
         "rows": rows,
         "source": SOURCE,
     }
+
+
+def step_cost(row: dict) -> dict | None:
+    """A draft-mtp row's step (pure): tokens per step = decoded ÷ (decoded − accepted) (each step yields one token
+    plus its accepted drafts), ms per step = 1000 × tokens per step ÷ decode tok/s, drafts made per step. At zero
+    acceptance ms per step = 1000 ÷ decode tok/s: the cost of n head passes and a verification of n + 1 tokens."""
+    dec, decoded, accepted = row.get("decode_tok_s"), row.get("decoded_tokens"), row.get("draft_n_accepted") or 0
+    if not dec or not decoded or decoded <= accepted:
+        return None
+    steps = decoded - accepted
+    per_step = decoded / steps
+    return {"n_max": row.get("n_max"), "decode_tok_s": dec, "tokens_per_step": per_step,
+            "ms_per_step": 1000.0 * per_step / dec, "drafts_per_step": (row.get("draft_n") or 0) / steps,
+            "acceptance_rate": row.get("acceptance_rate")}
+
+
+def verification_batches(profile, reps: int = 5, log=None) -> tuple[dict | None, str | None]:
+    """llama-bench at the batch sizes MTP verifies (`-p 1,2,3,4,5 -n 0`, depth 0), the profile's model, threads and
+    GPU layers: {"tok_s": {k: median tok/s}, "ms": {k: ms per batch}, "result": llama-bench's}; (None, why) when
+    this machine cannot run it."""
+    from lab.measure import bench
+    from lab.model import llama_bench
+
+    model, why = bench.llama_cpp_model(profile, "llama-bench")
+    if why:
+        return None, why
+    try:
+        result = llama_bench.run(model, threads=profile.threads, n_prompt=",".join(map(str, VERIFY_BATCHES)), n_gen=0,
+                                 reps=reps, n_gpu_layers=profile.n_gpu_layers if profile.gpu_count > 0 else None, log=log)
+    except llama_bench.LlamaBenchError as exc:
+        return None, str(exc)
+    tok_s = {t["n_prompt"]: t["tok_s"] for t in result["tests"] if t["n_prompt"] and not t["n_gen"]}
+    return {"tok_s": tok_s, "ms": {k: 1000.0 * k / v for k, v in tok_s.items() if v}, "result": result}, None
+
+
+def step_model(result: dict, batches: dict | None) -> dict:
+    """lab.predict.speculative_speed.table from this run: the baseline's decode, the measured MTP steps, the
+    verification batches; {"rows": [], "why": ...} when something it needs was not measured (pure)."""
+    from lab.predict import speculative_speed
+
+    steps = {s["n_max"]: s["ms_per_step"] for s in result.get("mtp_steps") or [] if s["n_max"]}
+    base = result.get("baseline_decode_tok_s")
+    if not base or not steps:
+        return {"rows": [], "why": "needs the baseline and at least one draft-mtp row that served"}
+    try:
+        rows = speculative_speed.table(base, steps, (batches or {}).get("tok_s"))
+    except ValueError as exc:
+        return {"rows": [], "why": str(exc)}
+    return {"rows": rows, "why": None, "source": speculative_speed.SOURCE}
+
+
+def step_table(result: dict):
+    """The MTP speed model's rows (`step_model`: step cost per n-max, measured or modelled, break-even acceptance,
+    speed at a few acceptances), or one line saying why there are none."""
+    from lab.core import display
+
+    model = result.get("step_model") or {}
+    return display.show(model.get("rows") or [], empty=f"MTP speed model not computed: {model.get('why') or 'not run'}")
 
 
 def table_rows(result: dict) -> list[dict]:
@@ -203,11 +288,22 @@ def build_record(result: dict) -> dict:
                            "the real model's MTP weights", f"the MTP layer drafted {mtp['draft_n']} tokens from random "
                            "weights (lab synth): its acceptance and speed-up say nothing about the real model's MTP; "
                            "use the synthetic-length rows, or the real GGUF", "lab.model.standin"))
-    summary = {k: v for k, v in result.items() if k not in ("rows", "source")}
+    summary = {k: v for k, v in result.items() if k not in ("rows", "source", "verification_batches", "step_model")}
+    summary["verification_batch_tok_s"] = (result.get("verification_batches") or {}).get("tok_s")
+    tables = [evidence.table_entry("Speculative decoding variants (one stream)", table_rows(result))]
+    if result.get("mtp_steps"):
+        tables.append(evidence.table_entry("MTP step cost by --spec-draft-n-max (draft-mtp rows)", result["mtp_steps"]))
+    batches = result.get("verification_batches") or {}
+    if batches.get("tok_s"):
+        tables.append(evidence.table_entry("Verification batches: llama-bench pp1..pp5",
+                                           [{"batch": k, "tok_s": v, "ms": batches["ms"].get(k)}
+                                            for k, v in batches["tok_s"].items()]))
+    model = result.get("step_model") or {}
+    if model.get("rows"):
+        tables.append(evidence.table_entry("MTP speed model: step cost, break-even acceptance, speed by acceptance",
+                                           model["rows"]))
     return {"title": "Speculative decoding: one stream with and without it", "summary": summary,
-            "checks": [c.to_dict() for c in found],
-            "tables": [evidence.table_entry("Speculative decoding variants (one stream)", table_rows(result))],
-            "speculative": result}
+            "checks": [c.to_dict() for c in found], "tables": tables, "speculative": result}
 
 
 def draft_for(profile, layers: int | None = None) -> tuple[str | None, str]:

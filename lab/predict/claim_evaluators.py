@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from lab.model import models, weights
-from lab.predict import compat, kvcache, memory_plan, roofline
+from lab.predict import compat, kvcache, memory_plan, roofline, speculative_speed
 from lab.predict.claims_ledger import ledger, model_class
 from lab.core.units import GIB
 
@@ -91,21 +91,8 @@ def _row(model_id: str, role: str, value: float, unit: str, agrees: bool, arithm
 # ---------------------------------------------------------------- speculative decoding
 def acceptance_needed(tokens_per_pass: float, drafts: int) -> float | None:
     """The per-token acceptance rate `a` with which `drafts` draft tokens per step yield `tokens_per_pass`
-    tokens per weight pass on average: (1 − a^(k+1)) / (1 − a) (a draft counts only when every earlier one
-    was accepted). 0 when one token per pass is enough; None when even a = 1 (k + 1 tokens) falls short."""
-    if tokens_per_pass <= 1:
-        return 0.0
-    if tokens_per_pass > drafts + 1:
-        return None
-
-    def expected(a: float) -> float:
-        return sum(a ** i for i in range(drafts + 1))
-
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if expected(mid) < tokens_per_pass else (lo, mid)
-    return hi
+    tokens per weight pass on average (lab.predict.speculative_speed.acceptance_for: 1 + a + … + a^k)."""
+    return speculative_speed.acceptance_for(tokens_per_pass, drafts)
 
 
 def _speculation(claimed: float, ceiling: float) -> dict:
