@@ -155,7 +155,7 @@ def speculative_variants(profile: Profile, log_dir: str | Path, draft: str | Non
         spec = speculative.measure(profile, draft, Path(log_dir) / "speculative", requests=3, monitor=mon,
                                    budget_s=profile.tune_budget_s,
                                    output_tokens=min(SPECULATIVE_OUTPUT_TOKENS, profile.bench_output_tokens))
-    # the verification half of MTP's step cost: llama-bench at the batch sizes it verifies (issue 19.3)
+    # the verification half of MTP's step cost: llama-bench at the batch sizes it verifies
     batches, why = (speculative.verification_batches(profile, log=Path(log_dir) / "speculative" / "verify_batches.log")
                     if spec["baseline_decode_tok_s"] else (None, "the baseline did not serve"))
     spec.update(verification_batches=batches, verification_batches_skipped=why,

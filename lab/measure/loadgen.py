@@ -376,7 +376,7 @@ def run_load(target: Target, prompts: list[str], spec: LoadSpec, on_result=None)
     return _run_coro(run_load_async(target, prompts, spec, on_result))
 
 
-# Notebook 06's method per concurrency level (issue 20): warm up until steady, then measure the level several times.
+# Notebook 06's method per concurrency level: warm up until steady, then measure the level several times.
 # Warm-up rounds send `concurrency` requests at once — the batch size the level measures, so every kernel, buffer and
 # CUDA graph of that size exists before timing starts — until two consecutive rounds' output throughput differ by
 # less than WARMUP_TOLERANCE, at most WARMUP_MAX_ROUNDS rounds (a noisy machine never settles; the record says so).

@@ -33,7 +33,7 @@ SOURCE = ("llama.cpp vendored in llama-cpp-python 0.3.36: common/arg.cpp (--spec
           "--spec-synth-len), common/speculative.cpp, tools/server/server-common.cpp (timings.draft_n, draft_n_accepted)")
 DRAFT_N_MAX = 8
 SYNTH_LENGTHS = (2.0, 3.0)
-# draft-mtp at each of these --spec-draft-n-max when the model has an MTP block (issue 19.3): on random weights the
+# draft-mtp at each of these --spec-draft-n-max when the model has an MTP block: on random weights the
 # acceptance is ≈ 0, so each row's 1000 ÷ decode tok/s is the step cost at that n (lab.predict.speculative_speed);
 # a file without one gets the single MTP_N_MAX_DEFAULT row, which fails and says why
 MTP_N_MAX = (1, 2, 3, 4)
