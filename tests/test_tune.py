@@ -76,7 +76,8 @@ def test_server_args_reach_the_command():
 
 def test_speculative_variants_and_acceptance():
     names = [v["kind"] for v in speculative.variants("d.gguf")]
-    assert names[:4] == ["none", "draft", "ngram", "mtp"] and names.count("synthetic") == 2
+    # the baseline, the MTP step costs, the draft model, the synthetic lengths, n-gram: a time budget cuts from the end
+    assert names == ["none", "mtp", "draft", "synthetic", "synthetic", "ngram"]
     syn = [v for v in speculative.variants(None) if v["kind"] == "synthetic"][0]
     assert syn["args"][:2] == ["--spec-type", "ngram-simple"] and syn["args"][-2:] == ["--spec-synth-len", "2"]
     rs = [RequestResult(0, True, server_timings={"draft_n": 40, "draft_n_accepted": 10}),
