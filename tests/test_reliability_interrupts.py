@@ -9,6 +9,10 @@ run works; the suite's full runs, tests/test_suite_*.py, follow with the same pl
 The cuts are injected, not timed: LAB_TEST_CUT_AT=<point> makes the run signal itself there, so every point is
 covered on every run of the suite, whatever the machine's load. One cut per point, the three signals spread over
 them (the runner handles all three with one handler; tests/test_interrupt.py checks each signal's handler).
+The points inside a notebook cut real notebooks (04, 06: kernel, server, load); the runner's own points after a
+notebook (its end, the manifest, the report, the Chromium check) cut a real `lab run` whose notebook execution is
+an instant stand-in (STAND_IN): what they cut is the runner's work, and a real notebook 04 there costs ~10-40 s
+a run on 2 shared cores for nothing the other cuts do not already cover.
 A random-time soak stays available as an opt-in benchmark, not part of `make test`: LAB_INTERRUPT_SOAK=N runs N
 cuts per signal at random seconds (seed: LAB_INTERRUPT_SEED, printed)."""
 import json
@@ -24,31 +28,38 @@ import psutil
 import pytest
 import yaml
 
-from conftest import PLANTED_SECRETS, ROOT, leaked_secrets, record_figure
+from conftest import CPU_DEFAULT_PLAN, PLANTED_SECRETS, ROOT, leaked_secrets, record_figure
 
 pytestmark = pytest.mark.notebooks  # `lab run` cut while it executes notebooks 04 and 06
 
 PLANTED = {**PLANTED_SECRETS, "LAB_PLANTED_KEY": "planted-profile-key-0123456789abcdef"}
 EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
 
-# (point, signal, --only, the manifest's interrupted.notebook, its interrupted.during)
+# (point, signal, --only, stand-in notebook, the manifest's interrupted.notebook, its interrupted.during)
 CUTS = [
-    ("notebook-start:04", signal.SIGINT, "04", "04_serve", "notebook 04_serve"),
-    ("server-start", signal.SIGTERM, "04", "04_serve", "notebook 04_serve"),       # its raw log still open
-    ("mid-benchmark", signal.SIGHUP, "06", "06_benchmarking", "notebook 06_benchmarking"),
-    ("notebook-end:04", signal.SIGINT, "04", None, "the step after 04_serve"),
-    ("manifest", signal.SIGTERM, "04", None, "the manifest"),
-    ("report", signal.SIGHUP, "04", None, "the report"),
-    ("report-check", signal.SIGINT, "04", None, "the report's check in Chromium"),
+    ("notebook-start:04", signal.SIGINT, "04", False, "04_serve", "notebook 04_serve"),
+    ("server-start", signal.SIGTERM, "04", False, "04_serve", "notebook 04_serve"),       # its raw log still open
+    ("mid-benchmark", signal.SIGHUP, "06", False, "06_benchmarking", "notebook 06_benchmarking"),
+    ("notebook-end:04", signal.SIGINT, "04", True, None, "the step after 04_serve"),
+    ("manifest", signal.SIGTERM, "04", True, None, "the manifest"),
+    ("report", signal.SIGHUP, "04", True, None, "the report"),
+    ("report-check", signal.SIGINT, "04", True, None, "the report's check in Chromium"),
 ]
+# `python -m lab` with each notebook's execution replaced by an instant "ok" (everything else as in `lab run`)
+STAND_IN = ("import sys\n"
+            "from lab.records import runner\n"
+            "runner.run_notebook = lambda book, *a: runner.NotebookResult(book.stem, 'ok', 0.0)\n"
+            "from lab.__main__ import console\n"
+            "sys.exit(console())\n")
 
 
 def _profile(tmp_path: Path) -> Path:
-    """cpu-default on a free port (other tests may hold 8080), with a key variable the server must use."""
+    """cpu-default on a free port (other tests may hold 8080), with a key variable the server must use and the
+    tests' short benchmark plan (the mid-benchmark cut comes after one warm-up and one measured request)."""
     from lab.serving import serve
 
     data = yaml.safe_load((ROOT / "params" / "cpu-default.yaml").read_text())
-    data.update(port=serve.free_port(), api_key_env="LAB_PLANTED_KEY")
+    data.update(port=serve.free_port(), api_key_env="LAB_PLANTED_KEY", **CPU_DEFAULT_PLAN)
     path = tmp_path / "cpu-default-planted.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -88,10 +99,12 @@ def _alive(pids: set[int]) -> list[int]:
     return out
 
 
-def _start(tmp_path: Path, profile: Path, only: str, **env) -> tuple[subprocess.Popen, Path, set[Path]]:
+def _start(tmp_path: Path, profile: Path, only: str, stand_in: bool = False,
+           **env) -> tuple[subprocess.Popen, Path, set[Path]]:
     out = tmp_path / "runs"
     before = set(out.iterdir()) if out.exists() else set()
-    proc = subprocess.Popen([sys.executable, "-m", "lab", "run", "--profile", str(profile), "--only", only,
+    lab = ["-c", STAND_IN] if stand_in else ["-m", "lab"]
+    proc = subprocess.Popen([sys.executable, *lab, "run", "--profile", str(profile), "--only", only,
                              "--out", str(out)], cwd=ROOT, env=_env(tmp_path, **env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     return proc, out, before
@@ -141,10 +154,10 @@ def _judge(tmp_path: Path, proc: subprocess.Popen, out: Path, before: set[Path],
     return problems
 
 
-def _cut_at(tmp_path: Path, profile: Path, point: str, sig: int, only: str, notebook: str | None,
+def _cut_at(tmp_path: Path, profile: Path, point: str, sig: int, only: str, stand_in: bool, notebook: str | None,
             during: str) -> tuple[bool, str]:
     name = signal.Signals(sig).name
-    proc, out, before = _start(tmp_path, profile, only, LAB_TEST_CUT_AT=point, LAB_TEST_CUT_SIGNAL=name)
+    proc, out, before = _start(tmp_path, profile, only, stand_in, LAB_TEST_CUT_AT=point, LAB_TEST_CUT_SIGNAL=name)
     t0 = time.monotonic()
     seen, stdout, stderr = _watch(proc, 300)
     problems = _judge(tmp_path, proc, out, before, seen, stdout, stderr, name, notebook, during)
