@@ -1,15 +1,15 @@
 """python -m lab VERB ... — the lab's command line.
 
 Exit status: 0 all good, 1 the command found a problem (invalid or unknown profile, failed notebook, plan
-errors, doctor findings, a folder that is not a run), 2 bad usage (missing file, bad flags), 130 / 143 a
-run cut by SIGINT / SIGTERM; `run --profile all` (a batch): the number of profiles that failed. A bad file or path
-never prints a traceback (LAB_DEBUG=1 shows one).
+errors, doctor findings, a folder that is not a run), 2 bad usage (missing file, bad flags), 130 / 143 / 129 a
+run cut by SIGINT / SIGTERM / SIGHUP (the terminal closed); `run --profile all` (a batch): the number of profiles
+that failed. A bad file or path never prints a traceback (LAB_DEBUG=1 shows one).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import signal
 import sys
 from pathlib import Path
 
@@ -351,7 +351,7 @@ def entry(argv: list[str] | None = None) -> int:
     Ctrl-C, 0 on a closed pipe."""
     import os
 
-    old_term = interrupt.install()  # SIGTERM unwinds like Ctrl-C: one line
+    old_handlers = interrupt.install()  # SIGTERM and SIGHUP unwind like Ctrl-C: one line
     try:
         return main(argv)
     except BrokenPipeError:  # `python -m lab plan x | head` closed the pipe early: not an error
@@ -359,7 +359,8 @@ def entry(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt as exc:
         name = interrupt.name_of(exc)
-        print(f"interrupted ({name})", file=sys.stderr)
+        with contextlib.suppress(OSError):  # after SIGHUP the terminal may be gone
+            print(f"interrupted ({name})", file=sys.stderr)
         return interrupt.SIGNAL_EXIT[name]
     except (OSError, UnicodeError, ValueError) as exc:  # a bad path or file the user gave
         if os.environ.get("LAB_DEBUG") == "1":
@@ -367,16 +368,15 @@ def entry(argv: list[str] | None = None) -> int:
         print(f"error: {type(exc).__name__}: {_one_line(exc)} (LAB_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 1
     finally:
-        signal.signal(signal.SIGTERM, old_term)
+        interrupt.restore_handlers(old_handlers)
 
 
 def console() -> int:
     """The command line, as `python -m lab` and the `lab` script run it: entry(), then no signal handling left."""
     code = entry()
-    # The verb is done and has said so: a Ctrl-C or SIGTERM during the interpreter's teardown (papermill's and
-    # zmq's clean-up take a moment on a busy machine) must not turn its exit status into "killed by a signal".
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # The verb is done and has said so: a Ctrl-C, SIGTERM or SIGHUP during the interpreter's teardown (papermill's
+    # and zmq's clean-up take a moment on a busy machine) must not turn its exit status into "killed by a signal".
+    interrupt.ignore_cuts()
     return code
 
 

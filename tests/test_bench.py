@@ -2,6 +2,7 @@
 against a local source, and a real llama-server killed mid-sweep (integration)."""
 import asyncio
 import os
+import random
 import signal
 import threading
 import time
@@ -184,8 +185,14 @@ def test_time_budget_stops_sending():
         target = loadgen.Target(url + "/i20", max_tokens=10, ignore_eos=False)  # ~0.2 s per request
         run = loadgen.run_load(target, loadgen.make_prompts(100, 6),
                                loadgen.LoadSpec(concurrency=1, duration_s=0.5, warmup_requests=0))
-    assert 2 <= len(run.results) <= 4 and all(r.success for r in run.results)
-    assert run.duration_s < 1.5
+    # What holds however loaded the machine (no count in a time window): it sent one request at a time, kept
+    # sending until the 0.5 s ran out (duration) and then stopped (far fewer than the 100 prompts), and every
+    # request but the last ended inside the budget (the next one was sent after it ended and before the budget's end)
+    done = run.results
+    assert done and all(r.success for r in done) and len(done) < 100
+    assert all(b.start_s >= a.start_s + a.e2el_s for a, b in zip(done, done[1:]))
+    assert all(r.start_s + r.e2el_s < 0.5 for r in done[:-1])
+    assert run.duration_s >= 0.5
 
 
 @pytest.mark.tools
@@ -194,10 +201,16 @@ def test_poisson_arrivals_are_seeded():
         target = loadgen.Target(url + "/i0", max_tokens=2, ignore_eos=False)
         spec = loadgen.LoadSpec(concurrency=None, request_rate=50.0, max_requests=8, warmup_requests=0, seed=7)
         runs = [loadgen.run_load(target, loadgen.make_prompts(8, 4), spec) for _ in range(2)]
-    starts = [[r.start_s for r in run.results] for run in runs]
-    assert all(b > a for a, b in zip(starts[0], starts[0][1:]))
-    gaps = [[b - a for a, b in zip(s, s[1:])] for s in starts]
-    assert gaps[0] == pytest.approx(gaps[1], abs=0.03)  # same seed, same arrival gaps (within scheduling noise)
+    # Each request is sent after the seeded arrival gaps before it have passed: the schedule is the seed's,
+    # the same in both runs. A loaded machine only sends later (no upper bound here), never earlier.
+    rng, schedule, t = random.Random(7), [], 0.0
+    for _ in range(8):
+        t += rng.expovariate(50.0)
+        schedule.append(t)
+    for run in runs:
+        starts = [r.start_s for r in run.results]
+        assert all(b > a for a, b in zip(starts, starts[1:]))
+        assert all(start >= due - 1e-3 for start, due in zip(starts, schedule)), (starts, schedule)
 
 
 def test_load_spec_needs_a_budget_and_a_shape():
@@ -238,15 +251,24 @@ def test_server_killed_mid_run_counts_failures_and_keeps_records(tmp_path):
         one = loadgen.run_load(target, loadgen.make_prompts(1, 32, seed=3),
                                loadgen.LoadSpec(concurrency=1, max_requests=1, warmup_requests=0))
         assert one.results[0].success, one.results[0].error
-        first_done = threading.Event()
+        # Two requests in flight at a time; the first result's callback holds the load's event loop (it runs there)
+        # until the server is killed: then the other first request is in flight or done, and the four not yet
+        # sent fail, whatever the machine's load (no sleep decides it)
+        first_done, killed = threading.Event(), threading.Event()
+
+        def hold_after_first(result):
+            if not first_done.is_set():
+                first_done.set()
+                killed.wait(timeout=120)
+
         box = {}
         worker = threading.Thread(target=lambda: box.update(run=loadgen.run_load(
-            target, loadgen.make_prompts(6, 32, seed=4), loadgen.LoadSpec(concurrency=1, max_requests=6, warmup_requests=0),
-            on_result=lambda r: r.success and first_done.set())))
+            target, loadgen.make_prompts(6, 32, seed=4), loadgen.LoadSpec(concurrency=2, max_requests=6, warmup_requests=0),
+            on_result=hold_after_first)))
         worker.start()
-        assert first_done.wait(timeout=120)  # however loaded the machine is, one request has finished
-        time.sleep(0.3 * one.results[0].e2el_s)  # and the next one is in flight
+        assert first_done.wait(timeout=120)
         os.killpg(srv.pid, signal.SIGKILL)
+        killed.set()
         worker.join(timeout=120)
         assert not worker.is_alive()
     finally:
@@ -258,7 +280,7 @@ def test_server_killed_mid_run_counts_failures_and_keeps_records(tmp_path):
     record_figure("server SIGKILLed mid-benchmark: requests recorded", 6, len(run.results),
                   f"{s['successes']} ok, {s['failures']} failures counted, left running: {report['left_running']}")
     assert len(run.results) == 6  # every request has a record, none raised
-    assert s["successes"] >= 1 and s["failures"] >= 1 and s["successes"] + s["failures"] == 6
+    assert 1 <= s["successes"] <= 2 and s["failures"] >= 4 and s["successes"] + s["failures"] == 6
     assert all(r.error for r in run.results if not r.success)
     assert s["error_rate"] == pytest.approx(s["failures"] / 6)
     assert s["validity"]["valid"] is False and any("error rate" in x for x in s["validity"]["reasons"])

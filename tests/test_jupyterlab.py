@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import wait_for
 from lab import setup
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,8 +74,7 @@ def test_make_lab_serves_the_kernel_behind_a_token_and_stops_cleanly(tmp_path):
         status, _ = _get(f"{base}/api/shutdown", token, method="POST")
         assert status in (200, 202, 204)
         assert proc.wait(timeout=60) == 0, log.read_text()[-3000:]
-        time.sleep(1)
-        assert not _alive(proc.pid), "a process of `make lab` is still running after shutdown"
+        assert wait_for(lambda: not _alive(proc.pid), timeout_s=60), "a process of `make lab` is still running after shutdown"
     finally:
         if proc.poll() is None or _alive(proc.pid):
             os.killpg(proc.pid, signal.SIGTERM)

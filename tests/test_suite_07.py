@@ -1,6 +1,8 @@
 """Notebooks tier: notebook 07 (troubleshooting) in the session's one `lab run` on cpu-default
 (conftest.cpu_default_run); assertions on its record, then `lab doctor` on that run folder (every notebook's logs):
 the pitfalls reproduced on purpose must not count."""
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,11 +60,22 @@ def test_record_shows_findings_captured_texts_and_a_chart(run):
     assert not (run_dir / "scratch").exists()  # the truncated model copy is removed
 
 
+# Whether a benchmark level passes the lab's validity rule (lab.measure.metrics.criteria_for: >= 3 s and >= 4
+# successes) depends on the machine's speed. conftest.CPU_DEFAULT_PLAN keeps both floors far (every level runs
+# >= 5 s by construction), but a heavily overloaded box can still miss the count floor: `lab doctor` then rightly
+# reports it, a true finding about that machine, and not this test's subject (the reproductions must not count).
+SPEED_DEPENDENT = re.compile(r"^check:run at concurrency \d+ valid$")
+
+
 def test_doctor_finds_nothing_alarming_in_the_run(run):
     run_dir, _ = run
-    proc = subprocess.run([sys.executable, "-m", "lab", "doctor", "--run", str(run_dir)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "lab", "doctor", "--json", "--run", str(run_dir)], capture_output=True,
                           text=True, cwd=ROOT, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    findings = json.loads(proc.stdout)
+    alarming = [f for f in findings if f["severity"] in ("error", "warn") and not SPEED_DEPENDENT.match(f["entry_id"])]
+    assert not alarming, [(f["entry_id"], f["evidence"]) for f in alarming]
+    assert proc.returncode == 0 or all(SPEED_DEPENDENT.match(f["entry_id"]) for f in findings if f["severity"] == "error")
     counted = subprocess.run([sys.executable, "-c", "import sys; from lab.diagnose import troubleshoot as t; "
                               "print(' '.join(sorted({f.entry_id for f in t.diagnose(sys.argv[1], include_repro=True)})))",
                               str(run_dir)], capture_output=True, text=True, cwd=ROOT, timeout=120)

@@ -12,7 +12,6 @@ about a minute on 2 cores, most of it vLLM's start-up. By hand:
 from __future__ import annotations
 
 import os
-import time
 
 import httpx
 import pytest
@@ -22,6 +21,7 @@ from lab.model import models
 from lab.predict import kvcache
 from lab.serving import engines, serve
 from lab.measure import bench_views, loadgen, metrics, vllm_kv
+from conftest import wait_for
 
 pytestmark = [pytest.mark.tools, pytest.mark.vllm]
 
@@ -100,8 +100,8 @@ def test_stops_with_nothing_left(vllm_server):
     print(f"\nstopped in {report['stop_s']} s with {report['signal']}; "
           f"killed after the API server exited: {report['leftover_pids']}")
     assert report["left_running"] == [], report
-    time.sleep(0.5)
-    assert serve._group_members(server.pid) == [], "a process of the server's group is still running"
+    assert wait_for(lambda: serve._group_members(server.pid) == [], timeout_s=60), \
+        "a process of the server's group is still running"
     assert not [pid for pid in group if _alive_in_group(pid, server.pid)]
 
 

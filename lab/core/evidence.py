@@ -264,8 +264,15 @@ def write_record(run_dir: str | Path, name: str, data: dict, profile_path: str |
             "provenance": provenance(profile_path), **_to_jsonable(data)}
     path = Path(run_dir) / "records" / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.partial")
-    tmp.write_text(json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False))
+    return write_whole(path, json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False))
+
+
+def write_whole(path: Path, text: str) -> Path:
+    """Write `path` whole or not at all: the text goes to `<path>.partial`, then replaces `path` in one rename.
+    A run cut mid-write leaves the previous file (or none) and the `.partial`, which the runner removes
+    (records) or writes again (the manifest and report of a cut run)."""
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
     return path
 

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 
 import httpx
 
-from lab.core import evidence
+from lab.core import evidence, interrupt
 
 # Common one-token English words: prompts made of them land near a target token count on most tokenizers.
 _WORDS = ("the of and to in is was for on are with as his they be at one have this from or had by word but "
@@ -317,6 +317,8 @@ async def run_load_async(target: Target, prompts: list[str], spec: LoadSpec, on_
         async def one(i: int, prompt: str) -> RequestResult:
             try:
                 res = await stream_request(client, target, prompt, i, t0)
+                if i == 0:
+                    interrupt.cut_point("mid-benchmark")  # tests: a run cut with the load under way
                 if on_result is not None:
                     on_result(res)
                 return res

@@ -15,8 +15,9 @@ def _hash_cache_file() -> Path:
     return setup.cache_dir() / "sha256-cache.json"
 
 
-def model_file_sha256(path: Path) -> str:
-    """sha256 of a model file, cached by (path, size, mtime): a 17 GB GGUF takes a minute to hash."""
+def model_file_sha256(path: Path, compute: bool = True) -> str | None:
+    """sha256 of a model file, cached by (path, size, mtime): a 17 GB GGUF takes a minute to hash. With
+    compute False (a cut run's bounded clean-up) only a cached hash is returned, else None."""
     stat = path.stat()
     # inode and nanosecond mtime too: a file replaced in the same second with the same size is a new file
     key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ino}"
@@ -25,6 +26,8 @@ def model_file_sha256(path: Path) -> str:
         cache = json.loads(cache_file.read_text())
     except (OSError, ValueError):
         cache = {}
+    if key not in cache and not compute:
+        return None
     if key not in cache:
         cache[key] = evidence.sha256_file(path)
         try:
@@ -35,8 +38,9 @@ def model_file_sha256(path: Path) -> str:
     return cache[key]
 
 
-def model_files(profile: Profile) -> list[dict]:
-    """The profile's model file with size and sha256, or why it is not there."""
+def model_files(profile: Profile, hash_now: bool = True) -> list[dict]:
+    """The profile's model file with size and sha256, or why it is not there; without hash_now, the sha256
+    only when it is cached (None otherwise)."""
     if not profile.model_file:
         return []
     try:
@@ -52,7 +56,7 @@ def model_files(profile: Profile) -> list[dict]:
                  "sha256": None, "synthetic": {"arch": profile.model_synth, "layers": profile.model_synth_layers,
                                                "note": "random weights written by lab.model.synth (see records/00_model_stand_in.json)"}}]
     return [{"spec": profile.model_file, "path": str(path), "present": True, "bytes": path.stat().st_size,
-             "sha256": model_file_sha256(path)}]
+             "sha256": model_file_sha256(path, compute=hash_now)}]
 
 
 def previous_run(run_dir: Path) -> Path | None:
@@ -78,9 +82,12 @@ def model_changes(run_dir: Path, files: list[dict]) -> list[dict]:
 
 
 def write(run_dir: Path, profile: Profile, profile_path: Path, started_utc: str, notebooks: list[dict],
-          interrupted: dict | None = None) -> Path:
+          interrupted: dict | None = None, ask: bool = True) -> Path:
+    """Write manifest.json (whole or not at all). ask=False (a cut run's clean-up, during which signals are
+    ignored): use only what the run already knows, never ask an endpoint or hash a model file, so the
+    clean-up is bounded even when the endpoint hangs."""
     gpu = evidence.gpu_summary()
-    files = model_files(profile)
+    files = model_files(profile, hash_now=ask)
     status = "interrupted" if interrupted else ("ok" if all(n["status"] == "ok" for n in notebooks) else "failed")
     body = {
         "schema_version": MANIFEST_VERSION,
@@ -100,21 +107,19 @@ def write(run_dir: Path, profile: Profile, profile_path: Path, started_utc: str,
         # each record's sha256 as the run wrote it: `lab report` / `lab compare` flag one edited after the run
         "records": evidence.record_hashes(run_dir),
         "model_changed": model_changes(run_dir, files),
-        "server": _server(profile, run_dir),
+        "server": _server(profile, run_dir, ask),
         "notebooks": notebooks,
         "status": status,
         "interrupted": interrupted,
     }
-    path = run_dir / "manifest.json"
-    path.write_text(json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False))
-    return path
+    return evidence.write_whole(run_dir / "manifest.json", json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False))
 
 
-def _server(profile: Profile, run_dir: Path) -> dict:
+def _server(profile: Profile, run_dir: Path, ask: bool = True) -> dict:
     """Which server the run measured: engine and version as it reported them (lab.serving.endpoint.served_by)."""
     from lab.serving import endpoint
 
-    return endpoint.served_by(profile, evidence.read_records(run_dir))
+    return endpoint.served_by(profile, evidence.read_records(run_dir), ask=ask)
 
 
 def _llama_build_info() -> dict | None:

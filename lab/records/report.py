@@ -204,9 +204,10 @@ def interrupted_banner(manifest: dict) -> str:
     cut = manifest.get("interrupted")
     if not isinstance(cut, dict):
         return ""
+    during = cut.get("during") or cut.get("notebook") or "start-up"  # runs before "during" named only the notebook
     return (f"<p class='err'>This run was cut: {_e(cut.get('signal'))} at {_e(cut.get('utc'))} during "
-            f"{_e(cut.get('notebook') or 'start-up')}. Notebooks after it did not run; records written before "
-            f"the cut are shown below.</p>")
+            f"{_e(during)}. Notebooks not started by then did not run; records written before the cut are shown "
+            f"below.</p>")
 
 
 def build(run_dir: str | Path, require_run: bool = False) -> Path:
@@ -254,9 +255,7 @@ def build(run_dir: str | Path, require_run: bool = False) -> Path:
     packages = [{"package": k, "version": v} for k, v in (manifest.get("packages") or {}).items() if v]
     parts.append(f"<details><summary>Packages ({len(packages)})</summary>{display.rows_html(packages)}</details>")
     parts.append("</body></html>")
-    out = run_dir / "report.html"
-    out.write_text("\n".join(parts), encoding="utf-8")
-    return out
+    return evidence.write_whole(run_dir / "report.html", "\n".join(parts))
 
 
 def compare_rows(run_dirs: list[str | Path]) -> list[dict]:

@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -17,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab import setup
-from lab.core import evidence, profiles
+from lab.core import evidence, interrupt, profiles
 from lab.serving import engines
 from lab.core.interrupt import SIGNAL_EXIT, CutWatch, name_of
 from lab.core.paths import NOTEBOOKS
@@ -233,13 +232,22 @@ def finish_partial_files(run_dir: Path, note: str, secrets: tuple[str, ...] = ()
     return done
 
 
+def say(line: str) -> None:
+    """One `[run]` line on stderr; after SIGHUP the terminal may be gone, which must not stop the clean-up."""
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr, flush=True)
+
+
 def run(profile: str, only: list[str] | None = None, out: str | None = None,
         synth_if_missing: bool = False) -> RunResult:
     """Run the notebooks into a fresh run folder, then write the manifest and the report.
 
-    SIGINT (Ctrl-C) or SIGTERM while a notebook runs cuts the run cleanly: every kernel and server it
-    started is stopped, raw logs are redacted, the manifest and report say what was cut, when and where,
-    and `result.interrupted` is set (the CLI exits 130 / 143).
+    SIGINT (Ctrl-C), SIGTERM or SIGHUP at any point (start-up, a notebook, between notebooks, the manifest, the
+    report, its Chromium check) cuts the run cleanly: every kernel and server it started is stopped, raw logs are
+    redacted, the manifest and report say what was cut, when and during what, and `result.interrupted` is set
+    (the CLI exits 130 / 143 / 129). From the first signal on, signals are ignored: the clean-up is bounded (the
+    manifest then uses what the run already knows, never asking a server or hashing a model file).
+    Tests cut runs at the named points of lab.core.interrupt.cut_point (LAB_TEST_CUT_AT).
 
     synth_if_missing: the user allows a synthetic random-weight stand-in when the profile's model file is
     missing and the profile names model_synth (lab/model/standin.py); the run then uses the labelled profile copy."""
@@ -251,22 +259,25 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
     profile_path = profiles.resolve(profile).resolve()
     prof = profiles.load(profile_path)
     books = discover(only)
-    run_dir = evidence.new_run_dir(prof.name, out)
-    substituted = standin.for_run(prof, profile_path, run_dir, standin.allowed(synth_if_missing))
-    if substituted is not None:
-        profile_path, prof = substituted, profiles.load(substituted)
     started = evidence.utc_now()
-    result = RunResult(run_dir)
     # Kernels write their connection files (which hold the kernel's HMAC key) into a private folder
     # removed at the end, whatever happens: none is left behind in ~/.local/share/jupyter/runtime.
     runtime = Path(tempfile.mkdtemp(prefix="lab-run-"))
-    saved_env = {k: os.environ.get(k) for k in ("JUPYTER_RUNTIME_DIR", RUN_KEY_ENV)}
+    saved_env = {k: os.environ.get(k) for k in ("JUPYTER_RUNTIME_DIR", RUN_KEY_ENV, interrupt.CUT_PID_ENV)}
     os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
     run_key = os.environ.setdefault(RUN_KEY_ENV, secrets.token_urlsafe(24))
+    if os.environ.get(interrupt.CUT_AT_ENV):  # a test's cut point inside a kernel signals this process
+        os.environ[interrupt.CUT_PID_ENV] = str(os.getpid())
     watch = CutWatch()
-    current: str | None = None
-    print(f"[run] profile {prof.name} → {run_dir}", file=sys.stderr, flush=True)
+    result: RunResult | None = None
+    where = {"notebook": None, "during": "start-up"}  # what a cut interrupts
     try:
+        result = RunResult(evidence.new_run_dir(prof.name, out))
+        run_dir = result.run_dir
+        say(f"[run] profile {prof.name} → {run_dir}")
+        substituted = standin.for_run(prof, profile_path, run_dir, standin.allowed(synth_if_missing))
+        if substituted is not None:
+            profile_path, prof = substituted, profiles.load(substituted)
         for book in books:
             prefix = book.name[:2]
             failed_deps = [r.notebook for r in result.results
@@ -274,38 +285,37 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
             if failed_deps:
                 res = NotebookResult(book.stem, "skipped", error=f"skipped: depends on {', '.join(failed_deps)}, which did not succeed")
             else:
-                print(f"[run] {book.stem} ...", file=sys.stderr, flush=True)
-                current = book.stem
+                where.update(notebook=book.stem, during=f"notebook {book.stem}")
+                say(f"[run] {book.stem} ...")
+                interrupt.cut_point(f"notebook-start:{prefix}")
                 res = run_notebook(book, run_dir, profile_path, runtime)
-                current = None
             result.results.append(res)
-            print(f"[run] {book.stem}: {res.status} ({res.duration_s:.1f} s)" + (f" — {res.error}" if res.error else ""),
-                  file=sys.stderr, flush=True)
-    except KeyboardInterrupt as exc:
-        # A second Ctrl-C must not cut the clean-up itself.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        sig = name_of(exc)
-        result.interrupted = {"signal": sig, "utc": evidence.utc_now(), "notebook": current}
-        stopped = stop_children()
-        note = f"log cut: the run was interrupted by {sig} at {result.interrupted['utc']}"
-        result.interrupted["stopped_pids"] = stopped
-        result.interrupted["cleaned"] = finish_partial_files(run_dir, note, (run_key,))
-        done = {r.notebook for r in result.results}
-        for book in books:
-            if book.stem not in done:
-                out_nb = run_dir / "notebooks" / book.name
-                result.results.append(NotebookResult(
-                    book.stem, "interrupted" if book.stem == current else "not run",
-                    error=f"{sig} at {result.interrupted['utc']}" if book.stem == current else f"not run: {sig} earlier",
-                    output=str(out_nb.relative_to(run_dir)) if out_nb.exists() else None))
-        print(f"[run] interrupted by {sig} during {current or 'start-up'}: stopped {len(stopped)} process(es); "
-              f"the manifest and report in {run_dir} say so", file=sys.stderr, flush=True)
-    else:
+            where.update(notebook=None, during=f"the step after {book.stem}")
+            say(f"[run] {book.stem}: {res.status} ({res.duration_s:.1f} s)" + (f" — {res.error}" if res.error else ""))
+            interrupt.cut_point(f"notebook-end:{prefix}")
         # A kernel that died (killed, out of memory) leaves its server's raw log behind: redact it too.
         for done in finish_partial_files(run_dir, "log cut: the notebook's kernel ended before the server was stopped",
                                          (run_key,)):
-            print(f"[run] {done}", file=sys.stderr, flush=True)
+            say(f"[run] {done}")
+        where["during"] = "the manifest"
+        interrupt.cut_point("manifest")
+        manifest.write(run_dir, prof, profile_path, started, [asdict(r) for r in result.results])
+        where["during"] = "the report"
+        interrupt.cut_point("report")
+        report.build(run_dir)
+        where["during"] = "the report's check in Chromium"
+        interrupt.cut_point("report-check")
+        look_at_report(run_dir)
+    except KeyboardInterrupt as exc:
+        interrupt.ignore_cuts()  # the watch did already
+        if result is None:  # cut before the run folder existed: nothing to record (the CLI says so in one line)
+            raise
+        cut(result, exc, where, books, run_key)
+        manifest.write(run_dir, prof, profile_path, started, [asdict(r) for r in result.results],
+                       interrupted=result.interrupted, ask=False)
+        report.build(run_dir)
+        say(f"[run] interrupted by {result.interrupted['signal']} during {where['during']}: stopped "
+            f"{len(result.interrupted['stopped_pids'])} process(es); the manifest and report in {run_dir} say so")
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
         for key, value in saved_env.items():
@@ -313,16 +323,29 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    try:
-        manifest.write(run_dir, prof, profile_path, started, [asdict(r) for r in result.results],
-                       interrupted=result.interrupted)
-        report.build(run_dir)
-        if result.interrupted is None:
-            look_at_report(run_dir)
-    finally:
-        if result.interrupted is None:
+        if result is not None and result.interrupted is None:
             watch.restore()
     return result
+
+
+def cut(result: RunResult, exc: KeyboardInterrupt, where: dict, books: list[Path], run_key: str) -> None:
+    """A cut run's clean-up (signals already ignored): stop every process it started, finish its half-written
+    files, and record in `result` what was cut, when, during what, and which notebooks did not run."""
+    sig = name_of(exc)
+    utc = evidence.utc_now()
+    result.interrupted = {"signal": sig, "utc": utc, "notebook": where["notebook"], "during": where["during"]}
+    result.interrupted["stopped_pids"] = stop_children()
+    result.interrupted["cleaned"] = finish_partial_files(result.run_dir, f"log cut: the run was interrupted by {sig} at {utc}",
+                                                         (run_key,))
+    done = {r.notebook for r in result.results}
+    for book in books:
+        if book.stem not in done:
+            out_nb = result.run_dir / "notebooks" / book.name
+            current = book.stem == where["notebook"]
+            result.results.append(NotebookResult(
+                book.stem, "interrupted" if current else "not run",
+                error=f"{sig} at {utc}" if current else f"not run: {sig} earlier",
+                output=str(out_nb.relative_to(result.run_dir)) if out_nb.exists() else None))
 
 
 # ---------------------------------------------------------------- a batch of profiles (`lab run --profile all`)

@@ -373,11 +373,12 @@ def api_key_for(profile) -> tuple[str | None, str | None]:
 
 
 # ---------------------------------------------------------------- the plan beside what the server says
-def discovery_for(profile, records: dict) -> dict | None:
+def discovery_for(profile, records: dict, ask: bool = True) -> dict | None:
     """What the profile's server said about itself: notebook 04's record in this run when there is one,
-    else — for an endpoint profile — asked now (a few GETs); None for a lab-started server not running."""
+    else — for an endpoint profile, unless ask is False — asked now (a few GETs); None for a lab-started
+    server not running."""
     found = (records.get("04_serve") or {}).get("discovery")
-    if found or not profile.endpoint_url:
+    if found or not profile.endpoint_url or not ask:
         return found
     return discover(profile.endpoint_base, api_key_for(profile)[0], profile.served_model)
 
@@ -437,10 +438,11 @@ def plan_checks(rows: list[dict]):
             for r in rows if r["verdict"] in ("matches", "differs")]
 
 
-def served_by(profile, records: dict) -> dict:
+def served_by(profile, records: dict, ask: bool = True) -> dict:
     """The run's server for the manifest: who started it, where, which engine and version (as the server
-    said, when it was asked), and the NAME of the key variable — never the key."""
-    found = discovery_for(profile, records) if profile.endpoint_url else (records.get("04_serve") or {}).get("discovery")
+    said, when it was asked), and the NAME of the key variable — never the key. ask=False: only what the
+    run's records say (a cut run's clean-up must not wait on an endpoint)."""
+    found = discovery_for(profile, records, ask) if profile.endpoint_url else (records.get("04_serve") or {}).get("discovery")
     command = (records.get("04_serve") or {}).get("command") or {}
     return {"started_by_lab": not profile.endpoint_url, "endpoint_url": profile.endpoint_url,
             "served_model": profile.served_model or command.get("served_model"), "api_key_env": profile.api_key_env,

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import httpx
 
-from lab.core import evidence
+from lab.core import evidence, interrupt
 from lab.serving import engine_logs, engines
 from lab.serving.engines import LOOPBACK, Command
 from lab.core.profiles import Profile
@@ -367,6 +367,7 @@ def start(command: Command, log_dir: str | Path, name: str = "server",
                             "(llama.cpp tools) or install the engine named in the profile.") from None
     server = Server(command, name, process, Path(raw), log_path, api_key)
     _register(server)
+    interrupt.cut_point("server-start")  # tests: a run cut while its server loads (raw log still open)
     try:
         server.health_s = wait_until_healthy(server, health_timeout_s)
     except BaseException:
