@@ -70,7 +70,11 @@ def convert(gguf: str | Path, cache: str | Path, python: str | Path, timeout_s: 
 
 def tokenizer(gguf: str | Path, cache: str | Path, python: str | Path, timeout_s: float = 600) -> dict:
     """Make (or find) a tokenizer-only HF folder of `gguf` (tokenizer.json, config, chat template) with `python`:
-    what benchmark clients load to size prompts (lab/setup/peers.py). Same return and errors as `convert`."""
+    what benchmark clients load to size prompts (lab/setup/peers.py). Same return and errors as `convert`.
+    A finished copy is found here, without starting `python` (importing transformers + torch takes ~15 s)."""
+    done = tokenizer_dir_for(gguf, cache)
+    if is_converted(done):
+        return {"path": str(done), "cached": True}
     return convert(gguf, cache, python, timeout_s, what="tokenizer")
 
 

