@@ -133,10 +133,11 @@ def run_tool(argv: list[str], log: Path, env: dict | None = None, api_key: str |
     from lab.serving import engines
 
     log.parent.mkdir(parents=True, exist_ok=True)
-    extra = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "127.0.0.1,localhost",
-             **(env or {})}
+    extra = {"NO_PROXY": "127.0.0.1,localhost", **(env or {})}
     # The server's key, as both clients read it (aiperf: --api-key; llama-benchy: --api-key): kept out of the record.
-    key_args = ["--api-key", api_key] if api_key else []
+    # One argument "--api-key=KEY": the lab's keys (secrets.token_urlsafe) may start with "-", which both parsers
+    # would take for an option if it came as a separate argument (aiperf: "--api-key requires an argument", seen here).
+    key_args = [f"--api-key={api_key}"] if api_key else []
     t0 = time.monotonic()
     with open(log, "w") as fh:
         try:
@@ -226,6 +227,9 @@ def _one_level(tool: str, server, load: PeerLoad, tokenizer: str, out_dir: Path)
     level_dir.mkdir(parents=True, exist_ok=True)
     if tool == "aiperf":
         argv = aiperf_command(server.base_url, model, tokenizer, load, level_dir / "artifacts")
+        # No HF_HUB_OFFLINE for aiperf: with it set (any value), aiperf 0.13.0 looks a local tokenizer folder up as a
+        # hub snapshot and fails (aiperf/common/tokenizer.py _from_pretrained_local: HFValidationError, seen here);
+        # without it, an absolute path is taken as local (resolve_alias) and never reaches the hub.
         ran = run_tool(argv, level_dir / "aiperf.log", api_key=server.api_key)
         export = next((level_dir / "artifacts").rglob("profile_export_aiperf.json"), None) if not ran["error"] else None
         raw = json.loads(export.read_text()) if export else None
@@ -236,7 +240,8 @@ def _one_level(tool: str, server, load: PeerLoad, tokenizer: str, out_dir: Path)
         seed_benchy_book(home)
         result = level_dir / "llama_benchy.json"
         argv = benchy_command(server.base_url, model, tokenizer, load, result)
-        ran = run_tool(argv, level_dir / "llama_benchy.log", env={"HOME": str(home)}, api_key=server.api_key)
+        ran = run_tool(argv, level_dir / "llama_benchy.log", api_key=server.api_key,
+                       env={"HOME": str(home), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
         raw = json.loads(result.read_text()) if result.exists() and not ran["error"] else None
         theirs = parse_benchy(raw, load.concurrency) if raw else None
         endpoint = "chat"
