@@ -13,6 +13,9 @@ ARGS ?=
 LAB_PORT ?= 8888
 # 1: `make test` sets up .venv-vllm and runs the vLLM tests (tests/test_vllm_cpu.py, tests/test_suite_vllm.py)
 LAB_VLLM ?= 1
+# 1: `make test` sets up .venv-peers (aiperf, llama-benchy, guidellm: lab/setup/peers.py) for the peer-client check
+# (tests/test_peer_clients.py); without it, or offline, that check says why it did not run.
+LAB_PEERS ?= 1
 
 .PHONY: setup run test lab browser validate plan clean help
 
@@ -29,7 +32,7 @@ run: setup
 	$(PY) -m lab run --profile $(PROFILE) $(ARGS)
 
 test: browser
-	@$(PYTHON) -m lab.setup $(if $(filter 1,$(LAB_VLLM)),--engine vllm --profile cpu-vllm)
+	@$(PYTHON) -m lab.setup $(if $(filter 1,$(LAB_VLLM)),--engine vllm --profile cpu-vllm) $(if $(filter 1,$(LAB_PEERS)),--peers)
 	LAB_VLLM=$(LAB_VLLM) $(PY) -m pytest -q -ra $(ARGS)
 
 # Headless Chromium for tests/test_report_browser.py (report.html checked as a person would see it):

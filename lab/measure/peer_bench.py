@@ -171,11 +171,12 @@ def run_vllm_bench(argv: list[str], env: dict[str, str], result_path: Path, log_
     return out
 
 
-def run_lab_client(server, load: PeerLoad) -> loadgen.RunResult:
-    """The lab's client with the same load on the same server."""
+def run_lab_client(server, load: PeerLoad, endpoint: str = "completions") -> loadgen.RunResult:
+    """The lab's client with the same load on the same server (`endpoint` "chat": /v1/chat/completions, for a peer
+    client that speaks only that, lab.measure.peer_clients)."""
     words, _ = loadgen.words_for_tokens(server.base_url, load.input_tokens, server.headers())
     target = loadgen.Target(server.base_url, model=server.command.served_model or "default",
-                            max_tokens=load.output_tokens, api_key=server.api_key)
+                            max_tokens=load.output_tokens, api_key=server.api_key, endpoint=endpoint)
     prompts = loadgen.make_prompts(load.warmup_requests + load.num_prompts, words, seed=1000 + load.seed, tag="peer")
     spec = loadgen.LoadSpec(concurrency=load.concurrency, max_requests=load.num_prompts,
                             warmup_requests=load.warmup_requests, seed=load.seed)

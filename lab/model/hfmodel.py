@@ -11,6 +11,10 @@ lab's: the lab calls `convert()`, which runs this file with the engine's interpr
 
     .venv-vllm/bin/python lab/model/hfmodel.py convert <file.gguf> --cache <dir>   → one JSON line {"path", "cached"}
 
+Benchmark clients need only the tokenizer (lab/setup/peers.py: .venv-peers has transformers + torch + gguf too):
+
+    .venv-peers/bin/python lab/model/hfmodel.py tokenizer <file.gguf> --cache <dir>   → $LAB_CACHE/hf-tokenizers/...
+
 This file imports only the standard library at module level, so either interpreter can load it.
 """
 from __future__ import annotations
@@ -49,17 +53,34 @@ def is_converted(folder: str | Path) -> bool:
     return (Path(folder) / DONE_FILE).exists()
 
 
-def convert(gguf: str | Path, cache: str | Path, python: str | Path, timeout_s: float = 900) -> dict:
-    """Make (or find) the HF-format copy of `gguf`, running the conversion with the engine's `python`.
+def convert(gguf: str | Path, cache: str | Path, python: str | Path, timeout_s: float = 900,
+            what: str = "convert") -> dict:
+    """Make (or find) the HF-format copy of `gguf`, running the conversion with the engine's `python`
+    (`what="tokenizer"`: the tokenizer alone, see `tokenizer`).
 
     Returns {"path": folder, "cached": bool}. Raises RuntimeError with the converter's output on failure.
     """
-    proc = subprocess.run([str(python), str(Path(__file__).resolve()), "convert", str(gguf), "--cache", str(cache)],
+    proc = subprocess.run([str(python), str(Path(__file__).resolve()), what, str(gguf), "--cache", str(cache)],
                           capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         raise RuntimeError(f"converting {gguf} with {python} failed (exit {proc.returncode}):\n"
                            f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def tokenizer(gguf: str | Path, cache: str | Path, python: str | Path, timeout_s: float = 600) -> dict:
+    """Make (or find) a tokenizer-only HF folder of `gguf` (tokenizer.json, config, chat template) with `python`:
+    what benchmark clients load to size prompts (lab/setup/peers.py). Same return and errors as `convert`.
+    A finished copy is found here, without starting `python` (importing transformers + torch takes ~15 s)."""
+    done = tokenizer_dir_for(gguf, cache)
+    if is_converted(done):
+        return {"path": str(done), "cached": True}
+    return convert(gguf, cache, python, timeout_s, what="tokenizer")
+
+
+def tokenizer_dir_for(gguf: str | Path, cache: str | Path, sha256: str | None = None) -> Path:
+    gguf = Path(gguf)
+    return Path(cache) / "hf-tokenizers" / hf_dir_for(gguf, cache, sha256).name
 
 
 # ---------------------------------------------------------------- runs inside the engine venv
@@ -119,14 +140,40 @@ def convert_here(gguf: str | Path, cache: str | Path) -> dict:
     return {"path": str(out), "cached": False}
 
 
+def tokenizer_here(gguf: str | Path, cache: str | Path) -> dict:
+    """The cached tokenizer-only copy, in this interpreter (transformers reads GGUF only with torch and gguf)."""
+    from transformers import AutoTokenizer
+    import transformers
+
+    gguf = Path(gguf).resolve()
+    digest = sha256_file(gguf)
+    out = tokenizer_dir_for(gguf, cache, digest)
+    if is_converted(out):
+        return {"path": str(out), "cached": True}
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    tok.save_pretrained(str(partial))
+    (partial / DONE_FILE).write_text(json.dumps({"gguf": str(gguf), "gguf_sha256": digest, "tokenizer_only": True,
+                                                 "transformers": transformers.__version__}, indent=2))
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    return {"path": str(out), "cached": False}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hfmodel.py", description="GGUF → HF-format folder (cached)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("convert")
     c.add_argument("gguf", type=Path)
     c.add_argument("--cache", type=Path, required=True)
+    t = sub.add_parser("tokenizer")
+    t.add_argument("gguf", type=Path)
+    t.add_argument("--cache", type=Path, required=True)
     args = ap.parse_args(argv)
-    print(json.dumps(convert_here(args.gguf, args.cache)), flush=True)
+    work = convert_here if args.cmd == "convert" else tokenizer_here
+    print(json.dumps(work(args.gguf, args.cache)), flush=True)
     return 0
 
 

