@@ -5,7 +5,7 @@
 #                                                 + the wheels the GPU image lacks, ≈ 25 MiB; and
 #                                                 .device-models/0..3: SmolLM2 for notebooks 03 and 05 in parts)
 # There, the device tool's command, the same line every call:
-#   LAB_GIT_SHA=<sha of this checkout> bash lab/device/run_h200.sh
+#   LAB_GIT_SHA=<full sha of this checkout: git rev-parse HEAD> bash lab/device/run_h200.sh
 # with carry [".device", ".device-models/0"] on the first call, [".device-models/1", ".device-models/2"] on the
 # second, [".device-models/3"] on the third, nothing after (each call's parts are kept there and joined once
 # all have come: the tool carries ≤ 64 MiB a call).
@@ -30,6 +30,11 @@ WORK=${WORK:-/root/lab-device}
 WAIT_S=${WAIT_S:-540}
 OUT=${OUT:-$WORK/out}
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }
+# the records trust LAB_GIT_SHA only as a full sha (lab.core.evidence.git_state); a short one fell back to the copied
+# tree's stale .git and recorded the wrong commit (the 2026-12-01 22:50 run says ca156936, dirty; it ran cbb58bd)
+if [ -n "${LAB_GIT_SHA:-}" ] && ! [[ "$LAB_GIT_SHA" =~ ^[0-9a-f]{40}$ ]]; then
+  echo "LAB_GIT_SHA must be the full 40-character sha (git rev-parse HEAD), got '$LAB_GIT_SHA'"; exit 2
+fi
 
 pipeline() {  # runs detached, in $WORK/repo
   cd "$WORK/repo" || exit 1
