@@ -14,6 +14,16 @@ TARGET_MAX = 0.20
 
 
 # ---------------------------------------------------------------- the check
+def plain_tok_s(row: Row, model: roofline.PerTokenModel | None = None) -> float:
+    """The lab's plain (no speculation) prediction for a row's set-up: the per-token model on one card's bandwidth
+    (one card or a layer split), tp_model's pessimistic bound for a tensor split."""
+    model = model or roofline.per_token_model()
+    if row.split_mode == "tensor":
+        return tensor_tok_s(bytes_per_token(row), row.gpu_id, row.link, row.gpu_count, model).pessimistic_tok_s
+    g = roofline.gpu_spec(row.gpu_id)
+    return model.predict_tok_s(bytes_per_token(row), g["bandwidth_gb_s"], "datasheet", FAMILY, g["arch"])
+
+
 def summary(errors: list[float]) -> dict:
     """n, median and max of |error| (error = predicted ÷ published − 1)."""
     a = sorted(abs(e) for e in errors)
@@ -40,8 +50,7 @@ def check(rows: list[Row] | None = None, model: roofline.PerTokenModel | None = 
         if why:
             skipped.append({"id": r.id, "gpu": r.gpu, "reason": why})
             continue
-        g = roofline.gpu_spec(r.gpu_id)
-        pred = model.predict_tok_s(bytes_per_token(r), g["bandwidth_gb_s"], "datasheet", FAMILY, g["arch"])
+        pred = plain_tok_s(r, model)
         out.append({"id": r.id, "gpu": r.gpu, "gpu_id": r.gpu_id, "gpu_count": r.gpu_count, "engine": r.engine,
                     "build": r.build, "quant": r.quant, "published": r.decode_tok_s, "predicted": pred,
                     "error": pred / r.decode_tok_s - 1, "comparable": comparable(r), "outlier": r.outlier,
@@ -104,4 +113,49 @@ def tensor_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | 
             "optimistic": summary([x["optimistic_error"] for x in out])}
 
 
-__all__ = ["summary", "check", "rows_for_gpu", "tensor_tok_s", "tensor_check", "TARGET_MEDIAN", "TARGET_MAX"]
+# ---------------------------------------------------------------- MTP: lab.predict.mtp_model on the public rows
+def mtp_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | None = None) -> dict:
+    """lab.predict.mtp_model against every public llama.cpp draft-mtp row with an n-max, an acceptance and a file
+    size: predicted = the row's predicted plain speed (plain_tok_s) × its own published acceptance × the H200's
+    step_over_plain(n-max). Also the card's implied step cost in plain tokens (published tokens per step ÷ published
+    tok/s × predicted plain tok/s), beside the H200's: where they differ the carry-over assumption fails.
+    Comparable (the targets): a budget card, no outlier note, n-max 1-4 (the H200 measured those steps).
+    {"rows": [...], "skipped": [{id, reason}], "comparable": summary, "all": summary, "targets": {..., met}}."""
+    from lab.predict import mtp_model
+
+    rows = load() if rows is None else rows
+    model = model or roofline.per_token_model()
+    data = mtp_model.step_data()
+    out, skipped = [], []
+    for r in rows:
+        if r.speculative is None or r.engine != "llama.cpp":
+            continue
+        rate = mtp_model.acceptance_rate(r)
+        why = ("no n-max published" if not r.speculative.n_max else "no acceptance published" if rate is None
+               else "GPU not in lab/data/calibration.yaml gpus" if r.gpu_id is None
+               else "file size not published" if r.file_gb is None
+               else "no link (lab/data/gpu_links.yaml id)" if r.split_mode == "tensor" and r.link is None else None)
+        if why:
+            skipped.append({"id": r.id, "gpu": r.gpu, "reason": why})
+            continue
+        plain = plain_tok_s(r, model)
+        p = mtp_model.predict(plain, r.speculative.n_max, rate, data)
+        out.append({"id": r.id, "gpu": r.gpu, "gpu_id": r.gpu_id, "arch": roofline.gpu_spec(r.gpu_id)["arch"],
+                    "split": r.split_mode, "build": r.build, "n_max": p["n_max"], "rate": rate,
+                    "plain_predicted": plain, "published": r.decode_tok_s, "predicted": p["tok_s"],
+                    "error": p["tok_s"] / r.decode_tok_s - 1, "step_from": p["step_from"],
+                    "step_over_plain": p["step_over_plain"],
+                    "implied_step_over_plain": p["tokens_per_step"] * plain / r.decode_tok_s,
+                    "comparable": (r.outlier is None and p["step_from"] == "measured"
+                                   and bool(roofline.gpu_spec(r.gpu_id)["budget"])),
+                    "outlier": r.outlier, "source": r.source})
+    comp = summary([x["error"] for x in out if x["comparable"]])
+    met = comp["n"] > 0 and comp["median_abs_error"] <= TARGET_MEDIAN and comp["max_abs_error"] <= TARGET_MAX
+    misses = [x["id"] for x in out if x["comparable"] and abs(x["error"]) > TARGET_MAX]
+    return {"rows": out, "skipped": skipped, "comparable": comp, "all": summary([x["error"] for x in out]),
+            "by_arch": {a: summary([x["error"] for x in out if x["comparable"] and x["arch"] == a])
+                        for a in sorted({x["arch"] for x in out if x["comparable"]})},
+            "targets": {"median": TARGET_MEDIAN, "max": TARGET_MAX, "met": met, "misses": misses}}
+
+
+__all__ = ["summary", "check", "plain_tok_s", "mtp_check", "rows_for_gpu", "tensor_tok_s", "tensor_check", "TARGET_MEDIAN", "TARGET_MAX"]

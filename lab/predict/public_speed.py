@@ -84,6 +84,14 @@ def gpu_specs() -> dict:
     return {g["id"]: g for g in facts.load("calibration", "gpus")["gpus"]}
 
 
+def same_card(a: str, b: str) -> bool:
+    """Two calibration.yaml gpu ids describe the same card for decode: the same id, or the same architecture and
+    datasheet bandwidth (a 16 GB and a 32 GB V100)."""
+    specs = gpu_specs()
+    ga, gb = specs[a], specs[b]
+    return a == b or (ga["arch"] == gb["arch"] and ga["bandwidth_gb_s"] == gb["bandwidth_gb_s"])
+
+
 def link_figures() -> dict:
     """lab/data/gpu_links.yaml's links by id (the same list lab.measure.gpu_links reads; this module sits below it)."""
     return {e["id"]: e for e in facts.load("gpu_links", "links")["links"]}
@@ -185,5 +193,5 @@ def fit_points(rows: list[Row] | None = None) -> list[dict]:
     return out
 
 
-__all__ = ["Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "link_figures", "unpredictable_reason",
+__all__ = ["Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "same_card", "link_figures", "unpredictable_reason",
            "bytes_per_token", "comparable", "fit_points", "FAMILY"]
