@@ -77,10 +77,15 @@ def public_check_part(profile: Profile) -> dict | None:
 
 
 def routes_part(profile: Profile) -> dict | None:
-    """Every route for a V100 profile (lab.predict.routes.route_table); None for other profiles."""
-    from lab.predict import routes
+    """Every route for a V100 profile (lab.predict.routes.route_table) with the MTP model's check on the public rows
+    (lab.predict.public_check.mtp_check: summary, per architecture, targets); None for other profiles."""
+    from lab.predict import public_check, routes
 
-    return routes.route_table(profile)
+    part = routes.route_table(profile)
+    if part is not None:
+        check = public_check.mtp_check()
+        part["mtp_check"] = {k: check[k] for k in ("comparable", "by_arch", "targets")}
+    return part
 
 
 def plan(profile: Profile | str | Path) -> dict:
@@ -196,8 +201,34 @@ def routes_lines(part: dict | None) -> list[str]:
         if r["flags"]:
             lines.append(f"      flags: {r['flags'][:87]}")
         lines.append(f"      needs: {r['needs'][:87]}")
+        if r.get("mtp_sweep"):
+            sweep = " ".join(f"{x['tok_s']:.1f}" for x in r["mtp_sweep"])
+            lines.append(f"      mtp: n-max 1-4 {sweep} tok/s; n-max {r['mtp_n_max']} from {r['mtp_n_from']}"[:100])
+        pub = r.get("mtp_published")
+        if pub:
+            where = "" if pub["same_card"] else "another card's "
+            lines.append(f"      vs {where}published {pub['tok_s']:g} at n-max {pub['n_max']} ({pub['id']}): predicted "
+                         f"{pub['predicted']:.1f} ({pub['error']:+.0%})"[:100])
         near = ", ".join(f"{p['tok_s']:g} ({p['id']})" for p in r["published"][:2])
         lines.append(f"      published: {near[:83]}")
     lines.append("    (bases differ: predicted = the lab's models; published = the source's own harness and")
     lines.append("    checkpoint - the fork's MTP rows use FP8 weights and their own prompts)")
+    lines += _mtp_check_lines(part.get("mtp_check"))
+    return lines
+
+
+def _mtp_check_lines(check: dict | None) -> list[str]:
+    """The MTP model against the public draft-mtp rows (lab.predict.public_check.mtp_check), <= 100 columns."""
+    if not check:
+        return []
+    c, t = check["comparable"], check["targets"]
+    arch = ", ".join(f"{a} {s['median_abs_error']:.0%}/{s['max_abs_error']:.0%}" for a, s in check["by_arch"].items())
+    lines = [f"    MTP model vs {c['n']} public draft-mtp rows: median |error| {c['median_abs_error']:.1%}, max "
+             f"{c['max_abs_error']:.1%} (targets {t['median']:.0%}/{t['max']:.0%}: {'met' if t['met'] else 'NOT met'})",
+             f"      median/max by card: {arch}"[:100]]
+    if t["misses"]:
+        lines.append(f"      {len(t['misses'])} rows over {t['max']:.0%}, all {'/'.join(t['miss_archs'])}: their implied step "
+                     f"costs {t['miss_step'][0]:.2f}-{t['miss_step'][1]:.2f} plain tokens,"[:100])
+        lines.append(f"      the H200's {t['h200_step'][0]:.2f}-{t['h200_step'][1]:.2f} (they verify a batch relatively "
+                     f"cheaper)"[:100])
     return lines

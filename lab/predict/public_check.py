@@ -151,11 +151,17 @@ def mtp_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | Non
                     "outlier": r.outlier, "source": r.source})
     comp = summary([x["error"] for x in out if x["comparable"]])
     met = comp["n"] > 0 and comp["median_abs_error"] <= TARGET_MEDIAN and comp["max_abs_error"] <= TARGET_MAX
-    misses = [x["id"] for x in out if x["comparable"] and abs(x["error"]) > TARGET_MAX]
+    miss_rows = [x for x in out if x["comparable"] and abs(x["error"]) > TARGET_MAX]
+    misses = [x["id"] for x in miss_rows]
+    steps = [x["step_over_plain"] for x in miss_rows] or [None]
     return {"rows": out, "skipped": skipped, "comparable": comp, "all": summary([x["error"] for x in out]),
             "by_arch": {a: summary([x["error"] for x in out if x["comparable"] and x["arch"] == a])
                         for a in sorted({x["arch"] for x in out if x["comparable"]})},
-            "targets": {"median": TARGET_MEDIAN, "max": TARGET_MAX, "met": met, "misses": misses}}
+            "targets": {"median": TARGET_MEDIAN, "max": TARGET_MAX, "met": met, "misses": misses,
+                        "miss_archs": sorted({x["arch"] for x in miss_rows}),
+                        "miss_step": (min((x["implied_step_over_plain"] for x in miss_rows), default=None),
+                                      max((x["implied_step_over_plain"] for x in miss_rows), default=None)),
+                        "h200_step": (min(steps), max(steps))}}
 
 
 __all__ = ["summary", "check", "plain_tok_s", "mtp_check", "rows_for_gpu", "tensor_tok_s", "tensor_check", "TARGET_MEDIAN", "TARGET_MAX"]

@@ -4,9 +4,9 @@ needs, and the published measurements nearest to it. `route_table(profile)` is t
 renders it (lab.predict.plan.routes_lines).
 
 Speed bases: "predicted" (the lab's models: lab.predict.roofline's per-token model, lab.predict.tp_model),
-"published" (a row of lab/data/public_speed.yaml on the same card and engine), or "predicted x published MTP
-ratio". Every MTP figure goes through `mtp_speed`: the one place the MTP speed model (expected tokens per step ÷
-step cost) plugs in when it lands.
+"published" (a row of lab/data/public_speed.yaml on the same card and engine), or "predicted (H200 MTP step)":
+llama.cpp MTP routes, lab.predict.mtp_model (expected tokens per step ÷ step cost, the step cost carried over from
+the lab's H200 measurement). Every MTP figure goes through `mtp_speed`.
 """
 from __future__ import annotations
 
@@ -20,24 +20,50 @@ def data() -> dict:
     return facts.load("routes")
 
 
-def mtp_speed(route: dict, plain_tok_s: float | None, rows: dict) -> tuple[float | None, str, str]:
-    """(tok/s, basis, how) of an MTP route. Today: the fastest published row of route["published"] on the same
-    card, with its ratio to route["plain_row"]; or, where only another card's ratio exists (route["mtp_ratio"]),
-    the predicted plain speed × that ratio. The MTP speed model replaces this function's body."""
-    if route.get("mtp_ratio"):
-        mtp_row, plain_row = (rows[i] for i in route["mtp_ratio"])
-        ratio = mtp_row.decode_tok_s / plain_row.decode_tok_s
-        if plain_tok_s is None:
-            return None, "predicted x published MTP ratio", "plain speed unknown"
-        return (plain_tok_s * ratio, "predicted x published MTP ratio",
-                f"{plain_tok_s:.1f} x {ratio:.2f} ({mtp_row.id} {mtp_row.decode_tok_s:g} / "
-                f"{plain_row.id} {plain_row.decode_tok_s:g})")
-    best = max((rows[i] for i in route["published"]), key=lambda r: r.decode_tok_s)
-    how = f"{best.id}, n-max {best.speculative.n_max or '?'}"
-    if route.get("plain_row"):
-        plain = rows[route["plain_row"]]
-        how += f"; {best.decode_tok_s / plain.decode_tok_s:.2f}x the plain {plain.decode_tok_s:g} ({plain.id})"
-    return best.decode_tok_s, "published", how
+def mtp_speed(route: dict, plain_tok_s: float | None, rows: dict, gpu_id: str | None = None,
+              split: str = "none") -> dict:
+    """An MTP route's speed: {tok_s, basis, how, n_max, n_from, flags, sweep, published: {id, n_max, tok_s, predicted,
+    error} | None}.
+
+    llama.cpp routes: PREDICTED by lab.predict.mtp_model: the card's predicted plain speed, the H200's measured step
+    cost in plain tokens at each n-max 1-4 (carried over: a hypothesis until a V100 measures it) and the public
+    rows' acceptance for the card; the n-max is the predicted best unless a same-card, same-split published sweep
+    exists (a measurement beats the model's pick). The published row at that n-max (same card) stands beside it with
+    the error. The fork's routes stay "published" (its step cost is vLLM's, not the one the H200 measured)."""
+    from lab.predict import mtp_model
+
+    if route["engine"] != "llama.cpp":
+        best = max((rows[i] for i in route["published"]), key=lambda r: r.decode_tok_s)
+        how = f"{best.id}, n-max {best.speculative.n_max or '?'}"
+        if route.get("plain_row"):
+            plain = rows[route["plain_row"]]
+            how += f"; {best.decode_tok_s / plain.decode_tok_s:.2f}x the plain {plain.decode_tok_s:g} ({plain.id})"
+        return {"tok_s": best.decode_tok_s, "basis": "published", "how": how, "n_max": best.speculative.n_max,
+                "n_from": None, "flags": route["flags"], "sweep": [], "published": None}
+    if plain_tok_s is None or gpu_id is None:
+        return {"tok_s": None, "basis": "predicted (H200 MTP step)", "how": "plain speed unknown", "n_max": None,
+                "n_from": None, "flags": route["flags"], "sweep": [], "published": None}
+    sweep = mtp_model.sweep(plain_tok_s, gpu_id, split, list(rows.values()))
+    by_n = {x["n_max"]: x for x in sweep}
+    measured = mtp_model.published_best_n(gpu_id, split, list(rows.values()))
+    pick = by_n[measured["n_max"]] if measured and measured["n_max"] in by_n else max(sweep, key=lambda x: x["tok_s"])
+    n = pick["n_max"]
+    why_n = "the card's published sweep" if measured else "the predicted best"
+    how = (f"{plain_tok_s:.1f} plain x {pick['tokens_per_step']:.2f} tok/step (rate {pick['rate']:.2f}) / step "
+           f"{pick['step_over_plain']:.2f} plain tokens (H200)")
+    pubs = [rows[i] for i in route["published"] if mtp_model.is_draft_mtp(rows[i])
+            and rows[i].speculative.n_max in by_n]
+    pub = (min(pubs, key=lambda r: (r.speculative.n_max != n, r.depth_tokens is not None, -r.decode_tok_s))
+           if pubs else None)
+    published = None
+    if pub is not None:
+        pred = by_n[pub.speculative.n_max]["tok_s"]
+        published = {"id": pub.id, "n_max": pub.speculative.n_max, "tok_s": pub.decode_tok_s, "predicted": pred,
+                     "error": pred / pub.decode_tok_s - 1,
+                     "same_card": bool(pub.gpu_id and public_speed.same_card(pub.gpu_id, gpu_id))}
+    base = route["flags"]
+    return {"tok_s": pick["tok_s"], "basis": "predicted (H200 MTP step)", "how": how, "n_max": n, "n_from": why_n,
+            "flags": f"{base} {mtp_model.flags(n)}".strip(), "sweep": sweep, "published": published}
 
 
 def _llama_memory(profile, arch, tensor: bool) -> dict:
@@ -107,8 +133,10 @@ def route_table(profile) -> dict | None:
     for r in spec["routes"]:
         llama = r["engine"] == "llama.cpp"
         base = plain.get(r["split"]) if llama else None
+        mtp = None
         if r["mtp"]:
-            tok_s, basis, how = mtp_speed(r, base[0] if base else None, rows)
+            mtp = mtp_speed(r, base[0] if base else None, rows, gpu["id"], r["split"])
+            tok_s, basis, how = mtp["tok_s"], mtp["basis"], mtp["how"]
         elif llama:
             (tok_s, how), basis = base, "predicted"
         else:
@@ -117,7 +145,11 @@ def route_table(profile) -> dict | None:
         mem = (_llama_memory(profile, arch, r["split"] == "tensor") if llama
                else _fork_memory(profile, arch, r))
         out.append({"id": r["id"], "engine": r["engine"], "split": r["split"], "mtp": r["mtp"],
-                    "flags": r["flags"], "needs": r["needs"], "tok_s": tok_s, "basis": basis, "how": how, **mem,
+                    "flags": mtp["flags"] if mtp else r["flags"], "needs": r["needs"], "tok_s": tok_s,
+                    "basis": basis, "how": how, "mtp_n_max": mtp["n_max"] if mtp else None,
+                    "mtp_n_from": mtp["n_from"] if mtp else None,
+                    "mtp_sweep": mtp["sweep"] if mtp else [], "mtp_published": mtp["published"] if mtp else None,
+                    **mem,
                     "published": [{"id": i, "gpu": rows[i].gpu, "tok_s": rows[i].decode_tok_s,
                                    "source": rows[i].source} for i in r["published"]]})
     ok = [x for x in out if x["fits"] and x["tok_s"]]
