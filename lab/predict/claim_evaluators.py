@@ -5,8 +5,11 @@ A claim about "27B" is judged on the seeds' own model, Qwen3.8-27B (its publishe
 lab/data/model_configs.yaml), with other real models shown beside it for comparison only
 (`numbers["models"]`). Speed claims are checked against the roofline (lab.predict.roofline) with generous
 assumptions — perfect multi-GPU scaling, only the 4-bit payload of the weights — and for decode without
-speculation (every weight read once per token); the verdict says what multi-token prediction (MTP) or
-speculative decoding would need (accepted tokens per weight pass). Sizes come from lab.model.weights, KV from
+speculation (every weight read once per token). A single-stream claim above that ceiling is then held against
+multi-token prediction (MTP) bounded by its MEASURED step cost (lab.predict.mtp_model: a step of n drafts costs
+1.34-2.12 plain tokens at n = 1-4 on the lab's H200, so at most 2.36x plain with every draft accepted): beyond that
+bound it is impossible by physics; within it but needing an acceptance above what the public rows publish for the
+card, contradicted by facts; otherwise not testable here. Sizes come from lab.model.weights, KV from
 lab.predict.kvcache, drivers and formats from lab.predict.compat.
 """
 from __future__ import annotations
@@ -91,22 +94,40 @@ def _row(model_id: str, role: str, value: float, unit: str, agrees: bool, arithm
 # ---------------------------------------------------------------- speculative decoding
 def acceptance_needed(tokens_per_pass: float, drafts: int) -> float | None:
     """The per-token acceptance rate `a` with which `drafts` draft tokens per step yield `tokens_per_pass`
-    tokens per weight pass on average (lab.predict.speculative_speed.acceptance_for: 1 + a + … + a^k)."""
+    tokens per step on average (lab.predict.speculative_speed.acceptance_for: 1 + a + … + a^k)."""
     return speculative_speed.acceptance_for(tokens_per_pass, drafts)
 
 
-def _speculation(claimed: float, ceiling: float) -> dict:
+def _speculation(claimed: float, ceiling: float, gpu_id: str, split: str) -> dict:
+    """What MTP would need to reach `claimed` from the no-speculation `ceiling`, bounded by the MEASURED step cost
+    (lab.predict.mtp_model: a step of n drafts costs step_over_plain(n) plain tokens on the lab's H200 and yields
+    1 + rate × n tokens): per n-max 1-4 the acceptance rate needed, the most any rate gives ((n + 1) ÷ step), and
+    the rate the public rows publish for the card (mtp_model.acceptance_for)."""
+    from lab.predict import mtp_model
+
     need = claimed / ceiling
-    return {"tokens_per_weight_pass_needed": need,
-            "acceptance_needed": {k: acceptance_needed(need, k) for k in SPECULATIVE_DRAFTS}}
+    by_n = {}
+    for n in SPECULATIVE_DRAFTS:
+        step, _ = mtp_model.step_over_plain(n)
+        rate = max(0.0, (need * step - 1) / n)
+        published, rows = mtp_model.acceptance_for(gpu_id, n, split)
+        by_n[n] = {"step_over_plain": step, "max_speedup": (n + 1) / step, "rate_needed": rate if rate <= 1 else None,
+                   "published_rate": published, "published_rows": rows}
+    reach = [n for n, x in by_n.items() if x["rate_needed"] is not None and x["published_rate"] is not None
+             and x["published_rate"] >= x["rate_needed"]]
+    return {"speedup_needed": need, "by_n": by_n, "max_speedup": max(x["max_speedup"] for x in by_n.values()),
+            "reachable_at": reach}
 
 
 def _speculation_text(spec: dict) -> str:
-    need = spec["tokens_per_weight_pass_needed"]
-    parts = [f"{k} draft{'s' if k > 1 else ''}: " + ("impossible" if a is None else f"≥ {a:.0%} accepted")
-             for k, a in spec["acceptance_needed"].items()]
-    return (f"without speculation every token reads every weight once; with MTP or speculative decoding it would "
-            f"need {need:.1f} tokens per weight pass ({'; '.join(parts)})")
+    parts = [f"n-max {n}: " + ("impossible" if x["rate_needed"] is None else f"rate ≥ {x['rate_needed']:.2f}")
+             + ("" if x["published_rate"] is None else f" (published {x['published_rate']:.2f})")
+             for n, x in spec["by_n"].items()]
+    steps = "/".join(f"{x['step_over_plain']:.2f}" for x in spec["by_n"].values())
+    return (f"without speculation every token reads every weight once; with MTP a step of n drafts costs "
+            f"{steps} plain tokens (n = 1-4, measured "
+            f"on the lab's H200) and yields 1 + rate x n, at most {spec['max_speedup']:.2f}x plain; "
+            f"{spec['speedup_needed']:.2f}x needs {'; '.join(parts)}")
 
 
 # ---------------------------------------------------------------- measurement matching
@@ -177,10 +198,18 @@ def _speed(claim: dict, measured: dict | None, batch: int) -> tuple[str, str, di
     claimed = f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
     if lo > ceiling_max:
         why = f"claimed {claimed} tok/s > ceiling {ceiling_max:.0f} tok/s = {how}"
-        if batch == 1:
-            numbers["speculation"] = _speculation(lo, ceiling_max)
-            why += "; " + _speculation_text(numbers["speculation"])
-        return "impossible by physics", why, numbers
+        if batch != 1:
+            return "impossible by physics", why, numbers
+        split = "tensor" if cond.get("tensor_parallel") else "layer" if n > 1 else "none"
+        spec = numbers["speculation"] = _speculation(lo, ceiling_max, cond["gpu"], split)
+        why += "; " + _speculation_text(spec)
+        if spec["speedup_needed"] > spec["max_speedup"]:
+            return "impossible by physics", why + ": beyond MTP's bound even with every draft accepted", numbers
+        if not spec["reachable_at"]:
+            return ("contradicted by facts", why + ": only with an acceptance above what the public rows publish for "
+                    "this card (lab/data/public_speed.yaml)", numbers)
+        return ("not testable here", why + f": reachable with MTP at n-max {'/'.join(map(str, spec['reachable_at']))} on the perfect-scaling "
+                "ceiling; `lab plan` predicts each MTP route — needs this hardware to measure", numbers)
     if _matches(cond, measured) and (got := _measured_value(claim, measured)) is not None:
         verdict, why = _against_measurement(claim, got)
         return verdict, why + f"; roofline {ceiling_max:.0f} tok/s at most", numbers
