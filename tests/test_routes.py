@@ -17,9 +17,10 @@ def test_two_v100_routes_speeds_bases_and_the_fastest():
     t = _table("v100-32g-x2-nvlink")
     assert _speeds(t) == {
         "llama-layer": (34.2, "predicted", True),  # per-token model + one NVLink hop; published pair: 35.7
-        "llama-layer-mtp": (59.1, "published", True),  # 2x V100-SXM2-16GB, n-max 4
+        # 34.2 plain x 3.64 tokens per step (rate 0.66, the 16 GB pair's n-max 4) ÷ a 2.12-plain-token step
+        "llama-layer-mtp": (58.6, "predicted (H200 MTP step)", True),
         "llama-tensor": (56.2, "predicted", True),  # tp_model over NVLink 2.0 (pessimistic bound)
-        "llama-tensor-mtp": (87.8, "predicted x published MTP ratio", True),  # 56.2 x 81.1/51.9 (A5000 pair)
+        "llama-tensor-mtp": (91.9, "predicted (H200 MTP step)", True),  # 56.2 x 3.47 (rate 0.62) ÷ 2.12
         "fork-tp2": (58.5, "published", True),
         "fork-tp2-mtp": (102.7, "published", True),
     }
@@ -32,15 +33,35 @@ def test_two_v100_routes_speeds_bases_and_the_fastest():
     assert by["llama-tensor"]["flags"] == "-sm tensor -fa on -ctk f16 -ctv f16"
     assert "optimistic bound 62.7" in by["llama-tensor"]["how"]
     assert [p["id"] for p in by["llama-layer"]["published"]] == ["v100-sxm2-16g-x2-layer-plain"]
+    layer, tensor = by["llama-layer-mtp"], by["llama-tensor-mtp"]
+    # n-max 4 from the pair's published sweep (57.5 at 2, 59.1 at 4); predicted 58.6 against 59.1: -0.8 %
+    assert layer["flags"] == "-sm layer -ts 1,1 --spec-type draft-mtp --spec-draft-n-max 4"
+    assert [round(x["tok_s"], 1) for x in layer["mtp_sweep"]] == [48.1, 53.8, 51.7, 58.6]
+    assert layer["mtp_published"]["id"] == "v100-sxm2-16g-x2-layer-mtp-n4"
+    assert round(layer["mtp_published"]["error"], 3) == -0.008 and layer["mtp_published"]["same_card"]
+    # no V100 tensor-split sweep: the predicted best n-max (4); the A5000 pair's n-max 2 row beside it (+7.7 %)
+    assert tensor["flags"].endswith("--spec-type draft-mtp --spec-draft-n-max 4") and tensor["mtp_n_from"] == "the predicted best"
+    assert [round(x["tok_s"], 1) for x in tensor["mtp_sweep"]] == [79.1, 87.4, 84.9, 91.9]
+    assert tensor["mtp_published"]["id"] == "rtxa5000-x2-tensor-mtp-n2" and not tensor["mtp_published"]["same_card"]
+    assert round(tensor["mtp_published"]["error"], 3) == 0.077
 
 
 def test_one_v100_routes():
     t = _table("v100-32g-x1")
-    assert _speeds(t) == {"llama-one": (34.2, "predicted", True), "llama-one-mtp": (48.1, "published", True),
+    assert _speeds(t) == {"llama-one": (34.2, "predicted", True),
+                          "llama-one-mtp": (52.5, "predicted (H200 MTP step)", True),
                           "fork-tp1-mtp": (40.0, "published", False)}  # the fork at 262,144 tokens: no fit
     assert t["fastest"] == t["fastest_llama_cpp"] == "llama-one-mtp"
     mtp = next(r for r in t["routes"] if r["id"] == "llama-one-mtp")
-    assert "1.43x the plain 33.62" in mtp["how"]
+    # 34.2 plain x 2.50 tokens per step (rate 0.75 at n-max 2, v100-32g-b10358-mtp-n2) ÷ a 1.63-plain-token step
+    assert "34.2 plain x 2.50 tok/step (rate 0.75) / step 1.63 plain tokens (H200)" == mtp["how"]
+    assert [round(x["tok_s"], 1) for x in mtp["mtp_sweep"]] == [48.1, 52.5, 51.7, 53.2]
+    assert [x["rows"] for x in mtp["mtp_sweep"]] == [["v100-32g-b10358-mtp-n1"], ["v100-32g-b10358-mtp-n2"],
+                                                     ["v100-32g-b10358-mtp-n3"], ["v100-32g-b10358-mtp-n4"]]
+    # the card's published sweep picks n-max 2 (48.09), although the model rates n-max 4 highest (53.2): it
+    # over-rates Volta's longer steps (+17 % at n-max 4, lab.predict.public_check.mtp_check)
+    assert mtp["mtp_n_max"] == 2 and mtp["flags"] == "--spec-type draft-mtp --spec-draft-n-max 2"
+    assert mtp["mtp_published"]["id"] == "v100-32g-b10358-mtp-n2" and round(mtp["mtp_published"]["error"], 3) == 0.092
 
 
 def test_profiles_without_routes_get_none_and_plan_renders_within_100_columns():
@@ -49,13 +70,20 @@ def test_profiles_without_routes_get_none_and_plan_renders_within_100_columns():
         lines = plan.routes_lines(plan.plan(name)["routes"])
         assert lines and all(len(x) <= 100 for x in lines), [x for x in lines if len(x) > 100]
         assert lines[0].startswith("  routes, one stream")
+        text = "\n".join(lines)
+        assert "MTP model vs 19 public draft-mtp rows: median |error| 12.2%, max 36.3% (targets 10/20%: NOT met)" in text
+        assert "volta 9%/17%" in text and "5 rows over 20%, all ada/blackwell" in text
 
 
 def test_mtp_speed_is_the_one_place_for_mtp_figures():
     rows = {r.id: r for r in routes.public_speed.load()}
-    route = {"published": ["v100-32g-b10358-mtp-n2"], "plain_row": "v100-32g-b10358-plain"}
-    tok_s, basis, how = routes.mtp_speed(route, None, rows)
-    assert (tok_s, basis) == (48.09, "published") and "1.43x" in how
-    tok_s, basis, _ = routes.mtp_speed({"mtp_ratio": ["rtxa5000-x2-tensor-mtp-n2", "rtxa5000-x2-tensor-plain"]},
-                                       50.0, rows)
-    assert basis == "predicted x published MTP ratio" and tok_s == pytest.approx(50.0 * 81.1 / 51.9)
+    route = {"engine": "llama.cpp", "flags": "", "published": ["v100-32g-b10358-mtp-n2"]}
+    got = routes.mtp_speed(route, 33.62, rows, "v100-32g", "none")
+    # the V100's published plain speed in: 33.62 x 2.5 ÷ 1.6267 = 51.7 at n-max 2 (published 48.09: +7.5 %)
+    assert got["n_max"] == 2 and got["tok_s"] == pytest.approx(33.62 * 2.5 / (18.862 / 11.595))
+    assert got["basis"] == "predicted (H200 MTP step)" and got["published"]["tok_s"] == 48.09
+    assert routes.mtp_speed(route, None, rows, "v100-32g", "none")["tok_s"] is None
+    fork = {"engine": "1Cat-vLLM", "flags": "f", "published": ["v100-32g-1cat-awq-mtp-n3"],
+            "plain_row": "v100-32g-1cat-awq-plain"}
+    got = routes.mtp_speed(fork, None, rows)
+    assert (got["tok_s"], got["basis"]) == (40.0, "published") and "2.00x the plain 20" in got["how"]

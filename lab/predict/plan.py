@@ -224,7 +224,7 @@ def _mtp_check_lines(check: dict | None) -> list[str]:
     c, t = check["comparable"], check["targets"]
     arch = ", ".join(f"{a} {s['median_abs_error']:.0%}/{s['max_abs_error']:.0%}" for a, s in check["by_arch"].items())
     lines = [f"    MTP model vs {c['n']} public draft-mtp rows: median |error| {c['median_abs_error']:.1%}, max "
-             f"{c['max_abs_error']:.1%} (targets {t['median']:.0%}/{t['max']:.0%}: {'met' if t['met'] else 'NOT met'})",
+             f"{c['max_abs_error']:.1%} (targets {t['median'] * 100:.0f}/{t['max']:.0%}: {'met' if t['met'] else 'NOT met'})",
              f"      median/max by card: {arch}"[:100]]
     if t["misses"]:
         lines.append(f"      {len(t['misses'])} rows over {t['max']:.0%}, all {'/'.join(t['miss_archs'])}: their implied step "
