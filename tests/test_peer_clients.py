@@ -10,6 +10,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import os
+
 import pytest
 
 from lab.measure import peer_clients
@@ -103,6 +105,8 @@ def test_missing_venv_is_a_skip_with_the_reason_set_up_recorded(tmp_path, monkey
 
 @pytest.mark.tools
 def test_lab_client_agrees_with_aiperf_and_llama_benchy_on_a_real_server(tmp_path):
+    if os.environ.get("LAB_PEERS") != "1":
+        pytest.skip("opt-in: `make test LAB_PEERS=1` (aiperf stalled on the 2-core CI machine; see the Makefile)")
     why = peer_clients.skip_reason()
     if why:
         pytest.skip(why)
