@@ -18,14 +18,13 @@ benchmark's prompts share nothing), --output-format md|jsonl (jsonl: one JSON ob
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
 import time
 from pathlib import Path
 from typing import Sequence
 
 from lab.core import paths
+from lab.model import llama_bench
 
 SOURCE = "llama.cpp vendored in llama-cpp-python 0.3.36: tools/batched-bench/batched-bench.cpp, common/arg.cpp"
 # Flags of a llama-server command that mean the same to llama-batched-bench (common/arg.cpp options both accept):
@@ -108,20 +107,8 @@ def run(model: str | Path, *, n_prompt: int, n_gen: int, n_parallel: Sequence[in
     and both output streams. Raises BatchedBenchError on failure."""
     cmd = command(model, n_prompt=n_prompt, n_gen=n_gen, n_parallel=n_parallel, reps=reps, flags=flags, context=context)
     t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                              env={**os.environ, **env} if env else None)
-    except subprocess.TimeoutExpired as exc:
-        raise BatchedBenchError(f"llama-batched-bench ran past {timeout_s:g} s: {' '.join(cmd)}; give it a longer "
-                                "timeout_s, fewer levels or fewer tokens") from exc
-    if log is not None:
-        log = Path(log)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(f"$ {' '.join(cmd)}\n# exit {proc.returncode}, {time.perf_counter() - t0:.1f} s\n"
-                       f"{proc.stdout}\n--- stderr\n{proc.stderr}")
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.splitlines()[-15:])
-        raise BatchedBenchError(f"llama-batched-bench exited {proc.returncode}: {' '.join(cmd)}\n{tail}")
+    proc = llama_bench.run_logged(cmd, env=env, timeout_s=timeout_s, log=log, error=BatchedBenchError,
+                                  hint="give it a longer timeout_s, fewer levels or fewer tokens")
     rows = parse_jsonl(proc.stdout + "\n" + proc.stderr)  # LOG() writes to stdout; read both to be safe
     return {"command": cmd, "env": dict(env or {}), "rows": rows, "by_parallel": summarise(rows, n_parallel),
             "duration_s": time.perf_counter() - t0, "source": SOURCE}

@@ -84,6 +84,29 @@ def command(models: str | Path | Sequence[str | Path], *, threads: int | None = 
     return cmd + [str(a) for a in extra_args]
 
 
+def run_logged(cmd: list[str], *, env: dict[str, str] | None, timeout_s: float, log: str | Path | None,
+               error: type[Exception], hint: str) -> subprocess.CompletedProcess:
+    """Run one of llama.cpp's bench tools: `env` added to this process's, the command, exit status and both output
+    streams written to `log` when given; a timeout or a non-zero exit raises `error` naming the command (the
+    stderr's last lines with the exit). Shared by llama-bench and llama-batched-bench."""
+    name = Path(cmd[0]).name
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                              env={**os.environ, **env} if env else None)
+    except subprocess.TimeoutExpired as exc:
+        raise error(f"{name} ran past {timeout_s:g} s: {' '.join(cmd)}; {hint}") from exc
+    if log is not None:
+        log = Path(log)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"$ {' '.join(cmd)}\n# exit {proc.returncode}, {time.perf_counter() - t0:.1f} s\n"
+                       f"{proc.stdout}\n--- stderr\n{proc.stderr}")
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.splitlines()[-15:])
+        raise error(f"{name} exited {proc.returncode}: {' '.join(cmd)}\n{tail}")
+    return proc
+
+
 def run(models: str | Path | Sequence[str | Path], *, threads: int | None = None, n_prompt: int | str = 512,
         n_gen: int | str = 128, depth: int | str = 0, reps: int = 5, n_gpu_layers: int | None = None,
         flash_attn: str | None = None, extra_args: Sequence = (), env: dict[str, str] | None = None,
@@ -97,20 +120,8 @@ def run(models: str | Path | Sequence[str | Path], *, threads: int | None = None
     cmd = command(models, threads=threads, n_prompt=n_prompt, n_gen=n_gen, depth=depth, reps=reps,
                   n_gpu_layers=n_gpu_layers, flash_attn=flash_attn, extra_args=extra_args)
     t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                              env={**os.environ, **env} if env else None)
-    except subprocess.TimeoutExpired as exc:
-        raise LlamaBenchError(f"llama-bench ran past {timeout_s:g} s: {' '.join(cmd)}; give it a longer "
-                              "timeout_s or fewer repetitions / tokens") from exc
-    if log is not None:
-        log = Path(log)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(f"$ {' '.join(cmd)}\n# exit {proc.returncode}, {time.perf_counter() - t0:.1f} s\n"
-                       f"{proc.stdout}\n--- stderr\n{proc.stderr}")
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.splitlines()[-15:])
-        raise LlamaBenchError(f"llama-bench exited {proc.returncode}: {' '.join(cmd)}\n{tail}")
+    proc = run_logged(cmd, env=env, timeout_s=timeout_s, log=log, error=LlamaBenchError,
+                      hint="give it a longer timeout_s or fewer repetitions / tokens")
     rows = parse_json(proc.stdout)
     for row in rows:
         row["test"] = test_name(row)
