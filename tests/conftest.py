@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -306,6 +307,12 @@ def tier_of(item) -> str:
 
 
 def pytest_configure(config):
+    # A shell that starts `make test` in the background (`cmd &` without job control) hands every child SIGINT as
+    # "ignored"; Python then installs no KeyboardInterrupt handler, and the tests that cut runs with SIGINT (as Ctrl-C
+    # in a terminal does) see nothing happen (seen: CI started with `&`, 2026-12-01: "SIGINT ...: exit 0"). Tests run
+    # as from a terminal: SIGINT raises here, and children (a handler is reset on exec) start with the default.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line("markers", "stops_vllm_server: stops the session's shared vLLM server (runs after every "
                                        "other test that uses it)")
 
