@@ -165,3 +165,19 @@ def test_hf_dir_is_keyed_by_gguf_sha256(tmp_path):
     second = hfmodel.hf_dir_for(gguf, tmp_path / "cache")
     assert first != second and first.parent == tmp_path / "cache" / "hf-models"
     assert first.name.endswith("-m") and not hfmodel.is_converted(first)
+
+
+def test_cached_folder_fills_once_and_never_leaves_a_partial(tmp_path):
+    calls = []
+
+    def fill(partial):
+        calls.append(partial.name)
+        (partial / "x.txt").write_text("made")
+        return {"made": True}
+
+    out = tmp_path / "hf-models" / "abc-m"
+    first = hfmodel._cached_folder(out, fill)
+    second = hfmodel._cached_folder(out, fill)
+    assert first == {"path": str(out), "cached": False} and second["cached"] is True
+    assert calls == ["abc-m.partial"] and (out / "x.txt").read_text() == "made"
+    assert hfmodel.is_converted(out) and not out.with_name("abc-m.partial").exists()

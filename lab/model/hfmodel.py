@@ -120,24 +120,35 @@ def _convert_here(gguf: Path, out: Path) -> dict:
             "params": sum(p.numel() for p in plain.parameters())}
 
 
-def convert_here(gguf: str | Path, cache: str | Path) -> dict:
-    """The cached conversion, in this interpreter (needs torch, transformers, gguf)."""
-    gguf = Path(gguf).resolve()
-    digest = sha256_file(gguf)
-    out = hf_dir_for(gguf, cache, digest)
+def _cached_folder(out: Path, fill) -> dict:
+    """`out` when a finished copy is there; else `fill(partial) -> info` builds it beside and renames it in.
+
+    The rename is atomic: a half-written folder is never taken for a finished one."""
     if is_converted(out):
         return {"path": str(out), "cached": True}
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    t0 = time.monotonic()
-    info = _convert_here(gguf, partial)
-    info.update({"gguf": str(gguf), "gguf_sha256": digest, "seconds": round(time.monotonic() - t0, 1),
-                 "converted_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    info = fill(partial)
     (partial / DONE_FILE).write_text(json.dumps(info, indent=2))
     shutil.rmtree(out, ignore_errors=True)
-    partial.rename(out)  # atomic: a half-written folder is never taken for a finished one
+    partial.rename(out)
     return {"path": str(out), "cached": False}
+
+
+def convert_here(gguf: str | Path, cache: str | Path) -> dict:
+    """The cached conversion, in this interpreter (needs torch, transformers, gguf)."""
+    gguf = Path(gguf).resolve()
+    digest = sha256_file(gguf)
+
+    def fill(partial: Path) -> dict:
+        t0 = time.monotonic()
+        info = _convert_here(gguf, partial)
+        info.update({"gguf": str(gguf), "gguf_sha256": digest, "seconds": round(time.monotonic() - t0, 1),
+                     "converted_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        return info
+
+    return _cached_folder(hf_dir_for(gguf, cache, digest), fill)
 
 
 def tokenizer_here(gguf: str | Path, cache: str | Path) -> dict:
@@ -147,19 +158,13 @@ def tokenizer_here(gguf: str | Path, cache: str | Path) -> dict:
 
     gguf = Path(gguf).resolve()
     digest = sha256_file(gguf)
-    out = tokenizer_dir_for(gguf, cache, digest)
-    if is_converted(out):
-        return {"path": str(out), "cached": True}
-    partial = out.with_name(out.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    tok.save_pretrained(str(partial))
-    (partial / DONE_FILE).write_text(json.dumps({"gguf": str(gguf), "gguf_sha256": digest, "tokenizer_only": True,
-                                                 "transformers": transformers.__version__}, indent=2))
-    shutil.rmtree(out, ignore_errors=True)
-    partial.rename(out)
-    return {"path": str(out), "cached": False}
+
+    def fill(partial: Path) -> dict:
+        AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(str(partial))
+        return {"gguf": str(gguf), "gguf_sha256": digest, "tokenizer_only": True,
+                "transformers": transformers.__version__}
+
+    return _cached_folder(tokenizer_dir_for(gguf, cache, digest), fill)
 
 
 def main(argv: list[str] | None = None) -> int:
