@@ -347,8 +347,8 @@ def _bench_step(profile) -> Step:
         'cd "$LLAMA_DIR"',
         " ".join(_q(a) for a in argv),
     ), f"pp{profile.bench_prompt_tokens} (prompt processing) and tg{profile.bench_output_tokens} (generation) in "
-       "tokens per second, without a server: the ceiling the served speed is compared with (notebook 06 runs the "
-       "same command).", ("lab.model.llama_bench.command (notebook 06's in-process run: lab.measure.bench)",),
+       "tokens per second, without a server: the ceiling the served speed is compared with (notebook 06 runs "
+       "llama-bench with the same model, threads, lengths and GPU layers, from the lab's own build).", ("lab.model.llama_bench.command (notebook 06's in-process run: lab.measure.bench)",),
         stage="serve")
 
 
