@@ -228,12 +228,15 @@ def _cmd_doctor(args) -> int:
 
 
 def _cmd_byhand(args) -> int:
+    import shlex
+
     from lab.core import profiles
+    from lab.core.paths import ROOT
     from lab.serving import byhand
 
     try:
         prof = profiles.load(args.profile)
-        print(byhand.script(prof, args.ubuntu))
+        print(byhand.script(prof, args.ubuntu, lab_dir=shlex.quote(str(ROOT))))  # this clone: where models/ goes
     except profiles.ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -301,8 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("tune", add_help=False, help="measure llama-server settings one at a time within a time budget, "
                                               "suggest a profile patch; see `python -m lab tune --help`")
 
-    p = sub.add_parser("byhand", help="the exact commands to set a GPU profile up by hand (driver, CUDA, build, "
-                                      "model, server, smoke test)")
+    p = sub.add_parser("byhand", help="the exact commands from a bare Ubuntu box to a served model and `make run` on "
+                                      "the card (driver, Secure Boot, CUDA, build, model, lab run, llama-bench, "
+                                      "server, curl, SSH tunnel)")
     p.add_argument("profile", help="a GPU profile name or path, e.g. v100-32g-x1")
     p.add_argument("--ubuntu", choices=["22.04", "24.04"], default="22.04", help="Ubuntu release (default 22.04)")
     p.set_defaults(fn=_cmd_byhand)

@@ -1,6 +1,7 @@
 """lab.serving.byhand: the commands a GPU owner types, generated from the profile and the lab's data, each tested."""
 import re
 import shlex
+from pathlib import Path
 import subprocess
 import sys
 
@@ -47,7 +48,9 @@ def test_v100_track_says_what_to_install_and_what_not():
         assert "blacklist nouveau" in text and "sha256sum -c -" in text
         # Qwen3.8-27B's GGUF: 64 blocks + the MTP block (block_count 65) + output; llama.cpp counts n_layer_all + 1
         assert "offloaded 66/66 layers to GPU" in text and "65 blocks in the file" in text
-        assert "hf download unsloth/Qwen3.8-27B-GGUF" in text and "huggingface-cli download unsloth" not in text
+        # the profile's plain Q4_K_M: lmstudio-community's file of that name (unsloth removed its plain Q4_K_M)
+        assert "hf download lmstudio-community/Qwen3.8-27B-GGUF Qwen3.8-27B-Q4_K_M.gguf" in text
+        assert "huggingface-cli download" not in text.replace("`huggingface-cli download` was removed", "")
     assert byhand.toolkit_for(v100, "22.04") == v100.cuda_toolkit  # the profile's 12.2 where NVIDIA publishes it
     assert byhand.toolkit_for(v100, "24.04") >= "12.5"  # ubuntu2404 starts at 12.5
 
@@ -125,9 +128,239 @@ def test_two_card_track_prints_layer_and_tensor_commands():
     """`lab byhand v100-32g-x2-nvlink`: the profile's -sm layer command, then the -sm tensor alternative (f16 KV,
     flash attention on, no -ts) as a commented line, so running the script starts one server."""
     step = next(st for st in byhand.steps(profiles.load("v100-32g-x2-nvlink")) if st.title == "Start the server")
-    layer, tensor = step.commands
+    cd, layer, tensor = step.commands
+    assert cd == 'cd "$LLAMA_DIR"'
     assert "-sm layer -ts 1/1" in layer and "-fa auto" in layer
     assert tensor.startswith("# or -sm tensor instead") and "-sm tensor" in tensor and "-fa on" in tensor
     assert "-ts" not in tensor and "-ctk f16 -ctv f16" in tensor
     one = next(st for st in byhand.steps(profiles.load("v100-32g-x1")) if st.title == "Start the server")
-    assert len(one.commands) == 1
+    assert len(one.commands) == 2  # cd to the build, then the one server
+
+
+
+# ---------------------------------------------------------------- end to end on the card (issue 23, deliver 5)
+V100 = ("v100-32g-x1", "v100-32g-x2-nvlink")
+ORDER = ["The lab's folder", "Check the card and the system", "Keep nouveau off the card", "Install the NVIDIA driver",
+         "Secure Boot", "Check the link between", "Install the CUDA", "Build llama.cpp", "Download", "Run the lab on the card",
+         "Measure the card in-process with llama-bench", "Start the server", "Try it with curl",
+         "Check that every layer is on the GPU", "From your laptop"]
+
+
+def _step(name, prefix, ubuntu="22.04"):
+    return next(st for st in byhand.steps(profiles.load(name), ubuntu) if st.title.startswith(prefix))
+
+
+@pytest.mark.parametrize("name", V100)
+def test_steps_go_from_a_bare_box_to_a_served_model_in_order(name):
+    titles = [st.title for st in byhand.steps(profiles.load(name))]
+    want = [t for t in ORDER if t != "Check the link between" or name.endswith("nvlink")]
+    assert len(titles) == len(want) and all(t.startswith(w) for t, w in zip(titles, want)), titles
+    stages = [st.stage for st in byhand.steps(profiles.load(name))]
+    assert stages == sorted(stages)  # install steps (notebook 02), then serve steps (notebook 04)
+    serve, install = (byhand.markdown(profiles.load(name), part=part) for part in ("serve", "install"))
+    assert "Download" in serve and "Install the NVIDIA driver" not in serve
+    assert "Install the NVIDIA driver" in install and "Download" not in install
+
+
+def test_the_model_goes_where_the_profile_expects_it():
+    """Into the lab's models/ ($LAB/models/<the profile's file name>), not the sdist's vendor/llama.cpp/models/."""
+    prof = profiles.load("v100-32g-x1")
+    name = Path(prof.model_file).name
+    assert Path(prof.model_file) == ROOT / "models" / name  # what `lab run` opens on this clone
+    dl = _step("v100-32g-x1", "Download")
+    assert f'--local-dir "$LAB/models"' in dl.commands[2] and f" {name} " in dl.commands[2]
+    assert dl.commands[-1] == f'echo "$expected  $LAB/models/{name}" | sha256sum -c -'
+    for cmd in (*_step("v100-32g-x1", "Measure").commands, *_step("v100-32g-x1", "Start the server").commands):
+        assert "vendor/llama.cpp/models" not in cmd and " models/" not in cmd
+    assert _step("v100-32g-x1", "The lab's folder").commands[0] == "export LAB=~/llm-lab"
+    # a file whose sha256 the lab's data lists is checked against that sha256 directly
+    small = _step("rtx4060ti-16g", "Download").commands
+    assert "hf download unsloth/Qwen3.8-27B-GGUF Qwen3.8-27B-UD-IQ4_XS.gguf" in small[2]
+    assert small[-1] == ('echo "40fac4050e940397dbf13087afd50f4734a11805bf9d65ef8ddd7483470e6199  '
+                         '$LAB/models/Qwen3.8-27B-UD-IQ4_XS.gguf" | sha256sum -c -')
+
+
+@pytest.mark.parametrize("name", V100)
+def test_lab_run_line_builds_for_the_card_with_the_12x_toolkit(name, monkeypatch):
+    from lab import setup
+    from lab.__main__ import build_parser
+
+    prof = profiles.load(name)
+    for ubuntu in byhand.UBUNTU_RELEASES:
+        toolkit = byhand.toolkit_for(prof, ubuntu)
+        line = _step(name, "Run the lab", ubuntu).commands[-1]
+        assert line == f"LAB_CUDA_ARCH=70 CUDACXX=/usr/local/cuda-{toolkit}/bin/nvcc make run PROFILE={name}"
+        assert f"cuda-toolkit-{toolkit.replace('.', '-')}" in " ".join(_step(name, "Install the CUDA", ubuntu).commands)
+    env = dict(w.split("=", 1) for w in shlex.split(line) if "=" in w and not w.startswith("PROFILE"))
+    monkeypatch.setenv("LAB_CUDA_ARCH", env["LAB_CUDA_ARCH"])
+    assert setup.detect_cuda_arch() == "70" == byhand.cuda_arch(prof)  # what set-up builds for
+    args = build_parser().parse_args(["run", "--profile", name])  # what `make run PROFILE=` runs (Makefile)
+    assert args.verb == "run" and args.profile == name
+    assert "ninja-build" in _step(name, "Run the lab").commands[0] and "python3-venv" in _step(name, "Run the lab").commands[0]
+
+
+@pytest.mark.parametrize("name", V100)
+def test_server_and_bench_flags_are_the_profiles(name):
+    """The one command builder (engines.build_command) with the model under $LAB; the V100 profiles turn the
+    hybrid's state copies off (--cache-ram 0 -ctxcp 0, measured on the H200: params comments)."""
+    from lab.serving import engines
+
+    prof = profiles.load(name)
+    assert prof.server_args == ["--cache-ram", "0", "-ctxcp", "0"]
+    line = byhand.server_command(prof)
+    want = engines.build_command(prof, model_path="$LAB/models/Qwen3.8-27B-Q4_K_M.gguf").argv[1:]
+    words = shlex.split(line.split(" 2>&1")[0])
+    assert words[words.index("./build/bin/llama-server") + 1:] == list(want)
+    assert "--cache-ram 0 -ctxcp 0" in line and "--spec-type" not in line  # MTP only once the profiles use it
+    bench = shlex.split(_step(name, "Measure").commands[-1])
+    assert bench[:3] == ["./build/bin/llama-bench", "-m", "$LAB/models/Qwen3.8-27B-Q4_K_M.gguf"]
+    assert bench[bench.index("-p") + 1] == str(prof.bench_prompt_tokens) and bench[bench.index("-ngl") + 1] == "99"
+    assert "-o" not in bench  # llama-bench's table, for a person
+
+
+def test_secure_boot_step_reuses_what_lab_doctor_knows():
+    from lab.diagnose import troubleshoot
+
+    st = _step("v100-32g-x1", "Secure Boot")
+    assert "mokutil --sb-state" in " ".join(st.commands) and "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der" in st.commands
+    symptom = re.search(r'prints "([^"]+)"', st.why).group(1)
+    found = troubleshoot.diagnose(symptom + "\nnvidia-smi output\n")
+    assert found and found[0].entry_id == "driver-not-loaded", found
+
+
+def test_nvlink_check_only_on_two_cards():
+    st = _step("v100-32g-x2-nvlink", "Check the link between")
+    assert st.commands == ("nvidia-smi nvlink -s", "nvidia-smi topo -m") and "NV#" in st.why
+    assert not [s for s in byhand.steps(profiles.load("v100-32g-x1")) if s.title.startswith("Check the link")]
+
+
+def test_tunnel_reaches_the_loopback_ports():
+    import re as _re
+
+    st = _step("v100-32g-x1", "From your laptop")
+    make_port = _re.search(r"^LAB_PORT \?= (\d+)", (ROOT / "Makefile").read_text(), _re.M).group(1)
+    assert "ssh -f -N -L 8080:127.0.0.1:8080 USER@GPU-BOX" in st.commands
+    assert f"ssh -f -N -L {make_port}:127.0.0.1:{make_port} USER@GPU-BOX" in st.commands
+    assert profiles.load("v100-32g-x1").host == "127.0.0.1"
+
+
+# ---------------------------------------------------------------- the printed commands, run where they can run here
+def _bash(script: str, **env):
+    import os
+
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **env})
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize("name", V100)
+def test_cli_script_is_valid_bash_with_this_clones_folder(name):
+    out = run_cli("byhand", name)
+    assert out.returncode == 0, out.stderr
+    assert f"export LAB={shlex.quote(str(ROOT))}" in out.stdout
+    check = subprocess.run(["bash", "-n"], input=out.stdout, capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0, check.stderr
+    ok = _bash(next(c for c in out.stdout.splitlines() if c.startswith("export LAB=")) + "\n"
+               + 'test -f "$LAB/Makefile" && ls "$LAB/params"')
+    assert ok.returncode == 0 and f"{name}.yaml" in ok.stdout
+
+
+@pytest.mark.tools
+def test_sha256_lines_run(tmp_path):
+    (tmp_path / "models").mkdir()
+    for name in ("v100-32g-x1", "rtx4060ti-16g"):
+        prof = profiles.load(name)
+        f = tmp_path / "models" / Path(prof.model_file).name
+        f.write_bytes(b"GGUF" + name.encode())
+        digest = __import__("hashlib").sha256(f.read_bytes()).hexdigest()
+        line = _step(name, "Download").commands[-1]
+        line = line.replace(byhand.gguf_download(prof).get("sha256") or "$expected", digest)
+        ok = _bash(line, LAB=str(tmp_path))
+        assert ok.returncode == 0 and ": OK" in ok.stdout, (line, ok.stdout, ok.stderr)
+        f.write_bytes(b"truncated")
+        assert _bash(line, LAB=str(tmp_path)).returncode != 0
+
+
+@pytest.mark.tools
+def test_make_run_line_runs_lab_run_with_the_profile():
+    from lab.__main__ import build_parser
+
+    line = _step("v100-32g-x1", "Run the lab").commands[-1]
+    words = shlex.split(line)
+    env = {k: v for k, v in (w.split("=", 1) for w in words if "=" in w and w.split("=", 1)[0].isupper())}
+    out = subprocess.run(["make", "-n", *words[words.index("make") + 1:]], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60, env={**__import__("os").environ, **env})
+    assert out.returncode == 0, out.stderr
+    run_line = next(x for x in out.stdout.splitlines() if "-m lab run" in x)
+    argv = shlex.split(run_line.split("-m lab", 1)[1])
+    args = build_parser().parse_args(argv)
+    assert args.profile == "v100-32g-x1" and "python3 -m lab.setup" in out.stdout
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize("name", V100)
+def test_bench_flags_exist_in_the_pinned_llama_bench(name):
+    from lab.core import paths
+
+    try:
+        bench = paths.tool("llama-bench")
+    except paths.SetupMissing as exc:
+        pytest.skip(str(exc))
+    out = subprocess.run([str(bench), "--help"], capture_output=True, text=True, timeout=60)
+    flags = set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", out.stdout + out.stderr))
+    used = [w for w in shlex.split(_step(name, "Measure").commands[-1]) if w.startswith("-")]
+    assert used and not [f for f in used if f not in flags], used
+
+
+@pytest.mark.tools
+def test_curl_lines_get_health_and_a_completion():
+    """The smoke test's two curl lines, against a stand-in answering llama-server's routes on a free port."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen = []
+
+    class H(BaseHTTPRequestHandler):
+        def _send(self, body):
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            seen.append(self.path)
+            self._send({"status": "ok"})
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, body["max_tokens"], self.headers["Content-Type"]))
+            self._send({"choices": [{"text": " Paris"}], "usage": {"prompt_tokens": 5, "completion_tokens": 1}})
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        port = srv.server_address[1]
+        for cmd in _step("v100-32g-x1", "Try it with curl").commands:
+            out = _bash(cmd.replace("127.0.0.1:8080", f"127.0.0.1:{port}"))
+            assert out.returncode == 0 and out.stdout, (cmd, out.stderr)
+    finally:
+        srv.shutdown()
+    assert seen == ["/health", ("/v1/completions", 16, "application/json")]
+
+
+@pytest.mark.tools
+def test_ssh_accepts_the_tunnel_lines():
+    import shutil
+
+    if not shutil.which("ssh"):
+        pytest.skip("no ssh client here")
+    for cmd in _step("v100-32g-x1", "From your laptop").commands:
+        if cmd.startswith("ssh "):
+            out = subprocess.run(["ssh", "-G", *shlex.split(cmd)[1:]], capture_output=True, text=True, timeout=30)
+            assert out.returncode == 0 and "localforward" in out.stdout.lower(), (cmd, out.stderr)

@@ -67,16 +67,19 @@ def stats(row: dict) -> dict:
 
 def command(models: str | Path | Sequence[str | Path], *, threads: int | None = None, n_prompt: int | str = 512,
             n_gen: int | str = 128, depth: int | str = 0, reps: int = 5, n_gpu_layers: int | None = None,
-            flash_attn: str | None = None, extra_args: Sequence = ()) -> list[str]:
+            flash_attn: str | None = None, extra_args: Sequence = (), tool: str | None = None,
+            output: str | None = "json") -> list[str]:
     """The llama-bench argv. `n_prompt`, `n_gen`, `depth` and `flash_attn` take llama-bench's comma lists
-    ("0,1") to test several values in one run; n_gpu_layers < 0 means every layer (-ngl 99)."""
+    ("0,1") to test several values in one run; n_gpu_layers < 0 means every layer (-ngl 99). `tool`: the binary
+    (default the lab's build); `output` None: llama-bench's table, for a person (lab byhand)."""
     files = [models] if isinstance(models, (str, Path)) else list(models)
-    cmd = [str(paths.tool("llama-bench"))]
+    cmd = [tool or str(paths.tool("llama-bench"))]
     for m in files:
         cmd += ["-m", str(m)]
     if threads is not None:
         cmd += ["-t", str(threads)]
-    cmd += ["-p", str(n_prompt), "-n", str(n_gen), "-d", str(depth), "-r", str(reps), "-o", "json"]
+    cmd += ["-p", str(n_prompt), "-n", str(n_gen), "-d", str(depth), "-r", str(reps)]
+    cmd += ["-o", output] if output else []
     if n_gpu_layers is not None:
         cmd += ["-ngl", str(99 if n_gpu_layers < 0 else n_gpu_layers)]
     if flash_attn is not None:

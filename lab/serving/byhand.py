@@ -1,11 +1,14 @@
 """The by-hand track: the exact commands a GPU owner types, generated from the profile and the lab's data.
 
-`steps(profile, ubuntu)` returns numbered steps — check the card, nouveau, the driver branch, a CUDA 12.x
-toolkit (and what not to install), building llama.cpp for the card's architecture, the GGUF with its
-checksum, the server, a curl smoke test, reading "offloaded N/N layers" — each with its commands, why,
-and the sources of the facts it uses (lab/data/byhand.yaml, lab/data/compat_rules.yaml). Pure: it reads
-the profile and the data, runs nothing. `python -m lab byhand PROFILE` prints them; notebooks 02 and 04
-show them (the CPU default shows them for the seeds' card, byhand.yaml `default_card_profile`).
+`steps(profile, ubuntu)` returns numbered steps, from a bare Ubuntu box to a served model and a `lab run` on the
+card: the lab's folder, check the card, nouveau, the driver branch, Secure Boot (MOK), the NVLink check on a
+multi-GPU profile, a CUDA 12.x toolkit (and what not to install), building llama.cpp for the card's architecture,
+the GGUF into the lab's models/ (where the profile's model_file points) with its checksum, `make run` on the card,
+llama-bench, the server, a curl smoke test, reading "offloaded N/N layers", an SSH tunnel for a headless box —
+each with its commands, why, and the sources of the facts it uses (lab/data/byhand.yaml,
+lab/data/compat_rules.yaml, lab/data/troubleshooting.yaml). Pure: it reads the profile and the data, runs
+nothing. `python -m lab byhand PROFILE` prints them; notebooks 02 and 04 show them (the CPU default shows them
+for the seeds' card, byhand.yaml `default_card_profile`).
 """
 from __future__ import annotations
 
@@ -19,6 +22,12 @@ from lab.predict import compat
 UBUNTU_RELEASES = ("22.04", "24.04")
 
 
+# Every command that touches the lab's folder says "$LAB": the first step sets it (the profile's model_file,
+# models/<file>, is resolved from that folder, not from the folder llama.cpp is built in).
+LAB_VAR = "$LAB"
+LAB_DIR_DEFAULT = "~/llm-lab"
+
+
 @dataclass(frozen=True)
 class Step:
     title: str
@@ -26,10 +35,21 @@ class Step:
     why: str
     sources: tuple[str, ...]
     do_not: tuple[str, ...] = field(default=())
+    stage: str = "install"  # "install" (notebook 02 shows it) or "serve" (notebook 04)
 
     def to_dict(self) -> dict:
         return {"title": self.title, "commands": list(self.commands), "why": self.why,
-                "sources": list(self.sources), "do_not": list(self.do_not)}
+                "sources": list(self.sources), "do_not": list(self.do_not), "stage": self.stage}
+
+
+def _q(word: str) -> str:
+    """A shell word: "$LAB/..." in double quotes (the variable expands), anything else shlex-quoted."""
+    return f'"{word}"' if word.startswith("$") else shlex.quote(word)
+
+
+def _trouble(entry_id: str) -> dict:
+    """One entry of lab doctor's knowledge base (lab/data/troubleshooting.yaml), read as data."""
+    return next(e for e in lab_facts.load("troubleshooting", "entries")["entries"] if e["id"] == entry_id)
 
 
 def data() -> dict:
@@ -97,22 +117,32 @@ def gguf_download(profile) -> dict | None:
 
     if not profile.model_file or profile.model_file.startswith("embedded:"):
         return None
-    repo = next((r for r in data()["gguf_repos"] if profile.model_name.startswith(r["model_prefix"])), None)
+    name = PurePosixPath(profile.model_file).name
+    repo = next((r for r in data()["gguf_repos"] if profile.model_name.startswith(r["model_prefix"])
+                 and name in r.get("files", [name])), None)
     if repo is None:
         return None
     from lab.model import weights
 
-    name = PurePosixPath(profile.model_file).name
     pub = weights.published_file(name) or {}
     return {"repo": repo["repo"], "file": name, "source": repo["source"], "bytes": pub.get("bytes"),
             "sha256": pub.get("sha256")}
 
 
 def _model_file(profile) -> str:
-    d = gguf_download(profile)
-    if d:
-        return f"models/{d['file']}"
-    return profile.model_file if profile.model_file and not profile.model_file.startswith("embedded:") else "models/MODEL.gguf"
+    """The model's path under $LAB: the profile's model_file (the loader resolves a relative one from the lab's
+    folder, lab.core.paths.ROOT: said as $LAB/<relative>, the same file on the user's clone)."""
+    from pathlib import Path
+
+    from lab.core.paths import ROOT
+
+    mf = profile.model_file
+    if not mf or mf.startswith("embedded:"):
+        return f"{LAB_VAR}/models/MODEL.gguf"
+    path = Path(mf)
+    if not path.is_absolute():
+        return f"{LAB_VAR}/{path.as_posix()}"
+    return f"{LAB_VAR}/{path.relative_to(ROOT).as_posix()}" if path.is_relative_to(ROOT) else mf
 
 
 def n_offloadable(profile) -> int | None:
@@ -129,14 +159,26 @@ def n_offloadable(profile) -> int | None:
 
 
 # ---------------------------------------------------------------- the steps
+def _lab_step(profile, lab_dir: str) -> Step:
+    return Step("The lab's folder", (
+        f"export LAB={lab_dir}",
+        'test -f "$LAB/Makefile" && ls "$LAB/params"',
+    ), f"the folder you cloned the lab into: the profile's model_file ({_model_file(profile)}) is resolved from it, "
+       "and the later steps use $LAB (set it again in a new shell, e.g. after a reboot).",
+        ("README \"Profiles\" (relative model paths are resolved from the project folder, the one with the Makefile)",))
+
+
 def _check_step(profile, ubuntu: str) -> Step:
     return Step("Check the card and the system", (
         "lspci -nn | grep -i nvidia",
         "lsb_release -rs",
         "uname -r",
+        "mokutil --sb-state",
     ), f"the card must show on the PCIe bus before any driver; this track is for Ubuntu {ubuntu} "
        f"(`lsb_release -rs`). The profile expects {profile.gpu_count} GPU(s) of compute capability "
-       f"{profile.gpu_compute_capability}.", ("lab.serving.byhand (profile gpu_count, gpu_compute_capability)",))
+       f"{profile.gpu_compute_capability}. \"SecureBoot enabled\" means the driver's module must be signed with an "
+       "enrolled key: the step after the driver says how.",
+        ("lab.serving.byhand (profile gpu_count, gpu_compute_capability)", data()["secure_boot"]["source"].strip()))
 
 
 def _nouveau_step() -> Step:
@@ -172,6 +214,37 @@ def _driver_step(profile, toolkit: str) -> Step:
         + ((last["source"].strip(),) if volta else ()), tuple(do_not))
 
 
+def _secure_boot_step() -> Step:
+    sb = data()["secure_boot"]
+    entry = _trouble(sb["troubleshooting_id"])
+    symptom = entry["matchers"][0]
+    return Step("Secure Boot: enrol the driver's signing key (only when nvidia-smi fails)", (
+        "nvidia-smi 2>&1 | head -2",
+        *entry["commands"],
+        f"sudo mokutil --import {sb['mok_der']}",
+        "sudo reboot",
+    ), f"with Secure Boot on, the kernel refuses a module signed with a key the firmware does not know and "
+       f"nvidia-smi prints \"{symptom}\" (`lab doctor` recognises it: {entry['id']}). mokutil asks for a one-time "
+       f"password; {sb['enroll'].strip()}. Then nvidia-smi lists the card. Skip this step when nvidia-smi already does.",
+        (sb["source"].strip(), f"lab/data/troubleshooting.yaml {entry['id']}: " + "; ".join(entry["source"])))
+
+
+def _nvlink_step(profile) -> Step:
+    entry = _trouble("nvlink-inactive")
+    n = profile.gpu_count
+    if profile.nvlink_expected:
+        expect = (f"`nvlink -s` lists each link of each of the {n} GPUs with a speed (25.781 GB/s per link on a "
+                  "V100-SXM2), none <inactive>; `topo -m` shows NV# (bonded NVLinks) between the GPUs. "
+                  f"Otherwise: {entry['fix']}")
+    else:
+        expect = ("the profile expects no NVLink: `topo -m` shows a PCIe path (PIX/PXB/PHB/NODE/SYS) between the GPUs, "
+                  "which llama.cpp's layer split is fine with.")
+    return Step(f"Check the link between the {n} GPUs", tuple(c for c in entry["commands"] if c.startswith("nvidia-smi")),
+                expect, ("lab.measure.gpu_links (notebook 01 checks the same against the profile's nvlink_expected)",
+                         "lab/data/captured_errors.yaml nvlink-inactive (a V100-SXM2's `nvidia-smi nvlink -s`)",
+                         f"lab/data/troubleshooting.yaml {entry['id']}: " + "; ".join(entry["source"])))
+
+
 def _toolkit_step(profile, ubuntu: str, toolkit: str) -> Step:
     d = data()
     u = _ubuntu(ubuntu)
@@ -204,9 +277,11 @@ def _build_step(profile, toolkit: str) -> Step:
     folder = b["folder"].format(version=v)
     return Step(f"Build llama.cpp for compute capability {profile.gpu_compute_capability} (sm_{arch})", (
         "sudo apt-get install -y " + " ".join(b["packages"]),
+        f"export LLAMA_DIR=$HOME/{folder}",
+        "cd ~",
         f"python3 -m pip download --no-deps --no-binary :all: {b['sdist'].format(version=v)}",
         f"tar xzf llama_cpp_python-{v}.tar.gz",
-        f"cd {folder}",
+        'cd "$LLAMA_DIR"',
         f"cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES={arch} "
         f"-DCMAKE_CUDA_COMPILER=/usr/local/cuda-{toolkit}/bin/nvcc",
         "cmake --build build --config Release -j $(nproc) --target llama-server llama-bench",
@@ -218,33 +293,70 @@ def _build_step(profile, toolkit: str) -> Step:
 
 def _download_step(profile) -> Step:
     d = gguf_download(profile)
+    path = _model_file(profile)
     if not d:
         return Step("Get the model file", (
-            f"sha256sum {_model_file(profile)}",
-        ), f"the lab has no published download for {profile.model_name}; put the GGUF at {_model_file(profile)} "
-           "and compare its sha256 with the one its publisher lists.", (data()["hf_sha256_source"].strip(),))
+            f"sha256sum {_q(path)}",
+        ), f"the lab has no published download for {profile.model_name}; put the GGUF at {path} "
+           "and compare its sha256 with the one its publisher lists.", (data()["hf_sha256_source"].strip(),),
+            stage="serve")
     url = f"https://huggingface.co/{d['repo']}/resolve/main/{d['file']}"
-    path = f"models/{d['file']}"
-    return Step(f"Download {d['file']} and check its sha256", (
-        "mkdir -p models",
-        f"curl -L --fail -C - -o {path} {url}",
-        f"expected=$(curl -sI {url} | grep -i '^x-linked-etag' | tr -d '\"\\r' | awk '{{print $2}}')",
-        f"echo \"$expected  {path}\" | sha256sum -c -",
-    ), "the file is large: `-C -` resumes an interrupted download, and a truncated file fails the checksum "
-       f"instead of failing later inside llama-server. (`{data()['hf_cli']['command'].format(repo=d['repo'], file=d['file'])}` "
-       "does the same and checks the sha256 itself; `huggingface-cli download` was removed in huggingface_hub 1.0.)"
-       + (f" Expect {d['bytes']:,} bytes, sha256 {d['sha256']}." if d.get("sha256") else ""),
-        (d["source"], data()["hf_sha256_source"].strip(), data()["hf_cli"]["source"].strip()))
+    hf = data()["hf_cli"]
+    folder = path.rsplit("/", 1)[0]
+    check = (f"echo \"{d['sha256']}  {path}\" | sha256sum -c -" if d.get("sha256") else
+             f"expected=$(curl -sI {url} | grep -i '^x-linked-etag' | tr -d '\"\\r' | awk '{{print $2}}')")
+    return Step(f"Download {d['file']} into the lab's models/ and check its sha256", (
+        f'mkdir -p {_q(folder)}',
+        hf["install"],
+        hf["command"].format(repo=d["repo"], file=d["file"], dir=_q(folder)),
+        check,
+        *(() if d.get("sha256") else (f"echo \"$expected  {path}\" | sha256sum -c -",)),
+    ), f"{d['file']} is the file the profile names (model_file), in the folder it names; `hf download` resumes an "
+       "interrupted download and checks the file's sha256 itself; `sha256sum -c` checks it again against "
+       + ("the sha256 the lab's data lists" if d.get("sha256") else
+          "the sha256 Hugging Face serves for it (its X-Linked-Etag header)")
+       + ": a truncated file fails here, not later inside llama-server ("
+       "`huggingface-cli download` was removed in huggingface_hub 1.0)."
+       + (f" Expect {d['bytes']:,} bytes." if d.get("bytes") else ""),
+        (d["source"].strip(), data()["hf_sha256_source"].strip(), hf["source"].strip()), stage="serve")
+
+
+def _lab_run_step(profile, toolkit: str) -> Step:
+    r = data()["lab_run"]
+    line = r["command"].format(arch=cuda_arch(profile), toolkit=toolkit, profile=profile.name)
+    return Step(f"Run the lab on the card: `make run PROFILE={profile.name}`", (
+        "sudo apt-get install -y " + " ".join(data()["lab_packages"]),
+        'cd "$LAB"',
+        line,
+    ), f"set-up (cached in ~/.cache/llm-lab) builds the lab's own llama.cpp for sm_{cuda_arch(profile)} with the "
+       f"CUDA {toolkit} nvcc, then every notebook runs on {profile.name}: it prints the run folder, the path of its "
+       "report.html and the count of passed, warned and failed checks. On the card the GPU checks of notebook 01 "
+       "read the real card, 04 serves the model from models/, 05 compares the KV cache llama.cpp allocates with the "
+       "plan, 06 measures the speed against `python -m lab plan "
+       f"{profile.name}`. Run it before starting a server of your own: the lab starts its own on port {profile.port}.",
+        (r["source"].strip(),), stage="serve")
+
+
+def _bench_step(profile) -> Step:
+    from lab.model import llama_bench
+
+    argv = llama_bench.command(_model_file(profile), threads=profile.threads, n_prompt=profile.bench_prompt_tokens,
+                               n_gen=profile.bench_output_tokens, n_gpu_layers=profile.n_gpu_layers,
+                               tool="./build/bin/llama-bench", output=None)
+    return Step("Measure the card in-process with llama-bench", (
+        'cd "$LLAMA_DIR"',
+        " ".join(_q(a) for a in argv),
+    ), f"pp{profile.bench_prompt_tokens} (prompt processing) and tg{profile.bench_output_tokens} (generation) in "
+       "tokens per second, without a server: the ceiling the served speed is compared with (notebook 06 runs "
+       "llama-bench with the same model, threads, lengths and GPU layers, from the lab's own build).", ("lab.model.llama_bench.command (notebook 06's in-process run: lab.measure.bench)",),
+        stage="serve")
 
 
 def _server_argv(profile, model_path: str) -> list[str]:
     from lab.serving import engines
 
-    cmd = engines.build_command(profile)
-    argv = ["./build/bin/llama-server"] + list(cmd.argv[1:])
-    if "-m" in argv:
-        argv[argv.index("-m") + 1] = model_path
-    return argv
+    cmd = engines.build_command(profile, model_path=model_path)
+    return ["./build/bin/llama-server"] + list(cmd.argv[1:])
 
 
 def server_command(profile) -> str:
@@ -252,8 +364,9 @@ def server_command(profile) -> str:
     from lab.serving import engines
 
     cmd = engines.build_command(profile)
-    words = [f'LLAMA_API_KEY="${src}"' for src in cmd.secret_env.values()]
-    words += [shlex.quote(a) for a in _server_argv(profile, _model_file(profile))]
+    words = [f"{k}={shlex.quote(v)}" for k, v in sorted(cmd.env.items())]
+    words += [f'LLAMA_API_KEY="${src}"' for src in cmd.secret_env.values()]
+    words += [_q(a) for a in _server_argv(profile, _model_file(profile))]
     return " ".join(words) + " 2>&1 | tee server.log"
 
 
@@ -280,12 +393,12 @@ def _server_step(profile) -> Step:
         why = (f" The second line is the -sm {alt.split_mode} alternative: `python -m lab plan {profile.name}` "
                "lists both routes with their predicted single-stream speed and memory per card; -sm tensor is "
                "EXPERIMENTAL in the pinned llama.cpp (flash attention on, f16 KV, -c and -np fitted by hand).")
-    return Step("Start the server", commands,
-                "every flag is the one notebook 04 explains (its table gives each flag's reason and source); it "
-                f"listens on {cmd.host}:{cmd.port} only." + why,
+    return Step("Start the server", ('cd "$LLAMA_DIR"',) + commands,
+                "every flag is the profile's, the one command notebook 04 explains (its table gives each flag's "
+                f"reason and source); it listens on {cmd.host}:{cmd.port} only." + why,
                 ("lab.serving.engines.build_command (notebook 04)",
                  *(("lab/data/routes.yaml llama_tensor_split (llama.cpp docs/multi-gpu.md, src/llama-arch.cpp)",)
-                   if alt is not None else ())))
+                   if alt is not None else ())), stage="serve")
 
 
 def _smoke_step(profile) -> Step:
@@ -298,7 +411,26 @@ def _smoke_step(profile) -> Step:
         f"curl -s {cmd.base_url}/health",
         f"curl -s {cmd.base_url}/v1/completions -H 'Content-Type: application/json'{auth} -d '{body}'",
     ), "/health answers {\"status\":\"ok\"} once the model is loaded; the completion returns JSON with `choices` "
-       "and a `usage` block (prompt and completion tokens).", ("llama.cpp tools/server/README.md (/health, /v1/completions)",))
+       "and a `usage` block (prompt and completion tokens).", ("llama.cpp tools/server/README.md (/health, /v1/completions)",),
+        stage="serve")
+
+
+def _tunnel_step(profile) -> Step:
+    from lab.serving import engines
+
+    tn = data()["tunnel"]
+    port = engines.build_command(profile).port
+    return Step("From your laptop, when the box has no screen: an SSH tunnel", (
+        "# on the laptop, not on the GPU box:",
+        tn["command"].format(port=port),
+        f"curl -s http://127.0.0.1:{port}/health",
+        "# JupyterLab (`make lab` on the box), then open the URL with the token it prints:",
+        tn["command"].format(port=tn["jupyter_port"]),
+    ), f"the server and JupyterLab listen on 127.0.0.1 only (the profile's host, `make lab`): nothing on the "
+       f"network reaches them. The tunnel forwards the laptop's port {port} (and {tn['jupyter_port']}) to the box's "
+       "loopback over SSH, so no port is opened and no API key is needed; -N runs no remote command, -f puts the "
+       "tunnel in the background (it lasts until that ssh process ends).",
+        (tn["source"].strip(),), stage="serve")
 
 
 def _offload_step(profile) -> Step:
@@ -310,10 +442,10 @@ def _offload_step(profile) -> Step:
         "nvidia-smi --query-gpu=memory.used,memory.total,utilization.gpu --format=csv",
     ), f"expect \"{expect}\"" + (f" ({n - 1} blocks in the file + the output layer)" if n else "") + ". "
        + o["note"].strip(),
-        (o["source"],))
+        (o["source"],), stage="serve")
 
 
-def steps(profile, ubuntu: str = "22.04") -> list[Step]:
+def steps(profile, ubuntu: str = "22.04", lab_dir: str = LAB_DIR_DEFAULT) -> list[Step]:
     """The by-hand steps for a GPU profile served by llama.cpp (ValueError for profiles the track does not cover)."""
     if profile.gpu_count == 0:
         raise ValueError(f"profile {profile.name} has no GPU: the by-hand track is for GPU profiles "
@@ -322,9 +454,11 @@ def steps(profile, ubuntu: str = "22.04") -> list[Step]:
         raise ValueError(f"profile {profile.name} serves with {profile.engine}: the by-hand track covers llama.cpp "
                          "profiles; notebook 04 shows this engine's command and the seeds' commands corrected")
     toolkit = toolkit_for(profile, ubuntu)
-    return [_check_step(profile, ubuntu), _nouveau_step(), _driver_step(profile, toolkit),
-            _toolkit_step(profile, ubuntu, toolkit), _build_step(profile, toolkit), _download_step(profile),
-            _server_step(profile), _smoke_step(profile), _offload_step(profile)]
+    links = [_nvlink_step(profile)] if profile.gpu_count > 1 else []
+    return [_lab_step(profile, lab_dir), _check_step(profile, ubuntu), _nouveau_step(), _driver_step(profile, toolkit),
+            _secure_boot_step(), *links, _toolkit_step(profile, ubuntu, toolkit), _build_step(profile, toolkit),
+            _download_step(profile), _lab_run_step(profile, toolkit), _bench_step(profile), _server_step(profile),
+            _smoke_step(profile), _offload_step(profile), _tunnel_step(profile)]
 
 
 def card_profile(profile):
@@ -334,8 +468,8 @@ def card_profile(profile):
     return profile if profile.gpu_count > 0 else profiles.load(data()["default_card_profile"])
 
 
-# Notebook 02 shows the installation (system → build), notebook 04 the serving half (model → offload check).
-PARTS = {"install": slice(0, 5), "serve": slice(5, None), "all": slice(0, None)}
+# Notebook 02 shows the installation (system → build), notebook 04 the serving half (model → tunnel).
+PARTS = ("install", "serve", "all")
 
 
 def markdown(profile, ubuntu: str = "22.04", part: str = "all") -> str:
@@ -350,8 +484,9 @@ def markdown(profile, ubuntu: str = "22.04", part: str = "all") -> str:
         found = steps(card, ubuntu)
     except ValueError as exc:
         return head + f"\n\n{exc}"
-    out = [head]
-    numbered = list(enumerate(found, 1))[PARTS[part]]
+    out = [head, "`$LAB` is the folder you cloned the lab into (step 1 sets it); `$LLAMA_DIR` the llama.cpp build "
+                 "folder (the build step sets it)."]
+    numbered = [(i, st) for i, st in enumerate(found, 1) if part == "all" or st.stage == part]
     for i, st in numbered:
         out.append(f"**{i}. {st.title}** — {st.why}")
         out.append("```bash\n" + "\n".join(st.commands) + "\n```")
@@ -360,10 +495,11 @@ def markdown(profile, ubuntu: str = "22.04", part: str = "all") -> str:
     return "\n\n".join(out)
 
 
-def script(profile, ubuntu: str = "22.04") -> str:
-    """The steps as one commented shell listing (what `python -m lab byhand` prints)."""
-    lines = [f"# By hand on {profile.name}, Ubuntu {ubuntu} (generated by `python -m lab byhand`)"]
-    for i, st in enumerate(steps(profile, ubuntu), 1):
+def script(profile, ubuntu: str = "22.04", lab_dir: str = LAB_DIR_DEFAULT) -> str:
+    """The steps as one commented shell listing (what `python -m lab byhand` prints, with this lab's folder)."""
+    lines = [f"# By hand on {profile.name}, Ubuntu {ubuntu} (generated by `python -m lab byhand`): step by step, "
+             "not as one script (reboots in between)"]
+    for i, st in enumerate(steps(profile, ubuntu, lab_dir), 1):
         lines += ["", f"# {i}. {st.title}", f"#    why: {st.why}"]
         lines += [f"#    do not install: {d}" for d in st.do_not]
         lines += [f"#    source: {s}" for s in st.sources]

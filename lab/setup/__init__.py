@@ -439,14 +439,17 @@ def extract_vocabs(cache: Path) -> str | None:
 UV_BYTECODE = "--compile-bytecode"
 
 
-def deps_stamp() -> Path:
+def deps_stamp(cuda_arch: str | None) -> Path:
+    """The venv's stamp: the pins and the llama.cpp build whose bindings it holds, so a venv set up before the CUDA
+    toolkit (a CPU build) gets the CUDA bindings when `LAB_CUDA_ARCH=70 make run` builds for the card."""
     pins = (ROOT / "pyproject.toml").read_bytes() + LLAMA_CPP_PYTHON_VERSION.encode() + UV_BYTECODE.encode()
+    pins += build_key(cuda_arch).encode()
     return VENV / f".lab-deps-{hashlib.sha256(pins).hexdigest()[:12]}"
 
 
 @step("pinned packages into .venv (uv, from pyproject.toml)")
 def install_deps(cache: Path, cuda_arch: str | None) -> str | None:
-    if deps_stamp().exists():
+    if deps_stamp(cuda_arch).exists():
         return "cached, skipped"
     vpy = str(venv_python())
     sh([vpy, "-m", "pip", "install", "-q", f"uv=={UV_VERSION}"], log=cache / "logs" / "uv.log")
@@ -459,7 +462,7 @@ def install_deps(cache: Path, cuda_arch: str | None) -> str | None:
     sh(uv + ["-e", f"{ROOT}[dev]"], log=cache / "logs" / "deps.log")
     for old in VENV.glob(".lab-deps-*"):
         old.unlink()
-    deps_stamp().touch()
+    deps_stamp(cuda_arch).touch()
     return None
 
 

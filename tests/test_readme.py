@@ -1,0 +1,105 @@
+"""README.md keeps its numbers true: the V100 answer within the first 100 lines, its commands the ones `lab byhand`
+prints, its predictions what `lab plan` computes, and the `make run` / `make test` times the newest records in
+outputs/loop/ (written by .ci/loop_record.py)."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from lab.core import profiles
+from lab.core.paths import ROOT
+from lab.serving import byhand
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+LINES = README.splitlines()
+
+
+def _section(title: str) -> str:
+    start = next(i for i, line in enumerate(LINES) if line.startswith("## ") and title in line)
+    end = next((i for i in range(start + 1, len(LINES)) if LINES[i].startswith("## ")), len(LINES))
+    return "\n".join(LINES[start:end]), start, end
+
+
+def _latest(kind: str) -> tuple[Path, dict]:
+    files = sorted((ROOT / "outputs" / "loop").glob(f"{kind}-*.json"))  # make-run-<UTC>.json: the name sorts by time
+    assert files, f"no outputs/loop/{kind}-*.json"
+    return files[-1], json.loads(files[-1].read_text())
+
+
+def _min_s(seconds: float) -> str:
+    m, s = divmod(round(seconds), 60)
+    return f"{m} min {s} s"
+
+
+def test_answer_first_the_two_commands_then_the_v100_path_within_100_lines():
+    two, start2, _ = _section("Two commands")
+    v100, start, end = _section("I have a V100")
+    assert start2 < start and end <= 100, (start2, start, end)
+    assert "make run" in two and "make test" in two
+    for what in ("Get the model", "The one command on the card", "What you will see"):
+        assert what in v100, what
+
+
+def test_v100_commands_are_the_ones_lab_byhand_prints():
+    v100, _, _ = _section("I have a V100")
+    hf = byhand.data()["hf_cli"]
+    for name in ("v100-32g-x1", "v100-32g-x2-nvlink"):
+        prof = profiles.load(name)
+        d = byhand.gguf_download(prof)
+        assert d["file"] == Path(prof.model_file).name and Path(prof.model_file).parent == ROOT / "models"
+        assert hf["command"].format(repo=d["repo"], file=d["file"], dir="models") in v100
+        assert f"`models/{d['file']}`" in v100
+        assert f"PROFILE={name}" in v100
+    assert hf["install"] in v100
+    for ubuntu in byhand.UBUNTU_RELEASES:  # the same line on both releases (CUDA 12.8 is published for both)
+        steps = byhand.steps(profiles.load("v100-32g-x1"), ubuntu)
+        line = next(st for st in steps if st.title.startswith("Run the lab")).commands[-1]
+        assert f"\n{line}\n" in v100, line
+
+
+def test_v100_predictions_are_what_lab_plan_computes():
+    from lab.predict import plan
+
+    v100, _, _ = _section("I have a V100")
+    v100 = " ".join(v100.split())  # the sentences wrap
+    prof = profiles.load("v100-32g-x1")
+    mem = plan.memory_part(prof)
+    speed = plan.speed_part(prof)
+    assert f"weights {mem['weights_bytes'] / 1e9:.2f} GB" in v100
+    kv = mem["kv_bytes_per_token"] * prof.context_tokens  # kv_bytes_total adds the recurrent state
+    assert kv + mem["recurrent_state_bytes_total"] == mem["kv_bytes_total"]
+    assert f"KV cache {kv / 1e9:.2f} GB for {prof.parallel_slots} slots of " \
+           f"{prof.context_tokens // prof.parallel_slots // 1024}K tokens" in v100
+    assert f"{mem['recurrent_state_bytes_total'] / 2**20:.1f} MiB of recurrent state" in v100 and mem["fits"]
+    assert f"about {speed['predicted_decode_tok_s']:.0f} tok/s for one stream" in v100
+    n = byhand.n_offloadable(prof)
+    assert f"offloaded {n}/{n} layers to GPU" in v100
+
+
+@pytest.mark.parametrize("kind", ["make-run", "make-test"])
+def test_loop_times_are_the_newest_records(kind):
+    path, rec = _latest(kind)
+    what = kind.replace("-", " ", 1)
+    line = next(line for line in LINES if line.startswith(f"- `{what}` took"))
+    i = LINES.index(line)
+    text = " ".join(" ".join(LINES[i:i + 2]).split())
+    assert text.startswith(f"- `{what}` took {_min_s(rec['wall_s'])} "), (text, rec["wall_s"])
+    assert f"`outputs/loop/{path.name}`" in text and f"fresh clone of {rec['git_sha'][:7]}" in text
+    if "on the same machine" in text:
+        assert rec["host"] == _latest("make-run")[1]["host"]
+    if kind == "make-test":
+        passed = rec["tests"] - rec["skipped"] - rec["failures"] - rec["errors"]
+        assert f"for its {rec['tests']:,} tests ({passed:,} passed, {rec['skipped']} skipped)" in text
+    else:
+        host = rec["host"]
+        assert f"{host['cores']}-core" in text and f"{host['ram_gib']} GiB" in text
+        assert host["cpu"].startswith("Intel") == ("Intel" in text)
+    assert f"`{path.name}`" in (ROOT / "outputs" / "loop" / "README.md").read_text()  # listed with its details
+
+
+def test_no_test_count_but_the_records():
+    """A test count in the README is the one of a dated record (the suite grows with every change)."""
+    _, rec = _latest("make-test")
+    counts = set(re.findall(r"(\d[\d,]*) tests\b", README))
+    assert counts == {f"{rec['tests']:,}"}, counts
