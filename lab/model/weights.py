@@ -229,6 +229,41 @@ def profile_read_bytes(profile, arch=None) -> tuple[int, str]:
     return loaded - emb, f"{parts['basis']}; {loaded / 1e9:.2f} GB loaded less the token embedding {emb / 1e9:.2f} GB"
 
 
+def profile_layer_bytes(profile, arch=None) -> dict | None:
+    """The GPU part of a llama.cpp profile's weights as its -sm layer split places them: `blocks` (bytes per block,
+    trunk then MTP blocks, as llama.cpp's blk.N), `output` (output head + final norm: the output layer's device) and
+    `n_trunk`; the token embedding is in host memory and not here. From the GGUF header when the file is on this
+    machine, else llama.cpp's mix over the stand-in (a published download's bytes scale it). None for vLLM and
+    for what the lab cannot split by tensor."""
+    from lab.model import quant_targets
+
+    if profile.engine not in ("llama.cpp", "llama-cpp-python"):
+        return None
+    path, _ = _model_file_gguf(profile)
+    if path is not None:
+        h = gguf_file.read_gguf_header(path)
+        n_all = max((int(n.split(".")[1]) + 1 for n, _, _ in h.tensors if n.startswith("blk.")), default=0)
+        blocks = [0] * n_all
+        other = 0
+        for name, shape, t in h.tensors:
+            if name.startswith("blk."):
+                blocks[int(name.split(".")[1])] += gguf_file._nbytes(shape, t)
+            elif name != "token_embd.weight":
+                other += gguf_file._nbytes(shape, t)
+        mtp = n_all - (arch.n_layers if arch is not None else n_all)
+        return {"blocks": blocks, "output": other, "n_trunk": n_all - max(mtp, 0), "basis": f"tensors of {path.name}"}
+    kind, _, ref = profile.model_architecture.partition(":")
+    mix = quant_targets.gguf_parts(ref, profile.model_quant) if kind == "config" else None
+    if mix is None:
+        return None
+    parts = profile_weight_parts(profile, arch)
+    scale = parts["gpu_bytes"] / mix["gpu"]  # 1 for the lab's mix; a published download's own recipe otherwise
+    n_trunk = mix["block_count"] - mix["mtp_layers"]
+    return {"blocks": [round(b * scale) for b in mix["blocks"]], "output": round(mix["output"] * scale),
+            "n_trunk": n_trunk, "basis": f"llama.cpp's {profile.model_quant} mix over {ref}'s tensors"
+                                         + (f", scaled x {scale:.3f} to the published download" if scale != 1 else "")}
+
+
 def profile_weights(profile, arch=None) -> tuple[int, str]:
     """(bytes, basis) of the weights `profile`'s engine loads; the basis names the rule that answered:
     1. vLLM serving an HF folder (model_dir) that is on this machine: its safetensors' bytes;
@@ -280,4 +315,4 @@ def profile_weights(profile, arch=None) -> tuple[int, str]:
 
 __all__ = ["ALIASES", "formats", "weight_format", "bits_per_weight", "is_known", "weights_bytes",
            "params_from_name", "published_file", "profile_weight_parts", "profile_weights", "embedding_bytes",
-           "tied", "decode_read_bytes", "profile_read_bytes"]
+           "tied", "decode_read_bytes", "profile_read_bytes", "profile_layer_bytes"]
