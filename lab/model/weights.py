@@ -126,6 +126,18 @@ def published_file(name: str) -> dict | None:
     return None
 
 
+def published_checkpoints(int4_only: bool = True) -> list[dict]:
+    """The published AWQ/GPTQ checkpoints of the seeds' model family (weight_bits.yaml `published_checkpoints`), each
+    with `bytes` from its stated size and unit (GB = 1e9, GiB = 2^30 bytes)."""
+    out = []
+    for e in facts.load("weight_bits", "published_checkpoints")["published_checkpoints"]:
+        if int4_only and "INT4" not in e["format"] and "W4" not in e["format"]:
+            continue
+        scale = {"GB": 1e9, "GiB": 2**30}[e["unit"]]
+        out.append({**e, "bytes": e["size"] * scale})
+    return out
+
+
 def _parts(file: int, mtp: int, embd: int, basis: str, on_host_embd: bool = True) -> dict:
     loaded = file - mtp
     return {"file_bytes": file, "mtp_bytes": mtp, "token_embd_bytes": embd if on_host_embd else 0,
@@ -315,4 +327,4 @@ def profile_weights(profile, arch=None) -> tuple[int, str]:
 
 __all__ = ["ALIASES", "formats", "weight_format", "bits_per_weight", "is_known", "weights_bytes",
            "params_from_name", "published_file", "profile_weight_parts", "profile_weights", "embedding_bytes",
-           "tied", "decode_read_bytes", "profile_read_bytes", "profile_layer_bytes"]
+           "published_checkpoints", "tied", "decode_read_bytes", "profile_read_bytes", "profile_layer_bytes"]

@@ -249,7 +249,41 @@ def _weights_size(claim, _measured):
         numbers["naive_bytes"] = floor
         why += (f"; the seed's own arithmetic, {arch.params / 1e9:.2f}e9 weights × {test['naive_bits']:g} bits ÷ 8 = "
                 f"{floor / 1e9:.1f} GB, is a floor no real file reaches (group scales, 16-bit embeddings and output)")
+    if test.get("against") == "published_int4":
+        return _against_published_int4(claim, real, basis, numbers, why)
     return ("consistent" if rows[0]["agrees"] else "contradicted by facts"), why, numbers
+
+
+def _against_published_int4(claim: dict, real: float, basis: str, numbers: dict, lab_why: str) -> tuple[str, str, dict]:
+    """An "INT4 ≈ N GB" claim against what people download: the lab's own AWQ/GPTQ figure and every counted published
+    checkpoint (weight_bits.yaml `published_checkpoints`), in GB = 1e9 bytes as the claim writes it. Consistent when
+    the MEDIAN of those sizes lies within the claim's range ± the claim's `tolerance` — one file near the edge, or
+    reading GB as GiB, cannot flip it; the margin to the edge is stated."""
+    tol = float(claim["test"].get("tolerance", SIZE_TOLERANCE))
+    lo, hi = _range(claim["value"])
+    band = (lo * (1 - tol), hi * (1 + tol))
+    files = weights.published_checkpoints()
+    counted = [f for f in files if f["counted"]]
+    sizes = sorted([real / 1e9] + [f["bytes"] / 1e9 for f in counted])
+    mid = len(sizes) // 2
+    median = sizes[mid] if len(sizes) % 2 else (sizes[mid - 1] + sizes[mid]) / 2
+    inside = band[0] <= median <= band[1]
+    margin = min(median - band[0], band[1] - median) if inside else max(band[0] - median, median - band[1])
+    numbers.update(tolerance=tol, band_gb=band, median_gb=median, sizes_gb=sizes, margin_gb=margin,
+                   published=[{k: f[k] for k in ("repo", "size", "unit", "counted", "source")} for f in files])
+    listed = "; ".join(f"{f['repo']} {f['size']:g} {f['unit']}" + ("" if f["counted"] else f" (not counted: {f['why']})")
+                       for f in files)
+    why = (f"4-bit AWQ/GPTQ downloads of this 27B: the lab's {real / 1e9:.2f} GB ({basis}) and the published {listed} "
+           f"(lab/data/weight_bits.yaml published_checkpoints); median {median:.2f} GB vs the claim {lo:g}–{hi:g} GB "
+           f"± {tol:.0%} = {band[0]:.2f}–{band[1]:.2f} GB (GB = 1e9 bytes, as the claim writes it): "
+           + (f"inside, {margin:.2f} GB from the edge" if inside else f"{margin:.2f} GB outside"))
+    if numbers.get("naive_bytes"):
+        why += f"; the seed's own arithmetic gives {numbers['naive_bytes'] / 1e9:.1f} GB, a floor no real file reaches"
+    gguf = weights.published_file("Qwen3.8-27B-UD-IQ4_XS.gguf")
+    if gguf and not inside and band[0] <= gguf["bytes"] / 1e9 <= band[1]:
+        why += (f"; a 4-bit GGUF does land there (unsloth's UD-IQ4_XS, {gguf['bytes'] / 1e9:.2f} GB: llama.cpp's "
+                "format, not the AWQ/GPTQ INT4 vLLM loads)")
+    return ("consistent" if inside else "contradicted by facts"), why, numbers
 
 
 def _kv_size(claim, _measured):
