@@ -47,7 +47,9 @@ def test_v100_track_says_what_to_install_and_what_not():
         assert "blacklist nouveau" in text and "sha256sum -c -" in text
         # Qwen3.8-27B's GGUF: 64 blocks + the MTP block (block_count 65) + output; llama.cpp counts n_layer_all + 1
         assert "offloaded 66/66 layers to GPU" in text and "65 blocks in the file" in text
-        assert "hf download unsloth/Qwen3.8-27B-GGUF" in text and "huggingface-cli download unsloth" not in text
+        # unsloth withdrew its plain Q4_K_M; the standard mix the lab predicts is lmstudio-community's
+        assert "hf download lmstudio-community/Qwen3.8-27B-GGUF Qwen3.8-27B-Q4_K_M.gguf" in text
+        assert "huggingface-cli download" not in text.replace("`huggingface-cli download` was removed", "")
     assert byhand.toolkit_for(v100, "22.04") == v100.cuda_toolkit  # the profile's 12.2 where NVIDIA publishes it
     assert byhand.toolkit_for(v100, "24.04") >= "12.5"  # ubuntu2404 starts at 12.5
 
@@ -131,3 +133,14 @@ def test_two_card_track_prints_layer_and_tensor_commands():
     assert "-ts" not in tensor and "-ctk f16 -ctv f16" in tensor
     one = next(st for st in byhand.steps(profiles.load("v100-32g-x1")) if st.title == "Start the server")
     assert len(one.commands) == 1
+
+
+def test_no_profile_downloads_a_file_the_lab_knows_was_withdrawn():
+    from lab.core import facts
+
+    gone = {(e["repo"], e["file_name"]) for e in facts.load("quant_types", "published_downloads")["published_downloads"]
+            if e.get("withdrawn")}
+    assert ("unsloth/Qwen3.8-27B-GGUF", "Qwen3.8-27B-Q4_K_M.gguf") in gone
+    for path in profiles.all_profiles():
+        d = byhand.gguf_download(profiles.load(path))
+        assert d is None or (d["repo"], d["file"]) not in gone, (path.name, d)
