@@ -364,3 +364,14 @@ def test_ssh_accepts_the_tunnel_lines():
         if cmd.startswith("ssh "):
             out = subprocess.run(["ssh", "-G", *shlex.split(cmd)[1:]], capture_output=True, text=True, timeout=30)
             assert out.returncode == 0 and "localforward" in out.stdout.lower(), (cmd, out.stderr)
+
+
+def test_no_profile_downloads_a_file_the_lab_knows_was_withdrawn():
+    from lab.core import facts
+
+    gone = {(e["repo"], e["file_name"]) for e in facts.load("quant_types", "published_downloads")["published_downloads"]
+            if e.get("withdrawn")}
+    assert ("unsloth/Qwen3.8-27B-GGUF", "Qwen3.8-27B-Q4_K_M.gguf") in gone
+    for path in profiles.all_profiles():
+        d = byhand.gguf_download(profiles.load(path))
+        assert d is None or (d["repo"], d["file"]) not in gone, (path.name, d)

@@ -10,7 +10,7 @@ import pytest
 from lab.core import profiles
 from lab.model import weights
 from lab.measure import copy_bandwidth, gpu_links, hardware, hardware_checks, inventory, psu_sizing
-from lab.predict import roofline
+from lab.predict import profile_speed
 from lab.core.checks import worst
 from lab.core.profiles import Profile
 
@@ -288,7 +288,7 @@ def test_measure_bandwidth_falls_back_to_host_with_a_reason():
 def test_fake_inventory_round_trips_through_a_record(tmp_path):
     from lab.core import evidence
 
-    inv, prof = fake_inventory(), v100_profile()
+    inv, prof = fake_inventory(), v100_profile(model_architecture="config:qwen3-32b")  # a stand-in: KV is sized
     links = {"nvml": {"available": True}, "gpus": inv["gpus"], "topo": None, "copy": {"measured": False}, "pairs": []}
     found = hardware.check_all(inv, GPU_BW, prof)
     with_links = hardware.check_all(inv, GPU_BW, prof, links)  # notebook 01's: the GPU pairs' checks appended
@@ -297,8 +297,10 @@ def test_fake_inventory_round_trips_through_a_record(tmp_path):
     body = hardware.build_record(prof, copy.deepcopy(inv), GPU_BW, links, psu, found)
     rec = json.loads(evidence.write_record(tmp_path, "01_hardware", body).read_text())
     assert rec["server_scope"]["local"] and [t["title"] for t in rec["tables"]][-1] == "PSU arithmetic"
-    # the ceiling is roofline's one formula over the model file's bytes (weights only)
-    assert rec["summary"]["decode_ceiling_tok_s"] == pytest.approx(roofline.decode_ceiling_tok_s(780.0, 19_600_000_000))
+    # the ceiling is the profile's one ceiling (`lab plan`'s: bytes read per token) at the bandwidth measured here
+    rl = profile_speed.roofline_for(prof, {"bandwidth": GPU_BW})
+    assert rec["summary"]["decode_ceiling_tok_s"] == rl["decode_ceiling_tok_s"]
+    assert rec["summary"]["decode_ceiling_tok_s"] == pytest.approx(rl["bandwidth_gb_s"] * 1e9 / rec["summary"]["bytes_read_per_token"])
     text = hardware.what_this_means(rec)
     assert "Verdict: pass" in text and "780.0 GB/s" in text and "850 W PSU" in text
     assert text.endswith(f"- GPU pairs: none ({len(inv['gpus'])} GPU seen), so nothing is split across cards on this box.")

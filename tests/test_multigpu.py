@@ -87,6 +87,31 @@ def test_mtp_layer_counts_in_the_split_but_holds_no_cache():
     assert split[1]["output_layer"]
 
 
+def test_the_memory_plan_puts_on_each_card_what_llama_cpp_does():
+    """params/v100-32g-x2-nvlink.yaml (-sm layer -ts 1,1, a Qwen3.8-27B Q4_K_M with its MTP block as blk.64): llama.cpp
+    splits 65 blocks + the output layer over 66 slots, so GPU 0 gets blocks 0-32 (il/66 < 0.5) and GPU 1 blocks
+    33-63, the MTP block's slot (no bytes without --spec-type draft-mtp) and the output head; the token embedding
+    stays in host memory. The plan judges the fuller card, not half of the total."""
+    from lab.model import quant_targets
+    from lab.predict import memory_plan
+
+    prof = profiles.load("v100-32g-x2-nvlink")
+    mem = memory_plan.plan_memory(prof)
+    cards = mem["per_device"]
+    assert [c["layers"] for c in cards] == ["0-32", "33-63"]
+    assert [c["output_layer"] for c in cards] == [False, True] and [c["mtp_blocks"] for c in cards] == [[], [64]]
+    parts = quant_targets.gguf_parts("qwen3.8-27b", "Q4_K_M")
+    blocks = parts["blocks"]
+    assert cards[0]["weights_bytes"] == sum(blocks[:33]) == 7_604_907_904
+    assert cards[1]["weights_bytes"] == sum(blocks[33:64]) + parts["output"] == 8_216_336_512
+    assert cards[0]["weights_bytes"] + cards[1]["weights_bytes"] == parts["gpu"]  # all but token_embd and MTP
+    split = kvcache.llama_cpp_device_split(models.stand_in("qwen3.8-27b"), 262144, 8, "f16", 2, "layer", [1, 1])
+    assert [c["kv_bytes"] for c in cards] == [r["kv_bytes"] + r["rs_bytes"] for r in split]
+    # the fuller card (GPU 1) is what the plan reports and fits
+    assert (mem["weights_bytes_per_device"], mem["kv_bytes_per_device"]) == (8_216_336_512, cards[1]["kv_bytes"])
+    assert mem["fits"] and mem["max_context_tokens"] == 92160  # 93,440 when the weights were halved evenly
+
+
 def test_hybrid_kv_and_state_split_per_card():
     arch = models.stand_in("qwen3.5-27b")  # 16 full-attention layers (3, 7, ..., 63), 48 Gated DeltaNet
     layer = kvcache.llama_cpp_device_split(arch, 32768, 16, "f16", 2, "layer", [1, 1])

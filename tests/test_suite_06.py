@@ -44,7 +44,7 @@ def test_client_capacity_and_claims(record):
     cap = record["client_capacity"]
     assert cap["flat_out"]["successes"] == 64 and cap["flat_out"]["tok_per_client_cpu_s"] > 0
     verdicts = {c["id"]: c["verdict"] for c in record["claims"]}
-    assert verdicts["s0-vllm-single-stream-280"] == "contradicted by facts"  # MTP could, at an unpublished acceptance
+    assert verdicts["s0-vllm-single-stream-280"] == "impossible by physics"  # 2.39x the 117 tok/s ceiling: beyond MTP
     assert verdicts["s0-llamacpp-one-v100-180"] == "impossible by physics"  # beyond even MTP's bound
     assert verdicts["s1-llamacpp-45-55"] == "not testable here"  # a V100 claim on a CPU box
     assert {t["title"] for t in record["tables"]} >= {"Sweep by concurrency", "Claims ledger", "Client capacity"}

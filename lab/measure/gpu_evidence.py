@@ -58,7 +58,7 @@ def hardware_record(profile) -> dict:
     bw = copy_bandwidth.measure()
     found = hardware.check_all(inv, bw, profile)
     psu = psu_sizing.advice(inv, profile)
-    summ = hardware.summary(inv, bw, found, psu)
+    summ = hardware.summary(inv, bw, found, psu, profile)
     summ["facts_copy_gb_s"] = FACTS_H200["copy_gb_s"]
     summ["copy_vs_facts"] = ratio(bw["gb_s"], FACTS_H200["copy_gb_s"], 3)
     return {"title": f"Hardware checks on the GPU machine ({profile.name})", "summary": summ,

@@ -11,7 +11,7 @@ from lab.core.checks import Check, worst
 from lab.core.profiles import Profile
 from lab.measure import gpu_links, hardware_checks, psu_sizing
 from lab.measure.hardware_checks import gib
-from lab.predict import roofline
+from lab.predict import profile_speed
 from lab.serving import endpoint
 
 
@@ -93,9 +93,19 @@ def bandwidth_chart(bw: dict, profile: Profile):
     return fig
 
 
-def summary(inv: dict, bw: dict, found: list[Check], psu: dict) -> dict:
+def _ceiling(profile: Profile | None, bw: dict) -> tuple[float | None, float | None]:
+    """(tok/s, bytes read per token): the profile's one decode ceiling (lab.predict.profile_speed.roofline_for, the
+    figure `lab plan` shows) at this measured bandwidth; (None, None) without a profile or when an input is unknown."""
+    if profile is None or not bw.get("gb_s"):
+        return None, None
+    rl = profile_speed.roofline_for(profile, {"bandwidth": bw})
+    return rl["decode_ceiling_tok_s"], rl["bytes_per_token"]
+
+
+def summary(inv: dict, bw: dict, found: list[Check], psu: dict, profile: Profile | None = None) -> dict:
     """The key results of notebook 01, for the record's `summary` and the report."""
     model_bytes = inv["model_file"].get("size_bytes")
+    ceiling, read = _ceiling(profile, bw)
     return {"verdict": worst(found),
             "checks": {s: sum(c.status == s for c in found) for s in ("pass", "warn", "fail", "skip")},
             "gpus_seen": len(inv["gpus"]), "gpu_names": [g.get("name") for g in inv["gpus"]],
@@ -105,9 +115,8 @@ def summary(inv: dict, bw: dict, found: list[Check], psu: dict) -> dict:
             "bandwidth_kind": bw["kind"], "bandwidth_gb_s": round(bw["gb_s"], 2),
             "bandwidth_sd": round(bw["sd"], 2) if bw.get("sd") is not None else None,
             "model_file_bytes": model_bytes, "model_file_how": inv["model_file"].get("how"),
-            # weights only: every token reads all of them once (KV reads ignored here)
-            "decode_ceiling_tok_s": (roofline.decode_ceiling_tok_s(bw["gb_s"], model_bytes)
-                                     if bw["gb_s"] and model_bytes else None),
+            # the one ceiling (lab/data/calibration.yaml read_per_token), at the bandwidth measured here
+            "decode_ceiling_tok_s": ceiling, "bytes_read_per_token": read,
             "disk_free_gib": round(inv["model_file"]["disk_free_bytes"] / 2**30, 1),
             "psu_recommended_w": psu["recommended_w"]}
 
@@ -117,7 +126,7 @@ def build_record(profile: Profile, inv: dict, bw: dict, links: dict, psu: dict, 
     GPU-pair survey and PSU arithmetic, and what this notebook can see of the server (lab.serving.endpoint.where)."""
     return {
         "title": "Hardware checks", "server_scope": endpoint.where(profile),
-        "summary": summary(inv, bw, found, psu),
+        "summary": summary(inv, bw, found, psu, profile),
         "checks": [c.to_dict() for c in found],
         "tables": [evidence.table_entry("GPUs (NVML)", gpu_table(inv)),
                    evidence.table_entry("Host and disk", host_table(inv)),
@@ -156,9 +165,9 @@ def _box_text(record: dict) -> str:
     lines.append(f"- Measured {bw['kind'].replace('_', ' ')} copy bandwidth: **{bw['gb_s']:.1f} GB/s** "
                  f"(read + write, mean of {bw['n']}). Later notebooks use it for speed predictions.")
     if s.get("decode_ceiling_tok_s"):
-        lines.append(f"- Single-stream decode cannot beat bandwidth / model bytes = {bw['gb_s']:.1f} GB/s / "
-                     f"{s['model_file_bytes'] / 1e9:.2f} GB ≈ **{s['decode_ceiling_tok_s']:.0f} tok/s** on this "
-                     "memory (weights only; KV reads and overheads lower it, llama.cpp reached ~38 % of this "
-                     "ceiling on an H200). Notebook 06 measures the real figure.")
+        lines.append(f"- Single-stream decode cannot beat bandwidth ÷ bytes read per token = {bw['gb_s']:.1f} GB/s ÷ "
+                     f"{s['bytes_read_per_token'] / 1e9:.2f} GB ≈ **{s['decode_ceiling_tok_s']:.0f} tok/s** on this "
+                     "memory (the weights one token reads, less the token embedding kept in host memory, + KV and "
+                     "state: `lab plan`'s definition; `lab plan` predicts the speed). Notebook 06 measures the real figure.")
     lines.append(f"- PSU: {record['psu']['arithmetic']}.")
     return "\n".join(lines)

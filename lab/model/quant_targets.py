@@ -109,9 +109,15 @@ def gguf_parts(model_id: str, quant: str, imatrix: bool = False) -> dict | None:
     embd = sum(c.nbytes for c in pred.choices if c.name == "token_embd.weight")
     embd_type = next((c.type for c in pred.choices if c.name == "token_embd.weight"), None)
     loaded = pred.tensor_bytes - mtp
+    blocks = [0] * (arch.n_layers + arch.mtp_layers)
+    for c in pred.choices:
+        if c.name.startswith("blk."):
+            blocks[int(c.name.split(".")[1])] += c.nbytes
     return {"file": pred.tensor_bytes, "mtp": mtp, "mtp_layers": arch.mtp_layers, "mtp_first_block": first_mtp,
             "token_embd": embd, "token_embd_type": embd_type, "loaded": loaded, "gpu": loaded - embd,
-            "block_count": arch.n_layers + arch.mtp_layers}
+            "block_count": arch.n_layers + arch.mtp_layers,
+            # per block (trunk, then MTP) and the output layer's tensors (output, output_norm): what -sm layer places
+            "blocks": tuple(blocks), "output": pred.tensor_bytes - sum(blocks) - embd}
 
 
 def exact_gguf_bytes(model_id: str, quant: str, imatrix: bool = False, with_mtp: bool = False) -> int | None:

@@ -126,10 +126,30 @@ def published_file(name: str) -> dict | None:
     return None
 
 
+def published_checkpoints(int4_only: bool = True) -> list[dict]:
+    """The published AWQ/GPTQ checkpoints of the seeds' model family (weight_bits.yaml `published_checkpoints`), each
+    with `bytes` from its stated size and unit (GB = 1e9, GiB = 2^30 bytes)."""
+    out = []
+    for e in facts.load("weight_bits", "published_checkpoints")["published_checkpoints"]:
+        if int4_only and "INT4" not in e["format"] and "W4" not in e["format"]:
+            continue
+        scale = {"GB": 1e9, "GiB": 2**30}[e["unit"]]
+        out.append({**e, "bytes": e["size"] * scale})
+    return out
+
+
 def _parts(file: int, mtp: int, embd: int, basis: str, on_host_embd: bool = True) -> dict:
     loaded = file - mtp
     return {"file_bytes": file, "mtp_bytes": mtp, "token_embd_bytes": embd if on_host_embd else 0,
-            "loaded_bytes": loaded, "gpu_bytes": loaded - (embd if on_host_embd else 0), "basis": basis}
+            "loaded_bytes": loaded, "gpu_bytes": loaded - (embd if on_host_embd else 0),
+            "embedding_bytes": embd, "read_bytes": loaded - embd, "basis": basis}
+
+
+def embedding_bytes(quant: str, arch) -> int:
+    """Bytes of the token embedding alone (vocab × hidden) at `quant`'s embedding width (weight_bits.yaml
+    `embedding_bits`, else `bits`): what a decoded token does not read in full (one row of it)."""
+    entry = weight_format(quant)
+    return math.ceil(arch.vocab_size * arch.hidden_size * float(entry.get("embedding_bits", entry["bits"])) / 8)
 
 
 def profile_weight_parts(profile, arch=None) -> dict:
@@ -174,6 +194,86 @@ def profile_weight_parts(profile, arch=None) -> dict:
                       f"MTP block included (lab.model.quant_targets.gguf_parts, exact against llama-quantize)")
     b, basis = profile_weights(profile, arch)
     return _parts(b, 0, 0, basis, on_host_embd=False)
+
+
+def tied(arch) -> bool:
+    """Does the model use its token embedding as the output head too (SmolLM2, Gemma)? Then every token reads it
+    whole (llama.cpp duplicates it onto the output layer's device) and nothing is subtracted."""
+    return arch is not None and arch.embedding_params is not None and arch.embedding_params == arch.vocab_size * arch.hidden_size
+
+
+def decode_read_bytes(quant: str, arch, model_id: str | None = None) -> tuple[int, str]:
+    """(bytes, basis) of the weights one decoded token reads at `quant` (lab/data/calibration.yaml
+    `read_per_token`): the weights the engine loads (`weights_bytes`: no MTP block) less the token embedding, of
+    which a token reads one row (llama.cpp keeps it in host memory); a tied embedding counts whole. Exact llama.cpp
+    mix for a modelled GGUF type, else parameters × bits less vocab × hidden at the embedding width."""
+    if model_id and not tied(arch) and (parts := quant_targets.gguf_parts(model_id, quant)) is not None:
+        return parts["gpu"], (f"llama.cpp's {quant} mix over {model_id}'s tensors: {parts['loaded'] / 1e9:.2f} GB loaded "
+                              f"(no MTP block) less token_embd {parts['token_embd'] / 1e9:.2f} GB (host memory)")
+    b, basis = weights_bytes(quant, arch=arch, model_id=model_id)
+    if tied(arch):
+        return b, basis + " (tied embedding: the output head, read whole)"
+    emb = embedding_bytes(quant, arch)
+    return b - emb, f"{basis}, less the token embedding {emb / 1e9:.2f} GB (one row read per token)"
+
+
+def profile_read_bytes(profile, arch=None) -> tuple[int, str]:
+    """(bytes, basis) of the weights one decoded token of `profile` reads (lab/data/calibration.yaml
+    `read_per_token`): `profile_weight_parts` loaded bytes less the token embedding (llama.cpp keeps it in host
+    memory; an engine that keeps it on the card reads one row of it); a tied embedding counts whole. When the
+    embedding's size is not in the parts (vLLM's own safetensors) it is sized from the architecture at model_quant."""
+    parts = profile_weight_parts(profile, arch)
+    loaded = parts["loaded_bytes"]
+    if arch is None:
+        try:
+            arch = models.arch_for(profile)
+        except Exception:  # noqa: BLE001 - a gguf: architecture whose file is absent: cannot tell, count it as read
+            arch = None
+    if arch is None or tied(arch):
+        why = "tied embedding: the output head, read whole" if arch is not None else "architecture unknown"
+        return loaded, f"{parts['basis']}; token embedding counted as read ({why})"
+    emb = parts["embedding_bytes"]
+    if not emb:
+        try:
+            emb = embedding_bytes(profile.model_quant, arch)
+        except KeyError:
+            return loaded, f"{parts['basis']}; token embedding not sized ({profile.model_quant}): counted as read"
+    return loaded - emb, f"{parts['basis']}; {loaded / 1e9:.2f} GB loaded less the token embedding {emb / 1e9:.2f} GB"
+
+
+def profile_layer_bytes(profile, arch=None) -> dict | None:
+    """The GPU part of a llama.cpp profile's weights as its -sm layer split places them: `blocks` (bytes per block,
+    trunk then MTP blocks, as llama.cpp's blk.N), `output` (output head + final norm: the output layer's device) and
+    `n_trunk`; the token embedding is in host memory and not here. From the GGUF header when the file is on this
+    machine, else llama.cpp's mix over the stand-in (a published download's bytes scale it). None for vLLM and
+    for what the lab cannot split by tensor."""
+    from lab.model import quant_targets
+
+    if profile.engine not in ("llama.cpp", "llama-cpp-python"):
+        return None
+    path, _ = _model_file_gguf(profile)
+    if path is not None:
+        h = gguf_file.read_gguf_header(path)
+        n_all = max((int(n.split(".")[1]) + 1 for n, _, _ in h.tensors if n.startswith("blk.")), default=0)
+        blocks = [0] * n_all
+        other = 0
+        for name, shape, t in h.tensors:
+            if name.startswith("blk."):
+                blocks[int(name.split(".")[1])] += gguf_file._nbytes(shape, t)
+            elif name != "token_embd.weight":
+                other += gguf_file._nbytes(shape, t)
+        mtp = n_all - (arch.n_layers if arch is not None else n_all)
+        return {"blocks": blocks, "output": other, "n_trunk": n_all - max(mtp, 0), "basis": f"tensors of {path.name}"}
+    kind, _, ref = profile.model_architecture.partition(":")
+    mix = quant_targets.gguf_parts(ref, profile.model_quant) if kind == "config" else None
+    if mix is None:
+        return None
+    parts = profile_weight_parts(profile, arch)
+    scale = parts["gpu_bytes"] / mix["gpu"]  # 1 for the lab's mix; a published download's own recipe otherwise
+    n_trunk = mix["block_count"] - mix["mtp_layers"]
+    return {"blocks": [round(b * scale) for b in mix["blocks"]], "output": round(mix["output"] * scale),
+            "n_trunk": n_trunk, "basis": f"llama.cpp's {profile.model_quant} mix over {ref}'s tensors"
+                                         + (f", scaled x {scale:.3f} to the published download" if scale != 1 else "")}
 
 
 def profile_weights(profile, arch=None) -> tuple[int, str]:
@@ -226,4 +326,5 @@ def profile_weights(profile, arch=None) -> tuple[int, str]:
 
 
 __all__ = ["ALIASES", "formats", "weight_format", "bits_per_weight", "is_known", "weights_bytes",
-           "params_from_name", "published_file", "profile_weight_parts", "profile_weights"]
+           "params_from_name", "published_file", "profile_weight_parts", "profile_weights", "embedding_bytes",
+           "published_checkpoints", "tied", "decode_read_bytes", "profile_read_bytes", "profile_layer_bytes"]

@@ -3,9 +3,9 @@ kind of lab/data/seed_claims.yaml.
 
 A claim about "27B" is judged on the seeds' own model, Qwen3.8-27B (its published config in
 lab/data/model_configs.yaml), with other real models shown beside it for comparison only
-(`numbers["models"]`). Speed claims are checked against the roofline (lab.predict.roofline) with generous
-assumptions — perfect multi-GPU scaling, only the 4-bit payload of the weights — and for decode without
-speculation (every weight read once per token). A single-stream claim above that ceiling is then held against
+(`numbers["models"]`). Speed claims are checked against the roofline (lab.predict.roofline) with the lab's one
+definition of bytes read per token (lab/data/calibration.yaml `read_per_token`, the ceiling `lab plan` shows), the
+generous assumption of perfect multi-GPU scaling, and decode without speculation (every weight read once per token). A single-stream claim above that ceiling is then held against
 multi-token prediction (MTP) bounded by its MEASURED step cost (lab.predict.mtp_model: a step of n drafts costs
 1.34-2.12 plain tokens at n = 1-4 on the lab's H200, so at most 2.36x plain with every draft accepted): beyond that
 bound it is impossible by physics; within it but needing an acceptance above what the public rows publish for the
@@ -61,12 +61,11 @@ def _weights(quant: str, model_id: str, arch) -> tuple[float, str]:
     return float(b), basis
 
 
-def _payload_weights(quant: str, arch) -> float:
-    """Fewest bytes any file of this format can read per token: a 4-bit format's 4-bit payload alone, as if
-    scales, zero points and 16-bit embeddings were free (physics bounds use it so they never favour the lab)."""
-    bits = weights.bits_per_weight(quant)
-    payload = float(ledger()["payload_bits_4bit"])
-    return arch.params * (min(bits, payload) if bits < 6 else bits) / 8
+def _read_weights(quant: str, model_id: str, arch) -> tuple[float, str]:
+    """(bytes, basis) of the weights one decoded token reads at `quant` (lab.model.weights.decode_read_bytes: the
+    one definition, lab/data/calibration.yaml `read_per_token`, that `lab plan`'s ceiling uses too)."""
+    b, basis = weights.decode_read_bytes(quant, arch, model_id)
+    return float(b), basis
 
 
 def _kv(arch, tokens: int, kv_dtype: str = "f16") -> int:
@@ -171,37 +170,34 @@ def _speed(claim: dict, measured: dict | None, batch: int) -> tuple[str, str, di
     n = int(cond.get("gpus", 1))
     bw = gpu["bandwidth_gb_s"] * n  # perfect scaling over the GPUs: the most generous reading
     ctx = int(cond.get("context_tokens") or 0)
+    depth = ctx or int(roofline.read_definition()["default_depth_tokens"])  # `lab plan`'s depth when none is named
     mid, arch = _target(cond["model"])
     quant = cond.get("quant", "Q4_K_M")
-    kv = _kv(arch, ctx)
-    w_min = _payload_weights(quant, arch)
-    w_typ, w_basis = _weights(quant, mid, arch)
-    ceiling_max = roofline.aggregate_ceiling_tok_s(bw, w_min, kv, batch)
-    typical = roofline.aggregate_ceiling_tok_s(bw, w_typ, kv, batch)
+    kv = _kv(arch, depth)
+    w_read, w_basis = _read_weights(quant, mid, arch)
+    ceiling = roofline.aggregate_ceiling_tok_s(bw, w_read, kv, batch)
     lo, hi = _range(claim["value"])
-    # A calibrated prediction only for one stream: batching efficiency differs too much between engines and
-    # concurrency levels (lab/data/calibration.yaml: llama-server on the H200 at 1 stream vs 16 streams).
-    cal = roofline.pick_calibration("gpu", cond.get("engine", "llama.cpp"), "in_process", "datasheet", gpu["name"],
-                                    weights_bytes=w_typ) if batch == 1 else None
-    eff = cal.efficiency("datasheet") if cal else None
-    numbers = {"model": mid, "bandwidth_gb_s": bw, "gpus": n, "batch": batch, "context_tokens": ctx,
-               "weights_bytes_min": w_min, "weights_bytes_typical": w_typ, "weights_basis": w_basis,
-               "kv_bytes_per_seq": kv, "ceiling_max_tok_s": ceiling_max, "ceiling_typical_tok_s": typical,
-               "needed_fraction_of_ceiling": lo / typical,
-               "calibration_id": cal.id if cal else None, "calibration_efficiency": eff,
-               "predicted_tok_s": typical * eff if eff else None}
+    # One prediction: the per-token model `lab plan` shows (llama.cpp, one stream, one card); none for batches,
+    # vLLM or multi-GPU splits, whose efficiency the lab has not measured on these cards.
+    predicted = None
+    if batch == 1 and n == 1 and cond.get("engine", "llama.cpp") == "llama.cpp":
+        predicted = roofline.per_token_model().predict_tok_s(roofline.bytes_per_token(w_read, kv), gpu["bandwidth_gb_s"],
+                                                             "datasheet", roofline.family_of(arch), gpu["arch"])
+    numbers = {"model": mid, "bandwidth_gb_s": bw, "gpus": n, "batch": batch, "context_tokens": ctx, "depth_tokens": depth,
+               "weights_read_bytes": w_read, "weights_basis": w_basis, "kv_bytes_per_seq": kv,
+               "ceiling_tok_s": ceiling, "needed_fraction_of_ceiling": lo / ceiling, "predicted_tok_s": predicted}
     how = (f"{n} x {gpu['bandwidth_gb_s']:g} GB/s{' (perfect scaling)' if n > 1 else ''} ÷ "
-           f"({w_min / 1e9:.1f} GB of 4-bit weights of {mid}"
-           f"{f' + {kv / 1e9:.2f} GB KV and state at {ctx} tokens' if ctx else ''})")
+           f"({w_read / 1e9:.2f} GB of {quant} weights read per token"
+           f" + {kv / 1e9:.2f} GB KV and state at {depth} tokens)")
     if batch > 1:
-        how = f"{batch} streams x " + how.replace("GB of 4-bit weights", "GB of 4-bit weights read once per step")
+        how = f"{batch} streams x " + how.replace("read per token", "read once per step")
     claimed = f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
-    if lo > ceiling_max:
-        why = f"claimed {claimed} tok/s > ceiling {ceiling_max:.0f} tok/s = {how}"
+    if lo > ceiling:
+        why = f"claimed {claimed} tok/s > ceiling {ceiling:.0f} tok/s = {how}"
         if batch != 1:
             return "impossible by physics", why, numbers
         split = "tensor" if cond.get("tensor_parallel") else "layer" if n > 1 else "none"
-        spec = numbers["speculation"] = _speculation(lo, ceiling_max, cond["gpu"], split)
+        spec = numbers["speculation"] = _speculation(lo, ceiling, cond["gpu"], split)
         why += "; " + _speculation_text(spec)
         if spec["speedup_needed"] > spec["max_speedup"]:
             return "impossible by physics", why + ": beyond MTP's bound even with every draft accepted", numbers
@@ -212,12 +208,10 @@ def _speed(claim: dict, measured: dict | None, batch: int) -> tuple[str, str, di
                 "ceiling; `lab plan` predicts each MTP route — needs this hardware to measure", numbers)
     if _matches(cond, measured) and (got := _measured_value(claim, measured)) is not None:
         verdict, why = _against_measurement(claim, got)
-        return verdict, why + f"; roofline {ceiling_max:.0f} tok/s at most", numbers
-    why = (f"below the ceiling ({ceiling_max:.0f} tok/s at most; {typical:.0f} tok/s with {w_typ / 1e9:.1f} GB of "
-           f"{quant} weights{' and its KV' if ctx else ''}); it needs ≥ {numbers['needed_fraction_of_ceiling']:.0%} of that")
-    if eff:
-        why += (f"; {cal.engine} reached {eff:.0%} of its roofline in {cal.id} ({cal.quality}): expect "
-                f"{numbers['predicted_tok_s']:.0f} tok/s")
+        return verdict, why + f"; roofline {ceiling:.0f} tok/s at most", numbers
+    why = f"below the ceiling {ceiling:.0f} tok/s = {how}; it needs ≥ {numbers['needed_fraction_of_ceiling']:.0%} of that"
+    if predicted:
+        why += f"; the per-token model (`lab plan`'s prediction) gives {predicted:.0f} tok/s without speculation"
     return "not testable here", why + " — needs this hardware to measure", numbers
 
 
@@ -255,7 +249,41 @@ def _weights_size(claim, _measured):
         numbers["naive_bytes"] = floor
         why += (f"; the seed's own arithmetic, {arch.params / 1e9:.2f}e9 weights × {test['naive_bits']:g} bits ÷ 8 = "
                 f"{floor / 1e9:.1f} GB, is a floor no real file reaches (group scales, 16-bit embeddings and output)")
+    if test.get("against") == "published_int4":
+        return _against_published_int4(claim, real, basis, numbers, why)
     return ("consistent" if rows[0]["agrees"] else "contradicted by facts"), why, numbers
+
+
+def _against_published_int4(claim: dict, real: float, basis: str, numbers: dict, lab_why: str) -> tuple[str, str, dict]:
+    """An "INT4 ≈ N GB" claim against what people download: the lab's own AWQ/GPTQ figure and every counted published
+    checkpoint (weight_bits.yaml `published_checkpoints`), in GB = 1e9 bytes as the claim writes it. Consistent when
+    the MEDIAN of those sizes lies within the claim's range ± the claim's `tolerance` — one file near the edge, or
+    reading GB as GiB, cannot flip it; the margin to the edge is stated."""
+    tol = float(claim["test"].get("tolerance", SIZE_TOLERANCE))
+    lo, hi = _range(claim["value"])
+    band = (lo * (1 - tol), hi * (1 + tol))
+    files = weights.published_checkpoints()
+    counted = [f for f in files if f["counted"]]
+    sizes = sorted([real / 1e9] + [f["bytes"] / 1e9 for f in counted])
+    mid = len(sizes) // 2
+    median = sizes[mid] if len(sizes) % 2 else (sizes[mid - 1] + sizes[mid]) / 2
+    inside = band[0] <= median <= band[1]
+    margin = min(median - band[0], band[1] - median) if inside else max(band[0] - median, median - band[1])
+    numbers.update(tolerance=tol, band_gb=band, median_gb=median, sizes_gb=sizes, margin_gb=margin,
+                   published=[{k: f[k] for k in ("repo", "size", "unit", "counted", "source")} for f in files])
+    listed = "; ".join(f"{f['repo']} {f['size']:g} {f['unit']}" + ("" if f["counted"] else f" (not counted: {f['why']})")
+                       for f in files)
+    why = (f"4-bit AWQ/GPTQ downloads of this 27B: the lab's {real / 1e9:.2f} GB ({basis}) and the published {listed} "
+           f"(lab/data/weight_bits.yaml published_checkpoints); median {median:.2f} GB vs the claim {lo:g}–{hi:g} GB "
+           f"± {tol:.0%} = {band[0]:.2f}–{band[1]:.2f} GB (GB = 1e9 bytes, as the claim writes it): "
+           + (f"inside, {margin:.2f} GB from the edge" if inside else f"{margin:.2f} GB outside"))
+    if numbers.get("naive_bytes"):
+        why += f"; the seed's own arithmetic gives {numbers['naive_bytes'] / 1e9:.1f} GB, a floor no real file reaches"
+    gguf = weights.published_file("Qwen3.8-27B-UD-IQ4_XS.gguf")
+    if gguf and not inside and band[0] <= gguf["bytes"] / 1e9 <= band[1]:
+        why += (f"; a 4-bit GGUF does land there (unsloth's UD-IQ4_XS, {gguf['bytes'] / 1e9:.2f} GB: llama.cpp's "
+                "format, not the AWQ/GPTQ INT4 vLLM loads)")
+    return ("consistent" if inside else "contradicted by facts"), why, numbers
 
 
 def _kv_size(claim, _measured):

@@ -10,7 +10,7 @@ Semantics by engine:
 * llama.cpp / llama-cpp-python: `context_tokens` is llama.cpp's `-c` (the total over `parallel_slots`),
   and the cache is exactly what llama.cpp allocates up front for all slots
   (lab.predict.kvcache.llama_cpp_kv_prediction). llama.cpp has no utilisation setting, so the budget is the
-  VRAM (split over gpu_count by layers) less the overhead: the CUDA context and the compute buffer, shown apart
+  VRAM of each card (with -sm layer the fullest card decides: `llama_layer_split`) less the overhead: the CUDA context and the compute buffer, shown apart
   (runtime_overhead.yaml `parts`). The weights on the GPU are what llama.cpp puts there: the file less its MTP
   block (skipped unless --spec-type draft-mtp) and less the token embedding, which stays in host memory. With no GPU (or n_gpu_layers 0) the
   "device" is host RAM: the budget is the profile's host_ram_gib_min.
@@ -43,6 +43,28 @@ def runtime_overhead(overhead_id: str) -> dict:
         if entry["id"] == overhead_id:
             return entry
     raise KeyError(f"unknown runtime overhead {overhead_id!r}")
+
+
+# ---------------------------------------------------------------- llama.cpp's layer split, card by card
+def llama_layer_split(profile, arch: ArchSpec, kv_dtype: str, n_ctx: int, slots: int, layer_bytes: dict) -> list[dict]:
+    """Per GPU under -sm layer (or row): the weights and the KV cache and state llama.cpp puts there. Layers go where
+    kvcache.llama_cpp_layer_devices sends them over n_layer_all + 1 slots (trunk + MTP blocks + the output layer:
+    src/llama-model.cpp load_tensors, i_gpu_start = n_layer_all + 1 - n_gpu_layers); the MTP blocks take a slot but
+    are loaded only with --spec-type draft-mtp, so they add no bytes here; the output head goes with the last slot;
+    the token embedding stays in host memory. KV and state: kvcache.llama_cpp_device_split."""
+    n_dev = profile.gpu_count
+    blocks, n_trunk = layer_bytes["blocks"], layer_bytes["n_trunk"]
+    placement = kvcache.llama_cpp_layer_devices(len(blocks), n_dev, profile.tensor_split)
+    cache = kvcache.llama_cpp_device_split(arch, n_ctx, slots, kv_dtype, n_dev, profile.split_mode or "layer",
+                                           profile.tensor_split)
+    rows = []
+    for d in range(n_dev):
+        w = sum(b for il, b in enumerate(blocks[:n_trunk]) if placement[il] == d)
+        w += layer_bytes["output"] if placement[len(blocks)] == d else 0
+        rows.append({"device": d, "layers": cache[d]["layers"], "output_layer": placement[len(blocks)] == d,
+                     "mtp_blocks": [il for il in range(n_trunk, len(blocks)) if placement[il] == d],
+                     "weights_bytes": w, "kv_bytes": cache[d]["kv_bytes"] + cache[d]["rs_bytes"]})
+    return rows
 
 
 # ---------------------------------------------------------------- profile plan
@@ -117,6 +139,11 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
     kv_budget = budget - weights_dev - overhead_bytes
     slots = profile.parallel_slots
 
+    # -sm layer / row over several GPUs: card by card, as llama.cpp places whole layers (llama_layer_split)
+    layer_bytes = (weights_mod.profile_layer_bytes(profile, arch)
+                   if llama and not on_host and split > 1 and gpu_share == 1.0 and profile.n_gpu_layers < 0
+                   and profile.split_mode in (None, "layer", "row") else None)
+    per_device = None
     if llama:
         def kv_total(ctx_total: int) -> int:
             return kvcache.llama_cpp_kv_prediction(arch, ctx_total, slots, kv_dtype)["total_bytes"]
@@ -124,11 +151,26 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         alloc = kvcache.llama_cpp_context(profile.context_tokens, slots)
         per_seq_ctx = alloc["n_ctx_seq"]
         kv_all = kv_total(profile.context_tokens)
-        kv_dev = math.ceil(kv_all * gpu_share / split)
-        max_ctx_seq = bisect_max(arch.max_context, lambda t: math.ceil(kv_total(t * slots) * gpu_share / split) <= kv_budget)
-        per_one = kvcache.llama_cpp_kv_prediction(arch, per_seq_ctx, 1, kv_dtype)["total_bytes"]
-        max_seqs = max(0, kv_budget) // math.ceil(per_one * gpu_share / split)
-        fits = weights_dev + overhead_bytes + kv_dev <= budget
+        if layer_bytes is not None:
+            def cards(ctx_total: int, n_slots: int = slots) -> list[dict]:
+                return llama_layer_split(profile, arch, kv_dtype, ctx_total, n_slots, layer_bytes)
+
+            per_device = cards(profile.context_tokens)
+            worst = max(per_device, key=lambda r: r["weights_bytes"] + r["kv_bytes"])
+            weights_dev, kv_dev = worst["weights_bytes"], worst["kv_bytes"]
+            kv_budget = budget - weights_dev - overhead_bytes
+            room = budget - overhead_bytes
+            max_ctx_seq = bisect_max(arch.max_context, lambda t: all(r["weights_bytes"] + r["kv_bytes"] <= room
+                                                                     for r in cards(t * slots)))
+            one = cards(per_seq_ctx, 1)
+            max_seqs = min(max(0, room - r["weights_bytes"]) // max(o["kv_bytes"], 1) for r, o in zip(per_device, one))
+            fits = weights_dev + kv_dev + overhead_bytes <= budget
+        else:
+            kv_dev = math.ceil(kv_all * gpu_share / split)
+            max_ctx_seq = bisect_max(arch.max_context, lambda t: math.ceil(kv_total(t * slots) * gpu_share / split) <= kv_budget)
+            per_one = kvcache.llama_cpp_kv_prediction(arch, per_seq_ctx, 1, kv_dtype)["total_bytes"]
+            max_seqs = max(0, kv_budget) // math.ceil(per_one * gpu_share / split)
+            fits = weights_dev + overhead_bytes + kv_dev <= budget
     else:
         per_seq_ctx = profile.context_tokens
         if profile.vllm_cpu_kvcache_gib is not None:
@@ -191,6 +233,9 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         "kv_dtype": kv_dtype, "kv_bytes_per_token": per_token,
         "kv_bytes_per_token_beyond_window": kvcache.kv_bytes_per_token(arch, kv_dtype, "global"),
         "kv_bytes_total": kv_all, "kv_bytes_per_device": kv_dev,
+        # llama.cpp -sm layer over several GPUs: each card's layers, weights and cache (the *_per_device figures
+        # above are the fullest card's); None where the split is even (one GPU, tensor split, vLLM)
+        "per_device": per_device, "per_device_basis": layer_bytes["basis"] if layer_bytes else None,
         "recurrent_layers": len(arch.linear_layers),
         "recurrent_state_bytes_per_sequence": arch.linear_state_bytes_per_seq,
         "recurrent_state_bytes_total": state_total, "kv_attention_bytes_total": kv_all - state_total,

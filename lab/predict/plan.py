@@ -133,6 +133,13 @@ def describe(result: dict) -> str:
         lines.append(f"  memory: weights {result['weights_bytes'] / gb:.2f} GB + {kv_part}{against} → fits: "
                      f"{result['fits']}; max context {result['max_context_tokens']} tokens{basis}, max concurrent sequences "
                      f"{result['max_concurrent_sequences']}")
+        for card in (mem.get("per_device") or []):  # -sm layer: what llama.cpp puts on each card
+            extra = " + output layer" if card["output_layer"] else ""
+            extra += f" (+ MTP block {', '.join(map(str, card['mtp_blocks']))}: loaded only with --spec-type draft-mtp)" \
+                if card["mtp_blocks"] else ""
+            lines.append(f"    GPU {card['device']}: layers {card['layers']}{extra}: weights {card['weights_bytes'] / gb:.2f} GB + KV "
+                         f"and state {card['kv_bytes'] / gb:.2f} GB + overhead {mem['overhead_bytes'] / gb:.2f} GB = "
+                         f"{(card['weights_bytes'] + card['kv_bytes'] + mem['overhead_bytes']) / gb:.2f} GB")
     for f in findings:
         lines.append(f"  [{f['severity']}] {f['id']}: {f['message']}")
         lines.append(f"      fix:    {f['fix']}")
@@ -145,6 +152,12 @@ def describe(result: dict) -> str:
                      f"({rl['bandwidth_gb_s']:g} GB/s ÷ {rl['bytes_per_token'] / 1e9:.2f} GB read per token, no "
                      f"speculation; {rl.get('bandwidth_source')}), predicted {result['predicted_decode_tok_s'] or float('nan'):.0f} "
                      f"tok/s ({rl.get('prediction_basis')})")
+        read = rl.get("weights_read_bytes")
+        if read is not None:  # the one definition of the ceiling, stated once (calibration.yaml read_per_token)
+            lines.append(f"      read per token: {read / 1e9:.2f} GB of weights (of {result['weights_bytes'] / 1e9:.2f} GB "
+                         f"loaded: the token embedding stays in host memory, a token reads one row of it) + "
+                         f"{rl['kv_bytes_per_seq'] / 1e9:.2f} GB KV and state at {rl['context_tokens']} tokens; every "
+                         "ceiling the lab shows uses this definition (lab/data/calibration.yaml read_per_token)")
         if rl.get("per_token_predicted_tok_s") is None and rl.get("calibration_source"):
             lines.append(f"      calibration source: {' '.join(str(rl['calibration_source']).split())}")
     for row in result.get("projections", []):

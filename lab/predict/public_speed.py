@@ -16,6 +16,8 @@ the model nor counts toward the targets; the note says why.
 """
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 from typing import Literal
 
@@ -167,13 +169,35 @@ def _arch():
     return models.stand_in("qwen3.8-27b")
 
 
+def _gguf_type(quant: str | None) -> str:
+    """The llama.cpp type a row's quant names ("unsloth UD-Q4_K_XL" -> Q4_K_M, "IQ4_XS" -> IQ4_XS), Q4_K_M when it
+    names none the lab models: only its token embedding and MTP block are taken from that mix."""
+    from lab.model import quant_targets
+
+    m = re.search(r"(IQ\d_[A-Z]+|Q\d_K(?:_[SML])?|Q\d_0|BF16)", (quant or "").upper())
+    t = m.group(1) if m else "Q4_K_M"
+    t = t if t[-2:] in ("_S", "_M", "_0", "XS", "16") or t.startswith("IQ") else t + "_M"
+    return t if quant_targets.gguf_parts("qwen3.8-27b", t) is not None else "Q4_K_M"
+
+
+def not_read_bytes(row: Row) -> int:
+    """Bytes of the row's file that plain decoding does not read (lab/data/calibration.yaml `read_per_token`): the
+    token embedding (host memory) and, in a Qwen3.8-27B file, the MTP block; sized by llama.cpp's mix of the type the
+    row names (lab.model.quant_targets.gguf_parts)."""
+    from lab.model import quant_targets
+
+    parts = quant_targets.gguf_parts("qwen3.8-27b", _gguf_type(row.quant))
+    return parts["token_embd"] + (parts["mtp"] if row.model == "Qwen3.8-27B" else 0)
+
+
 def bytes_per_token(row: Row) -> float:
-    """File size + KV read at the row's depth (full-attention layers at its KV type, f16 when unstated) + the
-    Gated DeltaNet layers' recurrent state, all read once per token."""
+    """Bytes read per decoded token (lab.predict.roofline.read_definition): the file less what decoding does not read
+    (`not_read_bytes`) + KV at the row's depth (full-attention layers at its KV type, f16 when unstated) + the
+    Gated DeltaNet layers' recurrent state."""
     arch = _arch()
     kv_type = row.kv_type if row.kv_type in ("f16", "q8_0", "q4_0") else "f16"
     kv = kvcache.kv_bytes_per_token(arch, kv_type) * (row.depth_tokens or 0)
-    return row.file_gb * 1e9 + kv + arch.linear_state_bytes_per_seq
+    return row.file_gb * 1e9 - not_read_bytes(row) + kv + arch.linear_state_bytes_per_seq
 
 
 def comparable(row: Row) -> bool:
@@ -194,4 +218,4 @@ def fit_points(rows: list[Row] | None = None) -> list[dict]:
 
 
 __all__ = ["Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "same_card", "link_figures", "unpredictable_reason",
-           "bytes_per_token", "comparable", "fit_points", "FAMILY"]
+           "bytes_per_token", "not_read_bytes", "comparable", "fit_points", "FAMILY"]

@@ -10,16 +10,16 @@ because one decode step of B sequences reads the weights once and each sequence'
 perfect tensor parallelism over N GPUs the bandwidth is N × one GPU's (llama.cpp's default layer split
 runs the GPUs one after another, so it gets one GPU's bandwidth per token). No engine reaches the
 ceiling: `predicted = ceiling × efficiency`, where the efficiency comes from measurements kept with their
-sources in lab/data/calibration.yaml. The weights count as read in full; for a model with an untied
-input embedding only one row of it is read per token, which makes the ceiling ≈ 2–3 % pessimistic
-for 27B-class models (vocab × hidden ÷ params) and exact for tied ones such as SmolLM2.
+sources in lab/data/calibration.yaml. "Weight bytes" are the weights READ per token (calibration.yaml
+`read_per_token`, `read_definition`): what the engine loads less the token embedding, of which a token reads one
+row (llama.cpp keeps it in host memory); a tied embedding (SmolLM2) is the output head too and counts whole.
 
 Per-token model (llama.cpp on a GPU, the one prediction `lab plan` shows): t = bytes read per token ÷ (achieved
 fraction × datasheet bandwidth) + a fixed cost per token. The fixed cost is one number per model family (qwen35:
 shared by every GPU; dense: from the lab's H200 point); the achieved fraction is one number per GPU architecture
 (Volta, Ampere, Ada, Blackwell, Hopper), each fitted on that architecture's own rows: the published single-stream
 measurements without speculation in lab/data/public_speed.yaml plus the lab's H200 points (calibration.yaml).
-Volta needs its own term (0.73 of datasheet against Ada's 0.98); Hopper's 0.44 reflects the lab's older pinned
+Volta needs its own term (0.69 of datasheet against Ada's 0.92); Hopper's 0.42 reflects the lab's older pinned
 build on the H200 rather than HBM3e. lab.predict.public_check compares the model with every predictable row.
 
 Bandwidth convention: a measured copy counts read + write (lab.measure.copy_bandwidth); an efficiency calibrated
@@ -43,8 +43,16 @@ Mode = Literal["in_process", "served", "aggregate"]
 
 
 # ---------------------------------------------------------------- the arithmetic
+def read_definition() -> dict:
+    """The one definition of bytes read per decoded token (lab/data/calibration.yaml `read_per_token`:
+    definition + source), which every ceiling and the per-token model use."""
+    return facts.load("calibration")["read_per_token"]
+
+
 def bytes_per_token(weights_bytes: float, kv_bytes_per_seq: float = 0.0) -> float:
-    """Bytes one sequence reads to produce one token: all weights + its KV cache at the current depth."""
+    """Bytes one sequence reads to produce one token (`read_definition`): `weights_bytes` = the weights read per
+    token (lab.model.weights.decode_read_bytes / profile_read_bytes: loaded less the token embedding) + its KV cache
+    and recurrent state at the current depth."""
     if weights_bytes <= 0 or kv_bytes_per_seq < 0:
         raise ValueError(f"weights_bytes must be > 0 and kv_bytes_per_seq ≥ 0, found {weights_bytes}, {kv_bytes_per_seq}")
     return float(weights_bytes) + float(kv_bytes_per_seq)
@@ -377,7 +385,8 @@ def fit_per_token(points: list[dict]) -> PerTokenModel:
 
 def lab_points() -> list[dict]:
     """The lab's own measured points (calibration.yaml per_token_points) in fit_per_token's shape."""
-    return [{"id": p["id"], "family": p["family"], "arch": p["gpu_arch"], "weights_bytes": p["weights_bytes"],
+    return [{"id": p["id"], "family": p["family"], "arch": p["gpu_arch"],
+             "weights_bytes": p["weights_bytes"] - p["token_embd_bytes"],  # read per token (read_definition)
              "tok_s": p["tok_s"], "datasheet_gb_s": p["datasheet_gb_s"], "copy_gb_s": p["copy_gb_s"]}
             for p in facts.load("calibration", "per_token_points")["per_token_points"]]
 
@@ -429,7 +438,7 @@ def projection_rows(weights_bytes: float, family: str, gpu_ids: tuple[str, ...] 
     return rows
 
 
-__all__ = ["bytes_per_token", "decode_ceiling_tok_s", "aggregate_ceiling_tok_s", "efficiency", "predicted_tok_s",
+__all__ = ["read_definition", "bytes_per_token", "decode_ceiling_tok_s", "aggregate_ceiling_tok_s", "efficiency", "predicted_tok_s",
            "ceilings_by_concurrency", "Calibration", "calibrations", "gpu_specs", "gpu_spec", "pick_calibration",
            "Bandwidth", "runs_on_gpu", "bandwidth_for", "profile_ceiling", "PerTokenModel", "fit_per_token",
            "per_token_model", "lab_points", "gpu_spec_for", "family_of", "projection_rows"]

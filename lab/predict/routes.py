@@ -66,12 +66,15 @@ def mtp_speed(route: dict, plain_tok_s: float | None, rows: dict, gpu_id: str | 
             "flags": f"{base} {mtp_model.flags(n)}".strip(), "sweep": sweep, "published": published}
 
 
-def _llama_memory(profile, arch) -> dict:
-    """Per-card bytes of a llama.cpp route from the profile's memory plan (weights and KV split evenly over the
-    cards in both modes). The token embedding stays in host memory in every split mode (llama-model.cpp:
+def _llama_memory(profile, arch, split: str = "layer") -> dict:
+    """Per-card bytes of a llama.cpp route from the memory plan of the profile in the route's split mode: -sm layer
+    puts whole layers on each card (the fullest card counts: memory_plan.llama_layer_split), -sm tensor splits every
+    matrix and the KV heads evenly. The token embedding stays in host memory in every split mode (llama-model.cpp:
     dev_input is the CPU), so what -sm tensor mirrors on each card is only the small tensors (norms): no extra."""
     from lab.predict import memory_plan
 
+    if split == "tensor" and profile.gpu_count > 1:
+        profile = profile.model_copy(update={"split_mode": "tensor", "tensor_split": None})
     mem = memory_plan.plan_memory(profile, arch)
     per_card = mem["weights_bytes_per_device"] + mem["kv_bytes_per_device"] + mem["overhead_bytes"]
     return {"per_card_bytes": per_card, "budget_bytes": mem["budget_bytes"], "fits": per_card <= mem["budget_bytes"],
@@ -141,7 +144,7 @@ def route_table(profile) -> dict | None:
         else:
             best = max((rows[i] for i in r["published"]), key=lambda x: x.decode_tok_s)
             tok_s, basis, how = best.decode_tok_s, "published", best.id
-        mem = (_llama_memory(profile, arch) if llama
+        mem = (_llama_memory(profile, arch, r["split"]) if llama
                else _fork_memory(profile, arch, r))
         out.append({"id": r["id"], "engine": r["engine"], "split": r["split"], "mtp": r["mtp"],
                     "flags": mtp["flags"] if mtp else r["flags"], "needs": r["needs"], "tok_s": tok_s,
