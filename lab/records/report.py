@@ -62,6 +62,7 @@ pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;max-width:100%}
 nav ol{columns:2;font-size:.95rem} .skipline{color:#666;font-size:.88rem}
 details>summary{cursor:pointer;color:#1f4f8f} details.table{margin:.35rem 0} details.table>summary{font-weight:600}
 .js-plotly-plot,.plotly-graph-div{max-width:100%}
+pre.cmd{white-space:pre-wrap;overflow-wrap:anywhere;margin:.2rem 0 .5rem} .chartline{margin:.5rem 0}
 """
 
 
@@ -110,12 +111,18 @@ def closing_text(record: dict) -> str | None:
 
 
 def _checks_html(checks: list[dict]) -> str:
+    """The count line, the failed and warned checks as a table, the passed ones one click away, the skipped
+    ones in a line: a section reads as what went wrong first."""
     counts = {s: sum(c.get("status") == s for c in checks) for s in ("pass", "warn", "fail", "skip")}
     parts = ["<h3>Checks</h3><p>" + " ".join(f"{badge(s)} {n}" for s, n in counts.items() if n) + "</p>"]
-    order = {"fail": 0, "warn": 1, "pass": 2}
-    shown = sorted((c for c in checks if c.get("status") != "skip"), key=lambda c: order.get(c.get("status"), 3))
-    if shown:
-        parts.append(display.rows_html(shown))
+    order = {"fail": 0, "warn": 1}
+    bad = sorted((c for c in checks if c.get("status") in order), key=lambda c: order[c["status"]])
+    if bad:
+        parts.append(display.rows_html(bad))
+    passed = [c for c in checks if c.get("status") not in order and c.get("status") != "skip"]
+    if passed:
+        parts.append(f"<details class='table'><summary>{len(passed)} passed check{'s' if len(passed) != 1 else ''}: "
+                     f"what was observed against what was expected</summary>{display.rows_html(passed)}</details>")
     skipped = [c for c in checks if c.get("status") == "skip"]
     if skipped:
         why = sorted({str(c.get("observed") or c.get("fix") or "") for c in skipped} - {""})
@@ -123,6 +130,47 @@ def _checks_html(checks: list[dict]) -> str:
                      + html.escape("; ".join(c.get("name", "") for c in skipped))
                      + (f" — {html.escape(why[0])}" if len(why) == 1 else "") + "</p>")
     return "\n".join(parts)
+
+
+def _full_note(note: str, record: dict) -> str:
+    """A chart's "not measured: why" note whole: records before the fix kept it cut at 90 characters."""
+    why = (record.get("summary") or {}).get("energy_not_measured")
+    return f"GPU energy not measured: {why}" if why and f"GPU energy not measured: {why}".startswith(note) else note
+
+
+def _charts_html(record: dict, plotly_included: bool) -> tuple[list[str], bool]:
+    """The record's charts that carry information (lab.records.report_charts); the rest as one line of text."""
+    from lab.records import report_charts
+
+    parts = []
+    for chart in record.get("charts", []) or []:
+        title = html.escape(str(chart.get("title")))
+        try:
+            if record.get("checks") and report_charts.is_status_chart(chart["figure"]):
+                continue  # the Checks line above counts them
+            kind, what, notes = report_charts.curate(chart["figure"])
+            notes = [_full_note(n, record) for n in notes]
+            if kind == "text":
+                text = _full_note(str(what), record)
+                parts.append(f"<p class='chartline'><b>{title}</b>: {html.escape(text)}"
+                             + "".join(f"; {html.escape(n)}" for n in notes) + "</p>")
+                continue
+            parts.append(f"<h3>{title}</h3>" + "".join(f"<p class='skipline'>{html.escape(n)}</p>" for n in notes)
+                         + _chart(what, not plotly_included))
+            plotly_included = True
+        except Exception as exc:  # a broken chart must not hide the rest of the evidence
+            parts.append(f"<p class='err'>chart {title} could not be drawn: {html.escape(str(exc))}</p>")
+    return parts, plotly_included
+
+
+def _command_html(record: dict) -> str:
+    """The server command a record planned (notebook 04), copyable: what to run on the profile's machine."""
+    command = record.get("command") if isinstance(record.get("command"), dict) else {}
+    if not command.get("shell"):
+        return ""
+    return ("<h3>The server command</h3><p class='meta'>as this run built it from the profile; on the profile's "
+            "machine, with the model at that path, it is the line to run (the flags' reasons are in the table "
+            "below)</p>" + f"<pre class='cmd'>{html.escape(command['shell'])}</pre>")
 
 
 def record_section(record: dict, plotly_included: bool, number: int | None = None, anchor: str | None = None) -> tuple[str, bool]:
@@ -138,6 +186,7 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
     closing = closing_text(record) if not record.get("problem") else None
     if closing:
         parts.append(f"<div class='closing'><h3>What this means</h3>{markdown_html(closing)}</div>")
+    parts.append(_command_html(record))
     summary = record.get("summary")
     if isinstance(summary, dict) and summary:
         parts.append("<details><summary>Key results (the record's summary)</summary>"
@@ -159,12 +208,8 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
             empty.append(str(tbl.get("title")))
     if empty:
         parts.append(f"<p class='skipline'>Not on this profile: {html.escape('; '.join(empty))}.</p>")
-    for chart in record.get("charts", []) or []:
-        try:
-            parts.append(f"<h3>{html.escape(str(chart.get('title')))}</h3>" + _chart(chart["figure"], not plotly_included))
-            plotly_included = True
-        except Exception as exc:  # a broken chart must not hide the rest of the evidence
-            parts.append(f"<p class='err'>chart {html.escape(str(chart.get('title')))} could not be drawn: {html.escape(str(exc))}</p>")
+    charts, plotly_included = _charts_html(record, plotly_included)
+    parts += charts
     return "\n".join(parts), plotly_included
 
 
