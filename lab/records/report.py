@@ -49,7 +49,7 @@ html{overflow-x:hidden}
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2rem auto;max-width:1200px;color:#222;
      padding:0 1rem;line-height:1.4}
 h1{margin:.2rem 0;font-size:1.6rem} h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.2rem}
-h3{margin-top:1.4rem}
+h3{margin-top:1.4rem} h4{margin:.8rem 0 .2rem} details.why{font-size:.85rem;color:#444}
 .badge{color:#fff;border-radius:3px;padding:0 .4rem;font-weight:600}
 .meta{color:#555;font-size:.85rem} .err{color:#d62728;white-space:pre-wrap;font-family:monospace;overflow-wrap:anywhere}
 code{background:#f4f4f4;padding:0 .2rem;overflow-wrap:anywhere}
@@ -62,7 +62,7 @@ pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;max-width:100%}
 nav ol{columns:2;font-size:.95rem} .skipline{color:#666;font-size:.88rem}
 details>summary{cursor:pointer;color:#1f4f8f} details.table{margin:.35rem 0} details.table>summary{font-weight:600}
 .js-plotly-plot,.plotly-graph-div{max-width:100%}
-pre.cmd{white-space:pre-wrap;overflow-wrap:anywhere;margin:.2rem 0 .5rem} .chartline{margin:.5rem 0}
+pre.cmd{white-space:pre-wrap;overflow-wrap:anywhere;margin:.15rem 0;padding:.3rem .5rem} .chartline{margin:.5rem 0}
 """
 
 
@@ -232,6 +232,15 @@ def _answer_html(run_dir: Path) -> str:
     return markdown_html(answer.markdown(facts))
 
 
+def _commands_html(run_dir: Path) -> str:
+    from lab.records import answer, report_commands
+
+    try:
+        return report_commands.section(answer.profile_for_run(run_dir))
+    except Exception as exc:  # a view: a failure in it must not lose the report
+        return f"<p class='err'>The commands could not be listed: {html.escape(f'{type(exc).__name__}: {exc}')}</p>"
+
+
 def _meta_line(manifest: dict) -> str:
     if not manifest:
         return "no manifest.json in this folder (notebooks run by hand): provenance is in each record"
@@ -289,7 +298,9 @@ def build(run_dir: str | Path, require_run: bool = False) -> Path:
           "are not comparable.</p>" for c in manifest.get("model_changed") or [] if isinstance(c, dict)),
         f"<p class='err'>{_e(manifest_problem)}</p>" if manifest_problem else "",
         f"<section class='answer' id='answer'><h2 style='margin-top:.6rem;border:0'>The answer</h2>{_answer_html(run_dir)}</section>",
-        "<nav><h2>Contents</h2><ol>" + "".join(toc) + "</ol></nav>",
+        "<nav><h2>Contents</h2><p><a href='#commands'>Commands: what to type, one per block</a></p><ol>"
+        + "".join(toc) + "</ol></nav>",
+        _commands_html(run_dir),
         *sections,
     ]
     if not records:
