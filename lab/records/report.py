@@ -63,6 +63,7 @@ nav ol{columns:2;font-size:.95rem} .skipline{color:#666;font-size:.88rem}
 details>summary{cursor:pointer;color:#1f4f8f} details.table{margin:.35rem 0} details.table>summary{font-weight:600}
 .js-plotly-plot,.plotly-graph-div{max-width:100%}
 pre.cmd{white-space:pre-wrap;overflow-wrap:anywhere;margin:.15rem 0;padding:.3rem .5rem} .chartline{margin:.5rem 0}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(540px,1fr));gap:0 1rem} .chart{min-width:0}
 """
 
 
@@ -93,7 +94,12 @@ def _chart(figure: dict, first: bool) -> str:
     import plotly.io as pio
 
     fig = pio.from_json(json.dumps(figure), skip_invalid=True)
-    fig.update_layout(autosize=True, width=None)
+    # half the page wide (two charts a row from ~1,100 px): the legend goes under the plot, in small type,
+    # so the plot keeps its width and a long title is not cut by it
+    names = [t.name for t in fig.data if t.name and t.showlegend is not False]
+    fig.update_layout(autosize=True, width=None, title_font_size=13, margin={"l": 55, "r": 15, "t": 55, "b": 40},
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0, "font": {"size": 10}},
+                      height=(fig.layout.height or 420) + 18 * ((len(names) + 2) // 3))
     return pio.to_html(fig, include_plotlyjs=True if first else False, full_html=False,
                        config={"displaylogo": False, "responsive": True}, default_width="100%")
 
@@ -155,8 +161,9 @@ def _charts_html(record: dict, plotly_included: bool) -> tuple[list[str], bool]:
                 parts.append(f"<p class='chartline'><b>{title}</b>: {html.escape(text)}"
                              + "".join(f"; {html.escape(n)}" for n in notes) + "</p>")
                 continue
-            parts.append(f"<h3>{title}</h3>" + "".join(f"<p class='skipline'>{html.escape(n)}</p>" for n in notes)
-                         + _chart(what, not plotly_included))
+            parts.append(f"<div class='chart'><h3>{title}</h3>"
+                         + "".join(f"<p class='skipline'>{html.escape(n)}</p>" for n in notes)
+                         + _chart(what, not plotly_included) + "</div>")
             plotly_included = True
         except Exception as exc:  # a broken chart must not hide the rest of the evidence
             parts.append(f"<p class='err'>chart {title} could not be drawn: {html.escape(str(exc))}</p>")
@@ -209,7 +216,9 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
     if empty:
         parts.append(f"<p class='skipline'>Not on this profile: {html.escape('; '.join(empty))}.</p>")
     charts, plotly_included = _charts_html(record, plotly_included)
-    parts += charts
+    lines = [c for c in charts if not c.startswith("<div class='chart'>")]
+    drawn = [c for c in charts if c.startswith("<div class='chart'>")]
+    parts += lines + ([f"<div class='charts'>{''.join(drawn)}</div>"] if drawn else [])
     return "\n".join(parts), plotly_included
 
 

@@ -60,6 +60,9 @@ def _axis_suffix(ref: str | None) -> str:
 
 
 def _short(v: float) -> str:
+    """A tick label: 4096 → '4k' (token counts are powers of two), 20000 → '20k', 0.05 → '0.05'."""
+    if v >= 1024 and float(v).is_integer() and int(v) & (int(v) - 1) == 0:
+        return f"{int(v) // 1024:,}k"
     if abs(v) >= 1000:
         k = v / 1000
         return f"{display.sig3(k).rstrip('0').rstrip('.') if '.' in display.sig3(k) else display.sig3(k)}k"
