@@ -127,7 +127,9 @@ def _cmd_validate(args) -> int:
             prof = profiles.load(item)
             print(f"ok      {item} ({prof.name})")
             for note in _machine_notes(prof):
-                print(f"  note: {note}")
+                from lab.core import cli
+
+                print(cli.fit(f"  note: {note}"))
         except profiles.ProfileError as exc:
             bad += 1
             print(f"invalid {exc}", file=sys.stderr)
