@@ -84,10 +84,20 @@ def _run_batch(args, names: list[str], only: list[str] | None) -> int:
 
 
 def _print_rows(rows: list[dict]) -> None:
-    import pandas as pd
+    """A table within 100 columns: values as the report shows them, wide columns wrapped (lab.core.cli). A
+    (record, result) row of `compare` reads its values in the result's unit (a *_bytes result in GiB) and names
+    its record once."""
+    from lab.core import cli, display
 
-    with pd.option_context("display.max_rows", None, "display.max_colwidth", 40, "display.width", 200):
-        print(pd.DataFrame(rows).to_string(index=False))
+    shown, last = [], None
+    for row in rows:
+        if "result" in row:
+            key = str(row["result"])
+            row = {"record": "" if row.get("record") == last else row.get("record"), "result": display.label(key),
+                   **{k: display.fmt(v, key) for k, v in row.items() if k not in ("record", "result")}}
+            last = row["record"] or last
+        shown.append(row)
+    print(cli.text_table(shown))
 
 
 def _machine_notes(prof) -> list[str]:
@@ -117,7 +127,9 @@ def _cmd_validate(args) -> int:
             prof = profiles.load(item)
             print(f"ok      {item} ({prof.name})")
             for note in _machine_notes(prof):
-                print(f"  note: {note}")
+                from lab.core import cli
+
+                print(cli.fit(f"  note: {note}"))
         except profiles.ProfileError as exc:
             bad += 1
             print(f"invalid {exc}", file=sys.stderr)
@@ -139,9 +151,9 @@ def _cmd_plan(args) -> int:
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False, allow_nan=False))
     else:
-        print(plan.describe(result))
-        for note in result["on_this_machine"]:
-            print(f"  [on this machine] {note}")
+        from lab.core import cli
+
+        print(cli.fit(plan.describe(result)))  # the notes about this machine are in it, counted
     return 1 if any(f["severity"] == "error" for f in result["findings"]) else 0
 
 
@@ -259,8 +271,8 @@ def _cmd_wheel_arch(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m lab", description="Budget-GPU LLM lab: run, validate, plan, byhand, report, compare, doctor, synth.")
-    sub = ap.add_subparsers(dest="verb", required=True)
+    ap = argparse.ArgumentParser(prog="python -m lab")  # its description lists the verbs (_describe_verbs)
+    sub = ap.add_subparsers(dest="verb", required=True, metavar="VERB")  # the list is below, 100 columns
 
     p = sub.add_parser("run", help="run the notebooks with papermill into outputs/<profile>/<UTC>_<sha>/")
     p.add_argument("--profile", default="cpu-default",
@@ -320,7 +332,77 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--html", default=None, help="write an HTML table to this file instead of printing")
     p.set_defaults(fn=_cmd_compare)
+    _describe_verbs(ap, sub)
     return ap
+
+
+# Each verb's --help: what it does, in a paragraph, and examples to copy (synth, multigpu, cache and tune have their
+# own parsers, with theirs). `lab --help` lists every registered verb.
+VERB_HELP = {
+    "run": ("Run the notebooks (papermill) on a profile into outputs/<profile>/<UTC>_<sha>/: the executed notebooks, "
+            "records/*.json and report.html. Prints the run folder, the report's path and the checks' counts.",
+            ["python -m lab run", "python -m lab run --profile v100-32g-x1",
+             "python -m lab run --profile cpu-default --only 01,02", "python -m lab run --profile all"]),
+    "validate": ("Check profile files field by field (exit 1 naming the file and the field when one is invalid); "
+                 "a note for what is valid but will not work on this machine (a missing model file, a busy port).",
+                 ["python -m lab validate cpu-default", "python -m lab validate params/*.yaml"]),
+    "plan": ("What should happen on the profile's hardware, without it: the compatibility rules, the memory plan "
+             "(fits or not, and how much is spare), the decode ceiling and the predicted speed, the routes, the "
+             "seeds' claims judged. Exit 1 when the plan has an error.",
+             ["python -m lab plan v100-32g-x1", "python -m lab plan params/rtx4090-24g.yaml --json"]),
+    "report": ("(Re)build report.html of a run folder from its records and its profile; nothing runs again, so a "
+               "shared run folder gets the report of this checkout.",
+               ["python -m lab report outputs/cpu-default/20261202T000704Z_06ed2fbb"]),
+    "doctor": ("Recognise known problems in logs, a run folder or stdin: each finding with what was seen, its cause, "
+               "the fix, the commands and the source. Exit 1 when a warning or an error matched (--strict: a note "
+               "too).", ["python -m lab doctor --log server.log", "python -m lab doctor --run outputs/v100-32g-x1/<run>",
+                          "journalctl -k | python -m lab doctor"]),
+    "byhand": ("The exact commands to set a GPU profile up by hand on Ubuntu: check the card, the driver, the CUDA "
+               "toolkit, the llama.cpp build, the model with its sha256, the server, a curl test, the offload check.",
+               ["python -m lab byhand v100-32g-x1", "python -m lab byhand v100-32g-x2-nvlink --ubuntu 24.04 > byhand.sh"]),
+    "wheel-arch": ("The CUDA architectures (sm_XX cubins, PTX) the .so files of a wheel carry, read from their "
+                   ".nv_fatbin sections: whether a wheel runs on a V100 (sm_70), without installing it or a GPU.",
+                   ["pip download --no-deps --only-binary=:all: -d wheels vllm==0.10.1.1",
+                    "python -m lab wheel-arch wheels/*.whl"]),
+    "compare": ("Key results of several run folders side by side (each record's summary), 100 columns wide; "
+                "--html writes the same table as a page.",
+                ["python -m lab compare outputs/cpu-default/A outputs/cpu-default/B",
+                 "python -m lab compare outputs/*/* --html compare.html"]),
+}
+
+
+def _describe_verbs(ap: argparse.ArgumentParser, sub) -> None:
+    from lab.core import cli
+
+    for name, p in sub.choices.items():
+        p.formatter_class = cli.HelpFormatter
+        if name in VERB_HELP:
+            p.description, examples = VERB_HELP[name][0], VERB_HELP[name][1]
+            p.epilog = cli.examples(*examples)
+        if name == "doctor":  # the knowledge base is read only when its help is asked for (0.25 s)
+            p.format_help = _with_known_problems(p, p.format_help)
+    ap.formatter_class = cli.HelpFormatter
+    ap.description = ("Budget-GPU LLM lab. Verbs: " + ", ".join(sub.choices) + ". `python -m lab VERB --help` "
+                      "says what each does, with examples.")
+    ap.epilog = cli.examples("python -m lab run", "python -m lab plan v100-32g-x1", "python -m lab byhand v100-32g-x1",
+                             "python -m lab doctor --log server.log")
+
+
+def _with_known_problems(p: argparse.ArgumentParser, format_help):
+    def help_text() -> str:
+        p.description = VERB_HELP["doctor"][0] + " It recognises: " + ", ".join(_known_problems()) + "."
+        return format_help()
+    return help_text
+
+
+def _known_problems() -> list[str]:
+    """The ids of the problems `lab doctor` recognises (lab/data/troubleshooting.yaml)."""
+    from lab.diagnose import knowledge_base
+
+    try:
+        return [e.id for e in knowledge_base.load_kb()]
+    except Exception as exc:  # the help must print even with a broken knowledge base
+        return [f"(lab/data/troubleshooting.yaml could not be read: {exc})"]
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,4 +1,6 @@
 """lab.core.display: the one way tables read, in notebooks and in report.html."""
+import re
+
 import pandas as pd
 
 from lab.core import display
@@ -25,7 +27,8 @@ def test_values_have_three_significant_figures_and_bytes_read_as_gib():
 def test_no_truncation_no_index_and_a_scrolling_box():
     long = "fix: " + "x" * 400
     page = display.frame_html(pd.DataFrame([{"fix": long, "tok_s": 12.3456}], index=[7]))
-    assert long in page and "…" not in page
+    text = re.sub(r"<i> \(more\)</i>|<[^>]+>", "", page)  # long tokens may wrap (<wbr>), long cells open in place
+    assert long in text and "…" not in page
     assert "overflow-x:auto" in page and ">7<" not in page
     assert ">12.3<" in page
 
@@ -40,3 +43,18 @@ def test_key_value_tables_read_as_words_with_units():
     assert "4.00 GiB" in page and "4,294,967,296" not in page
     assert "Device<" in page and "Max context q8_0" in page
     assert display.label("GiB_at_32K") == "GiB at 32K"
+
+
+def test_cells_wrap_at_separators_render_code_and_keep_commands_apart():
+    # a narrow column wraps a path after "/" or "_", never inside a plain word
+    assert display.breakable("records/01_hardware_checks.json") == "records<wbr>/<wbr>01<wbr>_<wbr>hardware<wbr>_<wbr>checks<wbr>.<wbr>json"
+    assert display.breakable("Observed value") == "Observed value"
+    # the data's Markdown code spans read as code, escaped
+    assert display._cell("fix", "run `make setup` <now>") == "run <code>make setup</code> &lt;now&gt;"
+    # two commands are two copyable blocks, never one joined line
+    cell = display._cell("commands", "cmake --build build -j\nllama-server -m MODEL.gguf")
+    assert cell.count("<pre") == 2 and ">cmake --build build -j</pre>" in cell and ">llama-server -m MODEL.gguf</pre>" in cell
+    # a long cell shows its start and opens in place for the rest: all of it is on the page
+    long = "word " * 120
+    cell = display._cell("evidence", long)
+    assert cell.startswith("<details>") and cell.replace("<wbr>", "").count("word") == 120

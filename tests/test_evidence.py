@@ -58,7 +58,7 @@ def test_manifest_and_report_from_records(tmp_path):
 
     evidence.write_record(run, "01_demo", {"title": "Demo", "summary": {"speed": 12.5},
                                            "checks": [Check("c1", "fail", 1, 2, "fix it", "here").to_dict()],
-                                           "charts": [evidence.chart_entry("bars", go.Figure(go.Bar(x=[1], y=[2])))]})
+                                           "charts": [evidence.chart_entry("bars", go.Figure(go.Bar(x=[1, 2], y=[2, 3])))]})  # one point: text
     # a record's checks come back as the Checks they were (notebook 07 shows its table from its record)
     assert checks.from_dicts(evidence.read_records(run)["01_demo"]["checks"]) == [Check("c1", "fail", 1, 2, "fix it", "here")]
     m = manifest.write(run, prof, prof_path, evidence.utc_now(),

@@ -113,7 +113,7 @@ def test_hybrid_plan_counts_attention_kv_and_recurrent_state():
     assert mem["kv_bytes_total"] == mem["kv_attention_bytes_total"] + mem["recurrent_state_bytes_total"]
     assert mem["weights_bytes"] == 16_536_406_016  # Q4_K_M, exact (lab.model.weights)
     text = plan_mod.describe({"profile": "x", "findings": [], **{k: mem[k] for k in plan_mod.MEMORY_KEYS}})
-    assert "recurrent state 598.5 MiB (149.62 MiB/sequence, Gated DeltaNet layers)" in text
+    assert "recurrent state 0.58 GiB (149.62 MiB/sequence, Gated DeltaNet layers)" in text  # GiB like every size
 
 
 def test_llama_cpp_places_the_weights_as_it_does_on_a_16_gb_card():
@@ -143,3 +143,17 @@ def test_the_embedding_stays_on_the_host_for_every_llama_cpp_gpu_profile():
         # Q4_K_M: token_embd Q4_K, 5120 × 248,320 × 4.5 bits = 682.03 MiB (the H200 record's CPU_Mapped buffer)
         assert plan["weights_host_bytes"] == 715_161_600 and round(plan["weights_host_bytes"] / 2**20, 2) == 682.03
         assert plan["weights_file_bytes"] == 16_799_719_424 and plan["weights_mtp_bytes"] == 263_313_408
+
+
+def test_a_fit_with_less_to_spare_than_the_cuda_context_estimate_warns():
+    """`fits: True` with a few hundred MiB left rests on the 400 MiB CUDA-context estimate (runtime_overhead.yaml):
+    the plan says so (tight-fit, a warning) and how much is spare."""
+    v100 = profiles.load("v100-32g-x1")
+    roomy = memory_plan.plan_memory(v100)
+    assert roomy["fits"] and roomy["spare_bytes"] > 2**30 and "tight-fit" not in {f["id"] for f in roomy["findings"]}
+    tight = memory_plan.plan_memory(v100.model_copy(update={
+        "context_tokens": roomy["max_context_tokens"] * v100.parallel_slots}))
+    found = {f["id"]: f for f in tight["findings"]}
+    assert tight["fits"] and 0 <= tight["spare_bytes"] < 400 * 2**20, tight["spare_bytes"]
+    assert found["tight-fit"]["severity"] == "warn" and "400 MiB" not in found["tight-fit"]["message"]
+    assert "0.39 GiB CUDA context" in found["tight-fit"]["message"]

@@ -1,14 +1,19 @@
 """report.html in a real headless Chromium (Debian's `chromium`, installed here when missing), offline from
 file://: the summary is on the first screen, every chart drew (plotly SVG), no console errors, nothing
-reached for the network, and the page is no wider than the window — wide tables scroll in their own box."""
+reached for the network, and the page is no wider than the window — wide tables scroll in their own box.
+The committed H200 run's report, at 1400 and 800 px: a bounded page height, no cell cut or word split even with
+every folded table open, and every command of its Commands section in a <pre> of its own."""
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from lab.core import evidence, profiles
-from lab.records import browser, manifest, report
+from lab.core.paths import ROOT
+from lab.records import answer, browser, manifest, report, report_commands
+from lab.serving import byhand
 from lab.core.checks import Check
 
 pytestmark = pytest.mark.tools
@@ -36,7 +41,11 @@ def _run_folder(tmp_path):
                    Check("GPU count", "skip", "no GPU", "0", "CPU profile", "here").to_dict()],
         "tables": [{"title": "A wide table", "rows": wide}, {"title": "vLLM only", "rows": []},
                    {"title": "An unbroken string", "rows": [{"command": "/very/long/path/" + "a" * 400}]}],
-        "charts": [evidence.chart_entry("bars", go.Figure(go.Bar(x=[1, 2], y=[2, 3])))],
+        "findings": [{"severity": "warn", "title": "a finding", "fix": "run `make setup`",
+                      "evidence": "Observed Severity " * 40, "commands": "cmake --build build -j\nllama-server -m MODEL.gguf"}],
+        "charts": [evidence.chart_entry("bars", go.Figure(go.Bar(x=[1, 2], y=[2, 3]))),
+                   evidence.chart_entry("Checks by status", go.Figure(go.Bar(x=["pass", "warn", "fail", "skip"], y=[1, 0, 0, 1]))),
+                   evidence.chart_entry("one point", go.Figure(go.Scatter(x=[3], y=[4])))],
         "inventory": {"gpus": [], "nvml": {"available": False}, "host": {}, "model_file": {}},
         "bandwidth": {"kind": "host_ram", "gb_s": 27.4, "n": 5}, "psu": {"arithmetic": "n/a"},
     }, prof_path)
@@ -59,6 +68,37 @@ def test_report_reads_right_in_chromium(tmp_path, chromium):
     assert seen["plots"] >= 1 and seen["plots_with_svg"] == seen["plots"]
     assert seen["scroll_width"] <= seen["inner_width"]
     assert seen["console_errors"] == [] and seen["requests_off_file"] == []
+    assert seen["plots"] == 1, "the status-count bars and the one-point chart are lines of text, not charts"
+    assert "cmake --build build -j" in seen["pre_texts"] and "llama-server -m MODEL.gguf" in seen["pre_texts"]
+
+
+H200_RUN = ROOT / "outputs" / "h200-x1" / "20261201T225010Z_ca156936"
+# Its report measured 20,366 px at 1400 px and 27,817 px at 800 px before the report was cut down (2026-12-02);
+# 13,913 and 17,855 after.
+HEIGHT_BOUND = {1400: 16_000, 800: 21_000}
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_h200_report_reads_at_1400_and_800_px(tmp_path, chromium, width):
+    run = tmp_path / H200_RUN.name
+    shutil.copytree(H200_RUN, run)
+    report.build(run)
+    shot = run / f"report-{width}.png"
+    seen = browser.inspect(run / "report.html", shot, width=width, full_page=True)
+    assert shot.stat().st_size > 50_000  # the whole page, kept with the test's run folder
+    assert seen["findings"] == [], seen["findings"]
+    assert seen["page_height"] < HEIGHT_BOUND[width], seen["page_height"]
+    assert seen["scroll_width"] <= seen["inner_width"]
+    prof = answer.profile_for_run(run)
+    wanted = [c for step in byhand.steps(prof) for c in step.commands] + report_commands.on_card(prof)
+    wanted.append(json.loads((run / "records" / "04_serve.json").read_text())["command"]["shell"])
+    assert [c for c in wanted if c not in seen["pre_texts"]] == []
+    # every folded table opened: still no cell cut off, no word split over two lines, no cell ending in "…"
+    opened = browser.inspect(run / "report.html", width=width, open_details=True)
+    assert (opened["clipped"], opened["split_words"]) == ([], []), opened["findings"]
+    # a cell ending in "…" is one the record itself holds so (this run predates whole evidence lines), never the report's
+    records = "".join(p.read_text(encoding="utf-8") for p in (run / "records").glob("*.json"))
+    assert [c for c in opened["cut_cells"] if json.dumps(c[-40:], ensure_ascii=False)[1:-1] not in records] == []
 
 
 def test_judge_names_what_a_reader_would_notice():

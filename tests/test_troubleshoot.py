@@ -279,3 +279,11 @@ def test_table_and_text_output():
     assert "gguf-truncated" in views.format_findings(found) and "sha256sum" in views.format_findings(found)
     assert views.format_findings([]) == "No known problem found."
     assert views.findings_table([]).empty
+
+
+def test_captured_texts_keep_their_evidence_whole():
+    """The report shows a long log line folded, whole; the diagnosis no longer cuts it at 300 characters."""
+    from lab.diagnose import troubleshoot_repro
+
+    rows = troubleshoot_repro.diagnose_captured()
+    assert rows and not [r["seen"] for r in rows if str(r["seen"]).endswith("…")]

@@ -112,16 +112,55 @@ def badge(status) -> str:
            f"{html.escape(str(status))}</span>"
 
 
+COMMAND_KEYS = ("command", "commands", "cmd", "shell")
+LONG_CELL = 400  # characters: a longer cell shows its start and opens in place for the rest
+BREAK_AFTER = re.compile(r"([/_.,=:;&?-])")
+
+
+def breakable(text: str) -> str:
+    """Escaped text whose long tokens (paths, URLs, flag lists) may wrap after a separator and, failing that,
+    every 24 characters (<wbr>): a narrow column then wraps "records/01_hardware.json" at "/" instead of
+    cutting a plain word ("Observe|d"), and never pushes the table wider than its box."""
+    def token(t: str) -> str:
+        if len(t) <= 16:
+            return html.escape(t)
+        parts = []
+        for piece in BREAK_AFTER.split(t):
+            parts += [html.escape(piece[i:i + 24]) for i in range(0, len(piece), 24)] or [""]
+        return "<wbr>".join(p for p in parts if p)
+    return "".join(token(t) if not t.isspace() else t for t in re.split(r"(\s+)", text))
+
+
+def inline_code(text: str) -> str:
+    """Plain text with Markdown `code` spans (the fixes and reasons the lab's data writes) as HTML."""
+    out = []
+    for i, part in enumerate(re.split(r"`([^`\n]+)`", text)):
+        out.append(f"<code>{breakable(part)}</code>" if i % 2 else breakable(part))
+    return "".join(out)
+
+
 def _cell(key, value) -> str:
     if str(key).lower() in STATUS_KEYS and value in STATUS_COLOURS:
         return badge(value)
-    text = html.escape(fmt(value, key))
-    return f"<code>{text}</code>" if str(key).lower() in ("command", "cmd", "shell") else text
+    text = fmt(value, key)
+    if str(key).lower() in COMMAND_KEYS and value not in (None, "", []):
+        # one command per block, each copyable as it is (a list, or lines of one string)
+        lines = value if isinstance(value, (list, tuple)) else str(value).splitlines()
+        return "".join(f'<pre class="cmd" style="{PRE_STYLE}">{html.escape(str(line))}</pre>'
+                       for line in lines if str(line).strip())
+    if len(text) > LONG_CELL:
+        cut = text.rfind(" ", 0, 200)
+        cut = cut if cut > 100 else 200
+        return (f"<details><summary>{inline_code(text[:cut])}<i> (more)</i></summary>"
+                f"{inline_code(text[cut:])}</details>")
+    return inline_code(text)
 
 
 TABLE_STYLE = ("border-collapse:collapse;font-size:.88rem;margin:.4rem 0")
 CELL_STYLE = ("border:1px solid #ddd;padding:.25rem .5rem;text-align:left;vertical-align:top;"
-              "white-space:normal;overflow-wrap:anywhere;min-width:4rem;max-width:40rem")
+              "white-space:normal;overflow-wrap:break-word;min-width:3rem;max-width:40rem")
+PRE_STYLE = ("margin:0 0 .2rem;padding:.15rem .3rem;background:#f6f8fa;white-space:pre-wrap;"
+             "overflow-wrap:anywhere;font-size:.82rem")
 
 
 def rows_html(rows: list[dict], empty: str = EMPTY) -> str:

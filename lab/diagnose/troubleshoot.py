@@ -29,7 +29,7 @@ from lab.diagnose.log_scan import candidate_lines, file_blocks, strip_ansi, text
 BASE_SCORE = {"error": 30, "warn": 20, "info": 10}
 CONFIRMED_BONUS = 10  # the facts the lab collected agree with what the log says
 CONTEXT_BONUS = 5  # the log names the situation the entry is about (e.g. a V100)
-EVIDENCE_CHARS = 300
+EVIDENCE_CHARS = 2000  # a guard against a megabyte line; a real log line is kept whole (the report folds long cells)
 
 
 @dataclass

@@ -380,7 +380,7 @@ def diagnose_captured(examples: list[dict] | None = None) -> list[dict]:
         top = found[0] if found else None
         rows.append({"pitfall": ex["pitfall"], "expected": ex["entry"], "diagnosed": top.entry_id if top else None,
                      "correct": bool(top and top.entry_id == ex["entry"]), "kind": ex["kind"],
-                     "seen": top.evidence if top else (ex.get("text") or "")[:120],
+                     "seen": top.evidence if top else (ex.get("text") or ""),
                      "cause": top.cause if top else None, "fix": top.fix if top else None,
                      "entry_source": "\n".join(top.source) if top else None, "text_source": ex["source"]})
     return rows

@@ -36,8 +36,19 @@ def format_findings(findings: list[Finding]) -> str:
         if f.confirmed_by and f.matched_by == "log":
             lines.append(f"   confirmed by: {f.confirmed_by}")
         lines += [f"   source: {s}" for s in f.source]
-        blocks.append("\n".join(lines))
+        blocks.append("\n".join(_wrap(line) for line in lines))
     return "\n\n".join(blocks)
+
+
+def _wrap(line: str, width: int = 100) -> str:
+    """A prose line wrapped to the terminal's 100 columns under its label; a command ('$ ...') stays whole so it
+    pastes as it is."""
+    import textwrap
+
+    if len(line) <= width or line.lstrip().startswith("$ "):
+        return line
+    indent = " " * (len(line) - len(line.lstrip()) + 3)
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False))
 
 
 def doctor_exit_code(findings: list[Finding], min_severity: str = "warn") -> int:

@@ -232,7 +232,7 @@ def energy_chart(summaries: list[dict], title: str = "Energy and memory by concu
     fig.add_trace(go.Scatter(x=xs, y=rss, mode="lines+markers", name="peak host RSS, server tree"), row=1, col=2)
     if all(v is None for v in jpt):
         why = next((s.get("energy_not_measured") for s in summaries if s.get("energy_not_measured")), "no GPU")
-        fig.add_annotation(text=f"GPU energy not measured: {why}"[:90], xref="x domain", yref="y domain", x=0.5, y=0.5,
+        fig.add_annotation(text=f"GPU energy not measured: {why}", xref="x domain", yref="y domain", x=0.5, y=0.5,
                            showarrow=False, row=1, col=1)
     fig.update_xaxes(title_text="concurrent streams", type="log", tickvals=xs)
     fig.update_layout(title=title, height=380)

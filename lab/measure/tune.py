@@ -491,7 +491,13 @@ def main(argv: list[str] | None = None) -> int:
     from lab.core import evidence, profiles
     from lab.measure import gpumon
 
-    ap = argparse.ArgumentParser(prog="python -m lab tune", description=__doc__.split("\n")[0])
+    from lab.core import cli
+
+    ap = argparse.ArgumentParser(prog="python -m lab tune", description=__doc__.split("\n")[0],
+                                 formatter_class=cli.HelpFormatter,
+                                 epilog=cli.examples("python -m lab tune",
+                                                     "python -m lab tune --profile v100-32g-x1 --budget-s 900",
+                                                     "python -m lab tune --dimensions slots,threads --write-profile tuned.yaml"))
     ap.add_argument("--profile", default="cpu-default")
     ap.add_argument("--budget-s", type=float, default=None, help="time budget in seconds (default: the profile's tune_budget_s)")
     ap.add_argument("--dimensions", default=None, help="comma-separated subset: server_state,sampling,flash_attn,batch,kv_cache,slots,threads")

@@ -194,6 +194,17 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
                                      f"expect ≤ {max_seqs} full-length sequences in flight, or shorten max-model-len",
                                      "vLLM logs 'Maximum concurrency for N tokens per request'"))
 
+    spare = budget - (weights_dev + overhead_bytes + kv_dev)
+    estimate = (overhead.get("parts") or {}).get("cuda_context")
+    if fits and estimate and spare < estimate:
+        # the CUDA context in the overhead is the one part not measured (lab/data/runtime_overhead.yaml): a fit with
+        # less to spare than that estimate rests on it
+        findings.append(_finding("tight-fit", "warn",
+                                 f"fits with only {_gib(spare)} to spare per device, less than the {_gib(estimate)} "
+                                 "CUDA context the plan estimates (not measured): a driver that takes more tips it "
+                                 "over", f"leave ≥ {_gib(estimate)}: lower context_tokens or parallel_slots, or use "
+                                 "kv_cache_dtype q8_0; after the server starts, compare nvidia-smi memory.used with "
+                                 "the card's memory", overhead["source"]))
     if per_seq_ctx > arch.max_context:
         findings.append(_finding("context-beyond-training", "warn",
                                  f"{per_seq_ctx} tokens per sequence exceeds the model's trained context "
@@ -242,5 +253,5 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         "context_tokens": profile.context_tokens, "context_tokens_per_sequence": per_seq_ctx,
         "parallel_slots": slots, "max_context_tokens": max_ctx_seq,
         "max_context_basis": ("per slot, with every slot allocated" if llama else "one sequence (--max-model-len)"),
-        "max_concurrent_sequences": int(max_seqs), "fits": fits, "findings": findings,
+        "max_concurrent_sequences": int(max_seqs), "fits": fits, "spare_bytes": spare, "findings": findings,
     }

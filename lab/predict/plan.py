@@ -108,30 +108,40 @@ def plan(profile: Profile | str | Path) -> dict:
     return result
 
 
+UNITS = "sizes in GiB (2^30 bytes), bandwidth in GB/s and bytes read per token in GB (10^9 bytes)"
+
+
 def describe(result: dict) -> str:
-    """The plan as plain text for a terminal: one block per finding, errors first."""
+    """The plan as plain text for a terminal: one block per finding, errors first. One unit per quantity (UNITS):
+    memory sizes in GiB, as llama.cpp and nvidia-smi count them; bandwidth and the bytes a token reads in decimal
+    GB, as the datasheets count them (the ceiling divides one by the other). The notes about this machine
+    (`on_this_machine`, added by `lab plan`) are counted and shown with the profile's."""
     findings = result["findings"]
+    machine = result.get("on_this_machine") or []
     counts = {s: sum(f["severity"] == s for f in findings) for s in ("error", "warn", "info")}
     lines = [f"profile {result['profile']}: {counts['error']} error(s), {counts['warn']} warning(s), "
-             f"{counts['info']} note(s)"]
+             f"{counts['info'] + len(machine)} note(s); {UNITS}"]
     if "fits" in result:
-        gb, mem = 1e9, result.get("memory") or {}
+        gib, mem = 2**30, result.get("memory") or {}
         state = result.get("recurrent_state_bytes_total") or 0
         if mem:
             lines.append(f"  model: {mem['model']} ({result.get('model_source', '')})")
-            lines.append(f"  weights: {result['weights_bytes'] / gb:.2f} GB ({mem['weights_basis']})")
+            lines.append(f"  weights: {result['weights_bytes'] / gib:.2f} GiB ({mem['weights_basis']})")
         kv_dtype = f" at {mem['kv_dtype']}" if mem else ""
-        kv_part = (f"KV {(result['kv_bytes_total'] - state) / gb:.2f} GB ({result['kv_bytes_per_token'] / 1024:.0f} "
-                   f"KiB/token{kv_dtype}, full-attention layers) + recurrent state {state / 2**20:.1f} MiB "
+        kv_part = (f"KV {(result['kv_bytes_total'] - state) / gib:.2f} GiB ({result['kv_bytes_per_token'] / 1024:.0f} "
+                   f"KiB/token{kv_dtype}, full-attention layers) + recurrent state {state / gib:.2f} GiB "
                    f"({result['recurrent_state_bytes_per_sequence'] / 2**20:.2f} MiB/sequence, Gated DeltaNet layers)"
-                   if state else f"KV {result['kv_bytes_total'] / gb:.2f} GB ({result['kv_bytes_per_token'] / 1024:.0f} "
+                   if state else f"KV {result['kv_bytes_total'] / gib:.2f} GiB ({result['kv_bytes_per_token'] / 1024:.0f} "
                    f"KiB/token{kv_dtype})")
-        against = (f" + overhead {mem['overhead_bytes'] / gb:.2f} GB vs {mem['budget_bytes'] / gb:.2f} GB per device "
+        against = (f" + overhead {mem['overhead_bytes'] / gib:.2f} GiB vs {mem['budget_bytes'] / gib:.2f} GiB per device "
                    f"({mem['memory_kind']}, {mem['devices']} device(s); {mem['context_tokens']} tokens over "
                    f"{mem['parallel_slots']} slot(s))" if mem else "")
         basis = f" ({mem['max_context_basis']})" if mem else ""
-        lines.append(f"  memory: weights {result['weights_bytes'] / gb:.2f} GB + {kv_part}{against} → fits: "
-                     f"{result['fits']}; max context {result['max_context_tokens']} tokens{basis}, max concurrent sequences "
+        spare = mem.get("spare_bytes")
+        verdict = ("fits" if result["fits"] else "does NOT fit") + (
+            f", {spare / gib:.2f} GiB spare per device" if spare is not None and result["fits"] else "")
+        lines.append(f"  memory: weights {result['weights_bytes'] / gib:.2f} GiB + {kv_part}{against} → {verdict}; "
+                     f"max context {result['max_context_tokens']} tokens{basis}, max concurrent sequences "
                      f"{result['max_concurrent_sequences']}")
         for card in (mem.get("per_device") or []):  # -sm layer: what llama.cpp puts on each card
             extra = " + output layer" if card["output_layer"] else ""
@@ -172,6 +182,7 @@ def describe(result: dict) -> str:
     for c in result.get("claims", []):
         if c["verdict"] not in ("consistent", "not testable here"):
             lines.append(f"  claim {c['id']}: {c['verdict']} — {c['why']}")
+    lines += [f"  [on this machine] {note}" for note in machine]
     return "\n".join(lines)
 
 
@@ -203,13 +214,13 @@ def routes_lines(part: dict | None) -> list[str]:
     (lines <= 100 columns)."""
     if not part:
         return []
-    gb = 1e9
+    gib = 2**30
     lines = [f"  routes, one stream (lab/data/routes.yaml): fastest {part['fastest']}, "
              f"llama.cpp {part['fastest_llama_cpp']}"]
     for r in part["routes"]:
         speed = f"{r['tok_s']:5.1f} tok/s" if r["tok_s"] else "    ? tok/s"
-        lines.append(f"    {r['id'][:17]:17} {speed} {r['basis'][:31]:31} {r['per_card_bytes'] / gb:5.1f}/"
-                     f"{r['budget_bytes'] / gb:4.1f} GB/card {'fits' if r['fits'] else 'NO FIT'}")
+        lines.append(f"    {r['id'][:17]:17} {speed} {r['basis'][:31]:31} {r['per_card_bytes'] / gib:5.1f}/"
+                     f"{r['budget_bytes'] / gib:4.1f} GiB/card {'fits' if r['fits'] else 'NO FIT'}")
         lines.append(f"      how: {r['how'][:89]}")
         if r["flags"]:
             lines.append(f"      flags: {r['flags'][:87]}")

@@ -34,12 +34,14 @@ def card_row(profile) -> dict:
     mem = p["memory"]
     used = (mem.get("weights_bytes_per_device") or 0) + (mem.get("kv_bytes_per_device") or 0) + (mem.get("overhead_bytes") or 0)
     model = profile.model_name + (f" (stand-in for {profile.model_stand_in_for})" if profile.model_stand_in_for else "")
-    return {"card (profile)": f"{profile.gpu_count} × GPU · {profile.name}", "model": model, "quant": profile.model_quant,
-            "engine": profile.engine, "context × sequences": f"{mem['context_tokens_per_sequence']:,} × {mem['parallel_slots']}",
-            "fits": p["fits"], "memory used per GPU": f"{_gib(used)} of {_gib(mem['budget_bytes'])}",
-            "longest context, one sequence": p["max_context_tokens"],
+    # the answer's columns first (the card, its speed, whether it fits): a narrow window scrolls the rest
+    return {"card (profile)": f"{profile.gpu_count} × GPU · {profile.name}",
+            "expected, one stream": _tok(p["predicted_decode_tok_s"]),
             "ceiling, one stream": _tok(p["decode_ceiling_tok_s"]),
-            "expected, one stream": _tok(p["predicted_decode_tok_s"])}
+            "fits": p["fits"], "memory used per GPU": f"{_gib(used)} of {_gib(mem['budget_bytes'])}",
+            "context × sequences": f"{mem['context_tokens_per_sequence']:,} × {mem['parallel_slots']}",
+            "longest context, one sequence": p["max_context_tokens"],
+            "model": model, "quant": profile.model_quant, "engine": profile.engine}
 
 
 def gpu_profiles() -> list:
@@ -127,7 +129,8 @@ def markdown(f: dict) -> str:
                    "CPU's.** What it means for a real card is each GPU profile's plan (memory arithmetic checked against "
                    "llama.cpp here, speed from bandwidth and calibrated runs):")
     if f["measured"]:
-        out.append("**Measured in this run:** " + "; ".join(f["measured"]) + ".")
+        out.append("**Measured in this run:**")
+        out += [f"- {line}" for line in f["measured"]]
     elif f["records"] == []:
         out.append("**Measured in this run:** nothing yet (no records in this run folder).")
     if not f["gpu_profile"]:
@@ -147,11 +150,21 @@ def markdown(f: dict) -> str:
                                                                        if kind else ""))
     claims = f["claims_not_holding"]
     if claims:
-        out.append(f"**{len(claims)} of the seeds' claims do not hold** for this profile (the numbers behind each "
-                   "verdict are in the claims ledger, notebook 06):")
+        guides = seed_guides()
+        named = "; ".join(f"seed {k}: {v}" for k, v in guides.items())
+        out.append(f"**{len(claims)} of the seeds' claims do not hold** for this profile. The seeds are the two "
+                   f"deployment guides this lab checks ({named}); the numbers behind each verdict are in the claims "
+                   "ledger, notebook 06:")
         out.append(_md_table([{"seed": (c.get("seed") or "")[:3], "claim": c.get("english") or c.get("id"),
                                "verdict": c["verdict"]} for c in claims]))
     return _join(out)
+
+
+def seed_guides() -> dict[str, str]:
+    """{'000': 'two V100s + vLLM (AWQ)', ...}: what each seed guide is about (lab/data/seed_claims.yaml `seeds`)."""
+    from lab.core import facts as lab_facts
+
+    return {str(k): v["what"] for k, v in (lab_facts.load("seed_claims").get("seeds") or {}).items()}
 
 
 def _join(parts: list[str]) -> str:
@@ -193,21 +206,31 @@ def escape_profile_text(f: dict) -> dict:
     return {**f, "model": html.escape(f["model"]), "cards": [{**c, "model": html.escape(c["model"])} for c in f["cards"]]}
 
 
-def for_run(run_dir: str | Path) -> dict | None:
-    """The summary's facts for a finished run folder (None when its profile file cannot be loaded)."""
+def profile_for_run(run_dir: str | Path):
+    """The run's profile (from its manifest, its records, or the folder it sits in); None when none loads."""
     from lab.core import evidence, profiles
     from lab.records import manifest as manifest_file
 
     run_dir = Path(run_dir)
     manifest, _ = manifest_file.read_manifest(run_dir)  # its problem, if any, is the report's to show
-    records = evidence.read_records(run_dir)
     candidates = [(manifest.get("profile") or {}).get("file"), (manifest.get("profile") or {}).get("name")]
-    candidates += [(r.get("provenance") or {}).get("profile_file") for r in records.values()]
+    candidates += [(r.get("provenance") or {}).get("profile_file") for r in evidence.read_records(run_dir).values()]
     candidates.append(run_dir.resolve().parent.name)  # outputs/<profile>/<run>: the folder names the profile
     for cand in filter(None, candidates):
         try:
-            prof = profiles.load(cand if Path(cand).exists() else profiles.resolve(cand))
+            return profiles.load(cand if Path(cand).exists() else profiles.resolve(cand))
         except (profiles.ProfileError, FileNotFoundError, ValueError):
             continue
-        return facts(prof, records, manifest.get("notebooks"))
     return None
+
+
+def for_run(run_dir: str | Path) -> dict | None:
+    """The summary's facts for a finished run folder (None when its profile file cannot be loaded)."""
+    from lab.core import evidence
+    from lab.records import manifest as manifest_file
+
+    prof = profile_for_run(run_dir)
+    if prof is None:
+        return None
+    manifest, _ = manifest_file.read_manifest(Path(run_dir))
+    return facts(prof, evidence.read_records(Path(run_dir)), manifest.get("notebooks"))

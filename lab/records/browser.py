@@ -30,6 +30,8 @@ PROBE = """(() => {
   const a = document.getElementById('answer');
   const r = a ? a.getBoundingClientRect() : null;
   const plots = document.querySelectorAll('.plotly-graph-div');
+  // what a reader sees: not inside a closed <details>, not display:none
+  const shown = e => e.checkVisibility ? e.checkVisibility() : e.offsetParent !== null;
   return {
     inner_width: window.innerWidth, inner_height: window.innerHeight,
     scroll_width: document.documentElement.scrollWidth, page_height: document.documentElement.scrollHeight,
@@ -39,6 +41,28 @@ PROBE = """(() => {
     plots_with_svg: Array.from(plots).filter(p => p.querySelector('svg.main-svg')).length,
     tables: document.querySelectorAll('table').length,
     toc_links: document.querySelectorAll('nav a').length,
+    // a cell whose text is wider than the cell (cut off, or hidden behind its neighbour)
+    clipped: Array.from(document.querySelectorAll('td, th'))
+      .filter(c => shown(c) && c.scrollWidth > c.clientWidth + 1)
+      .map(c => c.innerText.slice(0, 80)),
+    // a plain word (letters only) drawn over two lines: split mid-word ("Observe|d") by a narrow column
+    split_words: Array.from(document.querySelectorAll('td, th')).filter(shown)
+      .flatMap(c => {
+        const out = [], walk = document.createTreeWalker(c, NodeFilter.SHOW_TEXT);
+        for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+          if (n.parentElement.closest('pre') || !shown(n.parentElement)) continue;  // a command wraps where it must; copying keeps it whole
+          for (const m of n.data.matchAll(/[A-Za-z]{2,20}/g)) {
+            const range = document.createRange();
+            range.setStart(n, m.index); range.setEnd(n, m.index + m[0].length);
+            const tops = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0).map(r => Math.round(r.top)));
+            if (tops.size > 1) out.push(m[0] + ' (in "' + c.innerText.slice(0, 40) + '")');
+          }
+        }
+        return out;
+      }),
+    cut_cells: Array.from(document.querySelectorAll('td')).map(c => c.innerText.trim())
+      .filter(t => t.endsWith('…')).map(t => t.slice(-80)),
+    pre_texts: Array.from(document.querySelectorAll('pre')).map(p => p.innerText.trim()),
   };
 })()"""
 
@@ -138,9 +162,11 @@ def _requests_off_file(events: list[dict]) -> list[str]:
 
 
 def inspect(report: str | Path, screenshot: str | Path | None = None, width: int = 1400, height: int = 900,
-            settle_s: float = 1.0) -> dict:
+            settle_s: float = 1.0, full_page: bool = False, open_details: bool = False) -> dict:
     """Open `report` in headless Chromium (offline) and return what a reader would see (see PROBE), the
-    console errors, the requests that tried to leave file://, and the findings judged on them."""
+    console errors, the requests that tried to leave file://, and the findings judged on them. The screenshot
+    is the first screen, or with full_page the whole page (at half scale: a 10,000 px page stays readable);
+    open_details opens every folded table first, so its cells are judged too."""
     import urllib.request
 
     report = Path(report).resolve()
@@ -168,9 +194,14 @@ def inspect(report: str | Path, screenshot: str | Path | None = None, width: int
                 page.call("Page.navigate", url=report.as_uri())
                 page.wait_for("Page.loadEventFired", timeout=120)
                 time.sleep(settle_s)  # plotly draws after load
+                if open_details:
+                    page.call("Runtime.evaluate", expression="document.querySelectorAll('details').forEach(d => d.open = true)")
+                    time.sleep(0.3)
                 seen = page.call("Runtime.evaluate", expression=PROBE, returnByValue=True)["result"]["value"]
                 if screenshot:
-                    shot = page.call("Page.captureScreenshot", format="png")
+                    whole = {"captureBeyondViewport": True,
+                             "clip": {"x": 0, "y": 0, "width": width, "height": seen["page_height"], "scale": 0.5}}
+                    shot = page.call("Page.captureScreenshot", format="png", **(whole if full_page else {}))
                     Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
                 errors, off_file = _console_errors(page.events), _requests_off_file(page.events)
             finally:
@@ -193,6 +224,10 @@ def judge(seen: dict, errors: list[str], off_file: list[str]) -> list[str]:
         out.append(f"the page is wider than the window ({seen['scroll_width']} px in {seen['inner_width']} px)")
     if seen.get("plots") and seen.get("plots_with_svg") != seen.get("plots"):
         out.append(f"{seen['plots'] - seen['plots_with_svg']} of {seen['plots']} charts did not draw")
+    for key, what in (("clipped", "table cell(s) cut off"), ("split_words", "word(s) split over two lines"),
+                      ("cut_cells", "cell(s) ending in '…'")):
+        if seen.get(key):
+            out.append(f"{len(seen[key])} {what}: " + "; ".join(map(repr, seen[key][:3])))
     out += [f"console: {e}" for e in errors]
     out += [f"tried the network: {u}" for u in off_file]
     return out

@@ -49,7 +49,7 @@ html{overflow-x:hidden}
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2rem auto;max-width:1200px;color:#222;
      padding:0 1rem;line-height:1.4}
 h1{margin:.2rem 0;font-size:1.6rem} h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.2rem}
-h3{margin-top:1.4rem}
+h3{margin-top:1.4rem} h4{margin:.8rem 0 .2rem} details.why{font-size:.85rem;color:#444}
 .badge{color:#fff;border-radius:3px;padding:0 .4rem;font-weight:600}
 .meta{color:#555;font-size:.85rem} .err{color:#d62728;white-space:pre-wrap;font-family:monospace;overflow-wrap:anywhere}
 code{background:#f4f4f4;padding:0 .2rem;overflow-wrap:anywhere}
@@ -62,6 +62,8 @@ pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;max-width:100%}
 nav ol{columns:2;font-size:.95rem} .skipline{color:#666;font-size:.88rem}
 details>summary{cursor:pointer;color:#1f4f8f} details.table{margin:.35rem 0} details.table>summary{font-weight:600}
 .js-plotly-plot,.plotly-graph-div{max-width:100%}
+pre.cmd{white-space:pre-wrap;overflow-wrap:anywhere;margin:.15rem 0;padding:.3rem .5rem} .chartline{margin:.5rem 0}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(540px,1fr));gap:0 1rem} .chart{min-width:0}
 """
 
 
@@ -92,7 +94,12 @@ def _chart(figure: dict, first: bool) -> str:
     import plotly.io as pio
 
     fig = pio.from_json(json.dumps(figure), skip_invalid=True)
-    fig.update_layout(autosize=True, width=None)
+    # half the page wide (two charts a row from ~1,100 px): the legend goes under the plot, in small type,
+    # so the plot keeps its width and a long title is not cut by it
+    names = [t.name for t in fig.data if t.name and t.showlegend is not False]
+    fig.update_layout(autosize=True, width=None, title_font_size=13, margin={"l": 55, "r": 15, "t": 55, "b": 40},
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0, "font": {"size": 10}},
+                      height=(fig.layout.height or 420) + 18 * ((len(names) + 2) // 3))
     return pio.to_html(fig, include_plotlyjs=True if first else False, full_html=False,
                        config={"displaylogo": False, "responsive": True}, default_width="100%")
 
@@ -110,12 +117,18 @@ def closing_text(record: dict) -> str | None:
 
 
 def _checks_html(checks: list[dict]) -> str:
+    """The count line, the failed and warned checks as a table, the passed ones one click away, the skipped
+    ones in a line: a section reads as what went wrong first."""
     counts = {s: sum(c.get("status") == s for c in checks) for s in ("pass", "warn", "fail", "skip")}
     parts = ["<h3>Checks</h3><p>" + " ".join(f"{badge(s)} {n}" for s, n in counts.items() if n) + "</p>"]
-    order = {"fail": 0, "warn": 1, "pass": 2}
-    shown = sorted((c for c in checks if c.get("status") != "skip"), key=lambda c: order.get(c.get("status"), 3))
-    if shown:
-        parts.append(display.rows_html(shown))
+    order = {"fail": 0, "warn": 1}
+    bad = sorted((c for c in checks if c.get("status") in order), key=lambda c: order[c["status"]])
+    if bad:
+        parts.append(display.rows_html(bad))
+    passed = [c for c in checks if c.get("status") not in order and c.get("status") != "skip"]
+    if passed:
+        parts.append(f"<details class='table'><summary>{len(passed)} passed check{'s' if len(passed) != 1 else ''}: "
+                     f"what was observed against what was expected</summary>{display.rows_html(passed)}</details>")
     skipped = [c for c in checks if c.get("status") == "skip"]
     if skipped:
         why = sorted({str(c.get("observed") or c.get("fix") or "") for c in skipped} - {""})
@@ -123,6 +136,48 @@ def _checks_html(checks: list[dict]) -> str:
                      + html.escape("; ".join(c.get("name", "") for c in skipped))
                      + (f" — {html.escape(why[0])}" if len(why) == 1 else "") + "</p>")
     return "\n".join(parts)
+
+
+def _full_note(note: str, record: dict) -> str:
+    """A chart's "not measured: why" note whole: records before the fix kept it cut at 90 characters."""
+    why = (record.get("summary") or {}).get("energy_not_measured")
+    return f"GPU energy not measured: {why}" if why and f"GPU energy not measured: {why}".startswith(note) else note
+
+
+def _charts_html(record: dict, plotly_included: bool) -> tuple[list[str], bool]:
+    """The record's charts that carry information (lab.records.report_charts); the rest as one line of text."""
+    from lab.records import report_charts
+
+    parts = []
+    for chart in record.get("charts", []) or []:
+        title = html.escape(str(chart.get("title")))
+        try:
+            if record.get("checks") and report_charts.is_status_chart(chart["figure"]):
+                continue  # the Checks line above counts them
+            kind, what, notes = report_charts.curate(chart["figure"])
+            notes = [_full_note(n, record) for n in notes]
+            if kind == "text":
+                text = _full_note(str(what), record)
+                parts.append(f"<p class='chartline'><b>{title}</b>: {html.escape(text)}"
+                             + "".join(f"; {html.escape(n)}" for n in notes) + "</p>")
+                continue
+            parts.append(f"<div class='chart'><h3>{title}</h3>"
+                         + "".join(f"<p class='skipline'>{html.escape(n)}</p>" for n in notes)
+                         + _chart(what, not plotly_included) + "</div>")
+            plotly_included = True
+        except Exception as exc:  # a broken chart must not hide the rest of the evidence
+            parts.append(f"<p class='err'>chart {title} could not be drawn: {html.escape(str(exc))}</p>")
+    return parts, plotly_included
+
+
+def _command_html(record: dict) -> str:
+    """The server command a record planned (notebook 04), copyable: what to run on the profile's machine."""
+    command = record.get("command") if isinstance(record.get("command"), dict) else {}
+    if not command.get("shell"):
+        return ""
+    return ("<h3>The server command</h3><p class='meta'>as this run built it from the profile; on the profile's "
+            "machine, with the model at that path, it is the line to run (the flags' reasons are in the table "
+            "below)</p>" + f"<pre class='cmd'>{html.escape(command['shell'])}</pre>")
 
 
 def record_section(record: dict, plotly_included: bool, number: int | None = None, anchor: str | None = None) -> tuple[str, bool]:
@@ -138,6 +193,7 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
     closing = closing_text(record) if not record.get("problem") else None
     if closing:
         parts.append(f"<div class='closing'><h3>What this means</h3>{markdown_html(closing)}</div>")
+    parts.append(_command_html(record))
     summary = record.get("summary")
     if isinstance(summary, dict) and summary:
         parts.append("<details><summary>Key results (the record's summary)</summary>"
@@ -159,12 +215,10 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
             empty.append(str(tbl.get("title")))
     if empty:
         parts.append(f"<p class='skipline'>Not on this profile: {html.escape('; '.join(empty))}.</p>")
-    for chart in record.get("charts", []) or []:
-        try:
-            parts.append(f"<h3>{html.escape(str(chart.get('title')))}</h3>" + _chart(chart["figure"], not plotly_included))
-            plotly_included = True
-        except Exception as exc:  # a broken chart must not hide the rest of the evidence
-            parts.append(f"<p class='err'>chart {html.escape(str(chart.get('title')))} could not be drawn: {html.escape(str(exc))}</p>")
+    charts, plotly_included = _charts_html(record, plotly_included)
+    lines = [c for c in charts if not c.startswith("<div class='chart'>")]
+    drawn = [c for c in charts if c.startswith("<div class='chart'>")]
+    parts += lines + ([f"<div class='charts'>{''.join(drawn)}</div>"] if drawn else [])
     return "\n".join(parts), plotly_included
 
 
@@ -185,6 +239,15 @@ def _answer_html(run_dir: Path) -> str:
     if facts is None:
         return "<p class='err'>The summary needs the run's profile file, which could not be loaded.</p>"
     return markdown_html(answer.markdown(facts))
+
+
+def _commands_html(run_dir: Path) -> str:
+    from lab.records import answer, report_commands
+
+    try:
+        return report_commands.section(answer.profile_for_run(run_dir))
+    except Exception as exc:  # a view: a failure in it must not lose the report
+        return f"<p class='err'>The commands could not be listed: {html.escape(f'{type(exc).__name__}: {exc}')}</p>"
 
 
 def _meta_line(manifest: dict) -> str:
@@ -244,7 +307,9 @@ def build(run_dir: str | Path, require_run: bool = False) -> Path:
           "are not comparable.</p>" for c in manifest.get("model_changed") or [] if isinstance(c, dict)),
         f"<p class='err'>{_e(manifest_problem)}</p>" if manifest_problem else "",
         f"<section class='answer' id='answer'><h2 style='margin-top:.6rem;border:0'>The answer</h2>{_answer_html(run_dir)}</section>",
-        "<nav><h2>Contents</h2><ol>" + "".join(toc) + "</ol></nav>",
+        "<nav><h2>Contents</h2><p><a href='#commands'>Commands: what to type, one per block</a></p><ol>"
+        + "".join(toc) + "</ol></nav>",
+        _commands_html(run_dir),
         *sections,
     ]
     if not records:

@@ -515,7 +515,7 @@ def why_not_startable(profile: Profile, command: Command) -> str | None:
             return (f"profile {profile.name} needs {profile.gpu_count} GPU(s) matching "
                     f"{profile.gpu_name_pattern!r}; this machine has {len(gpus['gpus'])}"
                     f"{' (' + gpus['reason'] + ')' if gpus.get('reason') else ''}. "
-                    "The command above is what to run on that machine.")
+                    "The server command notebook 04 shows (the report: Commands) is what to run on that machine.")
     if command.problems:
         return "the command has problems no flag fixes: " + "; ".join(n.text for n in command.problems)
     exe = command.argv[0]

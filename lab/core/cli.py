@@ -1,0 +1,72 @@
+"""Terminal output of the lab's verbs: 100 columns at most, help with a description and examples.
+
+`fit(text)` wraps every line over 100 columns under its own indentation (a continuation is indented 4 more), so
+`lab plan` reads in a terminal and in a log; `text_table(rows)` is lab.core.display's table for a terminal, each
+column wrapped to fit; `parser(...)` is an argparse parser whose help keeps its "examples:" block as written and
+wraps the rest at 100 columns (or the terminal's width, when narrower).
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import textwrap
+
+WIDTH = 100
+
+
+def fit(text: str, width: int = WIDTH) -> str:
+    """Every line of `text` at most `width` columns: a longer one wraps under its own indentation."""
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        out += textwrap.wrap(line.strip(), width, initial_indent=indent, subsequent_indent=indent + "    ",
+                             break_on_hyphens=False)
+    return "\n".join(out)
+
+
+def text_table(rows: list[dict], width: int = WIDTH, gap: str = "  ") -> str:
+    """Rows as aligned text within `width` columns: values read as the report shows them (lab.core.display.fmt:
+    no raw dicts), a wide column wrapped over several lines instead of cut."""
+    from lab.core import display
+
+    if not rows:
+        return display.EMPTY
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    cells = [[display.label(c) for c in cols]] + [[display.fmt(r.get(c), c) for c in cols] for r in rows]
+    natural = [max(len(row[i]) for row in cells) for i in range(len(cols))]
+    room = width - len(gap) * (len(cols) - 1)
+    widths = list(natural)
+    while sum(widths) > room and max(widths) > 8:  # shrink the widest column, one character at a time
+        widths[widths.index(max(widths))] -= 1
+    lines = []
+    for n, row in enumerate(cells):
+        wrapped = [textwrap.wrap(v, w, break_on_hyphens=False) or [""] for v, w in zip(row, widths)]
+        for k in range(max(len(w) for w in wrapped)):
+            lines.append(gap.join((w[k] if k < len(w) else "").ljust(widths[i])
+                                  for i, w in enumerate(wrapped)).rstrip())
+        if n == 0:
+            lines.append(gap.join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help at ≤ 100 columns; an "examples:" block (the epilog) stays as written, one command a line."""
+
+    def __init__(self, prog: str, **kwargs):
+        kwargs.setdefault("width", min(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns))
+        super().__init__(prog, **kwargs)
+
+    def _fill_text(self, text, width, indent):
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        # argparse's own fill, without breaking at hyphens: ids and flags ("driver-legacy-branch") stay whole
+        return textwrap.fill(" ".join(text.split()), width, initial_indent=indent, subsequent_indent=indent,
+                             break_on_hyphens=False)
+
+
+def examples(*commands: str) -> str:
+    """The epilog of a verb's --help: its examples, one command a line (each ≤ 100 columns)."""
+    return "examples:\n" + "\n".join(f"  {c}" for c in commands)

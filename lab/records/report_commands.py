@@ -1,0 +1,60 @@
+"""report.html's "Commands" section: every command a reader must type, one per copyable <pre> block.
+
+For a GPU profile: the by-hand track on that card (lab.serving.byhand.steps: driver, toolkit, build, the model
+with its checksum, the server with the profile's flags, a curl test, the offload check), then the lab itself
+on the card. For the CPU default: how to run this lab again, and the by-hand track for the seeds' card
+(byhand.yaml `default_card_profile`), folded. Built from the profile and the lab's data only (byhand is
+pure), so a shared report carries the same commands `python -m lab byhand PROFILE` prints.
+"""
+from __future__ import annotations
+
+import html
+
+LAB_COMMANDS = ("make run",)
+
+
+def _pre(command: str) -> str:
+    return f"<pre class='cmd'>{html.escape(command)}</pre>"
+
+
+def _steps_html(steps) -> str:
+    parts = []
+    for number, step in enumerate(steps, start=1):
+        parts.append(f"<h4>{number}. {html.escape(step.title)}</h4>")
+        parts += [_pre(c) for c in step.commands]
+        why = html.escape(step.why) + "".join(f"<br>do not install: {html.escape(d)}" for d in step.do_not)
+        parts.append(f"<details class='why'><summary>why, and the sources</summary><p>{why}</p><ul>"
+                     + "".join(f"<li>{html.escape(s)}</li>" for s in step.sources) + "</ul></details>")
+    return "\n".join(parts)
+
+
+def on_card(profile) -> list[str]:
+    """After the by-hand track: the lab's own run on the card, which checks it all and writes a report."""
+    return [f"python3 -m lab run --profile {profile.name}"]
+
+
+def section(profile) -> str:
+    """The Commands section's HTML ('' when the run's profile is unknown)."""
+    from lab.serving import byhand
+
+    if profile is None:
+        return ""
+    head = "<section id='commands'><h2>Commands</h2>"
+    if profile.gpu_count > 0:
+        try:
+            steps = byhand.steps(profile)
+        except ValueError as exc:  # another engine: notebook 04's command is the one to run
+            return (head + f"<p>{html.escape(str(exc))}.</p>"
+                    + "".join(_pre(c) for c in on_card(profile)) + "</section>")
+        return (head + f"<p>On the {profile.gpu_count} × GPU box of profile <code>{html.escape(profile.name)}</code>, "
+                "Ubuntu 22.04, in this order (<code>python3 -m lab byhand " + html.escape(profile.name)
+                + "</code> prints the same; <code>--ubuntu 24.04</code> for 24.04):</p>"
+                + _steps_html(steps)
+                + f"<h4>{len(steps) + 1}. The lab on the card: every check, measured, in a report like this one</h4>"
+                + "".join(_pre(c) for c in on_card(profile)) + "</section>")
+    card = byhand.card_profile(profile)
+    return (head + "<p>Run this lab again, in a checkout of it (Linux, Python 3.10+, a C/C++ compiler, cmake and ninja; no GPU):</p>"
+            + "".join(_pre(c) for c in LAB_COMMANDS)
+            + f"<details class='table'><summary>By hand on the seeds' card (<code>{html.escape(card.name)}</code>): "
+              f"driver, CUDA, build, model, server</summary>{_steps_html(byhand.steps(card))}"
+            + "".join(_pre(c) for c in on_card(card)) + "</details></section>")

@@ -1,0 +1,92 @@
+"""What the verbs print fits a 100-column terminal: `lab plan` for every profile, `lab compare` of two run folders,
+every verb's --help (each with a description and examples), and `lab --help` names every registered verb.
+In-process (lab.__main__.main), so a unit test."""
+import argparse
+import re
+import shutil
+
+import pytest
+
+from lab import __main__ as cli_main
+from lab.core import cli
+from lab.core.paths import ROOT
+
+PROFILES = sorted(p.stem for p in (ROOT / "params").glob("*.yaml"))
+H200_RUN = ROOT / "outputs" / "h200-x1" / "20261201T225010Z_ca156936"
+
+
+def run(argv, capsys) -> tuple[int, str]:
+    try:
+        rc = cli_main.main(argv)
+    except SystemExit as exc:  # --help
+        rc = exc.code
+    out = capsys.readouterr()
+    return rc, out.out + out.err
+
+
+def too_wide(text: str) -> list[str]:
+    return [line for line in text.splitlines() if len(line) > cli.WIDTH]
+
+
+def verbs() -> list[str]:
+    sub = next(a for a in cli_main.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return list(sub.choices)
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_plan_fits_100_columns_and_counts_every_note_it_prints(name, capsys):
+    rc, text = run(["plan", name], capsys)
+    assert rc in (0, 1) and text.strip() and too_wide(text) == []
+    head = re.match(r"profile \S+: (\d+) error\(s\), (\d+) warning\(s\), (\d+) note\(s\)", text)
+    assert head, text[:200]
+    shown = len(re.findall(r"^  \[info\] ", text, re.M)) + len(re.findall(r"^  \[on this machine\] ", text, re.M))
+    assert int(head.group(3)) == shown, "a note printed under '0 note(s)'"
+    # one unit per quantity: sizes in GiB, never GB (GB only for bandwidth and the bytes a token reads)
+    memory = re.search(r"^  memory: .*?(?=^  \S)", text, re.M | re.S)
+    assert "sizes in GiB" in text and memory and " GB " not in memory.group(0) and "GB/card" not in text
+    if "fits" in memory.group(0) and "does NOT fit" not in memory.group(0):
+        assert "GiB spare per device" in " ".join(memory.group(0).split())
+
+
+def test_compare_of_two_run_folders_fits_100_columns_without_raw_dicts(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(H200_RUN / "records", a / "records")
+    shutil.copytree(H200_RUN / "records", b / "records")
+    shutil.copy(H200_RUN / "manifest.json", a / "manifest.json")
+    rc, text = run(["compare", str(a), str(b)], capsys)
+    assert rc == 0 and too_wide(text) == [] and "{'" not in text and "': " not in text
+    assert re.search(r"Model file\s+14\.3 GiB\s+14\.3 GiB", text), "a *_bytes result reads in GiB"
+
+
+@pytest.mark.parametrize("verb", verbs())
+def test_every_verb_has_a_description_and_examples_within_100_columns(verb, capsys):
+    rc, text = run([verb, "--help"], capsys)
+    assert rc == 0 and too_wide(text) == []
+    assert "\nexamples:\n  python -m lab " in text or "\nexamples:\n" in text and f"lab {verb}" in text
+    description = text.split("\n\n")[1]
+    assert not description.startswith(("options:", "positional")) and len(description) > 40, text[:300]
+
+
+def test_lab_help_names_every_registered_verb(capsys):
+    rc, text = run(["--help"], capsys)
+    described = text.split("\n\n")[1]
+    assert rc == 0 and too_wide(text) == []
+    assert [v for v in verbs() if v not in described] == [], described
+    assert {"multigpu", "cache", "tune"} <= set(verbs())
+
+
+def test_doctor_help_lists_what_it_recognises(capsys):
+    from lab.diagnose import knowledge_base
+
+    _, text = run(["doctor", "--help"], capsys)
+    flat = " ".join(text.split())
+    assert [e.id for e in knowledge_base.load_kb() if e.id not in flat] == []
+
+
+def test_fit_and_text_table_wrap_instead_of_cutting():
+    long = "  claim x: " + "word " * 60
+    fitted = cli.fit(long)
+    assert too_wide(fitted) == [] and " ".join(fitted.split()) == " ".join(long.split())
+    assert all(line.startswith("      ") for line in fitted.splitlines()[1:])  # under its own indentation, +4
+    table = cli.text_table([{"result": "checks", "a": {"pass": 4, "fail": 1}, "b": "x " * 80}])
+    assert too_wide(table) == [] and "Pass: 4; Fail: 1" in table and "{'" not in table
