@@ -144,12 +144,14 @@ def describe(result: dict) -> str:
                      f"max context {result['max_context_tokens']} tokens{basis}, max concurrent sequences "
                      f"{result['max_concurrent_sequences']}")
         for card in (mem.get("per_device") or []):  # -sm layer: what llama.cpp puts on each card
-            extra = " + output layer" if card["output_layer"] else ""
-            extra += f" (+ MTP block {', '.join(map(str, card['mtp_blocks']))}: loaded only with --spec-type draft-mtp)" \
-                if card["mtp_blocks"] else ""
-            lines.append(f"    GPU {card['device']}: layers {card['layers']}{extra}: weights {card['weights_bytes'] / gb:.2f} GB + KV "
-                         f"and state {card['kv_bytes'] / gb:.2f} GB + overhead {mem['overhead_bytes'] / gb:.2f} GB = "
-                         f"{(card['weights_bytes'] + card['kv_bytes'] + mem['overhead_bytes']) / gb:.2f} GB")
+            extra = " + output" if card["output_layer"] else ""
+            extra += f" + MTP block {', '.join(map(str, card['mtp_blocks']))}" if card["mtp_blocks"] else ""
+            total = card["weights_bytes"] + card["kv_bytes"] + mem["overhead_bytes"]
+            lines.append(f"    GPU {card['device']}: layers {card['layers']}{extra}: weights "
+                         f"{card['weights_bytes'] / gib:.2f} + KV/state {card['kv_bytes'] / gib:.2f} + overhead "
+                         f"{mem['overhead_bytes'] / gib:.2f} = {total / gib:.2f} GiB")
+            if card["mtp_blocks"]:
+                lines.append("      (the MTP block is loaded only with --spec-type draft-mtp)")
     for f in findings:
         lines.append(f"  [{f['severity']}] {f['id']}: {f['message']}")
         lines.append(f"      fix:    {f['fix']}")
