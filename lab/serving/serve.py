@@ -242,6 +242,7 @@ class Server:
         self.health_s: float | None = None
         self.started_utc = evidence.utc_now()
         self.stop_report: dict | None = None
+        self.log_save_error: str | None = None  # the redacted log could not be written (a full disk)
         self._raw_log = raw_log
         self._finalizer = weakref.finalize(self, _kill_group_now, process.pid) if process else None
 
@@ -318,16 +319,21 @@ class Server:
         self._save_log()
         self.stop_report = {"pid": pgid, "returncode": self.process.returncode, "signal": sent,
                             "exited_before_stop": exited_before, "stop_s": round(time.monotonic() - t0, 3),
-                            "leftover_pids": leftovers, "left_running": _group_members(pgid)}
+                            "leftover_pids": leftovers, "left_running": _group_members(pgid),
+                            "log_error": self.log_save_error}
         return self.stop_report
 
     def _save_log(self) -> None:
         if not self._raw_log or not self._raw_log.exists():
             return
-        text = self._redact(self._raw_log.read_text(errors="replace"))
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log_path.write_text(text)
-        self._raw_log.unlink(missing_ok=True)
+        try:
+            text = self._redact(self._raw_log.read_text(errors="replace"))
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            evidence.write_whole(self.log_path, text)
+        except OSError as exc:  # a full disk: the raw log (it may hold a key) goes rather than stay unredacted
+            self.log_save_error = f"{self.log_path.name} not written ({exc}); the raw log was removed"
+        finally:
+            self._raw_log.unlink(missing_ok=True)
 
     def __enter__(self) -> "Server":
         return self
