@@ -91,15 +91,15 @@ def _excerpt(text: str, api_key: str | None = None) -> str:
 def request(client: httpx.Client, method: str, url: str, json_body: dict | None = None,
             api_key: str | None = None, limit: Deadline | None = None, shape: str | None = None) -> dict:
     """One HTTP request → {"route", "status", "json", "text", "error", "seconds", "findings"}; never raises. The
-    whole reply must arrive before `limit` (default: TIMEOUT_S from now; trickled bytes do not extend it); with
+    whole reply must arrive before `limit` (default: the client's timeout from now; trickled bytes do not extend it); with
     `shape` (lab.serving.shapes) a 200 reply's JSON is checked, fields of the wrong type removed and named in
     `findings`."""
     t0 = time.monotonic()
     route = f"{method} {urlsplit(url).path}"
-    limit = limit or Deadline(TIMEOUT_S, route)
+    limit = limit or Deadline(client.timeout.read or TIMEOUT_S, route)  # the client's own timeout, as a whole
     out = {"route": route, "status": None, "json": None, "text": "", "error": None, "findings": []}
-    try:
-        reply = deadline.get(client, method, url, limit, json_body)
+    try:  # a completion's first byte comes after its whole prefill: any one read may take all of the deadline
+        reply = deadline.get(client, method, url, limit, json_body, per_read_s=max(limit.remaining(), 0.001))
         out["status"] = reply.status_code
         out["text"] = _excerpt(reply.text, api_key)
         try:
