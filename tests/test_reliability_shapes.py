@@ -18,7 +18,8 @@ from fake_endpoints import WRONG_PROPS, hostile_server
 
 from lab.core import evidence, profiles
 from lab.measure import loadgen, metrics
-from lab.serving import endpoint, engines, serve, serve_views, shapes
+from lab.records import manifest, report
+from lab.serving import engines, serve, serve_views, shapes
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "params" / "endpoint-example.yaml"
 
@@ -42,7 +43,13 @@ def test_wrong_types_become_findings_on_the_run_path(variant, tmp_path):
         checks = serve_views.serve_checks(None, server, smoke, None, discovery=found)
         record = serve_views.build_record(command, [], None, server, smoke, {}, None, checks, discovery=found)
         written = evidence.write_record(tmp_path / "run", "04_serve", record)
-        manifest_server = endpoint.served_by(prof, {}, ask=True)  # the manifest asks when 04 left no record
+        # a run whose 04 failed before its record: the manifest asks the server itself, then the report is built
+        bare_run = tmp_path / "bare-run"
+        (bare_run / "records").mkdir(parents=True)
+        manifest.write(bare_run, prof, tmp_path / "shapes-unit.yaml", evidence.utc_now(),
+                       [{"notebook": "04_serve", "status": "failed", "error": "stand-in"}])
+        built = report.build(bare_run)
+        report.build(tmp_path / "run")
         run = loadgen.run_load(loadgen.Target(base, model="m", max_tokens=4), loadgen.make_prompts(3, 8, seed=9),
                                loadgen.LoadSpec(concurrency=1, max_requests=2))
         tokens = loadgen.count_tokens(base, "hello")
@@ -67,7 +74,9 @@ def test_wrong_types_become_findings_on_the_run_path(variant, tmp_path):
     shape_check = next(c for c in checks if c.name == "replies of the documented shape")
     assert shape_check.status == "warn" and not smoke["completions"]["ok"]
     assert json.loads(written.read_text())["summary"]["shape_findings"] == len(findings)
-    assert manifest_server["engine_found"] == "llama.cpp"
+    written_manifest = json.loads((bare_run / "manifest.json").read_text())
+    assert written_manifest["status"] == "failed" and written_manifest["server"]["engine_found"] == "llama.cpp"
+    assert built.read_text().rstrip().endswith("</html>") and (tmp_path / "run" / "report.html").exists()
     assert tokens is None  # "tokens": "abc", "count": "many": not a count
 
 
