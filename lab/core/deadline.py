@@ -15,6 +15,10 @@ timeout capped at what is left, so a reply ends within the deadline plus one soc
 generator) wraps a whole request in `asyncio.timeout(limit.remaining())`, which nothing the server sends resets.
 `DeadlineExceeded` is an httpx.TimeoutException, so the callers' `except httpx.HTTPError` handles it as the
 timeout it is.
+
+Limit of the sync path: while the status line and headers arrive, httpcore reads in a loop that this module cannot
+enter, each read under the capped timeout; a server that trickles its *headers* one byte at a time could hold one
+`get` past the deadline (its body, the case seen, cannot). The async path has no such gap.
 """
 from __future__ import annotations
 
