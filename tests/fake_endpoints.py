@@ -144,6 +144,7 @@ def fake_server(kind: str, token_s: float = 0.002):
 # FAKE servers that misbehave the ways issue-style probes found (tests/test_reliability_deadlines.py):
 #   "trickle"    every route answers 200 and then sends its body one byte every TRICKLE_S, never ending it: a
 #                per-read timeout is reset by each byte, so only an overall deadline ends the wait;
+#   "trickle_headers" the same with the headers: a status line, then one byte of a header every TRICKLE_S;
 #   "no_done"    /v1/models answers; a streamed completion sends a token chunk every TRICKLE_S for ever, never
 #                [DONE] (a non-streamed one trickles);
 #   "frozen"     reads the request and never answers (what a SIGSTOPped llama-server looks like from the client:
@@ -193,6 +194,15 @@ class _Hostile(BaseHTTPRequestHandler):
         if self.mode == "frozen":
             self.stop.wait()
             return
+        if self.mode == "trickle_headers":
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                while not self.stop.wait(TRICKLE_S):
+                    self.wfile.write(b"a")
+                    self.wfile.flush()
+            except OSError:
+                pass
+            return None
         if self.mode == "trickle":
             return self._trickle("text/event-stream" if body.get("stream") else "application/json",
                                  b":" if body.get("stream") else b" ")

@@ -22,7 +22,7 @@ from lab.serving import endpoint, engines, serve
 EXAMPLE = Path(__file__).resolve().parent.parent / "params" / "endpoint-example.yaml"
 BUDGET_S = 2.0
 BOUND_S = 30.0  # budget + grace + margin; the bug: 300 s per request, or for ever for a trickle
-MODES = ("trickle", "no_done", "frozen")
+MODES = ("trickle", "trickle_headers", "no_done", "frozen")
 
 
 def _profile(tmp_path: Path, base: str) -> profiles.Profile:
@@ -47,6 +47,7 @@ def _waits(base: str, tmp_path: Path, monkeypatch) -> dict:
     command = engines.build_command(prof)
     server = serve.Server(command, "hostile")
     monkeypatch.setattr(endpoint, "MANIFEST_DISCOVERY_S", BUDGET_S)
+    monkeypatch.setattr(serve, "FIRST_TOKEN_MIN_S", BUDGET_S)  # the 1-token request after a health that answered
     target = loadgen.Target(base, model="m", max_tokens=4, timeout_s=BUDGET_S)
     return {
         "health wait": _timed(lambda: serve.connect(command, timeout_s=BUDGET_S)),
@@ -118,11 +119,13 @@ def test_a_cut_sweep_level_says_why_in_its_record():
     assert all(r["choice_chunks"] > 0 for r in record["warmup"] + record["results"])  # chunks came; the clock held
 
 
-def test_deadline_is_not_reset_by_trickled_bytes():
-    """lab.core.deadline.get on a body that trickles for ever: DeadlineExceeded (an httpx timeout) at the deadline."""
+@pytest.mark.parametrize("mode", ["trickle", "trickle_headers"])
+def test_deadline_is_not_reset_by_trickled_bytes(mode):
+    """lab.core.deadline.get on a body, or headers, that trickle for ever: DeadlineExceeded (an httpx timeout) at the
+    deadline."""
     import httpx
 
-    with hostile_server("trickle") as base, httpx.Client(trust_env=False) as client:
+    with hostile_server(mode) as base, httpx.Client(trust_env=False) as client:
         limit = deadline.Deadline(1.0, "GET /v1/models")
         t0 = time.monotonic()
         with pytest.raises(httpx.TimeoutException, match="overall deadline of 1 s"):

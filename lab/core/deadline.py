@@ -11,18 +11,18 @@ starts, that nothing the server does moves:
     limit.remaining()                           # seconds left (0 when over)
 
 Sync requests (`get`) stream the body and check the deadline between chunks, with every socket operation's own
-timeout capped at what is left, so a reply ends within the deadline plus one socket operation. Async code (the load
+timeout capped at what is left, and a watchdog shuts the socket down at the deadline (for a status line or headers
+trickled byte by byte, which httpcore reads where no check can run). Async code (the load
 generator) wraps a whole request in `asyncio.timeout(limit.remaining())`, which nothing the server sends resets.
 `DeadlineExceeded` is an httpx.TimeoutException, so the callers' `except httpx.HTTPError` handles it as the
 timeout it is.
 
-Limit of the sync path: while the status line and headers arrive, httpcore reads in a loop that this module cannot
-enter, each read under the capped timeout; a server that trickles its *headers* one byte at a time could hold one
-`get` past the deadline (its body, the case seen, cannot). The async path has no such gap.
 """
 from __future__ import annotations
 
 import math
+import socket
+import threading
 import time
 
 import httpx
@@ -76,15 +76,50 @@ class Deadline:
 
 def get(client: httpx.Client, method: str, url: str, limit: Deadline, json_body: dict | None = None,
         per_read_s: float = PER_READ_S) -> httpx.Response:
-    """One request, its whole body read before `limit` ends; raises DeadlineExceeded (an httpx.TimeoutException)
-    when it does not, and httpx's errors as httpx does. The response is complete (`.json()`, `.text` work)."""
+    """One request, its whole reply read before `limit` ends; raises DeadlineExceeded (an httpx.TimeoutException)
+    when it does not, and httpx's errors as httpx does. The response is complete (`.json()`, `.text` work).
+
+    The body is read chunk by chunk with the deadline checked between chunks. The status line and headers are read
+    inside httpcore, where a server trickling them byte by byte would reset each read's timeout: a watchdog shuts the
+    request's socket down at the deadline (each request gets its own connection, `Connection: close`, so the socket
+    is the one the trace names), which ends any read in progress."""
     if limit.expired:
         raise limit.exceeded()
-    with client.stream(method, url, json=json_body, timeout=limit.timeout(per_read_s)) as reply:
-        body = bytearray()
-        for chunk in reply.iter_bytes():  # decoded: the new Response below holds the body as it was meant
-            body += chunk
-            if limit.expired:
+    opened: dict = {}
+
+    def trace(event: str, info: dict) -> None:
+        if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
+            opened["socket"] = info["return_value"].get_extra_info("socket")
+
+    watchdog = threading.Timer(limit.remaining(), _shut, (opened,))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        with client.stream(method, url, json=json_body, timeout=limit.timeout(per_read_s),
+                           headers={"Connection": "close"}, extensions={"trace": trace}) as reply:
+            body = bytearray()
+            for chunk in reply.iter_bytes():  # decoded: the new Response below holds the body as it was meant
+                body += chunk
+                if limit.expired:
+                    raise limit.exceeded(reply.request)
+            if opened.get("shut"):  # the watchdog's shutdown reads as a body that ended: it did not
                 raise limit.exceeded(reply.request)
-        headers = [(k, v) for k, v in reply.headers.multi_items() if k.lower() not in ("content-encoding", "content-length")]
-        return httpx.Response(reply.status_code, headers=headers, content=bytes(body), request=reply.request)
+            headers = [(k, v) for k, v in reply.headers.multi_items()
+                       if k.lower() not in ("content-encoding", "content-length")]
+            return httpx.Response(reply.status_code, headers=headers, content=bytes(body), request=reply.request)
+    except httpx.TransportError as exc:
+        if limit.expired and not isinstance(exc, DeadlineExceeded):  # the watchdog ended it (or it ended as it fired)
+            raise limit.exceeded() from None
+        raise
+    finally:
+        watchdog.cancel()
+
+
+def _shut(opened: dict) -> None:
+    opened["shut"] = True
+    sock = opened.get("socket")
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed: the request ended on its own
+            pass
