@@ -138,3 +138,126 @@ def fake_server(kind: str, token_s: float = 0.002):
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ---------------------------------------------------------------- hostile servers (deadlines and shapes)
+# FAKE servers that misbehave the ways issue-style probes found (tests/test_reliability_deadlines.py):
+#   "trickle"    every route answers 200 and then sends its body one byte every TRICKLE_S, never ending it: a
+#                per-read timeout is reset by each byte, so only an overall deadline ends the wait;
+#   "trickle_headers" the same with the headers: a status line, then one byte of a header every TRICKLE_S;
+#   "no_done"    /v1/models answers; a streamed completion sends a token chunk every TRICKLE_S for ever, never
+#                [DONE] (a non-streamed one trickles);
+#   "frozen"     reads the request and never answers (what a SIGSTOPped llama-server looks like from the client:
+#                the kernel still accepts connections on its listening socket);
+#   "wrong_types" answers every route at once, with fields of another type than the engine documents
+#                (WRONG_PROPS[variant] for /props), and streams chunks with wrong fields among right ones.
+# Each handler stops when the server is shut down (the `stop` event), so no thread outlives its test.
+TRICKLE_S = 0.2
+WRONG_PROPS = {"settings_string": {"default_generation_settings": "x", "total_slots": 1, "build_info": "b1-fake"},
+               "n_ctx_list": {"default_generation_settings": {"n_ctx": [4096]}, "total_slots": "two",
+                              "build_info": "b1-fake"}}
+WRONG = {"/v1/models": {"object": "list", "data": [{"id": "m", "owned_by": "llamacpp",
+                                                     "meta": {"n_ctx_train": [1], "size": "big"}}, "junk"]},
+         "/slots": [{"id": 0, "is_processing": "maybe"}, 7],
+         "/version": {"version": ["0.1"]},
+         "/health": {"status": "ok"}}
+
+
+class _Hostile(BaseHTTPRequestHandler):
+    mode = "frozen"
+    props = "settings_string"
+    stop: threading.Event
+
+    def log_message(self, *args):
+        pass
+
+    def _json(self, status: int, body) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _trickle(self, content_type: str, unit: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.end_headers()
+        try:
+            while not self.stop.wait(TRICKLE_S):
+                self.wfile.write(unit)
+                self.wfile.flush()
+        except OSError:  # the client gave up: what the test wants
+            pass
+
+    def _handle(self, body: dict) -> None:
+        if self.mode == "frozen":
+            self.stop.wait()
+            return
+        if self.mode == "trickle_headers":
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                while not self.stop.wait(TRICKLE_S):
+                    self.wfile.write(b"a")
+                    self.wfile.flush()
+            except OSError:
+                pass
+            return None
+        if self.mode == "trickle":
+            return self._trickle("text/event-stream" if body.get("stream") else "application/json",
+                                 b":" if body.get("stream") else b" ")
+        if self.mode == "no_done":
+            if self.path == "/v1/models":
+                return self._json(200, {"object": "list", "data": [{"id": "m", "owned_by": "llamacpp"}]})
+            if body.get("stream"):
+                return self._trickle("text/event-stream",
+                                     f"data: {json.dumps({'choices': [{'index': 0, 'text': ' word'}]})}\n\n".encode())
+            return self._trickle("application/json", b" ")
+        return self._wrong(body)
+
+    def _wrong(self, body: dict) -> None:
+        if self.path == "/props":
+            return self._json(200, WRONG_PROPS[self.props])
+        if self.path in WRONG:
+            return self._json(200, WRONG[self.path])
+        if self.path == "/tokenize":
+            return self._json(200, {"tokens": "abc", "count": "many"})
+        if self.path == "/v1/completions" and not body.get("stream"):
+            return self._json(200, {"choices": "x", "usage": [1, 2], "model": {"name": "m"}})
+        if self.path == "/v1/chat/completions":
+            return self._json(200, {"choices": [{"message": "hi", "finish_reason": 3}], "usage": {"prompt_tokens": "x"}})
+        if body.get("stream"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            events = [{"choices": [{"index": 0, "text": 5}], "usage": "many"},  # wrong: text a number, usage a string
+                      *({"choices": [{"index": 0, "text": " word"}]} for _ in range(int(body.get("max_tokens") or 4))),
+                      ["not", "a", "chunk"],
+                      {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": int(body.get("max_tokens") or 4)},
+                       "timings": {"cache_n": "none", "predicted_n": 4}}]
+            self.wfile.write("".join(f"data: {json.dumps(e)}\n\n" for e in events).encode() + b"data: [DONE]\n\n")
+            return None
+        return self._json(404, {"error": "not found"})
+
+    def do_GET(self):
+        self._handle({})
+
+    def do_POST(self):
+        self._handle(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}"))
+
+
+@contextmanager
+def hostile_server(mode: str, props: str = "settings_string"):
+    """A FAKE misbehaving server (see the modes above) on a free loopback port; yields its base URL (no /v1)."""
+    stop = threading.Event()
+    handler = type(f"Hostile_{mode}", (_Hostile,), {"mode": mode, "props": props, "stop": stop})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()

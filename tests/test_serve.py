@@ -62,7 +62,7 @@ def test_server_starts_serves_stops_and_leaves_no_process(smol_model, tmp_path, 
     assert "n_slots = 4" in log and not list((tmp_path / "logs").glob(".*partial"))
     assert srv.stop() is report  # idempotent
     checks = serve_views.serve_checks(None, srv, smoke, report)
-    assert [c.status for c in checks] == ["pass"] * 5
+    assert [c.status for c in checks] == ["pass"] * 6  # started, health, two routes, shapes, stopped
 
 
 def test_leaving_the_block_on_an_exception_stops_the_server(smol_model, tmp_path):

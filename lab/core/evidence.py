@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import errno
 import hashlib
 import json
 import math
@@ -28,6 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from lab.core import disk
 from lab.core.paths import OUTPUTS, ROOT
 
 SCHEMA_VERSION = 1
@@ -267,13 +269,38 @@ def write_record(run_dir: str | Path, name: str, data: dict, profile_path: str |
     return write_whole(path, json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False))
 
 
-def write_whole(path: Path, text: str) -> Path:
+# A write that fails for want of space: the file system is full (ENOSPC) or the user's quota is (EDQUOT).
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+
+
+def write_whole(path: str | Path, text: str) -> Path:
     """Write `path` whole or not at all: the text goes to `<path>.partial`, then replaces `path` in one rename.
     A run cut mid-write leaves the previous file (or none) and the `.partial`, which the runner removes
-    (records) or writes again (the manifest and report of a cut run)."""
+    (records) or writes again (the manifest and report of a cut run). A write that fails removes its `.partial`;
+    on a full disk it raises lab.core.disk.DiskSpaceError naming the folder, the bytes the file needs and the
+    bytes free (never a file cut short under the final name)."""
+    path = Path(path)
     tmp = path.with_name(path.name + ".partial")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    data = text.encode("utf-8")
+    try:
+        _write_bytes(tmp, data)
+        tmp.replace(path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        if exc.errno in NO_SPACE:
+            raise disk.DiskSpaceError(
+                f"{path.parent}: no space left to write {path.name}: it needs {len(data):,} bytes "
+                f"({len(data) / (1 << 20):.1f} MiB), {disk.free_bytes(path.parent):,} bytes are free. Free some space, "
+                "or write runs to a larger disk (lab run --out DIR)") from None
+        raise
     return path
 
 

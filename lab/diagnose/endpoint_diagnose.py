@@ -105,7 +105,7 @@ def probe_key(client_nokey: httpx.Client, base: str, key: str | None, local: boo
 
 def _one_token(client: httpx.Client, base: str, model: str, key: str | None) -> dict:
     return request(client, "POST", base + "/v1/completions",
-                   {"model": model, "prompt": "Hi", "max_tokens": 1, "temperature": 0}, api_key=key)
+                   {"model": model, "prompt": "Hi", "max_tokens": 1, "temperature": 0}, api_key=key, shape="completion")
 
 
 def probe_model(client: httpx.Client, base: str, model: str, key: str | None) -> dict:
@@ -145,7 +145,7 @@ def probe_context(client: httpx.Client, base: str, model: str, key: str | None, 
     counted = "counted by the server's /tokenize" if sent else "at least one token per word (no /tokenize)"
     sent = sent or len(prompt.split())
     a = request(client, "POST", base + "/v1/completions",
-                {"model": model, "prompt": prompt, "max_tokens": 1, "temperature": 0}, api_key=key)
+                {"model": model, "prompt": prompt, "max_tokens": 1, "temperature": 0}, api_key=key, shape="completion")
     extra = {"tokens_sent": sent, "tokens_sent_how": counted, "context": context}
     if a["status"] != 200:
         return _probe("context", what, a, "refused loudly: the client learns the prompt was too long", "pass", extra)

@@ -25,10 +25,11 @@ from pathlib import Path
 
 import httpx
 
-from lab.core import evidence, facts, paths, profiles
+from lab.core import deadline, evidence, facts, paths, profiles
+from lab.core.deadline import Deadline
 from lab.model import models
 from lab.predict import kvcache
-from lab.serving import engines, serve
+from lab.serving import engines, serve, shapes
 from lab.diagnose import troubleshoot
 from lab.serving.engines import Command
 
@@ -271,12 +272,18 @@ def _long_prompt(words: int) -> str:
     return " ".join(f"word{i % 100}" for i in range(words))
 
 
+REPLY_DEADLINE_S = 120.0  # /tokenize and a 16-token completion of a ~300-word prompt on SmolLM2: seconds here
+
+
 def _send_long_prompt(srv: serve.Server, prompt: str) -> tuple[list[int], httpx.Response]:
     """The prompt's tokens (the server's own /tokenize) and the server's answer to a completion of it."""
+    limit = Deadline(REPLY_DEADLINE_S, "the long-prompt reproduction")
     with httpx.Client(timeout=60.0, trust_env=False, headers=srv.headers()) as client:
-        tokens = client.post(srv.base_url + "/tokenize", json={"content": prompt}).json().get("tokens", [])
-        reply = client.post(srv.base_url + "/v1/completions",
-                            json={"model": serve.model_name(srv, client), "prompt": prompt, "max_tokens": 16})
+        tokenized = deadline.get(client, "POST", srv.base_url + "/tokenize", limit, {"content": prompt})
+        tokens = (shapes.clean("tokenize", tokenized.json(), "POST /tokenize")[0] or {}).get("tokens") or []
+        reply = deadline.get(client, "POST", srv.base_url + "/v1/completions", limit,
+                             {"model": serve.model_name(srv, client, limit), "prompt": prompt, "max_tokens": 16},
+                             per_read_s=limit.remaining())
     return tokens, reply
 
 

@@ -28,7 +28,9 @@ from dataclasses import asdict, dataclass, field
 
 import httpx
 
-from lab.core import evidence, interrupt
+from lab.core import deadline, evidence, interrupt
+from lab.core.deadline import Deadline
+from lab.serving import shapes
 
 # Common one-token English words: prompts made of them land near a target token count on most tokenizers.
 _WORDS = ("the of and to in is was for on are with as his they be at one have this from or had by word but "
@@ -75,6 +77,7 @@ class RequestResult:
     choice_chunks: int = 0
     tokens_from: str | None = None  # "usage" (the server's count) or "chunks" (no usage came: one token per chunk assumed)
     repetition: int | None = None  # which repetition of its level (`sweep` with repetitions; None: a single run)
+    findings: list[str] = field(default_factory=list)  # stream fields of an unexpected type, not used (lab.serving.shapes)
 
     @property
     def itl_s(self) -> list[float]:
@@ -95,7 +98,7 @@ class Target:
     endpoint: str = "completions"  # or "chat"
     api_key: str | None = None
     ignore_eos: bool = True  # fixed output length (llama-server and vLLM honour it)
-    timeout_s: float = 300.0
+    timeout_s: float = 300.0  # one request's OVERALL limit, send to [DONE] (lab.core.deadline), not a per-read timeout
     extra_body: dict | None = None  # more request fields (lab.measure.tune's sampling variants: samplers, top_k, ...)
 
     @property
@@ -163,6 +166,8 @@ class RunResult:
     # above are all of theirs (each tagged with its `repetition`), `duration_s` their durations summed.
     repetitions: list[dict] | None = None
     warmup_rounds: dict | None = None  # `warm_up`'s account: every round's throughput and whether it settled
+    deadline_s: float | None = None  # the level's overall deadline (bench_duration_s + LEVEL_GRACE_S), when it had one
+    cut: str | None = None  # why the level ended before its requests did (its deadline), with how many were cut
 
     @property
     def output_tokens(self) -> int | None:
@@ -174,7 +179,8 @@ class RunResult:
                 "started_utc": self.started_utc, "client_cpu_s": self.client_cpu_s,
                 "prompt_words": self.prompt_words, "results": [r.to_dict() for r in self.results],
                 "warmup": [r.to_dict() for r in self.warmup], "resources": self.resources,
-                "repetitions": self.repetitions, "warmup_rounds": self.warmup_rounds}
+                "repetitions": self.repetitions, "warmup_rounds": self.warmup_rounds, "deadline_s": self.deadline_s,
+                "cut": self.cut}
 
 
 # ================================================================ prompts
@@ -188,14 +194,16 @@ def make_prompts(n: int, words: int, seed: int = 0, tag: str | None = None) -> l
 
 
 def count_tokens(base_url: str, text: str, headers: dict | None = None, timeout_s: float = 10.0) -> int | None:
-    """Tokens the server's tokenizer makes of `text` (llama-server and vLLM `/tokenize`); None if it has no such route."""
+    """Tokens the server's tokenizer makes of `text` (llama-server and vLLM `/tokenize`), the reply whole within
+    `timeout_s`; None if it has no such route or answers otherwise."""
     try:
         with httpx.Client(timeout=timeout_s, trust_env=False, headers=headers or {}) as client:
-            reply = client.post(base_url.rstrip("/") + "/tokenize", json={"content": text, "prompt": text})
-        data = reply.json()
-    except (httpx.HTTPError, ValueError):
+            reply = deadline.get(client, "POST", base_url.rstrip("/") + "/tokenize", Deadline(timeout_s, "POST /tokenize"),
+                                 {"content": text, "prompt": text})
+        data, _ = shapes.clean("tokenize", reply.json(), "POST /tokenize")
+    except (httpx.HTTPError, ValueError, RecursionError):
         return None
-    if reply.status_code != 200:
+    if reply.status_code != 200 or data is None:
         return None
     if isinstance(data.get("tokens"), list):
         return len(data["tokens"])
@@ -222,57 +230,26 @@ def _text_of(choice: dict) -> str:
 
 
 async def stream_request(client: httpx.AsyncClient, target: Target, prompt: str, index: int,
-                         run_t0: float) -> RequestResult:
+                         run_t0: float, limit: Deadline | None = None) -> RequestResult:
     """Send one streaming request and record it. Never raises (except on cancellation): an HTTP error,
     a dropped connection, a timeout or a malformed stream end as `success=False` with the reason and
-    whatever chunks had arrived."""
+    whatever chunks had arrived. The whole request — send to [DONE] — must end within `target.timeout_s` and
+    before `limit` (its level's deadline) whichever comes first: chunks that keep arriving do not extend it (a
+    server that never sends [DONE], trickles, or froze). Chunks of an unexpected shape (lab.serving.shapes) are
+    read without the wrong fields, which are named in `findings`."""
     res = RequestResult(index)
     sent = time.perf_counter()
     res.start_s = sent - run_t0
+    own = Deadline(target.timeout_s, f"one request (Target.timeout_s {target.timeout_s:g} s, send to [DONE])")
+    limit = own if limit is None else limit.sooner(target.timeout_s, own.what)
     done = False
     try:
-        async with client.stream("POST", target.url, json=target.payload(prompt), headers=target.headers()) as resp:
-            if resp.status_code != 200:
-                body = (await resp.aread()).decode(errors="replace")
-                res.error = f"HTTP {resp.status_code}: {evidence.redacted_excerpt(body, 300, target.api_key)}"
-                return res
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    done = True
-                    break
-                now = time.perf_counter()
-                try:
-                    chunk = json.loads(data)
-                except ValueError:
-                    res.error = f"malformed chunk: {evidence.redacted_excerpt(data, 120, target.api_key)!r}"
-                    continue
-                if "error" in chunk:
-                    res.error = f"server error in stream: {evidence.redacted_excerpt(str(chunk['error']), 300, target.api_key)}"
-                    return res
-                choices = chunk.get("choices")
-                text = _text_of(choices[0]) if choices else ""
-                if choices:
-                    res.first_choice_s = now - sent if res.first_choice_s is None else res.first_choice_s
-                    res.last_choice_s = now - sent
-                    res.choice_chunks += 1
-                if text:
-                    if res.ttft_s is None:
-                        res.ttft_s = now - sent
-                    res.chunk_times_s.append(now - sent)
-                    res.output_chars += len(text)
-                usage = chunk.get("usage")
-                if usage:
-                    res.output_tokens = usage.get("completion_tokens")
-                    res.prompt_tokens = usage.get("prompt_tokens")
-                    res.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
-                if chunk.get("timings"):
-                    res.server_timings = evidence.redact_all(chunk["timings"], target.api_key)
-                    if res.cached_tokens is None:
-                        res.cached_tokens = chunk["timings"].get("cache_n")
-    except (httpx.HTTPError, OSError, asyncio.TimeoutError) as exc:
+        async with asyncio.timeout(limit.remaining()):
+            done = await _read_stream(client, target, prompt, res, sent)
+    except TimeoutError:
+        res.error = (f"deadline: {evidence.redact(limit.message(), target.api_key)}; {res.choice_chunks} chunk(s) "
+                     "had arrived")
+    except (httpx.HTTPError, OSError) as exc:
         res.error = f"{type(exc).__name__}: {evidence.redact(str(exc), target.api_key)}" if str(exc) else type(exc).__name__
     finally:
         res.e2el_s = time.perf_counter() - sent
@@ -290,6 +267,60 @@ async def stream_request(client: httpx.AsyncClient, target: Target, prompt: str,
     return res
 
 
+MAX_FINDINGS = 5  # per request: a server that sends every chunk wrong says so in the first few
+
+
+async def _read_stream(client: httpx.AsyncClient, target: Target, prompt: str, res: RequestResult, sent: float) -> bool:
+    """Read one request's stream into `res`; True when [DONE] came. An HTTP error or an error event sets res.error."""
+    key = target.api_key
+    async with client.stream("POST", target.url, json=target.payload(prompt), headers=target.headers()) as resp:
+        if resp.status_code != 200:
+            body = (await resp.aread()).decode(errors="replace")
+            res.error = f"HTTP {resp.status_code}: {evidence.redacted_excerpt(body, 300, key)}"
+            return False
+        async for line in resp.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return True
+            now = time.perf_counter()
+            try:
+                raw = json.loads(data)
+            except (ValueError, RecursionError):
+                res.error = f"malformed chunk: {evidence.redacted_excerpt(data, 120, key)!r}"
+                continue
+            chunk, odd = shapes.clean("chunk", raw, "stream chunk")
+            if odd and len(res.findings) < MAX_FINDINGS:
+                res.findings += [evidence.redacted_excerpt(f, 200, key) for f in odd[:MAX_FINDINGS - len(res.findings)]]
+            if chunk is None:
+                continue
+            if chunk.get("error") is not None:
+                res.error = f"server error in stream: {evidence.redacted_excerpt(str(chunk['error']), 300, key)}"
+                return False
+            choices = chunk.get("choices")
+            text = _text_of(choices[0]) if choices else ""
+            if choices:
+                res.first_choice_s = now - sent if res.first_choice_s is None else res.first_choice_s
+                res.last_choice_s = now - sent
+                res.choice_chunks += 1
+            if text:
+                if res.ttft_s is None:
+                    res.ttft_s = now - sent
+                res.chunk_times_s.append(now - sent)
+                res.output_chars += len(text)
+            usage = chunk.get("usage")
+            if usage:
+                res.output_tokens = usage.get("completion_tokens")
+                res.prompt_tokens = usage.get("prompt_tokens")
+                res.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+            if chunk.get("timings"):
+                res.server_timings = evidence.redact_all(chunk["timings"], key)
+                if res.cached_tokens is None:
+                    res.cached_tokens = chunk["timings"].get("cache_n")
+    return False
+
+
 # ================================================================ orchestrate
 def _client(concurrency: int | None, timeout_s: float) -> httpx.AsyncClient:
     n = max(concurrency or 64, 1)
@@ -297,10 +328,13 @@ def _client(concurrency: int | None, timeout_s: float) -> httpx.AsyncClient:
                              limits=httpx.Limits(max_connections=n + 4, max_keepalive_connections=n + 4))
 
 
-async def run_load_async(target: Target, prompts: list[str], spec: LoadSpec, on_result=None) -> RunResult:
+async def run_load_async(target: Target, prompts: list[str], spec: LoadSpec, on_result=None,
+                         limit: Deadline | None = None) -> RunResult:
     """Warm-up, then the load of `spec`. Prompts are used in order, each at most once: give at least
     warmup_requests + max_requests of them (with only a time budget, sending stops when they run out).
-    `on_result(result)`, when given, is called as each measured request ends (progress, tests)."""
+    `on_result(result)`, when given, is called as each measured request ends (progress, tests). `limit` (the
+    level's deadline): nothing is sent after it, and every request still running then ends there, failed, with
+    the reason (`RunResult.cut` counts them)."""
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     cpu0 = time.process_time()
     rng = random.Random(spec.seed)
@@ -308,15 +342,17 @@ async def run_load_async(target: Target, prompts: list[str], spec: LoadSpec, on_
     async with _client(spec.concurrency, target.timeout_s) as client:
         warm = []
         for i in range(min(spec.warmup_requests, len(queue))):
-            warm.append(await stream_request(client, target, queue.pop(0), -1 - i, time.perf_counter()))
+            if limit is not None and limit.expired:
+                break
+            warm.append(await stream_request(client, target, queue.pop(0), -1 - i, time.perf_counter(), limit))
         sem = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
         t0 = time.perf_counter()
-        deadline = t0 + spec.duration_s if spec.duration_s else math.inf
+        deadline_t = t0 + spec.duration_s if spec.duration_s else math.inf
         tasks: list[asyncio.Task] = []
 
         async def one(i: int, prompt: str) -> RequestResult:
             try:
-                res = await stream_request(client, target, prompt, i, t0)
+                res = await stream_request(client, target, prompt, i, t0, limit)
                 if i == 0:
                     interrupt.cut_point("mid-benchmark")  # tests: a run cut with the load under way
                 if on_result is not None:
@@ -331,14 +367,14 @@ async def run_load_async(target: Target, prompts: list[str], spec: LoadSpec, on_
             if spec.request_rate:
                 await asyncio.sleep(rng.expovariate(spec.request_rate))  # Poisson arrivals
             if sem:
-                remaining = deadline - time.perf_counter()
+                remaining = min(deadline_t - time.perf_counter(), limit.remaining() if limit else math.inf)
                 if remaining <= 0:
                     break
                 try:
                     await asyncio.wait_for(sem.acquire(), timeout=None if math.isinf(remaining) else remaining)
                 except asyncio.TimeoutError:
                     break
-            if time.perf_counter() >= deadline:
+            if time.perf_counter() >= deadline_t or (limit is not None and limit.expired):
                 if sem:
                     sem.release()
                 break
@@ -346,8 +382,19 @@ async def run_load_async(target: Target, prompts: list[str], spec: LoadSpec, on_
             i += 1
         results = list(await asyncio.gather(*tasks))
         duration = time.perf_counter() - t0
-    return RunResult(spec, repr(target), results, duration, warm, started, time.process_time() - cpu0,
-                     len(prompts[0].split()) if prompts else 0, t0, t0 + duration)
+    run = RunResult(spec, repr(target), results, duration, warm, started, time.process_time() - cpu0,
+                    len(prompts[0].split()) if prompts else 0, t0, t0 + duration)
+    run.deadline_s, run.cut = (limit.seconds if limit else None), cut_reason(warm + results, limit)
+    return run
+
+
+def cut_reason(results: list[RequestResult], limit: Deadline | None) -> str | None:
+    """How many of `results` the level's deadline ended, and that deadline; None when it ended none."""
+    if limit is None or not limit.expired:
+        return None
+    cut = [r for r in results if (r.error or "").startswith("deadline: " + limit.what)]
+    return (f"{len(cut)} request(s) cut at the deadline of {limit.what}: {limit.seconds:g} s; "
+            f"{sum(r.success for r in results)} ok before it") if cut else None
 
 
 def _run_coro(coro):
@@ -373,9 +420,10 @@ def _run_coro(coro):
     return box["value"]
 
 
-def run_load(target: Target, prompts: list[str], spec: LoadSpec, on_result=None) -> RunResult:
+def run_load(target: Target, prompts: list[str], spec: LoadSpec, on_result=None,
+             limit: Deadline | None = None) -> RunResult:
     """`run_load_async` for plain code and notebook cells alike."""
-    return _run_coro(run_load_async(target, prompts, spec, on_result))
+    return _run_coro(run_load_async(target, prompts, spec, on_result, limit))
 
 
 # Notebook 06's method per concurrency level: warm up until steady, then measure the level several times.
@@ -391,8 +439,8 @@ REPETITIONS = 3  # measured repetitions per level: their spread is the level's r
 
 
 def warm_up(target: Target, concurrency: int, prompt_words: int, seed: int = 0, max_rounds: int = WARMUP_MAX_ROUNDS,
-            tolerance: float = WARMUP_TOLERANCE, output_tokens: int | None = WARMUP_OUTPUT_TOKENS
-            ) -> tuple[list[RequestResult], dict]:
+            tolerance: float = WARMUP_TOLERANCE, output_tokens: int | None = WARMUP_OUTPUT_TOKENS,
+            limit: Deadline | None = None) -> tuple[list[RequestResult], dict]:
     """Rounds of `concurrency` simultaneous requests until two consecutive rounds' output tok/s differ by less than
     `tolerance` (relative to the earlier one), at most `max_rounds`. Returns every warm-up request and the account
     ({"rounds": [...], "steady": bool, "tolerance", "max_rounds", "output_tokens"})."""
@@ -401,8 +449,11 @@ def warm_up(target: Target, concurrency: int, prompt_words: int, seed: int = 0, 
     short = replace(target, max_tokens=min(target.max_tokens, output_tokens)) if output_tokens else target
     results, rounds, previous = [], [], None
     for k in range(max_rounds):
+        if limit is not None and limit.expired:  # the level's deadline: no more rounds (the record says not steady)
+            break
         prompts = make_prompts(concurrency, prompt_words, seed=seed * 100 + k)
-        run = run_load(short, prompts, LoadSpec(concurrency=concurrency, max_requests=concurrency, warmup_requests=0))
+        run = run_load(short, prompts, LoadSpec(concurrency=concurrency, max_requests=concurrency, warmup_requests=0),
+                       limit=limit)
         tokens = run.output_tokens
         tok_s = tokens / run.duration_s if tokens and run.duration_s > 0 else None
         change = abs(tok_s - previous) / previous if tok_s and previous else None
@@ -443,15 +494,26 @@ def pool(runs: list[RunResult], warmup: list[RequestResult] | None = None, warmu
     budget = sum(run.spec.duration_s for run in runs) if all(run.spec.duration_s for run in runs) else None
     spec = LoadSpec(concurrency=first.spec.concurrency, request_rate=first.spec.request_rate, max_requests=total,
                     duration_s=budget, warmup_requests=len(warmup or []), seed=first.spec.seed)
+    cuts = [f"repetition {j + 1}: {run.cut}" for j, run in enumerate(runs) if run.cut]
     return RunResult(spec, first.target, results, sum(run.duration_s for run in runs), list(warmup or []),
                      first.started_utc, sum(run.client_cpu_s for run in runs), first.prompt_words, first.t0_perf,
-                     runs[-1].t1_perf, repetitions=reps, warmup_rounds=warmup_rounds)
+                     runs[-1].t1_perf, repetitions=reps, warmup_rounds=warmup_rounds, deadline_s=first.deadline_s,
+                     cut="; ".join(cuts) or None)
+
+
+# A level's overall deadline is its measured budget (bench_duration_s) plus this grace, counted from the level's first
+# warm-up request: the grace pays for the warm-up rounds before the budget (≤ WARMUP_MAX_ROUNDS short rounds) and for
+# the requests still in flight when the budget ends, which are let finish (a request sent at the budget's last moment
+# is measured whole). 120 s covers a 256-token output at 16 streams on the slowest card the lab profiles (V100, ~10
+# tok/s per stream under load: ~30 s) four times over; it exists so that a stalled, trickling or frozen (SIGSTOPped)
+# server ends the level there, its requests failed with the reason, instead of each waiting Target.timeout_s.
+LEVEL_GRACE_S = 120.0
 
 
 def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_words: int,
           duration_s: float | None = None, warmup_requests: int = 1, seed: int = 0, monitor=None,
           repetitions: int = 1, warmup_max_rounds: int = 0, warmup_tolerance: float = WARMUP_TOLERANCE,
-          warmup_output_tokens: int | None = WARMUP_OUTPUT_TOKENS) -> list[RunResult]:
+          warmup_output_tokens: int | None = WARMUP_OUTPUT_TOKENS, grace_s: float = LEVEL_GRACE_S) -> list[RunResult]:
     """One RunResult per concurrency level, each with its own fresh prompts (no prefix shared with any other
     run, so the prompt cache cannot help), `requests_per_level` requests or `duration_s`, whichever first.
 
@@ -459,30 +521,47 @@ def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_wor
     `warmup_requests` single requests); with `repetitions` > 1 the level's budget is shared among that many
     back-to-back repetitions (requests split by `shares`, `duration_s` ÷ repetitions each), so the level costs what
     the profile says, and the level's RunResult pools them (`pool`). `monitor` (a running lab.measure.gpumon.Sampler):
-    each level gets its peak VRAM, energy and host RSS over its measured part."""
+    each level gets its peak VRAM, energy and host RSS over its measured part.
+
+    With `duration_s`, each level (warm-up included) ends by `duration_s` + `grace_s` whatever the server does; the
+    requests it cut are failures with the reason, counted in the level's `cut`. A level cut with nothing answered
+    (a server that stalled or froze) ends the sweep: the levels after it are not run, and its `cut` says so."""
     runs = []
     for k, level in enumerate(levels):
+        limit = (Deadline(duration_s + grace_s, f"the level at concurrency {level} (bench_duration_s {duration_s:g} s "
+                                                f"+ {grace_s:g} s grace)") if duration_s else None)
         warm, account = (warm_up(target, level, prompt_words, seed=seed + k, max_rounds=warmup_max_rounds,
-                                 tolerance=warmup_tolerance, output_tokens=warmup_output_tokens)
+                                 tolerance=warmup_tolerance, output_tokens=warmup_output_tokens, limit=limit)
                          if warmup_max_rounds > 0 else (None, None))
         first_warmup = 0 if warm is not None else warmup_requests
         parts, split = [], shares(requests_per_level, repetitions)
         for j, n in enumerate(split):
+            if parts and limit is not None and limit.expired:
+                break  # the level's deadline passed: the repetitions left are not run (the cut says so)
             prompts = make_prompts(first_warmup + n, prompt_words, seed=seed + k + 1000 * j)
             spec = LoadSpec(concurrency=level, max_requests=n, duration_s=duration_s / len(split) if duration_s else None,
                             warmup_requests=first_warmup, seed=seed + k)
-            parts.append(run_load(target, prompts, spec))
+            parts.append(run_load(target, prompts, spec, limit=limit))
             first_warmup = 0
         if len(parts) == 1 and warm is None:
             run = parts[0]
         else:
             run = pool(parts, (warm or []) + parts[0].warmup, account)
+        warm_cut = cut_reason(warm or [], limit)
+        if warm_cut or len(parts) < len(split):
+            run.cut = "; ".join(filter(None, [f"warm-up: {warm_cut}" if warm_cut else None, run.cut,
+                                              f"{len(split) - len(parts)} repetition(s) not run: the level's deadline "
+                                              "had passed" if len(parts) < len(split) else None]))
         if monitor is not None:
             run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
         runs.append(run)
+        if run.cut and not any(r.success for r in run.results + run.warmup) and k + 1 < len(levels):
+            run.cut += (f"; nothing answered before the deadline: the server stalled, so the levels after it "
+                        f"({', '.join(map(str, levels[k + 1:]))}) were not run")
+            break
     return runs
 
 
 __all__ = ["RequestResult", "Target", "LoadSpec", "RunResult", "make_prompts", "count_tokens", "words_for_tokens",
            "stream_request", "run_load_async", "run_load", "warm_up", "shares", "pool", "sweep", "WARMUP_TOLERANCE",
-           "WARMUP_MAX_ROUNDS", "WARMUP_OUTPUT_TOKENS", "REPETITIONS"]
+           "WARMUP_MAX_ROUNDS", "WARMUP_OUTPUT_TOKENS", "REPETITIONS", "LEVEL_GRACE_S", "cut_reason"]

@@ -171,7 +171,13 @@ def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = 
     reps = [repetition_figures([r for r in run.results if r.repetition == rep["repetition"]], rep["duration_s"],
                                run.spec.concurrency) | {"repetition": rep["repetition"]}
             for rep in run.repetitions or []]
-    s.update(repetitions=reps, spread=spread(reps), warmup=run.warmup_rounds)
+    s.update(repetitions=reps, spread=spread(reps), warmup=run.warmup_rounds, deadline_s=run.deadline_s, cut=run.cut)
+    if run.cut:  # its failures are counted above; here is why they failed
+        s["validity"]["warnings"].append(f"the level ended at its deadline: {run.cut}")
+    odd = sum(bool(r.findings) for r in run.results)
+    if odd:
+        s["validity"]["warnings"].append(f"{odd} request(s) streamed fields of an unexpected type, not used: "
+                                         f"{next(r.findings[0] for r in run.results if r.findings)}")
     return s
 
 

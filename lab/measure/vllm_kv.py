@@ -16,7 +16,9 @@ import time
 
 import httpx
 
+from lab.core import deadline
 from lab.core.checks import Check
+from lab.core.deadline import Deadline
 from lab.predict import kvcache
 from lab.serving import engine_logs, engines, serve, vllm_env
 
@@ -99,7 +101,8 @@ def verify(profile, arch, log_dir, name: str = "05_vllm_kv") -> dict:
         return out
     t0 = time.monotonic()
     with serve.start(cmd, log_dir=log_dir, name=name) as srv:
-        metrics_text = httpx.get(srv.base_url + "/metrics", trust_env=False, timeout=30, headers=srv.headers()).text
+        with httpx.Client(trust_env=False, headers=srv.headers()) as client:
+            metrics_text = deadline.get(client, "GET", srv.base_url + "/metrics", Deadline(30, "GET /metrics")).text
         out["health_s"] = srv.health_s
         out["stop"] = srv.stop()
         log_text = srv.log_text()

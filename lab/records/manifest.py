@@ -82,13 +82,15 @@ def model_changes(run_dir: Path, files: list[dict]) -> list[dict]:
 
 
 def write(run_dir: Path, profile: Profile, profile_path: Path, started_utc: str, notebooks: list[dict],
-          interrupted: dict | None = None, ask: bool = True) -> Path:
+          interrupted: dict | None = None, ask: bool = True, errors: list[str] | None = None) -> Path:
     """Write manifest.json (whole or not at all). ask=False (a cut run's clean-up, during which signals are
     ignored): use only what the run already knows, never ask an endpoint or hash a model file, so the
-    clean-up is bounded even when the endpoint hangs."""
+    clean-up is bounded even when the endpoint hangs. `errors`: the run's own files that could not be written
+    (lab.records.runner.write_manifest_and_report): the status is then "failed" (or "interrupted"), never "ok"."""
     gpu = evidence.gpu_summary()
     files = model_files(profile, hash_now=ask)
-    status = "interrupted" if interrupted else ("ok" if all(n["status"] == "ok" for n in notebooks) else "failed")
+    status = "interrupted" if interrupted else \
+        ("ok" if all(n["status"] == "ok" for n in notebooks) and not errors else "failed")
     body = {
         "schema_version": MANIFEST_VERSION,
         "run_id": run_dir.name,
@@ -111,15 +113,28 @@ def write(run_dir: Path, profile: Profile, profile_path: Path, started_utc: str,
         "notebooks": notebooks,
         "status": status,
         "interrupted": interrupted,
+        "errors": errors or [],
     }
     return evidence.write_whole(run_dir / "manifest.json", json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False))
+
+
+def write_failed(run_dir: Path, notebooks: list[dict], errors: list[str], interrupted: dict | None = None) -> Path:
+    """The short manifest of a run whose full one could not be written (a full disk, an error computing it): its
+    status, what failed and the notebooks' results, nothing that needs more than this (a few hundred bytes)."""
+    body = {"schema_version": MANIFEST_VERSION, "run_id": run_dir.name, "finished_utc": evidence.utc_now(),
+            "status": "interrupted" if interrupted else "failed", "interrupted": interrupted, "errors": errors,
+            "notebooks": notebooks, "note": "the short form: the full manifest could not be written (see errors)"}
+    return evidence.write_whole(run_dir / "manifest.json", json.dumps(body, indent=2, default=str, ensure_ascii=False))
 
 
 def _server(profile: Profile, run_dir: Path, ask: bool = True) -> dict:
     """Which server the run measured: engine and version as it reported them (lab.serving.endpoint.served_by)."""
     from lab.serving import endpoint
 
-    return endpoint.served_by(profile, evidence.read_records(run_dir), ask=ask)
+    try:
+        return endpoint.served_by(profile, evidence.read_records(run_dir), ask=ask)
+    except Exception as exc:  # noqa: BLE001 — the manifest is written whatever the server said; this says what failed
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _llama_build_info() -> dict | None:

@@ -302,6 +302,7 @@ def build(run_dir: str | Path, require_run: bool = False) -> Path:
         f"<h1>LLM lab report: {html.escape(str(prof.get('name')))} {badge(overall)}</h1>",
         f"<p class='meta'>{_meta_line(manifest)}</p>",
         interrupted_banner(manifest),
+        *(f"<p class='err'>Not written: {_e(e)}</p>" for e in manifest.get("errors") or [] if isinstance(e, str)),
         *(f"<p class='err'>Model file changed since run {_e(c.get('previous_run'))}: {_e(c.get('path'))} had sha256 "
           f"{_e(str(c.get('previous_sha256'))[:16])}…, now {_e(str(c.get('sha256'))[:16])}…; numbers of the two runs "
           "are not comparable.</p>" for c in manifest.get("model_changed") or [] if isinstance(c, dict)),

@@ -43,10 +43,11 @@ class RunResult:
     run_dir: Path
     results: list[NotebookResult] = field(default_factory=list)
     interrupted: dict | None = None  # {"signal", "utc", "notebook"} when the run was cut
+    errors: list[str] = field(default_factory=list)  # the run's own files that could not be written (a full disk)
 
     @property
     def ok(self) -> bool:
-        return self.interrupted is None and all(r.status == "ok" for r in self.results)
+        return self.interrupted is None and not self.errors and all(r.status == "ok" for r in self.results)
 
     @property
     def exit_code(self) -> int:
@@ -81,7 +82,7 @@ def strip_unstable_metadata(path: Path) -> None:
     if isinstance(pm, dict):
         for key in ("start_time", "end_time", "duration", "input_path", "output_path"):
             pm.pop(key, None)
-    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    evidence.write_whole(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 
 def _error_text(exc: Exception) -> str:
@@ -185,7 +186,11 @@ def run_notebook(book: Path, run_dir: Path, profile_path: Path, runtime: Path | 
     except Exception as exc:  # papermill raises PapermillExecutionError; kernel deaths raise others
         status, error = "failed", _error_text(exc)
     if out.exists():
-        strip_unstable_metadata(out)
+        try:
+            strip_unstable_metadata(out)
+        except (OSError, ValueError) as exc:  # a full disk cut papermill's copy short (not JSON), or this write failed
+            status, error = "failed", (f"{out.name}: the executed notebook could not be saved whole: "
+                                       f"{type(exc).__name__}: {exc}" + (f"; the notebook's own error: {error}" if error else ""))
     return NotebookResult(book.stem, status, round(time.monotonic() - t0, 2), error,
                           str(out.relative_to(run_dir)) if out.exists() else None)
 
@@ -221,11 +226,15 @@ def finish_partial_files(run_dir: Path, note: str, secrets: tuple[str, ...] = ()
     done = []
     for raw in sorted((run_dir / "logs").rglob(".*.log.partial")):
         final = raw.with_name(raw.name[1:].removesuffix(".partial"))
-        text = evidence.redact(raw.read_text(errors="replace"), *secrets)
-        if not final.exists():
-            final.write_text(text + f"\n[lab] {note}\n")
-            done.append(f"{final.relative_to(run_dir)}: redacted from the raw log")
-        raw.unlink(missing_ok=True)
+        try:
+            if not final.exists():
+                text = evidence.redact(raw.read_text(errors="replace"), *secrets)
+                evidence.write_whole(final, text + f"\n[lab] {note}\n")
+                done.append(f"{final.relative_to(run_dir)}: redacted from the raw log")
+        except OSError as exc:  # a full disk: the raw log goes rather than stay unredacted
+            done.append(f"{final.relative_to(run_dir)}: not written ({exc}); the raw log was removed")
+        finally:
+            raw.unlink(missing_ok=True)
     for partial in sorted((run_dir / "records").glob("*.partial")):
         partial.unlink(missing_ok=True)
         done.append(f"{partial.relative_to(run_dir)}: half-written record removed")
@@ -254,7 +263,6 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
     import secrets
 
     from lab.model import standin
-    from lab.records import manifest, report
 
     profile_path = profiles.resolve(profile).resolve()
     prof = profiles.load(profile_path)
@@ -299,10 +307,7 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
             say(f"[run] {done}")
         where["during"] = "the manifest"
         interrupt.cut_point("manifest")
-        manifest.write(run_dir, prof, profile_path, started, [asdict(r) for r in result.results])
-        where["during"] = "the report"
-        interrupt.cut_point("report")
-        report.build(run_dir)
+        write_manifest_and_report(result, prof, profile_path, started, where)
         where["during"] = "the report's check in Chromium"
         interrupt.cut_point("report-check")
         look_at_report(run_dir)
@@ -311,12 +316,13 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
         if result is None:  # cut before the run folder existed: nothing to record (the CLI says so in one line)
             raise
         cut(result, exc, where, books, run_key)
-        manifest.write(run_dir, prof, profile_path, started, [asdict(r) for r in result.results],
-                       interrupted=result.interrupted, ask=False)
-        report.build(run_dir)
+        write_manifest_and_report(result, prof, profile_path, started)
         say(f"[run] interrupted by {result.interrupted['signal']} during {where['during']}: stopped "
             f"{len(result.interrupted['stopped_pids'])} process(es); the manifest and report in {run_dir} say so")
     finally:
+        if result is not None:  # every exit path, an unexpected error's too: no raw log is left unredacted
+            for done in finish_partial_files(result.run_dir, "log cut: the run ended with an error", (run_key,)):
+                say(f"[run] {done}")
         shutil.rmtree(runtime, ignore_errors=True)
         for key, value in saved_env.items():
             if value is None:
@@ -326,6 +332,40 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
         if result is not None and result.interrupted is None:
             watch.restore()
     return result
+
+
+def write_manifest_and_report(result: RunResult, prof, profile_path: Path, started: str, where: dict | None = None) -> None:
+    """manifest.json, then report.html, each whole or not at all (evidence.write_whole). A write that fails — a full
+    disk (lab.core.disk.DiskSpaceError names the folder and the bytes), or any error computing them — does not stop
+    the other, is said on stderr and in `result.errors` (the run fails, exit 1), and the manifest is written again
+    saying the run failed: never "ok" over a report cut short. When even that cannot be written, stderr says so."""
+    from lab.records import manifest, report
+
+    run_dir, notebooks = result.run_dir, [asdict(r) for r in result.results]
+    cut_run = result.interrupted is not None
+
+    def attempt(what: str, write) -> bool:
+        try:
+            write()
+            return True
+        except Exception as exc:  # noqa: BLE001 — the other file and the run's exit status must still come
+            result.errors.append(f"{what} not written: {type(exc).__name__}: {exc}")
+            say(f"[run] FAILED: {result.errors[-1]}")
+            return False
+
+    wrote = attempt("manifest.json", lambda: manifest.write(run_dir, prof, profile_path, started, notebooks,
+                                                             interrupted=result.interrupted, ask=not cut_run))
+    if where is not None:
+        where["during"] = "the report"
+        interrupt.cut_point("report")
+    attempt("report.html", lambda: report.build(run_dir))
+    if result.errors and wrote:  # the manifest said ok or interrupted before the report failed: say failed instead
+        wrote = attempt("manifest.json (again, saying the run failed)", lambda: manifest.write(
+            run_dir, prof, profile_path, started, notebooks, interrupted=result.interrupted, ask=False,
+            errors=result.errors))
+    if not wrote and not attempt("manifest.json (the short form)", lambda: manifest.write_failed(
+            run_dir, notebooks, result.errors, result.interrupted)):
+        say(f"[run] FAILED: {run_dir} has no manifest; the run failed: " + "; ".join(result.errors))
 
 
 def cut(result: RunResult, exc: KeyboardInterrupt, where: dict, books: list[Path], run_key: str) -> None:

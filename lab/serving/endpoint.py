@@ -27,9 +27,17 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from lab.core import evidence
+from lab.core import deadline, evidence
+from lab.core.deadline import Deadline
+from lab.serving import shapes
 
-TIMEOUT_S = 10.0
+TIMEOUT_S = 10.0  # one route: connect, every read, and the whole reply
+# All of discovery (~12 routes): a server that answers each route just under TIMEOUT_S, or trickles its replies,
+# still ends discovery here; the routes not asked then are recorded as such.
+DISCOVERY_DEADLINE_S = 30.0
+# The manifest of a finished run asks an endpoint profile's server again only when notebook 04 did not record
+# discovery: a short deadline, since the run is over and a slow server must not hold its manifest.
+MANIFEST_DISCOVERY_S = 10.0
 EXCERPT_CHARS = 400
 ENGINE_NAMES = {"llama.cpp": "llama-server (llama.cpp)", "vllm": "vLLM", "ollama": "Ollama", "lmstudio": "LM Studio",
                 "unknown": "an OpenAI-compatible server of unknown make"}
@@ -81,20 +89,27 @@ def _excerpt(text: str, api_key: str | None = None) -> str:
 
 
 def request(client: httpx.Client, method: str, url: str, json_body: dict | None = None,
-            api_key: str | None = None) -> dict:
-    """One HTTP request → {"route", "status", "json", "text", "error", "seconds"}; never raises."""
+            api_key: str | None = None, limit: Deadline | None = None, shape: str | None = None) -> dict:
+    """One HTTP request → {"route", "status", "json", "text", "error", "seconds", "findings"}; never raises. The
+    whole reply must arrive before `limit` (default: the client's timeout from now; trickled bytes do not extend it); with
+    `shape` (lab.serving.shapes) a 200 reply's JSON is checked, fields of the wrong type removed and named in
+    `findings`."""
     t0 = time.monotonic()
-    out = {"route": f"{method} {urlsplit(url).path}", "status": None, "json": None, "text": "", "error": None}
-    try:
-        reply = client.request(method, url, json=json_body)
+    route = f"{method} {urlsplit(url).path}"
+    limit = limit or Deadline(client.timeout.read or TIMEOUT_S, route)  # the client's own timeout, as a whole
+    out = {"route": route, "status": None, "json": None, "text": "", "error": None, "findings": []}
+    try:  # a completion's first byte comes after its whole prefill: any one read may take all of the deadline
+        reply = deadline.get(client, method, url, limit, json_body, per_read_s=max(limit.remaining(), 0.001))
         out["status"] = reply.status_code
         out["text"] = _excerpt(reply.text, api_key)
         try:
             out["json"] = reply.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     except httpx.HTTPError as exc:
         out["error"] = f"{type(exc).__name__}: {_excerpt(str(exc), api_key)}"
+    if shape and out["status"] == 200 and out["json"] is not None:
+        out["json"], out["findings"] = shapes.clean(shape, out["json"], route)
     out["seconds"] = round(time.monotonic() - t0, 3)
     return out
 
@@ -108,47 +123,58 @@ def _client(api_key: str | None, timeout_s: float = TIMEOUT_S) -> httpx.Client:
     return httpx.Client(timeout=timeout_s, trust_env=False, headers=headers)
 
 
+def _asker(client: httpx.Client, base: str, api_key: str | None, limit: Deadline):
+    """ask(method, path, body=None, shape=None) → `request`'s answer, every one under the same overall `limit`
+    (each also under TIMEOUT_S); once `limit` passed, the routes not asked yet are answered "not asked"."""
+    def ask(method: str, path: str, body: dict | None = None, shape: str | None = None) -> dict:
+        if limit.expired:
+            return {"route": f"{method} {path}", "status": None, "json": None, "text": "", "findings": [],
+                    "error": f"not asked: {limit.message()}", "seconds": 0.0}
+        return request(client, method, base + path, body, api_key, limit.sooner(TIMEOUT_S, f"{method} {path}"), shape)
+    return ask
+
+
 # ---------------------------------------------------------------- one probe per engine
-def probe_openai(client: httpx.Client, base: str, api_key: str | None = None) -> dict:
+# Each probe gets `ask` (see `_asker`): the routes it asks, each reply checked against its shape (lab.serving.shapes).
+def probe_openai(ask) -> dict:
     """GET /v1/models: the ids served; llama-server adds `meta` (n_ctx_train, size), vLLM `max_model_len`."""
-    return {"models": request(client, "GET", base + "/v1/models", api_key=api_key)}
+    return {"models": ask("GET", "/v1/models", shape="models")}
 
 
-def probe_llama_server(client: httpx.Client, base: str, api_key: str | None = None) -> dict:
+def probe_llama_server(ask) -> dict:
     """GET /props (slots, context per slot, build, model file) and GET /slots (each slot's n_ctx; 501 unless --slots)."""
-    return {"props": request(client, "GET", base + "/props", api_key=api_key),
-            "slots": request(client, "GET", base + "/slots", api_key=api_key)}
+    return {"props": ask("GET", "/props", shape="llama.props"), "slots": ask("GET", "/slots", shape="llama.slots")}
 
 
-def probe_vllm(client: httpx.Client, base: str, api_key: str | None = None) -> dict:
+def probe_vllm(ask) -> dict:
     """GET /version and GET /metrics (vllm:cache_config_info: KV blocks, block size, KV tokens)."""
-    return {"version": request(client, "GET", base + "/version", api_key=api_key),
-            "metrics": request(client, "GET", base + "/metrics", api_key=api_key)}
+    return {"version": ask("GET", "/version", shape="version"), "metrics": ask("GET", "/metrics")}
 
 
-def probe_ollama(client: httpx.Client, base: str, model: str | None, api_key: str | None = None) -> dict:
+def probe_ollama(ask, model: str | None) -> dict:
     """GET /api/version, GET /api/ps (loaded models: size, size_vram, context_length) and POST /api/show
     (model_info with <arch>.context_length and block_count, details.quantization_level, parameters)."""
-    out = {"version": request(client, "GET", base + "/api/version", api_key=api_key)}
+    out = {"version": ask("GET", "/api/version", shape="version")}
     if _ok_json(out["version"]) is None:
         return out  # not Ollama: do not POST to a route another server may not know
-    out["ps"] = request(client, "GET", base + "/api/ps", api_key=api_key)
+    out["ps"] = ask("GET", "/api/ps", shape="ollama.ps")
     if model:
-        out["show"] = request(client, "POST", base + "/api/show", {"model": model}, api_key=api_key)
+        out["show"] = ask("POST", "/api/show", {"model": model}, shape="ollama.show")
     return out
 
 
-def probe_lmstudio(client: httpx.Client, base: str, model: str | None, api_key: str | None = None) -> dict:
+def probe_lmstudio(ask, model: str | None) -> dict:
     """GET /api/v0/models (state loaded/not-loaded, quantization, max_context_length, arch) and, for the
     served model, a 1-token POST /api/v0/completions whose `model_info` and `runtime` name the loaded
     context and the engine runtime (llama.cpp or MLX) with its version."""
-    out = {"models": request(client, "GET", base + "/api/v0/models", api_key=api_key)}
+    out = {"models": ask("GET", "/api/v0/models", shape="models")}
     data = _ok_json(out["models"])
     if not isinstance(data, dict) or not any("compatibility_type" in m for m in data.get("data") or []):
         return out
     if model:
-        out["completion"] = request(client, "POST", base + "/api/v0/completions",
-                                    {"model": model, "prompt": "Hi", "max_tokens": 1, "temperature": 0}, api_key=api_key)
+        out["completion"] = ask("POST", "/api/v0/completions",
+                                {"model": model, "prompt": "Hi", "max_tokens": 1, "temperature": 0},
+                                shape="lmstudio.completion")
     return out
 
 
@@ -278,36 +304,41 @@ def facts(probes: dict, engine: str, served: str | None) -> dict:
 
 
 # ---------------------------------------------------------------- discovery
-def discover(base_url: str, api_key: str | None = None, served_model: str | None = None) -> dict:
+def discover(base_url: str, api_key: str | None = None, served_model: str | None = None,
+             deadline_s: float = DISCOVERY_DEADLINE_S) -> dict:
     """Every probe against `base_url` (the server root, without /v1), which engine answered, its version,
-    and its facts. Never raises: an unreachable server gives reachable False and the error."""
+    and its facts, all within `deadline_s` (routes not asked by then say so). Never raises: an unreachable server
+    gives reachable False and the error; a reply of an unexpected shape gives `findings`."""
     t0 = time.monotonic()
+    limit = Deadline(deadline_s, "discovery")
     with _client(api_key) as client:
-        probes = {"openai": probe_openai(client, base_url, api_key)}
+        ask = _asker(client, base_url, api_key, limit)
+        probes = {"openai": probe_openai(ask)}
         first = probes["openai"]["models"]
         reachable = first["error"] is None
         if reachable:
-            probes["ollama"] = probe_ollama(client, base_url, served_model, api_key)
-            probes["lmstudio"] = probe_lmstudio(client, base_url, served_model, api_key)
-            probes["llama.cpp"] = probe_llama_server(client, base_url, api_key)
-            probes["vllm"] = probe_vllm(client, base_url, api_key)
+            probes["ollama"] = probe_ollama(ask, served_model)
+            probes["lmstudio"] = probe_lmstudio(ask, served_model)
+            probes["llama.cpp"] = probe_llama_server(ask)
+            probes["vllm"] = probe_vllm(ask)
             metrics = probes["vllm"]["metrics"]
             if metrics["status"] == 200:  # the excerpt is short; the cache line can be anywhere in the page
-                probes["vllm"]["metrics_full"] = _cache_lines(client, base_url + "/metrics")
+                probes["vllm"]["metrics_full"] = _cache_lines(client, base_url + "/metrics", limit)
     engine, version, how = identify(probes) if reachable else ("unknown", None, "not reachable")
     found = {"base_url": base_url, "served_model": served_model, "reachable": reachable,
              "auth": "rejected" if first["status"] in (401, 403) else ("ok" if first["status"] == 200 else None),
              "engine": engine, "engine_name": ENGINE_NAMES[engine], "version": version, "identified_by": how,
              "facts": facts(probes, engine, served_model) if reachable else {"sources": {}},
-             "probes": _strip(probes), "seconds": round(time.monotonic() - t0, 2),
+             "findings": shapes.findings_of(probes), "probes": _strip(probes),
+             "seconds": round(time.monotonic() - t0, 2), "deadline_s": deadline_s,
              "source": SOURCES.get(engine, SOURCES["openai"])}
     return evidence.redact_all(found, api_key)  # facts and versions are the server's words too
 
 
-def _cache_lines(client: httpx.Client, url: str) -> str:
+def _cache_lines(client: httpx.Client, url: str, limit: Deadline) -> str:
     """Only the vllm:cache_config_info and num_requests lines of a /metrics page (the page is long)."""
     try:
-        text = client.get(url).text
+        text = deadline.get(client, "GET", url, limit.sooner(TIMEOUT_S, "GET /metrics")).text
     except httpx.HTTPError:
         return ""
     return "\n".join(line for line in text.splitlines()
@@ -316,7 +347,7 @@ def _cache_lines(client: httpx.Client, url: str) -> str:
 
 def _strip(probes: dict) -> dict:
     """The probes as kept in a record: route, status, seconds, error, a short text (never a header)."""
-    return {engine: {name: {k: a.get(k) for k in ("route", "status", "seconds", "error", "text")}
+    return {engine: {name: {k: a.get(k) for k in ("route", "status", "seconds", "error", "text", "findings")}
                      if isinstance(a, dict) and "route" in a else a for name, a in answers.items()}
             for engine, answers in probes.items()}
 
@@ -373,14 +404,14 @@ def api_key_for(profile) -> tuple[str | None, str | None]:
 
 
 # ---------------------------------------------------------------- the plan beside what the server says
-def discovery_for(profile, records: dict, ask: bool = True) -> dict | None:
+def discovery_for(profile, records: dict, ask: bool = True, deadline_s: float = DISCOVERY_DEADLINE_S) -> dict | None:
     """What the profile's server said about itself: notebook 04's record in this run when there is one,
     else — for an endpoint profile, unless ask is False — asked now (a few GETs); None for a lab-started
     server not running."""
     found = (records.get("04_serve") or {}).get("discovery")
     if found or not profile.endpoint_url or not ask:
         return found
-    return discover(profile.endpoint_base, api_key_for(profile)[0], profile.served_model)
+    return discover(profile.endpoint_base, api_key_for(profile)[0], profile.served_model, deadline_s)
 
 
 def _norm_quant(q) -> str:
@@ -442,7 +473,7 @@ def served_by(profile, records: dict, ask: bool = True) -> dict:
     """The run's server for the manifest: who started it, where, which engine and version (as the server
     said, when it was asked), and the NAME of the key variable — never the key. ask=False: only what the
     run's records say (a cut run's clean-up must not wait on an endpoint)."""
-    found = discovery_for(profile, records, ask) if profile.endpoint_url else (records.get("04_serve") or {}).get("discovery")
+    found = discovery_for(profile, records, ask, MANIFEST_DISCOVERY_S) if profile.endpoint_url else (records.get("04_serve") or {}).get("discovery")
     command = (records.get("04_serve") or {}).get("command") or {}
     return {"started_by_lab": not profile.endpoint_url, "endpoint_url": profile.endpoint_url,
             "served_model": profile.served_model or command.get("served_model"), "api_key_env": profile.api_key_env,

@@ -38,11 +38,13 @@ import subprocess
 import time
 import weakref
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
-from lab.core import evidence, interrupt
-from lab.serving import engine_logs, engines
+from lab.core import deadline, evidence, interrupt
+from lab.core.deadline import Deadline
+from lab.serving import engine_logs, engines, shapes
 from lab.serving.engines import LOOPBACK, Command
 from lab.core.profiles import Profile
 
@@ -240,6 +242,7 @@ class Server:
         self.health_s: float | None = None
         self.started_utc = evidence.utc_now()
         self.stop_report: dict | None = None
+        self.log_save_error: str | None = None  # the redacted log could not be written (a full disk)
         self._raw_log = raw_log
         self._finalizer = weakref.finalize(self, _kill_group_now, process.pid) if process else None
 
@@ -316,16 +319,21 @@ class Server:
         self._save_log()
         self.stop_report = {"pid": pgid, "returncode": self.process.returncode, "signal": sent,
                             "exited_before_stop": exited_before, "stop_s": round(time.monotonic() - t0, 3),
-                            "leftover_pids": leftovers, "left_running": _group_members(pgid)}
+                            "leftover_pids": leftovers, "left_running": _group_members(pgid),
+                            "log_error": self.log_save_error}
         return self.stop_report
 
     def _save_log(self) -> None:
         if not self._raw_log or not self._raw_log.exists():
             return
-        text = self._redact(self._raw_log.read_text(errors="replace"))
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log_path.write_text(text)
-        self._raw_log.unlink(missing_ok=True)
+        try:
+            text = self._redact(self._raw_log.read_text(errors="replace"))
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            evidence.write_whole(self.log_path, text)
+        except OSError as exc:  # a full disk: the raw log (it may hold a key) goes rather than stay unredacted
+            self.log_save_error = f"{self.log_path.name} not written ({exc}); the raw log was removed"
+        finally:
+            self._raw_log.unlink(missing_ok=True)
 
     def __enter__(self) -> "Server":
         return self
@@ -414,9 +422,12 @@ def connect(command: Command, timeout_s: float = 10.0, name: str = "external") -
 
 
 def wait_until_healthy(server: Server, timeout_s: float) -> float:
-    """Poll the health route until 200, then send a 1-token completion; return the seconds it took."""
+    """Poll the health route until 200, then send a 1-token completion; return the seconds it took. All of it
+    within `timeout_s` overall (lab.core.deadline: a health route that trickles its answer does not extend it),
+    the 1-token completion at least FIRST_TOKEN_MIN_S."""
     t0 = time.monotonic()
     url = server.base_url + server.command.health_path
+    limit = Deadline(timeout_s, f"health wait on {url}")
     last = "no answer yet"
     with httpx.Client(timeout=5.0, trust_env=False, headers=server.headers()) as client:
         while True:
@@ -424,26 +435,32 @@ def wait_until_healthy(server: Server, timeout_s: float) -> float:
                 raise StartupFailed(f"{server.command.engine} exited with code {server.process.returncode} "
                                     f"{time.monotonic() - t0:.1f} s after start, before answering {url}",
                                     server.log_tail())
-            if time.monotonic() - t0 > timeout_s:
+            if limit.expired:
                 raise StartupFailed(f"{url} did not answer 200 within {timeout_s:.0f} s (last: {last}). "
                                     "Fix: a large model needs a longer health_timeout_s; otherwise read the log",
                                     server.log_tail())
             try:
-                reply = client.get(url)
+                reply = deadline.get(client, "GET", url, limit, per_read_s=5.0)
                 if reply.status_code == 200:
                     break
                 last = f"HTTP {reply.status_code} {evidence.redacted_excerpt(reply.text, 120, server.api_key)!r}"  # llama-server: 503 while loading
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {server._redact(str(exc))}"
             time.sleep(0.1)  # a small model on 2 cores is up in ~0.5 s; the suite starts ~35 servers
-        _first_token(server, client, max(10.0, timeout_s - (time.monotonic() - t0)))
+        _first_token(server, client, Deadline(max(FIRST_TOKEN_MIN_S, limit.remaining()), "the first 1-token completion"))
     return round(time.monotonic() - t0, 3)
 
 
-def _first_token(server: Server, client: httpx.Client, timeout_s: float) -> None:
-    body = {"model": model_name(server, client), "prompt": "Hi", "max_tokens": 1, "temperature": 0}
+# The 1-token request after health gets what is left of the health wait, but at least this: a server that was
+# healthy just before the wait's end still answers one token in seconds.
+FIRST_TOKEN_MIN_S = 10.0
+
+
+def _first_token(server: Server, client: httpx.Client, limit: Deadline) -> None:
+    body = {"model": model_name(server, client, limit), "prompt": "Hi", "max_tokens": 1, "temperature": 0}
     try:
-        reply = client.post(server.base_url + "/v1/completions", json=body, timeout=timeout_s)
+        reply = deadline.get(client, "POST", server.base_url + "/v1/completions", limit, body,
+                             per_read_s=limit.remaining())
     except httpx.TransportError as exc:
         raise StartupFailed(f"health answered but a 1-token completion failed: {server._redact(str(exc))}",
                             server.log_tail()) from None
@@ -452,16 +469,23 @@ def _first_token(server: Server, client: httpx.Client, timeout_s: float) -> None
                             f"{evidence.redacted_excerpt(reply.text, 300, server.api_key)}", server.log_tail())
 
 
-def model_name(server: Server, client: httpx.Client | None = None) -> str:
-    """The `model` field to send: the served name, or the first id the server lists."""
+MODEL_NAME_S = 10.0  # GET /v1/models for the name to send, when the profile does not give one
+
+
+def model_name(server: Server, client: httpx.Client | None = None, limit: Deadline | None = None) -> str:
+    """The `model` field to send: the served name, or the first id the server lists (its reply checked against
+    lab.serving.shapes; anything else: "default")."""
     if server.command.served_model:
         return server.command.served_model
     own = client is None
     client = client or httpx.Client(timeout=10.0, trust_env=False, headers=server.headers())
+    limit = (limit or Deadline(None, "model name")).sooner(MODEL_NAME_S, "GET /v1/models")
     try:
-        data = client.get(server.base_url + "/v1/models").json().get("data") or [{}]
-        return data[0].get("id", "default")
-    except (httpx.HTTPError, ValueError):
+        data, _ = shapes.clean("models", deadline.get(client, "GET", server.base_url + "/v1/models", limit).json(),
+                               "GET /v1/models")
+        ids = [m.get("id") for m in (data or {}).get("data") or [] if m.get("id")]
+        return ids[0] if ids else "default"
+    except (httpx.HTTPError, ValueError, RecursionError):
         return "default"
     finally:
         if own:
@@ -469,36 +493,46 @@ def model_name(server: Server, client: httpx.Client | None = None) -> str:
 
 
 # ---------------------------------------------------------------- smoke test
-def _call(client: httpx.Client, url: str, body: dict, api_key: str | None = None) -> dict:
+def _call(client: httpx.Client, url: str, body: dict, limit: Deadline, api_key: str | None = None) -> dict:
     t0 = time.monotonic()
+    route = "POST " + urlsplit(url).path
     try:
-        reply = client.post(url, json=body)
+        reply = deadline.get(client, "POST", url, limit, body, per_read_s=limit.remaining())
     except httpx.HTTPError as exc:
         return {"ok": False, "status": None, "latency_s": round(time.monotonic() - t0, 3), "text": "",
-                "usage": None, "finish_reason": None, "error": f"{type(exc).__name__}: {evidence.redact(str(exc), api_key)}"}
+                "usage": None, "finish_reason": None, "findings": [],
+                "error": f"{type(exc).__name__}: {evidence.redact(str(exc), api_key)}"}
     latency = round(time.monotonic() - t0, 3)
     try:
-        data = reply.json()
-        choice = data["choices"][0]
-        text = choice.get("text") if "text" in choice else (choice.get("message") or {}).get("content")
-        ok = reply.status_code == 200 and isinstance(text, str)
-        return {"ok": ok, "status": reply.status_code, "latency_s": latency, "text": text or "",
-                "usage": data.get("usage"), "finish_reason": choice.get("finish_reason"),
-                "model": data.get("model"), "error": None if ok else evidence.redacted_excerpt(reply.text, 300, api_key)}
-    except (ValueError, KeyError, IndexError, TypeError):
-        return {"ok": False, "status": reply.status_code, "latency_s": latency, "text": "", "usage": None,
-                "finish_reason": None, "error": evidence.redacted_excerpt(reply.text, 300, api_key)}
+        raw = reply.json()
+    except (ValueError, RecursionError):
+        raw = None
+    data, findings = shapes.clean("completion", raw, route) if reply.status_code == 200 else (None, [])
+    choices = (data or {}).get("choices") or [{}]
+    choice = choices[0]
+    text = choice.get("text") if "text" in choice else (choice.get("message") or {}).get("content")
+    ok = reply.status_code == 200 and isinstance(text, str)
+    return {"ok": ok, "status": reply.status_code, "latency_s": latency, "text": text or "",
+            "usage": (data or {}).get("usage"), "finish_reason": choice.get("finish_reason"),
+            "model": (data or {}).get("model"), "findings": findings,
+            "error": None if ok else evidence.redacted_excerpt(reply.text, 300, api_key)}
 
 
-def smoke_test(server: Server, max_tokens: int = 16, timeout_s: float = 120.0) -> dict:
-    """One /v1/completions and one /v1/chat/completions request (greedy); what came back and how fast."""
+SMOKE_DEADLINE_S = 120.0  # both smoke requests together (and the model-name lookup): 16 tokens each, twice
+
+
+def smoke_test(server: Server, max_tokens: int = 16, timeout_s: float = SMOKE_DEADLINE_S) -> dict:
+    """One /v1/completions and one /v1/chat/completions request (greedy); what came back and how fast. Both
+    within `timeout_s` overall: a server that trickles or never finishes its reply fails the test, not the wait."""
+    limit = Deadline(timeout_s, "smoke test")
     with httpx.Client(timeout=timeout_s, trust_env=False, headers=server.headers()) as client:
-        model = model_name(server, client)
+        model = model_name(server, client, limit)
         completions = _call(client, server.base_url + "/v1/completions",
-                            {"model": model, "prompt": SMOKE_PROMPT, "max_tokens": max_tokens, "temperature": 0}, server.api_key)
+                            {"model": model, "prompt": SMOKE_PROMPT, "max_tokens": max_tokens, "temperature": 0},
+                            limit, server.api_key)
         chat = _call(client, server.base_url + "/v1/chat/completions",
                      {"model": model, "messages": [{"role": "user", "content": SMOKE_CHAT}],
-                      "max_tokens": max_tokens, "temperature": 0}, server.api_key)
+                      "max_tokens": max_tokens, "temperature": 0}, limit, server.api_key)
     completions["prompt"], chat["prompt"] = SMOKE_PROMPT, SMOKE_CHAT
     # every string in it is the server's (its reply, its error, its model name): one redaction for all of them
     return evidence.redact_all({"model": model, "completions": completions, "chat": chat}, server.api_key)

@@ -71,7 +71,9 @@ def discover(server: Server | None) -> dict | None:
 def discovery_text(found: dict | None) -> str:
     if not found:
         return "no server to ask"
-    return f"{found['engine_name']} {found['version'] or ''} — {found['identified_by']}"
+    odd = found.get("findings") or []
+    return (f"{found['engine_name']} {found['version'] or ''} — {found['identified_by']}"
+            + (f"\n{len(odd)} field(s) of an unexpected type, not used: " + "; ".join(odd) if odd else ""))
 
 
 def reported(server: Server | None) -> dict:
@@ -99,15 +101,23 @@ def smoke_rows(smoke: dict | None) -> list[dict]:
 
 
 
+def shape_findings(smoke: dict | None, discovery: dict | None) -> list[str]:
+    """What the server sent of another type than its documented shape (lab.serving.shapes): smoke test and discovery."""
+    return [f for key in ("completions", "chat") for f in ((smoke or {}).get(key) or {}).get("findings") or []] + \
+        list((discovery or {}).get("findings") or [])
+
+
 def serve_checks(skip_reason: str | None, server: Server | None, smoke: dict | None,
-                 stop_report: dict | None, health_timeout_s: float | None = None) -> list[Check]:
-    """started, health time, /v1/completions, /v1/chat/completions, stopped with no process left."""
+                 stop_report: dict | None, health_timeout_s: float | None = None,
+                 discovery: dict | None = None) -> list[Check]:
+    """started, health time, /v1/completions, /v1/chat/completions, replies of the documented shape, stopped with
+    no process left."""
     src = "lab.serving.serve (this run)"
     if health_timeout_s is None:
         health_timeout_s = health_timeout_for(server.command) if server else DEFAULT_HEALTH_TIMEOUT_S
     if skip_reason:
         names = ("server started", "health time", "/v1/completions answers", "/v1/chat/completions answers",
-                 "stopped, no process left")
+                 "replies of the documented shape", "stopped, no process left")
         return [Check(n, "skip", None, None, skip_reason, src) for n in names]
     checks = [Check("server started", "pass" if server else "fail", server.pid if server else None,
                     "a running process (or a reachable external server)", "" if server else "see the error above", src)]
@@ -120,6 +130,12 @@ def serve_checks(skip_reason: str | None, server: Server | None, smoke: dict | N
         checks.append(Check(f"{route} answers", "pass" if res.get("ok") else "fail",
                             f"HTTP {res.get('status')}: {res.get('text', '')[:60]!r}" if res else None,
                             "HTTP 200 with text", "" if res.get("ok") else (res.get("error") or "no response"), src))
+    odd = shape_findings(smoke, discovery)
+    checks.append(Check("replies of the documented shape", "warn" if odd else "pass",
+                        f"{len(odd)} field(s) of an unexpected type: " + "; ".join(odd[:3]) if odd else "as documented",
+                        "the types the engine's API documents (lab.serving.shapes)",
+                        "those fields were not used (shown as not reported); a proxy or another engine release in "
+                        "front of the server may change its replies" if odd else "", "lab.serving.shapes (this run)"))
     if server is not None and server.external:
         checks.append(Check("stopped, no process left", "skip", None, None, "external server: not ours to stop", src))
     else:
@@ -158,13 +174,17 @@ def build_record(command: Command, corrections: list, skip_reason: str | None, s
                "endpoint_url": command.base_url if command.external else None,
                "engine_found": discovery["engine"] if discovery else None,
                "engine_found_version": discovery["version"] if discovery else None,
-               "context_per_request_reported": ((discovery or {}).get("facts") or {}).get("context_per_request")}
+               "context_per_request_reported": ((discovery or {}).get("facts") or {}).get("context_per_request"),
+               "shape_findings": len(shape_findings(smoke, discovery))}
     tables = [evidence.table_entry("Command flags and why", command.notes_rows()),
               evidence.table_entry("Smoke test", smoke_rows(smoke)),
               evidence.table_entry("What the server reported", engine_logs.reported_rows(reported))]
     if discovery:
         tables += [evidence.table_entry("What the server says about itself (its API)", endpoint.facts_rows(discovery)),
                    evidence.table_entry("Routes asked, by engine", endpoint.probe_rows(discovery))]
+    if shape_findings(smoke, discovery):
+        tables.append(evidence.table_entry("Replies of an unexpected shape (fields not used)",
+                                           [{"finding": f} for f in shape_findings(smoke, discovery)]))
     for corr in corrections:
         tables.append(evidence.table_entry(f"Seed command {corr.command_id} corrected for {corr.target}", corr.rows()))
     then_and_now = then_and_now or []
