@@ -51,21 +51,40 @@ LMSTUDIO_MODELS = {"object": "list", "data": [
      "max_context_length": 2048}]}
 
 
-class _Handler(BaseHTTPRequestHandler):
-    kind = "ollama"
-    lock = threading.Lock()
-    token_s = 0.002
+class QuietJSONHandler(BaseHTTPRequestHandler):
+    """What every fake here shares: no request log on stderr, and `_send` of a JSON (or plain text) body."""
 
     def log_message(self, *args):  # quiet
         pass
 
     def _send(self, status: int, body) -> None:
-        data = json.dumps(body).encode()
+        data = (body if isinstance(body, str) else json.dumps(body)).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+@contextmanager
+def serving(handler, on_exit=None):
+    """`handler` (a class) on a free loopback port in a daemon thread; yields the base URL (no /v1)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        if on_exit:
+            on_exit()
+        server.shutdown()
+        server.server_close()
+
+
+class _Handler(QuietJSONHandler):
+    kind = "ollama"
+    lock = threading.Lock()
+    token_s = 0.002
 
     def do_GET(self):
         routes = ({"/api/version": {"version": "0.12.6"}, "/api/ps": OLLAMA_PS,
@@ -130,14 +149,8 @@ class _Handler(BaseHTTPRequestHandler):
 def fake_server(kind: str, token_s: float = 0.002):
     """A FAKE `kind` ("ollama" | "lmstudio") server on a free loopback port; yields its base URL (no /v1)."""
     handler = type(f"Fake{kind.title()}", (_Handler,), {"kind": kind, "lock": threading.Lock(), "token_s": token_s})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(handler) as base:
+        yield base
 
 
 # ---------------------------------------------------------------- hostile servers (deadlines and shapes)
@@ -163,21 +176,10 @@ WRONG = {"/v1/models": {"object": "list", "data": [{"id": "m", "owned_by": "llam
          "/health": {"status": "ok"}}
 
 
-class _Hostile(BaseHTTPRequestHandler):
+class _Hostile(QuietJSONHandler):
     mode = "frozen"
     props = "settings_string"
     stop: threading.Event
-
-    def log_message(self, *args):
-        pass
-
-    def _json(self, status: int, body) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _trickle(self, content_type: str, unit: bytes) -> None:
         self.send_response(200)
@@ -208,7 +210,7 @@ class _Hostile(BaseHTTPRequestHandler):
                                  b":" if body.get("stream") else b" ")
         if self.mode == "no_done":
             if self.path == "/v1/models":
-                return self._json(200, {"object": "list", "data": [{"id": "m", "owned_by": "llamacpp"}]})
+                return self._send(200, {"object": "list", "data": [{"id": "m", "owned_by": "llamacpp"}]})
             if body.get("stream"):
                 return self._trickle("text/event-stream",
                                      f"data: {json.dumps({'choices': [{'index': 0, 'text': ' word'}]})}\n\n".encode())
@@ -217,15 +219,15 @@ class _Hostile(BaseHTTPRequestHandler):
 
     def _wrong(self, body: dict) -> None:
         if self.path == "/props":
-            return self._json(200, WRONG_PROPS[self.props])
+            return self._send(200, WRONG_PROPS[self.props])
         if self.path in WRONG:
-            return self._json(200, WRONG[self.path])
+            return self._send(200, WRONG[self.path])
         if self.path == "/tokenize":
-            return self._json(200, {"tokens": "abc", "count": "many"})
+            return self._send(200, {"tokens": "abc", "count": "many"})
         if self.path == "/v1/completions" and not body.get("stream"):
-            return self._json(200, {"choices": "x", "usage": [1, 2], "model": {"name": "m"}})
+            return self._send(200, {"choices": "x", "usage": [1, 2], "model": {"name": "m"}})
         if self.path == "/v1/chat/completions":
-            return self._json(200, {"choices": [{"message": "hi", "finish_reason": 3}], "usage": {"prompt_tokens": "x"}})
+            return self._send(200, {"choices": [{"message": "hi", "finish_reason": 3}], "usage": {"prompt_tokens": "x"}})
         if body.get("stream"):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -237,7 +239,7 @@ class _Hostile(BaseHTTPRequestHandler):
                        "timings": {"cache_n": "none", "predicted_n": 4}}]
             self.wfile.write("".join(f"data: {json.dumps(e)}\n\n" for e in events).encode() + b"data: [DONE]\n\n")
             return None
-        return self._json(404, {"error": "not found"})
+        return self._send(404, {"error": "not found"})
 
     def do_GET(self):
         self._handle({})
@@ -251,13 +253,5 @@ def hostile_server(mode: str, props: str = "settings_string"):
     """A FAKE misbehaving server (see the modes above) on a free loopback port; yields its base URL (no /v1)."""
     stop = threading.Event()
     handler = type(f"Hostile_{mode}", (_Hostile,), {"mode": mode, "props": props, "stop": stop})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        stop.set()
-        server.shutdown()
-        server.server_close()
+    with serving(handler, on_exit=stop.set) as base:
+        yield base

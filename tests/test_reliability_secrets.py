@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import threading
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
 
 from conftest import record_figure
+from fake_endpoints import QuietJSONHandler, serving
 
 from lab.core import evidence, profiles
 from lab.measure import loadgen, metrics
@@ -24,26 +24,15 @@ ENV_KEY = "env-only-key-Hj4Ks8Pq2Xw6Nc1D"  # a key the lab only knows as the val
 EXAMPLE = Path(__file__).resolve().parent.parent / "params" / "endpoint-example.yaml"
 
 
-class _Echo(BaseHTTPRequestHandler):
+class _Echo(QuietJSONHandler):
     """Echoes the bearer token it got in every answer; `streamed` counts streaming requests (the first gets a
     500, the others a 200 stream whose first event is an error naming the key)."""
 
     streamed = 0
     lock = threading.Lock()
 
-    def log_message(self, *args):
-        pass
-
     def _key(self) -> str:
         return self.headers.get("Authorization", "").removeprefix("Bearer ") or ENV_KEY
-
-    def _send(self, status: int, body) -> None:
-        data = (body if isinstance(body, str) else json.dumps(body)).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self):
         if self.path == "/version":  # as vLLM answers, with the key for a version
@@ -73,14 +62,8 @@ class _Echo(BaseHTTPRequestHandler):
 
 @contextmanager
 def echo_server():
-    handler = type("Echo", (_Echo,), {"streamed": 0, "lock": threading.Lock()})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(type("Echo", (_Echo,), {"streamed": 0, "lock": threading.Lock()})) as base:
+        yield base
 
 
 def _profile(tmp_path: Path, base: str) -> profiles.Profile:
