@@ -545,3 +545,23 @@ def set_keys(profile_text: str, values: dict, comments: list[str] = ()) -> str:
 
 def all_profiles() -> list[Path]:
     return sorted(PARAMS_DIR.glob("*.yaml"))
+
+
+def varied(profile: Profile, **values) -> Profile:
+    """The profile with the values a learner set at the top of a notebook section (e.g. `context_tokens=131072`),
+    validated by the same schema and messages as a profile file, so a typo or a value llama.cpp does not take
+    ("kv_cache_dtype: found 'q5_0'") fails there with the fix. Values equal to the profile's change nothing (the
+    same object comes back: a papermill run, whose section values are the profile's, is the profile's run); a
+    changed value is named in the description, so a record written from it does not pass for the profile as filed."""
+    changed = {k: v for k, v in values.items() if getattr(profile, k, object()) != v}
+    if not changed:
+        return profile
+    unknown = [k for k in changed if k not in Profile.model_fields]
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], list(Profile.model_fields), n=1)
+        raise ProfileError(f"notebook value {unknown[0]!r} is not a profile field"
+                           + (f": did you mean {near[0]!r}?" if near else " (params/cpu-default.yaml lists them)"))
+    note = ", ".join(f"{k} {v}" for k, v in changed.items())
+    data = {**profile.model_dump(), **changed,
+            "description": f"{profile.description} (varied in the notebook: {note})"}
+    return from_data(data, f"{profile.name} with the notebook's values")

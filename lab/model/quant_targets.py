@@ -49,7 +49,7 @@ def target_sizes(profile, types: Sequence[str] = TARGET_TYPES) -> list[dict]:
         common = {"model": entry["hf_repo"], "model_id": mid, "profile_model": mid == own, "params": n,
                   "source": entry["source"]}
         for q in types:
-            pred = predict_size(specs, q, arch.n_layers)
+            pred = predict_size(specs, q, arch.n_layers, n_gqa=arch.n_heads // arch.n_kv_heads)  # IQ4_XS's mix needs it
             naive = naive_weight_bytes(n, q)
             rows.append({**common, "type": q, "nominal_bpw": bits_per_weight(q), "naive_bytes": naive,
                          "predicted_bytes": pred.tensor_bytes, "predicted_gb": pred.tensor_bytes / GB,

@@ -1,0 +1,190 @@
+"""Notebooks a learner can play with (issue 23, deliver 7): the values a learner would vary stand as plain assignments at
+the top of the first code cell of the section that uses them, a profile field defaults to the profile's own value (so
+a papermill run is the profile's run), and the section's "Try" text quotes numbers the lab computes — checked here
+against the lab, so a changed formula or profile cannot leave a stale number in the narrative."""
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from lab.core import profiles
+from lab.measure import kv_views
+from lab.model import models, quant_targets
+from lab.predict import memory_plan, profile_speed
+from lab.serving import engines
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+MIB, GIB = 2**20, 2**30
+
+# notebook → section heading (start of its markdown cell) → the learner values its first code cell starts with
+LEARNER_VALUES = {
+    "03_quantize": {"## 7 · The 27B-class target": ["target_types"]},
+    "04_serve": {"## The exact command": ["context_tokens", "parallel_slots", "kv_cache_dtype"]},
+    "05_kv_cache_math": {
+        "## 1. KV bytes per token": ["context_tokens", "parallel_slots"],
+        "## 2. Does it fit?": ["kv_cache_dtype", "host_ram_gib_min", "gpu_count"],
+        "### The seeds' target": ["card_profile", "weights_quant", "kv_cache_dtypes"],
+    },
+    "06_benchmarking": {
+        "## The roofline": ["bench_prompt_tokens", "bench_output_tokens", "bench_concurrency"],
+        "## Start the profile's server": ["bench_requests", "bench_duration_s"],
+    },
+}
+
+
+def _cells(stem: str) -> list[dict]:
+    return json.loads((NOTEBOOKS / f"{stem}.ipynb").read_text())["cells"]
+
+
+def _section(stem: str, heading: str) -> tuple[str, str]:
+    """(the section's markdown, the source of its first code cell)."""
+    cells = _cells(stem)
+    start = next(i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and "".join(c["source"]).startswith(heading))
+    code = next(c for c in cells[start + 1:] if c["cell_type"] == "code")
+    return "".join(cells[start]["source"]), "".join(code["source"])
+
+
+def _leading_assignments(source: str) -> list[ast.Assign]:
+    """The cell's first statements after its imports, while they assign one name."""
+    out = []
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not out:
+            continue
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            break
+        out.append(node)
+    return out
+
+
+CASES = [(stem, heading, names) for stem, sections in LEARNER_VALUES.items() for heading, names in sections.items()]
+
+
+@pytest.mark.parametrize("stem,heading,names", CASES, ids=[f"{s}:{h.lstrip('# ')[:20]}" for s, h, _ in CASES])
+def test_learner_values_open_their_section(stem, heading, names):
+    markdown, source = _section(stem, heading)
+    assigned = _leading_assignments(source)
+    assert [a.targets[0].id for a in assigned][:len(names)] == names, source
+    lines = source.splitlines()
+    for a in assigned[:len(names)]:
+        name = a.targets[0].id
+        assert "# " in lines[a.lineno - 1], f"{stem}: {name} has no comment saying what it is and what to try"
+        if name in profiles.Profile.model_fields:  # the profile is the one source of its default
+            assert ast.unparse(a.value) == f"s.profile.{name}", f"{stem}: {name} must default to s.profile.{name}"
+    assert "**Try" in markdown, f"{stem}: section {heading!r} does not say what to try"
+
+
+def test_the_papermill_parameters_cell_holds_no_learner_values():
+    for stem, sections in LEARNER_VALUES.items():
+        params = next(c for c in _cells(stem) if "parameters" in c["metadata"].get("tags", []))
+        names = {n for ns in sections.values() for n in ns}
+        assert not names & {a.targets[0].id for a in _leading_assignments("".join(params["source"]))
+                            if isinstance(a.targets[0], ast.Name)}
+
+
+def test_varied_is_the_profile_when_nothing_changes_and_validated_when_something_does():
+    p = profiles.load("cpu-default")
+    assert profiles.varied(p, context_tokens=p.context_tokens, parallel_slots=p.parallel_slots) is p
+    q = profiles.varied(p, context_tokens=8192, parallel_slots=2)
+    assert (q.context_tokens, q.parallel_slots, q.name) == (8192, 2, "cpu-default")
+    assert q.description.endswith("(varied in the notebook: context_tokens 8192, parallel_slots 2)")
+    with pytest.raises(profiles.ProfileError, match="field 'kv_cache_dtype': found 'q5_0'"):
+        profiles.varied(p, kv_cache_dtype="q5_0")
+    with pytest.raises(profiles.ProfileError, match="'contxt' is not a profile field: did you mean 'context_tokens'"):
+        profiles.varied(p, contxt=8192)
+
+
+def _plan(name: str, **values) -> dict:
+    p = profiles.varied(profiles.load(name), **values)
+    return memory_plan.plan_memory(p, models.arch_for(p))
+
+
+def _try_text(stem: str, heading: str) -> str:
+    return " ".join(_section(stem, heading)[0].split())  # one line: the numbers may wrap
+
+
+def test_notebook_05_try_numbers_are_the_lab_s():
+    one = _try_text("05_kv_cache_math", "## 1. KV bytes per token")
+    assert f"from {_plan('cpu-default')['kv_bytes_total'] / MIB:.0f} to {_plan('cpu-default', context_tokens=16384)['kv_bytes_total'] / MIB:.0f} MiB" in one
+    assert _plan("cpu-default", parallel_slots=1)["kv_bytes_total"] == 90 * MIB
+    v100 = {n: _plan("v100-32g-x1", parallel_slots=n) for n in (1, 4, 8)}
+    assert {v["kv_attention_bytes_total"] for v in v100.values()} == {8192 * MIB}
+    states = [v100[n]["recurrent_state_bytes_total"] / MIB for n in (1, 4, 8)]
+    assert f"{states[0]:.1f} MiB with 1 slot, {states[1]:.1f} with 4, {states[2]:,.0f} with 8" in one
+
+    two = _try_text("05_kv_cache_math", "## 2. Does it fit?")
+    q8, q4 = _plan("cpu-default", kv_cache_dtype="q8_0"), _plan("cpu-default", kv_cache_dtype="q4_0")
+    assert f"from 90 to {q8['kv_bytes_total'] / MIB:.2f} MiB (`\"q4_0\"`: {q4['kv_bytes_total'] / MIB:.2f} MiB)" in two
+    assert (f"from {_plan('cpu-default')['max_concurrent_sequences']} to {q8['max_concurrent_sequences']} "
+            f"({q4['max_concurrent_sequences']})") in two
+    half = _plan("cpu-default", host_ram_gib_min=0.5)
+    assert f"{half['max_context_tokens']:,} tokens per sequence and {half['max_concurrent_sequences']} sequences" in two
+    assert not _plan("cpu-default", host_ram_gib_min=0.25)["fits"]
+    v = [_plan("v100-32g-x1")["max_context_tokens"], _plan("v100-32g-x1", kv_cache_dtype="q8_0")["max_context_tokens"]]
+    assert f"from {v[0]:,} to {v[1]:,} tokens" in two
+    two_cards = _plan("v100-32g-x1", gpu_count=2)
+    assert (f"{two_cards['weights_bytes_per_device'] / GIB:.2f} GiB and allows {two_cards['max_context_tokens']:,} tokens "
+            f"and {two_cards['max_concurrent_sequences']} sequences") in two
+
+    target = _try_text("05_kv_cache_math", "### The seeds' target")
+
+    def qwen(card: str, quant: str) -> dict:
+        t = kv_views.target_max_context_table(kv_views.device_bytes(card), quant, ("f16", "q8_0"))
+        return t[t.model == "qwen3.8-27b"].iloc[0].to_dict()
+
+    a, b, c = qwen("v100-32g-x1", "Q4_K_M"), qwen("v100-32g-x1", "Q6_K"), qwen("v100-32g-x1", "Q8_0")
+    assert f"from {a['weights_GiB']} to {b['weights_GiB']} GiB" in target
+    assert f"from {a['max_context_f16']:,} to {b['max_context_f16']:,} tokens" in target
+    assert f"{c['weights_GiB']} GiB, {c['max_context_f16']:,} tokens, {c['max_context_q8_0']:,} with a q8_0 cache" in target
+    d = qwen("rtx4090-24g", "Q4_K_M")
+    assert f"{d['max_context_f16']:,} tokens at Q4_K_M with an f16 cache, {d['max_context_q8_0']:,} with q8_0" in target
+
+
+def test_notebook_04_try_numbers_are_the_lab_s():
+    text = _try_text("04_serve", "## The exact command")
+    p = profiles.load("cpu-default")
+    assert _plan("cpu-default")["context_tokens_per_sequence"] == 1024
+    assert _plan("cpu-default", parallel_slots=1)["context_tokens_per_sequence"] == 4096
+    assert _plan("cpu-default", context_tokens=8192)["context_tokens_per_sequence"] == 2048
+    assert "`n_ctx_slot` 4,096" in text and "instead of 1,024" in text and "gives 2,048 per slot" in text
+    args = engines.build_command(profiles.varied(p, kv_cache_dtype="q8_0"), installed_version=p.engine_version).argv
+    assert args[args.index("-fa") + 1] == "on" and args[args.index("-ctv") + 1] == "q8_0"
+    assert f"says {_plan('cpu-default', kv_cache_dtype='q8_0')['kv_bytes_total'] / MIB:.2f} MiB instead of 90" in text
+    assert _plan("v100-32g-x1")["context_tokens_per_sequence"] == 32768 and "gives 32,768" in text
+
+
+def test_notebook_03_try_numbers_are_the_lab_s():
+    text = _try_text("03_quantize", "## 7 · The 27B-class target")
+    rows = {r["type"]: r for r in quant_targets.target_sizes(profiles.load("v100-32g-x1"), ["Q4_K_M", "IQ4_XS", "Q3_K_M"])
+            if r["model_id"] == "qwen3.8-27b"}
+    assert rows["IQ4_XS"]["predicted_bytes"] == 15_182_923_776  # IQ4_XS's mix needs n_gqa: target_sizes passes it
+    for q in ("Q4_K_M", "IQ4_XS", "Q3_K_M"):
+        assert f"{rows[q]['predicted_gb']:.2f} GB at {q} ({rows[q]['effective_bpw']:.2f}" in text
+    left = ", ".join(f"{rows[q]['vram_left_gib']:.2f}".rstrip("0") for q in ("Q4_K_M", "IQ4_XS"))
+    assert f"{left} and {rows['Q3_K_M']['vram_left_gib']:.2f} GiB of the card" in text
+    with pytest.raises(Exception, match="Q2_K: the lab does not model"):
+        quant_targets.target_sizes(profiles.load("v100-32g-x1"), ["Q2_K"])
+
+
+def test_notebook_06_try_numbers_are_the_lab_s():
+    text = _try_text("06_benchmarking", "## The roofline")
+    host = {"bandwidth": {}}  # the CPU ceiling's ratio does not depend on the bandwidth: bytes per token only
+    base, long = (profile_speed.roofline_for(profiles.varied(profiles.load("cpu-default"), bench_prompt_tokens=n), host)
+                  for n in (128, 896))
+    assert f"from {base['kv_bytes_per_seq'] / 1e6:.1f} to {long['kv_bytes_per_seq'] / 1e6:.1f} MB beside " \
+           f"{base['weights_bytes'] / 1e6:.1f} MB of weights" in text
+    ratio = (base["weights_bytes"] + base["kv_bytes_per_seq"]) / (long["weights_bytes"] + long["kv_bytes_per_seq"])
+    assert f"drops to {100 * ratio:.0f} %" in text
+    v = profiles.load("v100-32g-x1")
+    r0, r1 = (profile_speed.roofline_for(profiles.varied(v, bench_prompt_tokens=n), {}) for n in (512, 16384))
+    agg = {c["concurrency"]: c["aggregate_ceiling_tok_s"] for c in r0["by_concurrency"]}
+    agg1 = {c["concurrency"]: c["aggregate_ceiling_tok_s"] for c in r1["by_concurrency"]}
+    assert f"from {r0['decode_ceiling_tok_s']:.1f} to {r1['decode_ceiling_tok_s']:.1f} tok/s" in text
+    assert f"from {agg[4]:.1f} to {agg1[4]:.1f}" in text
+    wide = profile_speed.roofline_for(profiles.varied(v, bench_concurrency=[1, 2, 4, 8, 16]), {})
+    by = {c["concurrency"]: c["aggregate_ceiling_tok_s"] for c in wide["by_concurrency"]}
+    assert f"{by[8]:.1f} tok/s at 8 streams and {by[16]:.1f} at 16" in text
+    sweep = _try_text("06_benchmarking", "## Start the profile's server")
+    from lab.measure import loadgen
+
+    assert " + ".join(map(str, loadgen.shares(32, 3))) in sweep and " + ".join(map(str, loadgen.shares(8, 3))) in sweep
