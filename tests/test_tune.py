@@ -161,7 +161,9 @@ def test_the_budget_keeps_room_for_the_baseline_repeat(monkeypatch, tmp_path):
         return _pt(setting.name, setting.dimension, 100.0, 200.0) | {"seconds": 10.0, "error": None}
 
     monkeypatch.setattr(tune, "Budget", FakeBudget)
-    monkeypatch.setattr(tune, "why_not", lambda profile: None)
+    from lab.serving import serve
+
+    monkeypatch.setattr(serve, "why_not_flag_sweep", lambda profile: None)
     monkeypatch.setattr(tune, "measure_point", point)
     result = tune.run(profiles.load("cpu-default"), tmp_path, budget_s=35, progress=lambda line: None)
     assert [p["dimension"] for p in result["points"]] == ["baseline", "server_state", "repeat"]

@@ -3,9 +3,11 @@
 A bounded one-factor-at-a-time sweep: the profile's own settings (the baseline), then one setting changed at a
 time — the server's per-request state copies (prompt cache --cache-ram, context checkpoints -ctxcp: 149.6 MiB per
 copy on Qwen3.8-27B), threads, batch/micro-batch (-b/-ub), flash attention (-fa), KV cache type (-ctk/-ctv), slots
-(-np) and the sampling path (what the request asks for, and llama-server's experimental backend sampling) — and at the end the
-best value of every dimension together. Every point starts its own server and is measured with the lab's client
-(lab.measure.loadgen) at one stream and at the profile's highest concurrency, with lab.measure.gpumon's energy and memory where
+(-np), the sampling path (what the request asks for, and llama-server's experimental backend sampling), the log level
+(-lv), the context (-c), draft-mtp n-max (models with an MTP block) and, as a load rather than a setting, the prompt
+length — and at the end the best value of every dimension together. Every point starts its own server and is
+measured with the lab's client (lab.measure.loadgen) at one stream and at the profile's highest concurrency, or at
+`Method.levels` with repetitions (isolating one lever at a time), with lab.measure.gpumon's energy and memory where
 NVML is present. Combinations llama.cpp refuses or that cannot serve the load are skipped with the reason;
 points that do not fit the time budget are listed as not run.
 
@@ -165,7 +167,7 @@ def grid(profile: Profile, n_cores: int | None = None) -> list[Setting]:
 
 def mtp_n_max(profile: Profile) -> tuple[int, ...]:
     """The draft-mtp n-max values to sweep: lab.measure.speculative's when the model has an MTP block, else none."""
-    from lab.measure import speculative  # imports this module
+    from lab.measure import speculative
 
     values = speculative.mtp_n_max_for(profile)
     return values if values == speculative.MTP_N_MAX else ()
@@ -332,18 +334,6 @@ def apply_patch(profile_text: str, patch: str) -> str:
 
 
 # ---------------------------------------------------------------- measuring (needs llama-server)
-def why_not(profile: Profile) -> str | None:
-    """Why this machine cannot tune this profile (None: it can): the sweep varies llama-server's own flags, so it
-    needs the llama.cpp engine started by the lab, and a server that can start here."""
-    from lab.serving import engines, serve
-
-    if profile.engine != "llama.cpp" or getattr(profile, "endpoint_url", None):
-        return (f"lab tune varies llama-server's flags; profile {profile.name} uses "
-                f"{'an endpoint it does not start' if getattr(profile, 'endpoint_url', None) else profile.engine}")
-    cmd = engines.build_command(profile, port=serve.free_port())
-    return serve.why_not_startable(profile, cmd)
-
-
 @dataclass
 class Budget:
     seconds: float
@@ -371,10 +361,10 @@ class Method:
         if not self.levels:
             conc = max(profile.bench_levels)
             return [(1, self.requests_single, 1, 0), (conc, 2 * conc, 1, 0)]
-        from lab.measure import loadgen
+        from lab.measure.loadgen import WARMUP_MAX_ROUNDS as rounds
 
-        mine = [n for n in self.levels if n <= setting.slots] or [min(self.levels)]
-        return [(n, n * self.repetitions, self.repetitions, loadgen.WARMUP_MAX_ROUNDS) for n in mine]
+        return [(n, n * self.repetitions, self.repetitions, rounds)
+                for n in [n for n in self.levels if n <= setting.slots] or [min(self.levels)]]
 
 
 def command_for(profile: Profile, setting: Setting):
@@ -438,8 +428,7 @@ def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: 
                joules_per_token_single=one.get("joules_per_token"),
                peak_vram_mib=many.get("peak_vram_mib"), peak_host_rss_mib=many.get("peak_host_rss_mib"),
                levels={n: {k: r.get(k) for k in LEVEL_KEYS} | {"tpot_p50_ms": r["tpot_ms"]["p50"],
-                                                                "ttft_p50_ms": r["ttft_ms"]["p50"]}
-                       for n, r in runs.items()},
+                                                                "ttft_p50_ms": r["ttft_ms"]["p50"]} for n, r in runs.items()},
                speculative=({n: speculative.acceptance(r.results) for n, r in raw.items()}
                             if setting.spec_n_max is not None else None))
     if failures:
@@ -453,10 +442,12 @@ def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str
     """The whole sweep within `budget_s` seconds; returns the tune result (points, skipped, winner, patch)."""
     from pathlib import Path
 
+    from lab.serving import serve
+
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     budget = Budget(budget_s)
-    reason = why_not(profile)
+    reason = serve.why_not_flag_sweep(profile)
     if reason:
         progress(f"[tune] skipped: {reason}")
         return {"profile": profile.name, "budget_s": budget_s, "elapsed_s": 0.0, "concurrency": max(method.levels or profile.bench_levels),
@@ -551,11 +542,9 @@ def level_rows(result: dict) -> list[dict]:
             for key, label in (("output_throughput", "output tok/s"), ("decode_tok_s_summed", "decode summed tok/s")):
                 sp = (lv.get("spread") or {}).get(key) or {}
                 mean = sp.get("mean", lv.get(key))
-                row[label] = _r(mean)
-                row[label + " sd"] = _r(sp.get("sd"))
-                row[label + " values"] = [_r(v) for v in sp.get("values") or []]
                 bm = ((b.get("spread") or {}).get(key) or {}).get("mean", b.get(key))
-                row[label + " ÷ baseline"] = _r(mean / bm, 3) if mean and bm else None
+                row |= {label: _r(mean), label + " sd": _r(sp.get("sd")), label + " ÷ baseline":
+                        _r(mean / bm, 3) if mean and bm else None, label + " values": [_r(v) for v in sp.get("values") or []]}
             row["warm-up steady"] = (lv.get("warmup") or {}).get("steady")
             out.append(row)
     return out
@@ -624,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=None, help="time budget in seconds (default: the profile's tune_budget_s)")
     ap.add_argument("--dimensions", default=None, help="comma-separated subset: " + ",".join(DIM_FIELDS))
     ap.add_argument("--points", default=None, help="comma-separated parts of point names to keep (e.g. '-fa on,-np 8')")
-    ap.add_argument("--levels", default=None, help="comma-separated stream counts to measure each point at, each warmed "
+    ap.add_argument("--levels", default=None, type=lambda v: tuple(int(n) for n in v.split(",")), help="comma-separated stream counts to measure each point at, each warmed "
                     "up until steady and repeated --repetitions times (default: 1 and the profile's top, once)")
     ap.add_argument("--repetitions", type=int, default=None, help="with --levels: repetitions per level (default: "
                     "lab.measure.loadgen.REPETITIONS, 3)")
@@ -641,12 +630,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     run_dir = evidence.notebook_run_dir(args.run_dir or "", prof.name)
-    try:
-        levels = tuple(int(n) for n in args.levels.split(",")) if args.levels else None
-    except ValueError:
-        print(f"error: --levels takes stream counts separated by commas (e.g. 1,8,16), got {args.levels!r}", file=sys.stderr)
-        return 2
-    method = Method(levels, args.repetitions or (loadgen.REPETITIONS if levels else 1))
+    method = Method(args.levels, args.repetitions or (loadgen.REPETITIONS if args.levels else 1))
     with gpumon.Sampler() as mon:
         result = run(prof, run_dir / "logs" / args.record, args.budget_s or prof.tune_budget_s,
                      args.dimensions.split(",") if args.dimensions else None, monitor=mon,
