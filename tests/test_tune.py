@@ -175,8 +175,8 @@ def test_the_budget_keeps_room_for_the_baseline_repeat(monkeypatch, tmp_path):
 
 
 def test_isolation_dimensions_in_the_grid():
-    """The levers of the served ÷ in-process gap (issue 20) and, for a model with an MTP block, draft-mtp n-max 1-4
-    (issue 19); SmolLM2 has no MTP block, so cpu-default gets no mtp points."""
+    """The levers of the served ÷ in-process gap and, for a model with an MTP block, draft-mtp n-max 1-4;
+    SmolLM2 has no MTP block, so cpu-default gets no mtp points."""
     h200 = {s.name: s for s in tune.grid(profiles.load("h200-x1"), n_cores=16)}
     assert h200["log_level: -lv 3 (llama.cpp's default)"].log_verbosity == 3
     assert h200["context: -c 65536"].context == 65536  # the reporter's -c with -np 16

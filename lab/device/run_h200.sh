@@ -22,7 +22,7 @@
 # PRETUNE_S seconds (default 200; 0 = skip) and the suite runs with the winner applied to the profile (the
 # copy there; the run folder's profile copy and 00_pretune/ say what was measured).
 # MODE=isolate (carry [".device"] alone; no suite): instead of `lab run`, the served ÷ in-process gap one lever at a
-# time (issue 20) — llama-batched-bench at 1/8/16 sequences with 512- and 32-token prompts (the yardstick), then
+# time — llama-batched-bench at 1/8/16 sequences with 512- and 32-token prompts (the yardstick), then
 # `lab tune --levels 1,8,16 --repetitions 3` over the sampling body, -fa on, -np 8, -lv 3, -c ÷ 4 and 32-token
 # prompts against the profile (ISO_BUDGET_S, default 950 s), then draft-mtp n-max 1-3 at one stream (MTP_BUDGET_S,
 # default 150 s; 0 = skip) — into $WORK/isolate-run, packed like a suite run. ISO_OUTPUT: tokens per request (128).

@@ -153,7 +153,7 @@ def grid(profile: Profile, n_cores: int | None = None) -> list[Setting]:
         vary("slots", f"-np {np_}", slots=np_)
     for t in sorted({1, max(1, profile.threads // 2), n_cores} - {profile.threads}):
         vary("threads", f"-t {t}", threads=t)
-    # What the lab's own benchmark adds to a plain server (issue 20: served ÷ in-process): its log level, its
+    # What the lab's own benchmark adds to a plain server (served ÷ in-process): its log level, its
     # context size, its prompt length. Last, so notebook 06's short budget still answers the ones above first.
     vary("log_level", f"-lv {LLAMA_DEFAULT_VERBOSITY} (llama.cpp's default)", log_verbosity=LLAMA_DEFAULT_VERBOSITY)
     if profile.context_tokens // 4 >= profile.parallel_slots:
