@@ -58,11 +58,11 @@ def test_decode_speeds_are_divided_by_the_in_process_speed():
 
 def test_served_over_in_process_per_level_says_what_limits_it():
     """lab.measure.yardstick on hand numbers; llama-server's fixed per-token cost is lab/data/served_overhead.yaml's
-    largest, the H200's 1/81.5 − 1/87.62 s = 0.857 ms."""
+    largest, the H200 hybrid's 1/82.8 − 1/91.1 s = 1.100 ms (outputs/h200-x1/20261202T012616Z_isolate)."""
     from lab.measure import yardstick
 
     cost_ms = metrics.served_cost_s()[0] * 1e3
-    assert cost_ms == pytest.approx(0.857, abs=1e-3)
+    assert cost_ms == pytest.approx(1.100, abs=1e-3)
     sweep = [{"concurrency": 1, "stream_decode_tok_s": 80.0, "decode_tok_s_summed": 80.0, "output_throughput": 75.0},
              {"concurrency": 4, "stream_decode_tok_s": 60.0, "decode_tok_s_summed": 240.0, "output_throughput": 200.0},
              {"concurrency": 16, "stream_decode_tok_s": 15.0, "decode_tok_s_summed": 240.0, "output_throughput": 230.0}]
@@ -73,14 +73,14 @@ def test_served_over_in_process_per_level_says_what_limits_it():
     assert [r["concurrency"] for r in rows] == [1, 1, 4, 16]
     single = rows[0]
     assert single["served_over_in_process"] == pytest.approx(80 / 90) and single["yardstick"] == "llama-bench tg256@d512"
-    assert "caps it at 0.93" in single["limited_by"]  # 1 / (1 + 0.857 ms × 90 tok/s)
+    assert "caps it at 0.91" in single["limited_by"]  # 1 / (1 + 1.100 ms × 90 tok/s)
     four, sixteen = rows[2], rows[3]
     assert four["served_over_in_process"] == pytest.approx(0.96) and four["limited_by"].startswith("the engine's own")
-    # 16 streams: 16000/240 − 16000/600 = 40 ms more per step, over 1.5 × 16 × 0.857 ms: per-request work
+    # 16 streams: 16000/240 − 16000/600 = 40 ms more per step, over 1.5 × 16 × 1.100 ms: per-request work
     assert sixteen["extra_ms_per_step"] == pytest.approx(40.0) and sixteen["limited_by"].startswith("per-request work")
     assert sixteen["output_ratio"] == pytest.approx(230 / 500)
     slow = yardstick.level_row({"concurrency": 16, "decode_tok_s_summed": 480.0}, {"speed_tg": 600.0})
-    assert slow["extra_ms_per_step"] == pytest.approx(16000 / 480 - 16000 / 600)  # 6.7 ms ≤ 1.5 × 16 × 0.857
+    assert slow["extra_ms_per_step"] == pytest.approx(16000 / 480 - 16000 / 600)  # 6.7 ms ≤ 1.5 × 16 × 1.100
     assert slow["limited_by"].startswith("llama-server's per-token work")
     missing = yardstick.rows(sweep[:1], None, None)
     assert [r["served_over_in_process"] for r in missing] == [None, None] and "not measured" in missing[1]["limited_by"]

@@ -17,12 +17,10 @@ def test_grid_is_one_factor_at_a_time():
     assert g[1].dimension == "server_state"  # the per-request state copies go first: a short budget answers them
     for s in g[1:]:  # every other point changes exactly its own dimension (kv may switch -fa on with it)
         changed = {k for k in ("threads", "kv", "slots", "batch", "ubatch", "sampling", "backend_sampling", "flash_attn",
-                               "prompt_cache_mib", "ctx_checkpoints")
+                               "prompt_cache_mib", "ctx_checkpoints", "prompt_tokens", "log_verbosity", "context",
+                               "spec_n_max")
                    if getattr(s, k) != getattr(base, k)}
-        allowed = {"threads": {"threads"}, "batch": {"batch", "ubatch"}, "flash_attn": {"flash_attn"},
-                   "kv_cache": {"kv", "flash_attn"}, "slots": {"slots"}, "sampling": {"sampling", "backend_sampling"},
-                   "server_state": {"prompt_cache_mib", "ctx_checkpoints"}}
-        assert changed and changed <= allowed[s.dimension], (s.name, changed)
+        assert changed and changed <= set(tune.DIM_FIELDS[s.dimension]), (s.name, changed)
     assert len({s.name for s in g}) == len(g)
 
 
@@ -158,12 +156,14 @@ def test_the_budget_keeps_room_for_the_baseline_repeat(monkeypatch, tmp_path):
         def left(self):
             return self.seconds - clock["t"]
 
-    def point(profile, setting, log_dir, monitor=None, output_tokens=None):
+    def point(profile, setting, log_dir, monitor=None, output_tokens=None, method=None):
         clock["t"] += 10
         return _pt(setting.name, setting.dimension, 100.0, 200.0) | {"seconds": 10.0, "error": None}
 
     monkeypatch.setattr(tune, "Budget", FakeBudget)
-    monkeypatch.setattr(tune, "why_not", lambda profile: None)
+    from lab.serving import serve
+
+    monkeypatch.setattr(serve, "why_not_flag_sweep", lambda profile: None)
     monkeypatch.setattr(tune, "measure_point", point)
     result = tune.run(profiles.load("cpu-default"), tmp_path, budget_s=35, progress=lambda line: None)
     assert [p["dimension"] for p in result["points"]] == ["baseline", "server_state", "repeat"]
@@ -172,3 +172,81 @@ def test_the_budget_keeps_room_for_the_baseline_repeat(monkeypatch, tmp_path):
     clock["t"] = 0.0
     only_base = tune.run(profiles.load("cpu-default"), tmp_path, budget_s=15, progress=lambda line: None)
     assert [p["dimension"] for p in only_base["points"]] == ["baseline"] and only_base["noise"] is None
+
+
+def test_isolation_dimensions_in_the_grid():
+    """The levers of the served ÷ in-process gap and, for a model with an MTP block, draft-mtp n-max 1-4;
+    SmolLM2 has no MTP block, so cpu-default gets no mtp points."""
+    h200 = {s.name: s for s in tune.grid(profiles.load("h200-x1"), n_cores=16)}
+    assert h200["log_level: -lv 3 (llama.cpp's default)"].log_verbosity == 3
+    assert h200["context: -c 65536"].context == 65536  # the reporter's -c with -np 16
+    assert h200["prompt_length: 32-token prompts (load, not a setting)"].prompt_tokens == 32
+    assert h200["slots: -np 8"].slots == 8 and h200["flash_attn: -fa on"].flash_attn == "on"
+    assert h200["sampling: top_k 1 only (samplers: [top_k])"].sampling in tune.SAMPLING
+    assert [s.spec_n_max for s in h200.values() if s.dimension == "mtp"] == [1, 2, 3, 4]
+    assert h200["mtp: --spec-type draft-mtp --spec-draft-n-max 2"].server_args() == [
+        "--spec-type", "draft-mtp", "--spec-draft-n-max", "2"]
+    cpu = tune.grid(profiles.load("cpu-default"), n_cores=2)
+    assert not [s for s in cpu if s.dimension == "mtp"] and {"log_level", "prompt_length"} <= {s.dimension for s in cpu}
+
+
+def test_a_setting_replaces_its_flags_in_the_command(monkeypatch):
+    from lab.serving import engines
+
+    monkeypatch.setattr(engines, "installed_version", lambda profile: None)
+    prof = profiles.load("h200-x1")
+    s = replace(tune.baseline(prof), flash_attn="on", log_verbosity=3, context=65536, spec_n_max=2, slots=8)
+    argv = list(tune.command_for(prof, s).argv)
+    value = {f: argv[argv.index(f) + 1] for f in ("-fa", "-lv", "-c", "-np", "--spec-draft-n-max")}
+    assert value == {"-fa": "on", "-lv": "3", "-c": "65536", "-np": "8", "--spec-draft-n-max": "2"}
+    assert argv.count("-lv") == 1 and argv.count("-c") == 1
+    base = list(tune.command_for(prof, tune.baseline(prof)).argv)
+    assert base[base.index("-lv") + 1] == "4" and base[base.index("-c") + 1] == "262144"
+
+
+def test_the_method_plans_levels_within_the_slots():
+    prof = profiles.load("h200-x1")
+    base = tune.baseline(prof)
+    assert tune.Method().plan(prof, base) == [(1, 3, 1, 0), (16, 32, 1, 0)]  # notebook 06's quick sweep
+    iso = tune.Method(levels=(1, 8, 16), repetitions=3)
+    assert iso.plan(prof, base) == [(1, 3, 3, 3), (8, 24, 3, 3), (16, 48, 3, 3)]  # closed batches, warm-up rounds
+    assert [n for n, *_ in iso.plan(prof, replace(base, slots=8))] == [1, 8]  # -np 8 is measured at 8, not queued at 16
+
+
+def test_a_load_dimension_is_never_the_winner_and_combined_keeps_each_dimension():
+    prof = profiles.load("h200-x1")
+    base = _pt(tune.BASELINE_NAME, "baseline", 80.0, 250.0)
+    short = _pt("prompt_length: 32-token prompts (load, not a setting)", "prompt_length", 80.0, 320.0)
+    fa = _pt("flash_attn: -fa on", "flash_attn", 80.0, 260.0)
+    lv = _pt("log_level: -lv 3 (llama.cpp's default)", "log_level", 81.0, 270.0)
+    assert tune.choose([base, short, fa, lv])["name"] == lv["name"]
+    settings = {s.name: s for s in tune.grid(prof, n_cores=16)}
+    combo = tune.combined([base, short, fa, lv], settings, prof)
+    assert (combo.flash_attn, combo.log_verbosity, combo.prompt_tokens) == ("on", 3, None)
+    patch = tune.patch_yaml(prof, _pt(combo.name, "combined", 81.0, 300.0), base, combo, "now")
+    import yaml
+
+    assert yaml.safe_load(patch) == {"server_args": ["--cache-ram", "0", "-ctxcp", "0", "-fa", "on", "-lv", "3"]}
+    ctx = replace(tune.baseline(prof), context=65536)
+    assert yaml.safe_load(tune.patch_yaml(prof, _pt("context", "context", 80.0, 300.0), base, ctx, "now")) == {
+        "context_tokens": 65536}  # the profile's server_args stay as they are
+    assert tune.merge_args(["--cache-ram", "0", "-ctxcp", "0"], ["-ctxcp", "8", "-bs", "-lv", "3"]) == [
+        "--cache-ram", "0", "-ctxcp", "8", "-bs", "-lv", "3"]
+
+
+def test_level_rows_give_mean_sd_and_the_ratio_to_the_baseline():
+    def lv(values):
+        import statistics
+
+        return {"output_throughput": statistics.fmean(values), "decode_tok_s_summed": None,
+                "spread": {"output_throughput": {"mean": statistics.fmean(values), "sd": statistics.stdev(values),
+                                                 "values": values}},
+                "warmup": {"steady": True}}
+
+    result = {"points": [_pt(tune.BASELINE_NAME, "baseline", 80.0, 150.0) | {"levels": {8: lv([140.0, 150.0, 160.0])}},
+                         _pt("flash_attn: -fa on", "flash_attn", 80.0, 210.0) | {"levels": {8: lv([200.0, 210.0, 220.0])}}],
+              "method": {"levels": (8,)}}
+    rows = tune.level_rows(result)
+    assert rows[1]["output tok/s"] == 210.0 and rows[1]["output tok/s sd"] == 10.0
+    assert rows[1]["output tok/s ÷ baseline"] == 1.4 and rows[1]["output tok/s values"] == [200.0, 210.0, 220.0]
+    assert rows[0]["decode summed tok/s"] is None and rows[0]["warm-up steady"] is True

@@ -21,6 +21,11 @@
 # Before the suite, `lab tune` measures the server-state settings (prompt cache, context checkpoints) for
 # PRETUNE_S seconds (default 200; 0 = skip) and the suite runs with the winner applied to the profile (the
 # copy there; the run folder's profile copy and 00_pretune/ say what was measured).
+# MODE=isolate (carry [".device"] alone; no suite): instead of `lab run`, the served ÷ in-process gap one lever at a
+# time — llama-batched-bench at 1/8/16 sequences with 512- and 32-token prompts (the yardstick), then
+# `lab tune --levels 1,8,16 --repetitions 3` over the sampling body, -fa on, -np 8, -lv 3, -c ÷ 4 and 32-token
+# prompts against the profile (ISO_BUDGET_S, default 950 s), then draft-mtp n-max 1-3 at one stream (MTP_BUDGET_S,
+# default 150 s; 0 = skip) — into $WORK/isolate-run, packed like a suite run. ISO_OUTPUT: tokens per request (128).
 # Environment: PROFILE (default h200-x1), LAB_RUN_ARGS (more `lab run` flags, e.g. "--only 01,06"),
 # WAIT_S (default 540: a call must end inside the tool's 600 s), WORK (default /root/lab-device),
 # LAB_GIT_SHA / LAB_GIT_DIRTY (the commit, recorded in every record: the copy there has no .git).
@@ -35,6 +40,49 @@ say() { echo "[$(date -u +%H:%M:%S)] $*"; }
 if [ -n "${LAB_GIT_SHA:-}" ] && ! [[ "$LAB_GIT_SHA" =~ ^[0-9a-f]{40}$ ]]; then
   echo "LAB_GIT_SHA must be the full 40-character sha (git rev-parse HEAD), got '$LAB_GIT_SHA'"; exit 2
 fi
+
+isolate() {  # MODE=isolate, after set-up and the stand-in (see the top)
+  local synth run out_tok=${ISO_OUTPUT:-128}
+  synth="$(sed -n 's/^\(wrote\|found\) \(\S*\) .*/\2/p' "$WORK/standin.log" | tail -1)"
+  run="$WORK/isolate-run"; mkdir -p "$run/records" "$run/logs"
+  sed "s#^model_file:.*#model_file: $synth#" "params/$PROFILE.yaml" > "$run/profile-$PROFILE-synthetic.yaml"
+  say "llama-batched-bench 1/8/16 sequences, 512- and 32-token prompts, $out_tok tokens out, 3 repetitions"
+  .venv/bin/python - "$run/profile-$PROFILE-synthetic.yaml" "$run" "$out_tok" <<'PY'
+import json, sys
+from pathlib import Path
+from lab.core import profiles
+from lab.measure import tune
+from lab.model import llama_batched_bench as bb
+
+prof, run, n_gen = profiles.load(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+argv = list(tune.command_for(prof, tune.baseline(prof)).argv)  # the baseline server's own -fa/-t/-ngl/-ctk/-ctv
+out = {}
+for n_prompt in (512, 32):
+    try:
+        r = bb.run(argv[argv.index("-m") + 1], n_prompt=n_prompt, n_gen=n_gen, n_parallel=[1, 8, 16], reps=3,
+                   flags=bb.shared_flags(argv), timeout_s=300, log=run / "logs" / f"batched_bench_pp{n_prompt}.log")
+    except bb.BatchedBenchError as exc:
+        print(f"batched-bench pp{n_prompt}: {exc}", flush=True)
+        continue
+    out[n_prompt] = r
+    print(f"batched-bench pp{n_prompt} S_TG: " + ", ".join(f"B={b} {v['speed_tg']:.1f} {v['samples_speed_tg']}"
+                                                        for b, v in r["by_parallel"].items()), flush=True)
+(run / "records" / "batched_bench.json").write_text(json.dumps(out, indent=1, default=str))
+PY
+  say "lab tune, one lever at a time at 1/8/16 streams (budget ${ISO_BUDGET_S:-950} s)"
+  .venv/bin/python -m lab tune --profile "$run/profile-$PROFILE-synthetic.yaml" --levels 1,8,16 --repetitions 3 \
+    --output-tokens "$out_tok" --dimensions sampling,flash_attn,slots,log_level,context,prompt_length \
+    --points "top_k 1,-fa on,-np 8,-lv 3,context:,32-token" --budget-s "${ISO_BUDGET_S:-950}" --run-dir "$run" \
+    --record 06_tune_isolate
+  if [ "${MTP_BUDGET_S:-150}" -gt 0 ]; then
+    say "lab tune, draft-mtp n-max 1-3 at one stream (budget ${MTP_BUDGET_S:-150} s)"
+    .venv/bin/python -m lab tune --profile "$run/profile-$PROFILE-synthetic.yaml" --levels 1 --repetitions 3 \
+      --output-tokens "$out_tok" --dimensions mtp --points "n-max 1,n-max 2,n-max 3" \
+      --budget-s "${MTP_BUDGET_S:-150}" --run-dir "$run" --record 06_tune_mtp
+  fi
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv > "$run/gpu.csv" 2>&1
+  echo "run folder: $run"
+}
 
 pipeline() {  # runs detached, in $WORK/repo
   cd "$WORK/repo" || exit 1
@@ -52,6 +100,7 @@ pipeline() {  # runs detached, in $WORK/repo
   local synth_pid=$!
   python3 -m lab.setup || { say "lab.setup failed"; return 1; }
   wait "$synth_pid"; say "standin rc=$(cat "$WORK/standin.rc"): $(tail -1 "$WORK/standin.log")"
+  if [ "${MODE:-suite}" = isolate ]; then isolate; return; fi
   local smol; smol="$(python3 -c 'from lab import setup; print(setup.cache_dir() / "models" / setup.SMOLLM2_FILE)')"
   for _ in $(seq 24); do [ -e "$smol" ] && break; sleep 5; done
   say "embedded SmolLM2: $([ -e "$smol" ] && echo "there ($smol)" || echo "missing: notebook 03 fails, 05 runs without it")"
@@ -80,7 +129,7 @@ if [ ! -e "$WORK/started" ]; then
   rm -rf "$WORK/repo" && mkdir -p "$WORK/repo" && cp -a . "$WORK/repo/" || { echo "copy failed"; exit 1; }
   date -u +%s > "$WORK/started"
   say "starting the pipeline detached (log: $WORK/pipeline.log)"
-  LAB_GIT_SHA=${LAB_GIT_SHA:-} LAB_GIT_DIRTY=${LAB_GIT_DIRTY:-} PROFILE="$PROFILE" WORK="$WORK" \
+  LAB_GIT_SHA=${LAB_GIT_SHA:-} LAB_GIT_DIRTY=${LAB_GIT_DIRTY:-} PROFILE="$PROFILE" WORK="$WORK" MODE=${MODE:-suite} \
     setsid nohup bash "$WORK/repo/lab/device/run_h200.sh" --pipeline > "$WORK/pipeline.log" 2>&1 < /dev/null &
 fi
 

@@ -102,10 +102,9 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
     the summary the claims judge reads."""
     from pathlib import Path
 
-    from lab.measure import tune
     from lab.serving import engines, serve
 
-    reason = tune.why_not(profile)
+    reason = serve.why_not_flag_sweep(profile)
     if reason:
         progress(f"[spec] skipped: {reason}")
         return summarise([{"variant": "every variant", "kind": "none", "status": "skip", "error": reason}], profile, draft)
@@ -313,11 +312,11 @@ def draft_for(profile, layers: int | None = None) -> tuple[str | None, str]:
 
     from lab.model import standin
 
-    from lab.measure import tune
+    from lab.serving import serve
 
     spec = getattr(profile, "spec_draft", None)
-    if tune.why_not(profile):  # nothing will be measured here: write no draft either
-        return None, f"not measured here ({tune.why_not(profile)})"
+    if serve.why_not_flag_sweep(profile):  # nothing will be measured here: write no draft either
+        return None, f"not measured here ({serve.why_not_flag_sweep(profile)})"
     if not spec:
         return None, "the profile names no spec_draft (a draft GGUF, or synth:<layers> for a synthetic one)"
     if spec.startswith("synth:"):

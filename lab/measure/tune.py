@@ -3,9 +3,11 @@
 A bounded one-factor-at-a-time sweep: the profile's own settings (the baseline), then one setting changed at a
 time — the server's per-request state copies (prompt cache --cache-ram, context checkpoints -ctxcp: 149.6 MiB per
 copy on Qwen3.8-27B), threads, batch/micro-batch (-b/-ub), flash attention (-fa), KV cache type (-ctk/-ctv), slots
-(-np) and the sampling path (what the request asks for, and llama-server's experimental backend sampling) — and at the end the
-best value of every dimension together. Every point starts its own server and is measured with the lab's client
-(lab.measure.loadgen) at one stream and at the profile's highest concurrency, with lab.measure.gpumon's energy and memory where
+(-np), the sampling path (what the request asks for, and llama-server's experimental backend sampling), the log level
+(-lv), the context (-c), draft-mtp n-max (models with an MTP block) and, as a load rather than a setting, the prompt
+length — and at the end the best value of every dimension together. Every point starts its own server and is
+measured with the lab's client (lab.measure.loadgen) at one stream and at the profile's highest concurrency, or at
+`Method.levels` with repetitions (isolating one lever at a time), with lab.measure.gpumon's energy and memory where
 NVML is present. Combinations llama.cpp refuses or that cannot serve the load are skipped with the reason;
 points that do not fit the time budget are listed as not run.
 
@@ -44,6 +46,15 @@ SOURCE_SERVER_STATE = ("llama.cpp common/arg.cpp: '-cram, --cache-ram N: set the
                        "8192, -1 - no limit, 0 - disable)', '-ctxcp, --ctx-checkpoints N: max number of context "
                        "checkpoints to create per slot (default: 32)'; tools/server/server-context.cpp creates "
                        "checkpoints only when the memory cannot be partially removed (recurrent/hybrid) or uses SWA")
+LLAMA_DEFAULT_VERBOSITY = 3  # common/common.h: verbosity = 3 (LOG_LEVEL_INFO); the lab's servers run -lv 4
+SHORT_PROMPT_TOKENS = 32  # prompt_length's other value: a chat turn's size, where prefill is a small share
+# What each dimension changes in a Setting (the grid varies only these; `combined` carries them over). The "load"
+# dimensions change what the client sends, not the server: measured to explain a gap, never chosen as a winner.
+DIM_FIELDS = {"threads": ("threads",), "batch": ("batch", "ubatch"), "flash_attn": ("flash_attn",),
+              "kv_cache": ("kv", "flash_attn"), "slots": ("slots",), "sampling": ("sampling", "backend_sampling"),
+              "server_state": ("prompt_cache_mib", "ctx_checkpoints"), "log_level": ("log_verbosity",),
+              "context": ("context",), "prompt_length": ("prompt_tokens",), "mtp": ("spec_n_max",)}
+LOAD_DIMENSIONS = ("prompt_length",)
 SAMPLING = {  # request-side variants (llama-server /v1/completions fields); the lab's client asks temperature 0
     "greedy (temperature 0, default chain)": {},
     "top_k 1 only (samplers: [top_k])": {"samplers": ["top_k"], "top_k": 1},
@@ -67,9 +78,14 @@ class Setting:
     backend_sampling: bool = False
     prompt_cache_mib: int | None = None  # --cache-ram; None = llama-server's default (8192 MiB)
     ctx_checkpoints: int | None = None  # -ctxcp; None = llama-server's default (32 per slot)
+    prompt_tokens: int | None = None  # the load's prompt length; None = the profile's bench_prompt_tokens
+    log_verbosity: int | None = None  # -lv; None = the lab's (lab.serving.engines.LLAMA_LOG_VERBOSITY)
+    context: int | None = None  # -c; None = the profile's context_tokens
+    spec_n_max: int | None = None  # --spec-type draft-mtp --spec-draft-n-max N (the model's MTP block); None = off
 
     def server_args(self) -> list[str]:
-        """Flags beyond what lab.serving.engines builds from the profile fields (threads, kv, slots)."""
+        """Flags beyond what lab.serving.engines builds from the profile fields (threads, kv, slots); -fa, -lv and -c
+        are already in that command and are replaced there (`measure_point`)."""
         args = []
         if self.prompt_cache_mib is not None:
             args += ["--cache-ram", str(self.prompt_cache_mib)]
@@ -81,7 +97,18 @@ class Setting:
             args += ["-ub", str(self.ubatch)]
         if self.backend_sampling:
             args += ["-bs"]
+        if self.spec_n_max is not None:
+            args += ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(self.spec_n_max)]
         return args
+
+    def replaced(self) -> dict[str, str]:
+        """The flags of the profile's command whose value this setting replaces: {flag: value}."""
+        out = {"-fa": self.flash_attn}
+        if self.log_verbosity is not None:
+            out["-lv"] = str(self.log_verbosity)
+        if self.context is not None:
+            out["-c"] = str(self.context)
+        return out
 
 
 def baseline(profile: Profile) -> Setting:
@@ -126,7 +153,24 @@ def grid(profile: Profile, n_cores: int | None = None) -> list[Setting]:
         vary("slots", f"-np {np_}", slots=np_)
     for t in sorted({1, max(1, profile.threads // 2), n_cores} - {profile.threads}):
         vary("threads", f"-t {t}", threads=t)
+    # What the lab's own benchmark adds to a plain server (served ÷ in-process): its log level, its
+    # context size, its prompt length. Last, so notebook 06's short budget still answers the ones above first.
+    vary("log_level", f"-lv {LLAMA_DEFAULT_VERBOSITY} (llama.cpp's default)", log_verbosity=LLAMA_DEFAULT_VERBOSITY)
+    if profile.context_tokens // 4 >= profile.parallel_slots:
+        vary("context", f"-c {profile.context_tokens // 4}", context=profile.context_tokens // 4)
+    if profile.bench_prompt_tokens != SHORT_PROMPT_TOKENS:
+        vary("prompt_length", f"{SHORT_PROMPT_TOKENS}-token prompts (load, not a setting)", prompt_tokens=SHORT_PROMPT_TOKENS)
+    for n in mtp_n_max(profile):
+        vary("mtp", f"--spec-type draft-mtp --spec-draft-n-max {n}", spec_n_max=n)
     return out
+
+
+def mtp_n_max(profile: Profile) -> tuple[int, ...]:
+    """The draft-mtp n-max values to sweep: lab.measure.speculative's when the model has an MTP block, else none."""
+    from lab.measure import speculative
+
+    values = speculative.mtp_n_max_for(profile)
+    return values if values == speculative.MTP_N_MAX else ()
 
 
 def invalid(setting: Setting, profile: Profile, n_cores: int | None = None) -> str | None:
@@ -138,10 +182,11 @@ def invalid(setting: Setting, profile: Profile, n_cores: int | None = None) -> s
         return f"-ub {setting.ubatch} > -b {setting.batch}: llama.cpp clamps ub to b, so this is another point's setting"
     if setting.threads > n_cores:
         return f"-t {setting.threads} > {n_cores} cores: oversubscribed threads only measure contention"
-    per_slot = profile.context_tokens // setting.slots
-    need = profile.bench_prompt_tokens + profile.bench_output_tokens + 16
+    ctx = setting.context or profile.context_tokens
+    per_slot = ctx // setting.slots
+    need = (setting.prompt_tokens or profile.bench_prompt_tokens) + profile.bench_output_tokens + 16
     if per_slot < need:
-        return (f"-np {setting.slots} leaves {per_slot} tokens per slot (-c {profile.context_tokens} split), "
+        return (f"-np {setting.slots} leaves {per_slot} tokens per slot (-c {ctx} split), "
                 f"below the {need} a request needs")
     return None
 
@@ -159,7 +204,7 @@ def pareto_front(points: list[dict], x: str = "single_decode_tok_s", y: str = "a
 def choose(points: list[dict]) -> dict | None:
     """The best aggregate among points whose single stream is within SINGLE_STREAM_TOLERANCE of the best one."""
     ok = [p for p in points if p.get("aggregate_tok_s") is not None and p.get("single_decode_tok_s") is not None
-          and p.get("dimension") != "repeat"]
+          and p.get("dimension") not in ("repeat", *LOAD_DIMENSIONS)]
     if not ok:
         return None
     best_single = max(p["single_decode_tok_s"] for p in ok)
@@ -197,19 +242,14 @@ def combined(points: list[dict], settings: dict[str, Setting], profile: Profile)
     base = settings[BASELINE_NAME]
     chosen = base
     changed = []
-    for dim in ("threads", "batch", "flash_attn", "kv_cache", "slots", "sampling", "server_state"):
+    for dim, fields in DIM_FIELDS.items():
+        if dim in LOAD_DIMENSIONS:
+            continue
         cands = [p for p in points if p["dimension"] in (dim, "baseline")]
         best = choose(cands)
         if best and best["dimension"] == dim:
             s = settings[best["name"]]
-            chosen = replace(chosen, threads=s.threads, kv=s.kv, slots=s.slots,
-                             flash_attn=s.flash_attn if dim in ("flash_attn", "kv_cache") else chosen.flash_attn,
-                             batch=s.batch if dim == "batch" else chosen.batch,
-                             ubatch=s.ubatch if dim == "batch" else chosen.ubatch,
-                             sampling=s.sampling if dim == "sampling" else chosen.sampling,
-                             backend_sampling=s.backend_sampling if dim == "sampling" else chosen.backend_sampling,
-                             prompt_cache_mib=s.prompt_cache_mib if dim == "server_state" else chosen.prompt_cache_mib,
-                             ctx_checkpoints=s.ctx_checkpoints if dim == "server_state" else chosen.ctx_checkpoints)
+            chosen = replace(chosen, **{f: getattr(s, f) for f in fields})  # only what this dimension changed
             changed.append(best["name"])
     if len(changed) < 2:
         return None
@@ -251,13 +291,35 @@ def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting
         lines.append(f"parallel_slots: {setting.slots}")
     if setting.kv != (profile.kv_cache_dtype if profile.kv_cache_dtype != "auto" else "f16"):
         lines.append(f"kv_cache_dtype: {setting.kv}")
-    extra = setting.server_args() + (["-fa", setting.flash_attn] if setting.flash_attn != baseline(profile).flash_attn else [])
-    if extra:
-        lines.append(f"server_args: {extra!r}".replace("'", '"'))
+    if setting.context is not None and setting.context != profile.context_tokens:
+        lines.append(f"context_tokens: {setting.context}")
+    # a repeated llama.cpp flag takes its last value (common/arg.cpp), so -fa/-lv after the lab's own win
+    extra = (setting.server_args() + (["-fa", setting.flash_attn] if setting.flash_attn != baseline(profile).flash_attn else [])
+             + (["-lv", str(setting.log_verbosity)] if setting.log_verbosity is not None else []))
+    if extra:  # server_args replaces the profile's list: keep its flags, the winner's values override theirs
+        lines.append(f"server_args: {merge_args(list(profile.server_args or []), extra)!r}".replace("'", '"'))
     if setting.sampling != Setting.sampling:
         lines.append(f"# sampling: '{setting.sampling}' is what clients should ask for (a request field, not a "
                      "server setting)")
     return "\n".join(lines) + "\n"
+
+
+def merge_args(base: list[str], extra: list[str]) -> list[str]:
+    """`base` with `extra`'s flags: a flag already there takes extra's value, a new one is appended (pure). A token
+    starting with '-' followed by one that does not is a flag with its value; otherwise a switch."""
+    out, i = list(base), 0
+    while i < len(extra):
+        flag = extra[i]
+        has_value = i + 1 < len(extra) and not extra[i + 1].startswith("-")
+        value = [extra[i + 1]] if has_value else []
+        if flag in out:
+            j = out.index(flag)
+            if value and j + 1 < len(out) and not out[j + 1].startswith("-"):
+                out[j + 1] = value[0]
+        else:
+            out += [flag, *value]
+        i += 1 + len(value)
+    return out
 
 
 def apply_patch(profile_text: str, patch: str) -> str:
@@ -272,18 +334,6 @@ def apply_patch(profile_text: str, patch: str) -> str:
 
 
 # ---------------------------------------------------------------- measuring (needs llama-server)
-def why_not(profile: Profile) -> str | None:
-    """Why this machine cannot tune this profile (None: it can): the sweep varies llama-server's own flags, so it
-    needs the llama.cpp engine started by the lab, and a server that can start here."""
-    from lab.serving import engines, serve
-
-    if profile.engine != "llama.cpp" or getattr(profile, "endpoint_url", None):
-        return (f"lab tune varies llama-server's flags; profile {profile.name} uses "
-                f"{'an endpoint it does not start' if getattr(profile, 'endpoint_url', None) else profile.engine}")
-    cmd = engines.build_command(profile, port=serve.free_port())
-    return serve.why_not_startable(profile, cmd)
-
-
 @dataclass
 class Budget:
     seconds: float
@@ -293,9 +343,33 @@ class Budget:
         return self.seconds - (time.monotonic() - self.started)
 
 
-def measure_point(profile: Profile, setting: Setting, log_dir, monitor=None, requests_single: int = 3,
-                  output_tokens: int | None = None) -> dict:
-    """Start the server with `setting`, measure one stream and the profile's top concurrency, stop it."""
+@dataclass(frozen=True)
+class Method:
+    """How each point is measured. The default (no `levels`): one stream (3 requests) and the profile's top
+    concurrency (2 × N requests), one warm-up request each — notebook 06's quick sweep. With `levels` (`lab tune
+    --levels 1,8,16 --repetitions 3`, isolating one lever at a time): every level warmed up until steady and measured
+    `repetitions` times as closed batches of N requests, with the spread recorded — notebook 06's own method
+    (lab.measure.loadgen.sweep), so a setting's gain can be told from the noise of one server."""
+
+    levels: tuple[int, ...] | None = None
+    repetitions: int = 1
+    requests_single: int = 3
+
+    def plan(self, profile: Profile, setting: Setting) -> list[tuple[int, int, int, int]]:
+        """(level, requests, repetitions, warm-up rounds) per measured level. Levels above the setting's slots would
+        queue in the server, so `levels` keeps those ≤ -np (the -np = streams comparison)."""
+        if not self.levels:
+            conc = max(profile.bench_levels)
+            return [(1, self.requests_single, 1, 0), (conc, 2 * conc, 1, 0)]
+        from lab.measure.loadgen import WARMUP_MAX_ROUNDS as rounds
+
+        return [(n, n * self.repetitions, self.repetitions, rounds)
+                for n in [n for n in self.levels if n <= setting.slots] or [min(self.levels)]]
+
+
+def command_for(profile: Profile, setting: Setting):
+    """The llama-server command of `setting`: the profile's, with the setting's fields, extra flags and replaced
+    values (-fa, -lv, -c)."""
     from lab.serving import engines, serve
 
     variant = profile.model_copy(update={"threads": setting.threads, "kv_cache_dtype": setting.kv,
@@ -303,64 +377,85 @@ def measure_point(profile: Profile, setting: Setting, log_dir, monitor=None, req
     cmd = engines.build_command(variant, installed_version=engines.installed_version(variant), port=serve.free_port(),
                                 extra_args=setting.server_args())
     argv = list(cmd.argv)
-    i = argv.index("-fa")
-    argv[i + 1] = setting.flash_attn
-    cmd = replace(cmd, argv=tuple(argv))
-    how = partial(_one_and_many, profile=profile, setting=setting, monitor=monitor, requests_single=requests_single,
-                  output_tokens=output_tokens)
-    return {"name": setting.name, "dimension": setting.dimension, "setting": asdict(setting),
-            "concurrency": max(profile.bench_levels),
-            **serve.measure(cmd, log_dir, "tune_" + "".join(c if c.isalnum() else "_" for c in setting.name)[:60],
-                            how, monitor=monitor)}
+    for flag, value in setting.replaced().items():
+        argv[argv.index(flag) + 1] = value
+    return replace(cmd, argv=tuple(argv))
 
 
-def _one_and_many(srv, *, profile: Profile, setting: Setting, monitor, requests_single: int,
-                  output_tokens: int | None) -> dict:
-    """One stream, then the profile's top concurrency, against a running server with `setting`."""
-    from lab.measure import loadgen, metrics
+def measure_point(profile: Profile, setting: Setting, log_dir, monitor=None, output_tokens: int | None = None,
+                  method: Method = Method()) -> dict:
+    """Start the server with `setting`, measure its levels (`method`), stop it."""
     from lab.serving import serve
 
-    conc = max(profile.bench_levels)
-    words, _ = loadgen.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
+    how = partial(_levels, profile=profile, setting=setting, monitor=monitor, output_tokens=output_tokens,
+                  method=method)
+    return {"name": setting.name, "dimension": setting.dimension, "setting": asdict(setting),
+            "concurrency": max(method.levels or profile.bench_levels),
+            **serve.measure(command_for(profile, setting), log_dir,
+                            "tune_" + "".join(c if c.isalnum() else "_" for c in setting.name)[:60], how, monitor=monitor)}
+
+
+LEVEL_KEYS = ("output_throughput", "stream_decode_tok_s", "decode_tok_s_summed", "server_decode_tok_s",
+              "prefill_tok_s", "requests", "successes", "duration_s", "spread", "warmup", "joules_per_token")
+
+
+def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: int | None, method: Method) -> dict:
+    """Every level of `method.plan` against a running server with `setting` (lab.measure.loadgen.sweep: warm-up,
+    repetitions), summarised; the one-stream and top-level figures are the point's headline fields."""
+    from lab.measure import loadgen, metrics, speculative
+    from lab.serving import serve
+
+    words, _ = loadgen.words_for_tokens(srv.base_url, setting.prompt_tokens or profile.bench_prompt_tokens, srv.headers())
     target = loadgen.Target(srv.base_url, model=serve.model_name(srv),
                             max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key,
-                          extra_body=SAMPLING[setting.sampling] or None)
-    runs = {}
-    for level, n in ((1, requests_single), (conc, 2 * conc)):
-        prompts = loadgen.make_prompts(n + 1, words, seed=len(setting.name) * 7 + level, tag=setting.name)
-        run = loadgen.run_load(target, prompts, loadgen.LoadSpec(concurrency=level, max_requests=n, warmup_requests=1))
+                            extra_body=SAMPLING[setting.sampling] or None)
+    runs, raw = {}, {}
+    for level, n, reps, rounds in method.plan(profile, setting):
+        run = loadgen.sweep(target, [level], n, words, warmup_requests=1, seed=len(setting.name) * 7 + level,
+                            repetitions=reps, warmup_max_rounds=rounds)[0]
         if monitor is not None:
             run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
-        runs[level] = metrics.summarise_run(run)
-    one, many = runs[1], runs[conc]
-    out = dict(single_decode_tok_s=one["stream_decode_tok_s"], single_server_decode_tok_s=one["server_decode_tok_s"],
-               single_tpot_p50_ms=one["tpot_ms"]["p50"], single_ttft_p50_ms=one["ttft_ms"]["p50"],
-               aggregate_tok_s=many["output_throughput"], tpot_p50_ms=many["tpot_ms"]["p50"],
-               e2el_p50_ms=many["e2el_ms"]["p50"], ttft_p50_ms=many["ttft_ms"]["p50"],
-               failures=one["failures"] + many["failures"],
-               joules_per_token=many.get("joules_per_token"), joules_per_token_single=one.get("joules_per_token"),
-               peak_vram_mib=many.get("peak_vram_mib"), peak_host_rss_mib=many.get("peak_host_rss_mib"))
-    if out["failures"]:
-        out.update(status="failed", error="; ".join(list(one["errors"]) + list(many["errors"]))[:300])
+        runs[level], raw[level] = metrics.summarise_run(run), run
+    one = runs.get(1) or {}
+    many = runs.get(max(method.levels or profile.bench_levels)) or {}
+    failures = sum(r["failures"] for r in runs.values())
+    out = dict(single_decode_tok_s=one.get("stream_decode_tok_s"), single_server_decode_tok_s=one.get("server_decode_tok_s"),
+               single_tpot_p50_ms=(one.get("tpot_ms") or {}).get("p50"),
+               single_ttft_p50_ms=(one.get("ttft_ms") or {}).get("p50"),
+               aggregate_tok_s=many.get("output_throughput"), tpot_p50_ms=(many.get("tpot_ms") or {}).get("p50"),
+               e2el_p50_ms=(many.get("e2el_ms") or {}).get("p50"), ttft_p50_ms=(many.get("ttft_ms") or {}).get("p50"),
+               failures=failures, joules_per_token=many.get("joules_per_token"),
+               joules_per_token_single=one.get("joules_per_token"),
+               peak_vram_mib=many.get("peak_vram_mib"), peak_host_rss_mib=many.get("peak_host_rss_mib"),
+               levels={n: {k: r.get(k) for k in LEVEL_KEYS} | {"tpot_p50_ms": r["tpot_ms"]["p50"],
+                                                                "ttft_p50_ms": r["ttft_ms"]["p50"]} for n, r in runs.items()},
+               speculative=({n: speculative.acceptance(r.results) for n, r in raw.items()}
+                            if setting.spec_n_max is not None else None))
+    if failures:
+        out.update(status="failed", error="; ".join(e for r in runs.values() for e in r["errors"])[:300])
     return out
 
 
 def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str] | None = None,
-        monitor=None, output_tokens: int | None = None, progress=print) -> dict:
+        monitor=None, output_tokens: int | None = None, progress=print, method: Method = Method(),
+        only: list[str] | None = None) -> dict:
     """The whole sweep within `budget_s` seconds; returns the tune result (points, skipped, winner, patch)."""
     from pathlib import Path
+
+    from lab.serving import serve
 
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     budget = Budget(budget_s)
-    reason = why_not(profile)
+    reason = serve.why_not_flag_sweep(profile)
     if reason:
         progress(f"[tune] skipped: {reason}")
-        return {"profile": profile.name, "budget_s": budget_s, "elapsed_s": 0.0, "concurrency": max(profile.bench_levels),
+        return {"profile": profile.name, "budget_s": budget_s, "elapsed_s": 0.0, "concurrency": max(method.levels or profile.bench_levels),
                 "points": [], "skipped": [{"name": "every setting", "dimension": "all", "reason": reason}],
                 "pareto_front": [], "winner": None, "winner_vs_baseline": None, "skip_reason": reason,
                 "patch_yaml": f"# lab tune: not run here ({reason})\n", "rule": ""}
-    settings = [s for s in grid(profile) if dimensions is None or s.dimension in (*dimensions, "baseline")]
+    settings = [s for s in grid(profile) if (dimensions is None or s.dimension in (*dimensions, "baseline"))
+                and (only is None or s.dimension == "baseline" or any(o in s.name for o in only))]
     by_name = {s.name: s for s in settings}
     points, skipped = [], []
     durations: list[float] = []
@@ -382,7 +477,7 @@ def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str
                                       + ("" if needed == typical else " (and the baseline's repeat keeps its time)")})
             progress(f"[tune] {k}/{total} {s.name}: not run (time budget)")
             return
-        row = measure_point(profile, s, log_dir, monitor, output_tokens=output_tokens)
+        row = measure_point(profile, s, log_dir, monitor, output_tokens=output_tokens, method=method)
         durations.append(row["seconds"])
         points.append(row)
         progress(f"[tune] {k}/{total} {s.name}: {row['status']}, 1 stream {_f(row.get('single_decode_tok_s'))} tok/s, "
@@ -406,11 +501,11 @@ def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     patch = patch_yaml(profile, winner, base_row, by_name.get(winner["name"]) if winner else None, when, spread)
     return {"profile": profile.name, "budget_s": budget_s, "elapsed_s": round(budget_s - budget.left(), 1),
-            "concurrency": max(profile.bench_levels), "points": points, "skipped": skipped,
+            "concurrency": max(method.levels or profile.bench_levels), "points": points, "skipped": skipped,
             "pareto_front": pareto_front(candidates), "winner": winner["name"] if winner else None,
             "winner_vs_baseline": (winner["aggregate_tok_s"] / base_row["aggregate_tok_s"]
                                    if winner and base_row and base_row.get("aggregate_tok_s") else None),
-            "noise": spread, "winner_within_noise": within_noise(winner, base_row, spread),
+            "noise": spread, "winner_within_noise": within_noise(winner, base_row, spread), "method": asdict(method),
             "patch_yaml": patch, "rule": f"best aggregate at the top concurrency among points whose single-stream "
                                          f"decode is ≥ {SINGLE_STREAM_TOLERANCE:.0%} of the best single stream, "
                                          f"and more than the run-to-run noise above the profile's own settings"}
@@ -432,6 +527,26 @@ def rows(result: dict) -> list[dict]:
                     "winner": p["name"] == result["winner"], "error": p.get("error")})
     for s in result["skipped"]:
         out.append({"setting": s["name"], "status": "skip", "error": s["reason"]})
+    return out
+
+
+def level_rows(result: dict) -> list[dict]:
+    """Per point and level (pure): output and summed decode tok/s as mean ± sd over the repetitions (the values
+    kept), and each as a fraction of the baseline's at the same level — one lever at a time against the profile."""
+    base = next((p for p in result["points"] if p["dimension"] == "baseline" and p["status"] == "ok"), None)
+    out = []
+    for p in result["points"]:
+        for n, lv in sorted((p.get("levels") or {}).items(), key=lambda kv: int(kv[0])):
+            b = ((base or {}).get("levels") or {}).get(n) or {}
+            row = {"setting": p["name"], "streams": int(n), "status": p["status"]}
+            for key, label in (("output_throughput", "output tok/s"), ("decode_tok_s_summed", "decode summed tok/s")):
+                sp = (lv.get("spread") or {}).get(key) or {}
+                mean = sp.get("mean", lv.get(key))
+                bm = ((b.get("spread") or {}).get(key) or {}).get("mean", b.get(key))
+                row |= {label: _r(mean), label + " sd": _r(sp.get("sd")), label + " ÷ baseline":
+                        _r(mean / bm, 3) if mean and bm else None, label + " values": [_r(v) for v in sp.get("values") or []]}
+            row["warm-up steady"] = (lv.get("warmup") or {}).get("steady")
+            out.append(row)
     return out
 
 
@@ -481,7 +596,9 @@ def build_record(result: dict, fig=None) -> dict:
             "summary": {k: result.get(k) for k in ("winner", "winner_vs_baseline", "noise", "winner_within_noise",
                                                     "budget_s", "elapsed_s", "concurrency", "rule")}
             | {"points_ok": len(ok), "points_skipped": len(result["skipped"]), "patch_yaml": result["patch_yaml"]},
-            "checks": [c.to_dict() for c in found], "tables": [evidence.table_entry("Settings measured", rows(result))],
+            "checks": [c.to_dict() for c in found], "tables": [evidence.table_entry("Settings measured", rows(result))]
+            + ([evidence.table_entry("Per level: mean ± sd over the repetitions, ÷ the baseline", level_rows(result))]
+               if (result.get("method") or {}).get("levels") else []),
             "charts": charts, "tune": result}
 
 
@@ -489,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     from lab.core import evidence, profiles
-    from lab.measure import gpumon
+    from lab.measure import gpumon, loadgen
 
     from lab.core import cli
 
@@ -500,7 +617,14 @@ def main(argv: list[str] | None = None) -> int:
                                                      "python -m lab tune --dimensions slots,threads --write-profile tuned.yaml"))
     ap.add_argument("--profile", default="cpu-default")
     ap.add_argument("--budget-s", type=float, default=None, help="time budget in seconds (default: the profile's tune_budget_s)")
-    ap.add_argument("--dimensions", default=None, help="comma-separated subset: server_state,sampling,flash_attn,batch,kv_cache,slots,threads")
+    ap.add_argument("--dimensions", default=None, help="comma-separated subset: " + ",".join(DIM_FIELDS))
+    ap.add_argument("--points", default=None, help="comma-separated parts of point names to keep (e.g. '-fa on,-np 8')")
+    ap.add_argument("--levels", default=None, type=lambda v: tuple(int(n) for n in v.split(",")), help="comma-separated stream counts to measure each point at, each warmed "
+                    "up until steady and repeated --repetitions times (default: 1 and the profile's top, once)")
+    ap.add_argument("--repetitions", type=int, default=None, help="with --levels: repetitions per level (default: "
+                    "lab.measure.loadgen.REPETITIONS, 3)")
+    ap.add_argument("--output-tokens", type=int, default=None, help="tokens per request (default: the profile's)")
+    ap.add_argument("--record", default="06_tune", help="record name in the run folder (default 06_tune)")
     ap.add_argument("--run-dir", default=None, help="run folder to write records/06_tune.json into (default: a new one)")
     ap.add_argument("--write-profile", default=None, metavar="PATH",
                     help="also write a copy of the profile with the winner's settings applied to PATH")
@@ -512,10 +636,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     run_dir = evidence.notebook_run_dir(args.run_dir or "", prof.name)
+    method = Method(args.levels, args.repetitions or (loadgen.REPETITIONS if args.levels else 1))
     with gpumon.Sampler() as mon:
-        result = run(prof, run_dir / "logs" / "tune", args.budget_s or prof.tune_budget_s,
-                     args.dimensions.split(",") if args.dimensions else None, monitor=mon)
-    evidence.write_record(run_dir, "06_tune", build_record(result, chart(result)), path)
+        result = run(prof, run_dir / "logs" / args.record, args.budget_s or prof.tune_budget_s,
+                     args.dimensions.split(",") if args.dimensions else None, monitor=mon,
+                     output_tokens=args.output_tokens, method=method,
+                     only=args.points.split(",") if args.points else None)
+    evidence.write_record(run_dir, args.record, build_record(result, chart(result)), path)
     (run_dir / "tune-patch.yaml").write_text(result["patch_yaml"])
     if args.write_profile:
         from pathlib import Path
@@ -523,5 +650,5 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.write_profile).write_text(apply_patch(Path(path).read_text(), result["patch_yaml"]))
         print(f"profile with the winner applied: {args.write_profile}")
     print(result["patch_yaml"])
-    print(f"record: {run_dir / 'records' / '06_tune.json'}; patch: {run_dir / 'tune-patch.yaml'}")
+    print(f"record: {run_dir / 'records' / (args.record + '.json')}; patch: {run_dir / 'tune-patch.yaml'}")
     return 0 if result["points"] else 1

@@ -558,3 +558,13 @@ def why_not_startable(profile: Profile, command: Command) -> str | None:
     if profile.engine in ("vllm", "llama-cpp-python") and engines.installed_version(profile) is None:
         return f"{profile.engine} is not installed for {profile.engine_python or 'this Python'}"
     return None
+
+
+def why_not_flag_sweep(profile: Profile) -> str | None:
+    """Why this machine cannot sweep llama-server's flags for this profile (None: it can) — lab tune and the
+    speculative variants start the server themselves, so they need the llama.cpp engine started by the lab and a
+    server that can start here."""
+    if profile.engine != "llama.cpp" or getattr(profile, "endpoint_url", None):
+        return (f"lab tune varies llama-server's flags; profile {profile.name} uses "
+                f"{'an endpoint it does not start' if getattr(profile, 'endpoint_url', None) else profile.engine}")
+    return why_not_startable(profile, engines.build_command(profile, port=free_port()))
