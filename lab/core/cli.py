@@ -70,3 +70,9 @@ class HelpFormatter(argparse.HelpFormatter):
 def examples(*commands: str) -> str:
     """The epilog of a verb's --help: its examples, one command a line (each ≤ 100 columns)."""
     return "examples:\n" + "\n".join(f"  {c}" for c in commands)
+
+
+def parser(prog: str, description: str, *commands: str) -> argparse.ArgumentParser:
+    """A verb's parser as every verb has it: ≤ 100 columns, a description, and its examples under the options."""
+    return argparse.ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter,
+                                   epilog=examples(*commands))

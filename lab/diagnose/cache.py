@@ -15,7 +15,6 @@ Exit status: 0 listed or pruned, 1 an entry could not be removed.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
@@ -186,10 +185,8 @@ def text(found: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     from lab.core import cli
 
-    ap = argparse.ArgumentParser(prog="python -m lab cache", description=__doc__.split("\n\n")[0],
-                                 formatter_class=cli.HelpFormatter,
-                                 epilog=cli.examples("python -m lab cache", "python -m lab cache --prune",
-                                                     "python -m lab cache --json --cache /data/llm-lab-cache"))
+    ap = cli.parser("python -m lab cache", __doc__.split("\n\n")[0], "python -m lab cache", "python -m lab cache --prune",
+                    "python -m lab cache --json --cache /data/llm-lab-cache")
     ap.add_argument("--prune", action="store_true", help="remove the entries listed as no longer used")
     ap.add_argument("--json", action="store_true", help="print the survey as JSON")
     ap.add_argument("--cache", help="the cache folder (default: $LAB_CACHE or ~/.cache/llm-lab)")

@@ -21,7 +21,6 @@ Modes that cannot run here (fewer GPUs, a CPU profile) are recorded as skipped w
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -329,11 +328,9 @@ def write_records(out: Path, profile, plan, results, levels, arch, model: Path) 
 def main(argv: list[str] | None = None) -> int:
     from lab.core import cli
 
-    ap = argparse.ArgumentParser(prog="python -m lab multigpu", description=__doc__.split("\n\n")[0],
-                                 formatter_class=cli.HelpFormatter,
-                                 epilog=cli.examples("python -m lab multigpu --profile h200-x2",
-                                                     "python -m lab multigpu --profile v100-32g-x2-nvlink --budget-s 1800",
-                                                     "python -m lab multigpu --profile h200-x2 --skip server"))
+    ap = cli.parser("python -m lab multigpu", __doc__.split("\n\n")[0], "python -m lab multigpu --profile h200-x2",
+                    "python -m lab multigpu --profile v100-32g-x2-nvlink --budget-s 1800",
+                    "python -m lab multigpu --profile h200-x2 --skip server")
     ap.add_argument("--profile", default="h200-x2")
     ap.add_argument("--model", type=Path, default=None, help="GGUF to measure (default: the profile's model_file)")
     ap.add_argument("--out", type=Path, default=None, help="run folder (default: a new one under outputs/<profile>/)")

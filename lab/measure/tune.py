@@ -603,18 +603,12 @@ def build_record(result: dict, fig=None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    from lab.core import evidence, profiles
+    from lab.core import cli, evidence, profiles
     from lab.measure import gpumon, loadgen
 
-    from lab.core import cli
-
-    ap = argparse.ArgumentParser(prog="python -m lab tune", description=__doc__.split("\n")[0],
-                                 formatter_class=cli.HelpFormatter,
-                                 epilog=cli.examples("python -m lab tune",
-                                                     "python -m lab tune --profile v100-32g-x1 --budget-s 900",
-                                                     "python -m lab tune --dimensions slots,threads --write-profile tuned.yaml"))
+    ap = cli.parser("python -m lab tune", __doc__.split("\n")[0], "python -m lab tune",
+                    "python -m lab tune --profile v100-32g-x1 --budget-s 900",
+                    "python -m lab tune --dimensions slots,threads --write-profile tuned.yaml")
     ap.add_argument("--profile", default="cpu-default")
     ap.add_argument("--budget-s", type=float, default=None, help="time budget in seconds (default: the profile's tune_budget_s)")
     ap.add_argument("--dimensions", default=None, help="comma-separated subset: " + ",".join(DIM_FIELDS))

@@ -271,12 +271,11 @@ def describe(arch: ArchSpec, plan: list[TensorPlan], size: dict, quant: str) -> 
 def build_parser() -> argparse.ArgumentParser:
     from lab.core import cli
 
-    ap = argparse.ArgumentParser(prog="python -m lab synth", formatter_class=cli.HelpFormatter,
-                                 description="Write a random-weight GGUF of a real model's shape (speed and memory "
-                                             "tests only: its text is garbage).",
-                                 epilog=cli.examples("python -m lab synth --arch qwen3.8-27b --out models/q27-synth.gguf",
-                                                     "python -m lab synth --arch qwen3.8-27b --layers 4 --out /tmp/q4l.gguf",
-                                                     "python -m lab synth --arch gemma-3-27b --out x.gguf --dry-run"))
+    ap = cli.parser("python -m lab synth", "Write a random-weight GGUF of a real model's shape (speed and memory "
+                    "tests only: its text is garbage).",
+                    "python -m lab synth --arch qwen3.8-27b --out models/q27-synth.gguf",
+                    "python -m lab synth --arch qwen3.8-27b --layers 4 --out /tmp/q4l.gguf",
+                    "python -m lab synth --arch gemma-3-27b --out x.gguf --dry-run")
     ap.add_argument("--arch", required=True, help=f"stand-in id: {', '.join(models.stand_in_ids())}")
     ap.add_argument("--out", required=True, help="the GGUF file to write")
     ap.add_argument("--layers", type=int, default=None,
