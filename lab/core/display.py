@@ -16,7 +16,9 @@ import re
 
 EMPTY = "not on this profile"
 STATUS_COLOURS = {"pass": "#2ca02c", "ok": "#2ca02c", "warn": "#ff7f0e", "fail": "#d62728", "failed": "#d62728",
-                  "skip": "#7f7f7f", "skipped": "#7f7f7f", "error": "#d62728", "info": "#1f77b4"}
+                  "skip": "#7f7f7f", "skipped": "#7f7f7f", "not-run": "#9fa8da", "error": "#d62728", "info": "#1f77b4",
+                  "checks failed": "#d62728", "checks failed (allowed)": "#ff7f0e", "interrupted": "#d62728",
+                  "plan": "#5c6bc0"}
 STATUS_KEYS = ("status", "severity", "verdict")
 
 # Keys whose words do not say it well enough on their own (everything else: underscores → spaces).
