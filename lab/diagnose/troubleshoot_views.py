@@ -103,7 +103,7 @@ def plan_pitfalls(found: dict) -> str:
     """In a plan-mode run (records with mode: plan), the pitfalls the profile is exposed to: `lab plan`'s findings
     on its declared hardware and software (lab.predict.plan), since no log of the profile's box exists to read."""
     from lab.core import profiles
-    from lab.predict import plan
+    from lab.predict import compat, plan
 
     recs = [r for r in found["records"].values() if isinstance(r, dict)]
     reason = next((r.get("plan_reason") for r in recs if r.get("mode") == "plan"), None)
@@ -117,10 +117,13 @@ def plan_pitfalls(found: dict) -> str:
         except (profiles.ProfileError, OSError):
             continue
         items = plan.plan(prof)["findings"]
+        applies = [r for r in compat.evaluate_all(compat.facts_from_profile(prof)) if r.status != "skip"]
         lines = [f"\nPlan mode ({reason}): no log of the profile's box exists here. The pitfalls profile "
-                 f"{prof.name} is exposed to, from its declared hardware and software (lab plan): "
-                 f"{len(items) or 'none found'}"]
+                 f"{prof.name} is exposed to, from its declared hardware and software: lab plan finds "
+                 f"{len(items) or 'nothing to fix'}"]
         lines += [f"  [{f['severity']}] {f['message']}" + (f" — fix: {f['fix']}" if f.get("fix") else "") for f in items]
+        lines.append(f"  the {len(applies)} compatibility rules that apply to this box, and how it stands:")
+        lines += [f"  [{r.status}] {r.id}: {' '.join(r.description.split())[:150]}" for r in applies]
         return "\n".join(lines)
     return f"\nPlan mode ({reason}): the profile file is not readable, so its pitfalls cannot be listed."
 
