@@ -25,10 +25,12 @@ def _gpu_names() -> tuple[str, ...]:
     return tuple(g.get("name") or "" for g in evidence.gpu_summary()["gpus"])
 
 
-def matching_gpus(profile) -> int:
-    """How many of this machine's GPUs are the profile's card (its gpu_name_pattern; any GPU when it sets none)."""
+def matching_gpus(profile, gpu_names=None) -> int:
+    """How many of this machine's GPUs (or of `gpu_names`, an inventory's) are the profile's card (its
+    gpu_name_pattern; any GPU when it sets none)."""
     pattern = getattr(profile, "gpu_name_pattern", None)
-    return sum(1 for n in _gpu_names() if not pattern or re.search(pattern, n))
+    names = _gpu_names() if gpu_names is None else gpu_names
+    return sum(1 for n in names if not pattern or re.search(pattern, n or ""))
 
 
 def remote_endpoint(profile) -> bool:
@@ -37,11 +39,12 @@ def remote_endpoint(profile) -> bool:
     return bool(url) and not any(h in url for h in ("://127.0.0.1", "://localhost", "://[::1]"))
 
 
-def reason(profile) -> str | None:
-    """Why this run of `profile` is in plan mode, or None when it measures (the profile's hardware is here)."""
+def reason(profile, gpu_names=None) -> str | None:
+    """Why this run of `profile` is in plan mode, or None when it measures (the profile's hardware is here).
+    `gpu_names`: the GPUs an inventory the caller holds saw (default: this machine's, from NVML)."""
     if os.environ.get(PLAN_ENV) == "1":
         return ASKED
-    if profile.gpu_count > 0 and not remote_endpoint(profile) and matching_gpus(profile) < profile.gpu_count:
+    if profile.gpu_count > 0 and not remote_endpoint(profile) and matching_gpus(profile, gpu_names) < profile.gpu_count:
         return NOT_HERE
     return None
 

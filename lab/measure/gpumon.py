@@ -225,9 +225,9 @@ def offload_check(reported: dict, profile) -> dict:
                      "n/a", "", src).to_dict()
     from lab.core import planmode
 
-    plan = planmode.reason(profile)
-    if plan or not reported:  # no server ran here: no log to read, nothing to warn about
-        return Check("layers and KV cache on the GPU", "skip", f"no server started here ({plan or 'no server log'})",
+    if not reported:  # no server ran here (plan mode, or it could not start): no log to read, nothing to warn about
+        return Check("layers and KV cache on the GPU", "skip",
+                     f"no server started here ({planmode.reason(profile) or 'no server log'})",
                      "all layers offloaded (read from the server's log on the profile's box)", "", src).to_dict()
     off = reported.get("offloaded")
     if not off:

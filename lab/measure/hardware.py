@@ -24,7 +24,7 @@ def check_all(inv: dict, bw: dict | None, profile: Profile, links: dict | None =
         found.append(hardware_checks.check_bandwidth(bw, profile))
     if links is not None:
         found += gpu_links.link_checks(links, profile, inv)
-    why = planmode.reason(profile)
+    why = planmode.reason(profile, [g.get("name") for g in inv.get("gpus") or []])
     # plan mode: this box is not the profile's (or the user asked for no measurement): every check is listed with
     # what it expects on the profile's box, status not-run; nothing of this machine is held against the profile
     return planmode.not_run(found, why) if why else found
@@ -118,7 +118,7 @@ def summary(inv: dict, bw: dict, found: list[Check], psu: dict) -> dict:
 def build_record(profile: Profile, inv: dict, bw: dict, links: dict, psu: dict, found: list[Check]) -> dict:
     """The 01_hardware record: summary, checks, the tables and charts shown, the raw inventory, bandwidth samples,
     GPU-pair survey and PSU arithmetic, and what this notebook can see of the server (lab.serving.endpoint.where)."""
-    plan = planmode.reason(profile)
+    plan = planmode.reason(profile, [g.get("name") for g in inv.get("gpus") or []])
     summ = summary(inv, bw, found, psu)
     if plan:  # this machine says nothing about the profile's box: its values stay in the record's inventory only
         summ = {"verdict": summ["verdict"], "checks": summ["checks"], "plan_mode": plan,

@@ -148,7 +148,7 @@ def machine_facts(profile: Profile, versions: dict) -> dict:
 
     facts = compat.facts_from_profile(profile)
     origin = {k: "declared" for k, v in facts.items() if v is not None}
-    if planmode.reason(profile):
+    if planmode.reason(profile, [g.get("name") for g in versions.get("gpus") or []]):
         facts["origin"] = {k: "declared (plan mode)" for k in origin}
         return facts
     gpus = versions["gpus"]
@@ -213,7 +213,8 @@ def install_checks(profile: Profile, versions: dict) -> list:
                      "llama_cpp.llama_supports_gpu_offload(); llama.cpp common/arg.cpp ('no usable GPU found, --gpu-layers option will be ignored')"))
     from lab.core import planmode
 
-    why = planmode.reason(profile)  # this machine's build says nothing about the profile's box: listed, not run
+    # this machine's build says nothing about the profile's box: listed, not run
+    why = planmode.reason(profile, [g.get("name") for g in versions.get("gpus") or []])
     return planmode.not_run(out, why) if why else out
 
 
@@ -304,7 +305,7 @@ def build_record(profile: Profile, versions: dict, facts: dict, tool_checks: lis
         "facts": facts,
         "server_scope": endpoint.where(profile),
     }
-    if planmode.reason(profile):  # plan mode: the profile's declared software, not this machine's
+    if planmode.reason(profile, [g.get("name") for g in versions.get("gpus") or []]):  # plan mode: declared
         record["summary"].update({"driver": f"{profile.driver_version} (declared)" if profile.driver_version else None,
                                   "nvcc": f"{profile.cuda_toolkit} (declared)" if profile.cuda_toolkit else None,
                                   "GPU offload available": None})
