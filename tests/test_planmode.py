@@ -155,6 +155,16 @@ def test_report_and_compare_never_show_a_prediction_as_a_measurement(tmp_path):
     assert page.count("this machine is not the profile&#x27;s hardware") == 1 and ">plan</span>" in page
 
 
+def test_the_answer_of_a_plan_run_says_nothing_was_measured():
+    from lab.records import answer
+
+    records = {"06_benchmark": {"mode": "plan", "plan_reason": planmode.NOT_HERE,
+                                "summary": {"benchmark_skipped": "plan mode"}}}
+    text = answer.markdown(answer.facts(profiles.load("v100-32g-x1"), records))
+    assert f"**Plan mode** ({planmode.NOT_HERE}): every number here is predicted" in text
+    assert "Measured in this run" not in text
+
+
 @pytest.mark.notebooks
 def test_a_gpu_profile_on_this_cpu_machine_runs_in_plan_mode_and_exits_all_good(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "lab", "run", "--profile", "v100-32g-x1", "--only", "01,02",
