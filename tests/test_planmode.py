@@ -41,7 +41,9 @@ def test_which_runs_are_plan_mode(no_gpu, monkeypatch):
     assert planmode.reason(profiles.load("v100-32g-x2-nvlink")) == planmode.NOT_HERE  # one of its two
     assert planmode.reason(profiles.load("h200-x1")) == planmode.NOT_HERE  # a GPU, not the profile's
     monkeypatch.setenv(planmode.PLAN_ENV, "1")
-    assert planmode.reason(cpu) == planmode.ASKED and planmode.reason(v100) == planmode.ASKED
+    assert planmode.reason(cpu) == planmode.ASKED and planmode.reason(v100) == planmode.ASKED  # its V100 is here
+    monkeypatch.setattr(planmode, "_gpu_names", lambda: ())
+    assert planmode.reason(v100) == planmode.NOT_HERE  # --plan-only too: the missing card is the reason to say
 
 
 def test_not_run_checks_keep_what_they_expect_and_never_count_as_failures():

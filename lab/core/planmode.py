@@ -42,10 +42,11 @@ def remote_endpoint(profile) -> bool:
 def reason(profile, gpu_names=None) -> str | None:
     """Why this run of `profile` is in plan mode, or None when it measures (the profile's hardware is here).
     `gpu_names`: the GPUs an inventory the caller holds saw (default: this machine's, from NVML)."""
-    if os.environ.get(PLAN_ENV) == "1":
-        return ASKED
+    # the missing hardware first: it is the reason a reader needs, --plan-only or not
     if profile.gpu_count > 0 and not remote_endpoint(profile) and matching_gpus(profile, gpu_names) < profile.gpu_count:
         return NOT_HERE
+    if os.environ.get(PLAN_ENV) == "1":
+        return ASKED
     return None
 
 

@@ -438,7 +438,7 @@ def run_batch(names: list[str], only: list[str] | None = None, out: str | None =
             batch.invalid[name] = str(exc)
             print(f"{label}: invalid, skipped: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
             continue
-        plan = ASKED_PLAN if plan_only else planmode.reason(prof)
+        plan = planmode.reason(prof) or (ASKED_PLAN if plan_only else None)
         print(f"{label} ..." + (f" (plan mode: {plan})" if plan else ""), file=sys.stderr, flush=True)
         res = run(name, only=only, out=str(Path(out) / prof.name) if out else None, synth_if_missing=synth_if_missing,
                   plan_only=plan_only, allow_failed_checks=allow_failed_checks)
