@@ -2,8 +2,10 @@
 
 Exit status: 0 all good, 1 the command found a problem (invalid or unknown profile, failed notebook, plan
 errors, doctor findings, a folder that is not a run), 2 bad usage (missing file, bad flags), 130 / 143 / 129 a
-run cut by SIGINT / SIGTERM / SIGHUP (the terminal closed); `run --profile all` (a batch): the number of profiles
-that failed. A bad file or path never prints a traceback (LAB_DEBUG=1 shows one).
+run cut by SIGINT / SIGTERM / SIGHUP (the terminal closed). `run` adds 3: every notebook ran but a check failed
+(`--allow-failed-checks` makes that 0); `run --profile all` (a batch): 0 all good, 3 a profile's checks failed,
+10 + N when N profiles failed (invalid, or a notebook not ok). lab.records.runner EXIT_* hold the numbers.
+A bad file or path never prints a traceback (LAB_DEBUG=1 shows one).
 """
 from __future__ import annotations
 
@@ -20,12 +22,10 @@ if __name__ == "__main__":
 
 
 def _check_counts(run_dir) -> str:
-    """'12 pass, 1 warn, 2 fail, 20 skip' over every record's checks: failed checks are evidence, not a
-    failed run (a V100 profile on a box without the V100 fails its GPU checks, on purpose)."""
-    from lab.core import evidence
+    """'12 pass, 1 warn, 2 fail, 20 skip' over every record's checks (lab.records.manifest.check_counts)."""
+    from lab.records import manifest
 
-    statuses = [c.get("status") for r in evidence.read_records(run_dir).values() for c in r.get("checks") or []]
-    return ", ".join(f"{statuses.count(s)} {s}" for s in ("pass", "warn", "fail", "skip"))
+    return manifest.counts_text(manifest.check_counts(run_dir))
 
 
 def _cmd_run(args) -> int:
@@ -37,7 +37,8 @@ def _cmd_run(args) -> int:
     if batch is not None:
         return _run_batch(args, batch, only)
     try:
-        result = runner.run(args.profile, only=only, out=args.out, synth_if_missing=args.synth_if_missing)
+        result = runner.run(args.profile, only=only, out=args.out, synth_if_missing=args.synth_if_missing,
+                            plan_only=args.plan_only, allow_failed_checks=args.allow_failed_checks)
     except profiles.ProfileError as exc:  # an invalid profile is a found problem (README: exit 1)
         print(f"invalid {exc}", file=sys.stderr)
         return 1
@@ -54,10 +55,17 @@ def _cmd_run(args) -> int:
     print(f"run folder: {result.run_dir}")
     print(f"report:     {result.run_dir / 'report.html'}")
     print(f"checks:     {_check_counts(result.run_dir)}")
+    mode = manifest.read(result.run_dir).get("plan_reason")
+    if mode:
+        print(f"mode:       plan ({mode})")
     if not result.ok:
         failed = [r.notebook for r in result.results if r.status != "ok"]
         print(f"not ok: {', '.join(failed)} (see the report)", file=sys.stderr)
-    return 0 if result.ok else 1
+    elif result.failed_checks:
+        print(f"{result.failed_checks} check(s) failed" + (" (allowed: --allow-failed-checks)" if
+              result.allow_failed_checks else f": exit {runner.EXIT_CHECKS_FAILED}; --allow-failed-checks for an "
+                                              "evaluation run on another machine"), file=sys.stderr)
+    return result.exit_code
 
 
 def _run_batch(args, names: list[str], only: list[str] | None) -> int:
@@ -66,20 +74,24 @@ def _run_batch(args, names: list[str], only: list[str] | None) -> int:
     from lab.records import report, runner
 
     try:
-        batch = runner.run_batch(names, only=only, out=args.out, synth_if_missing=args.synth_if_missing)
+        batch = runner.run_batch(names, only=only, out=args.out, synth_if_missing=args.synth_if_missing,
+                                 plan_only=args.plan_only, allow_failed_checks=args.allow_failed_checks)
     except (ValueError, FileNotFoundError, NotADirectoryError) as exc:  # --only / --out: bad usage
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if batch.interrupted is not None:
         return batch.exit_code
     for name, res in batch.runs.items():
-        print(f"{'ok    ' if res.ok else 'not ok'}  {name}: {res.run_dir} (checks: {_check_counts(res.run_dir)})")
+        state = "not ok" if not res.ok else "checks" if res.checks_failed else "ok    "
+        print(f"{state}  {name}: {res.run_dir} (checks: {_check_counts(res.run_dir)})")
     for name, why in batch.invalid.items():
         print(f"invalid {name}: {why.splitlines()[0]}")
     if batch.runs:
         _print_rows(report.compare_rows([res.run_dir for res in batch.runs.values()]))
     print(f"profiles: {len(names)}, ok {len(names) - len(batch.failed)}, failed {len(batch.failed)}"
-          + (f" ({', '.join(batch.failed)})" if batch.failed else ""))
+          + (f" ({', '.join(batch.failed)})" if batch.failed else "")
+          + (f"; checks failed in {len(batch.checks_failed)} ({', '.join(batch.checks_failed)})"
+             if batch.checks_failed else "") + f"; exit {batch.exit_code}")
     return batch.exit_code
 
 
@@ -277,7 +289,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run the notebooks with papermill into outputs/<profile>/<UTC>_<sha>/")
     p.add_argument("--profile", default="cpu-default",
                    help="profile name in params/ or a path to a YAML (default cpu-default); `all`: every params/*.yaml, "
-                        "or a,b,c: those, one run folder each, then the fleet table; exit status = profiles failed")
+                        "or a,b,c: those, one run folder each, then the fleet table; a profile whose GPUs are not "
+                        "here runs in plan mode")
+    p.add_argument("--plan-only", action="store_true",
+                   help="plan mode: measure nothing, start no server; every notebook predicts from the profile and "
+                        "lab/data and says what it did not run (records say mode: plan)")
+    p.add_argument("--allow-failed-checks", action="store_true",
+                   help="exit 0 when every notebook ran even if checks failed (a buyer's evaluation run); without "
+                        "it failed checks exit 3")
     p.add_argument("--only", default=None, help="comma-separated notebook numbers, e.g. 01,02")
     p.add_argument("--out", default=None, help="parent folder for the run folder (default outputs/<profile>/)")
     p.add_argument("--synth-if-missing", action="store_true",

@@ -26,6 +26,9 @@ def test_this_machine_has_the_pinned_bindings_and_one_llama_cpp_build(smol_model
         f"(commit {server['commit']})")
 
 
+V100 = {"name": "Tesla V100-PCIE-32GB", "compute_capability": "7.0"}  # NVML's name for the profile's card
+
+
 def _versions(gpus=(), driver=None, nvcc=None, torch=None, offload=None, vllm=None) -> dict:
     """What installed_versions returns, as a given machine would report it."""
     return {"driver": driver, "cuda_driver_api": None, "gpus": list(gpus), "gpu_note": None,
@@ -37,7 +40,7 @@ def _versions(gpus=(), driver=None, nvcc=None, torch=None, offload=None, vllm=No
 
 def test_machine_facts_take_what_is_seen_over_what_the_profile_declares():
     prof = profiles.load("v100-32g-x1")
-    seen = _versions(gpus=[{"compute_capability": "7.0"}], driver="580.65.06", nvcc="12.8", offload=True,
+    seen = _versions(gpus=[V100], driver="580.65.06", nvcc="12.8", offload=True,
                      torch={"version": "2.7.1+cu126", "cuda": "12.6", "arch_list": ["sm_70", "sm_80"]})
     facts = install.machine_facts(prof, seen)
     assert facts["compute_capability"] == 7.0 and facts["gpu_count"] == 1 and facts["driver_version"] == "580.65.06"
@@ -45,14 +48,19 @@ def test_machine_facts_take_what_is_seen_over_what_the_profile_declares():
     assert facts["torch_arch_list"] == ["sm_70", "sm_80"] and facts["llama_cpp_gpu_offload"] is True
     assert {k: facts["origin"][k] for k in ("compute_capability", "cuda_toolkit", "torch_cuda_wheel")} == \
         {"compute_capability": "seen here", "cuda_toolkit": "seen here", "torch_cuda_wheel": "seen here"}
-    # a machine that shows nothing: the profile's word, and the facts say so
-    blind = install.machine_facts(prof, _versions())
-    assert blind["compute_capability"] == 7.0 and blind["origin"]["compute_capability"] == "declared"
+    # the card but no driver or nvcc seen: the profile's word, and the facts say so
+    blind = install.machine_facts(prof, _versions(gpus=[V100]))
+    assert blind["compute_capability"] == 7.0 and blind["origin"]["compute_capability"] == "seen here"
     assert blind["driver_version"] == prof.driver_version and blind["origin"]["driver_version"] == "declared"
+    # no V100 at all (plan mode): only the profile's word, even where this machine shows an nvcc (13 here would
+    # have been paired with the profile's driver for a box the user will not run on)
+    plan = install.machine_facts(prof, _versions(nvcc="13.0"))
+    assert plan["cuda_toolkit"] == "12.8" and set(plan["origin"].values()) == {"declared (plan mode)"}
 
 
 def test_a_gpu_profile_on_a_build_without_offload_fails_with_the_rebuild_command():
-    checks = {c.name: c for c in install.install_checks(profiles.load("v100-32g-x1"), _versions(offload=False))}
+    checks = {c.name: c for c in install.install_checks(profiles.load("v100-32g-x1"), _versions(gpus=[V100],
+                                                                                              offload=False))}
     offload = checks["llama.cpp can offload to the GPU"]
     assert offload.status == "fail" and "LAB_CUDA_ARCH=70 make setup" in offload.fix
     assert checks["llama-cpp-python imports"].status == "pass"

@@ -123,7 +123,7 @@ def test_a_cut_runs_manifest_asks_no_server_and_hashes_no_model(monkeypatch, tmp
 
     monkeypatch.setattr(endpoint, "discover", never)
     prof = SimpleNamespace(endpoint_url="http://127.0.0.1:9/v1", endpoint_base="http://127.0.0.1:9", served_model="m",
-                           api_key_env=None, engine="ollama", engine_version=None)
+                           api_key_env=None, engine="ollama", engine_version=None, gpu_count=0)
     server = endpoint.served_by(prof, {}, ask=False)
     assert server["started_by_lab"] is False and server["engine_found"] is None
     with pytest.raises(AssertionError, match="asked the endpoint"):

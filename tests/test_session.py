@@ -108,7 +108,7 @@ def test_decide_refuses_profile_and_settings_together():
     msg = str(err.value)
     assert "\n" not in msg
     assert msg.startswith("papermill injected both profile='v100-32g-x1' and profile settings (name, description, "
-                          "gpu_name_pattern, gpu_count, … 29 in all): give one")
+                          "gpu_name_pattern, gpu_count, … 30 in all): give one")
     assert "-f params/NAME.yaml" in msg and "-p profile NAME" in msg
 
 

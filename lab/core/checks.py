@@ -4,8 +4,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-Status = Literal["pass", "warn", "fail", "skip"]
-STATUS_ORDER = {"fail": 0, "warn": 1, "pass": 2, "skip": 3}
+# not-run: a plan-mode run (lab.core.planmode) lists the check it would make on the profile's hardware; it counts
+# like skip (nothing was compared), never as a failure.
+Status = Literal["pass", "warn", "fail", "skip", "not-run"]
+STATUS_ORDER = {"fail": 0, "warn": 1, "pass": 2, "skip": 3, "not-run": 4}
+QUIET = ("skip", "not-run")  # statuses that say nothing was compared
 
 
 @dataclass(frozen=True)
@@ -30,11 +33,13 @@ def from_dicts(rows: list[dict]) -> list[Check]:
 
 
 def worst(checks: list[Check]) -> Status:
-    """The overall verdict of a list of checks: fail > warn > pass; all skipped → skip."""
+    """The overall verdict of a list of checks: fail > warn > pass; all skipped → skip; all not run → not-run."""
     if not checks:
         return "skip"
-    return min((c.status for c in checks), key=lambda s: STATUS_ORDER[s] if s != "skip" else 9) \
-        if any(c.status != "skip" for c in checks) else "skip"
+    compared = [c.status for c in checks if c.status not in QUIET]
+    if compared:
+        return min(compared, key=lambda s: STATUS_ORDER[s])
+    return "not-run" if all(c.status == "not-run" for c in checks) else "skip"
 
 
 def table(checks: list[Check]):
@@ -49,7 +54,7 @@ def chart(checks: list[Check], title: str):
     """A bar chart of how many checks ended in each status."""
     import plotly.graph_objects as go
 
-    colours = {"pass": "#2ca02c", "warn": "#ff7f0e", "fail": "#d62728", "skip": "#7f7f7f"}
+    colours = {"pass": "#2ca02c", "warn": "#ff7f0e", "fail": "#d62728", "skip": "#7f7f7f", "not-run": "#9fa8da"}
     counts = {s: sum(c.status == s for c in checks) for s in colours}
     fig = go.Figure(go.Bar(x=list(counts), y=list(counts.values()), marker_color=list(colours.values()),
                            text=list(counts.values()), textposition="auto"))

@@ -16,7 +16,9 @@ import re
 
 EMPTY = "not on this profile"
 STATUS_COLOURS = {"pass": "#2ca02c", "ok": "#2ca02c", "warn": "#ff7f0e", "fail": "#d62728", "failed": "#d62728",
-                  "skip": "#7f7f7f", "skipped": "#7f7f7f", "error": "#d62728", "info": "#1f77b4"}
+                  "skip": "#7f7f7f", "skipped": "#7f7f7f", "not-run": "#9fa8da", "error": "#d62728", "info": "#1f77b4",
+                  "checks failed": "#d62728", "checks failed (allowed)": "#ff7f0e", "interrupted": "#d62728",
+                  "plan": "#5c6bc0"}
 STATUS_KEYS = ("status", "severity", "verdict")
 
 # Keys whose words do not say it well enough on their own (everything else: underscores → spaces).
@@ -40,9 +42,10 @@ def _is_bytes_key(key) -> bool:
 
 def label(key: str) -> str:
     """'decode_ceiling_tok_s' → 'Decode ceiling (tok/s)', 'ttft_p50_ms' → 'TTFT p50 (ms)',
-    'kv_bytes_per_token' → 'KV per token' (the cell says KiB … GiB); a key with spaces is kept as written."""
+    'kv_bytes_per_token' → 'KV per token' (the cell says KiB … GiB); a key with spaces, '/' or '-' is kept as
+    written (a run folder or a profile name: 'cpu-default/20261202T015031Z_95195b3a', never a field name)."""
     key = str(key)
-    if " " in key or "_" not in key and not re.fullmatch(r"[a-z0-9]+", key):
+    if re.search(r"[ /-]", key) or "_" not in key and not re.fullmatch(r"[a-z0-9]+", key):
         return key
     if key in LABELS:
         return LABELS[key]

@@ -102,7 +102,9 @@ class Profile(BaseModel):
     kv_cache_dtype: KvDtype = "f16"
     dtype: Dtype = "auto"
     tensor_parallel_size: int = Field(default=1, ge=1, le=16)
-    n_gpu_layers: int = Field(default=0, ge=-1, le=100_000)  # -1 = all layers
+    # -1 = all layers. Left out: all layers on a GPU profile, none on a CPU one (`_default_offload`): a user's own
+    # profile with only its card's facts must not plan a 27B in host RAM because one llama.cpp flag was not known.
+    n_gpu_layers: int = Field(default=0, ge=-1, le=100_000)
     threads: int = Field(default=2, ge=1, le=512)
     enforce_eager: bool = False
     vllm_cpu_kvcache_gib: int | None = Field(default=None, ge=1, le=65_536)  # vLLM CPU build: VLLM_CPU_KVCACHE_SPACE (whole GiB)
@@ -198,6 +200,14 @@ class Profile(BaseModel):
         if not re.match(r"^(gguf|config):.+", v):
             raise ValueError("must be 'gguf:<file or embedded:name>' or 'config:<stand-in id>'")
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_offload(cls, data):
+        if isinstance(data, dict) and "n_gpu_layers" not in data and isinstance(data.get("gpu_count"), int) \
+                and data["gpu_count"] > 0 and data.get("engine") in ("llama.cpp", "llama-cpp-python"):
+            return {**data, "n_gpu_layers": -1}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> "Profile":

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from lab.core import evidence, profiles
+from lab.core import evidence, planmode, profiles
 from lab.core.profiles import Profile, ProfileError
 
 # The notebooks' own parameters (the cell tagged `parameters`: tests/test_notebooks_hygiene.py, runner.py), and
@@ -44,8 +44,16 @@ class Session:
     profile_path: Path
     run_dir: Path
 
+    @property
+    def mode(self) -> str:
+        """"plan" (the profile's hardware is not here, or --plan-only: lab.core.planmode) or "measure"."""
+        return planmode.mode(self.profile)
+
     def record(self, name: str, data: dict) -> Path:
-        """Write records/<name>.json into this run with provenance."""
+        """Write records/<name>.json into this run with provenance and its mode (plan: nothing in it was measured
+        on the profile's hardware, its numbers are predictions)."""
+        why = planmode.reason(self.profile)
+        data = {**data, "mode": "plan" if why else "measure", **({"plan_reason": why} if why else {})}
         return evidence.write_record(self.run_dir, name, data, self.profile_path)
 
     @property

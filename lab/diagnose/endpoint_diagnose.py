@@ -63,7 +63,11 @@ class EndpointUnreachable(RuntimeError):
 
 def require_reachable(profile) -> None:
     """Raise EndpointUnreachable (the notebook fails, saying why) unless the endpoint answers; a profile
-    whose server the lab starts passes."""
+    whose server the lab starts passes, and so does any profile in plan mode (nothing is contacted)."""
+    from lab.core import planmode
+
+    if planmode.reason(profile):
+        return
     reason = why_unreachable(profile)
     if reason:
         raise EndpointUnreachable(reason)
@@ -164,6 +168,12 @@ def run(profile) -> dict:
     if not profile.endpoint_url:
         return {"skipped": "not an endpoint profile: the lab starts this server (the sections below reproduce its pitfalls)",
                 "probes": [], "discovery": None}
+    from lab.core import planmode
+
+    plan = planmode.reason(profile)
+    if plan:
+        return {"skipped": f"{plan}: the five probes would be sent to {profile.endpoint_url}", "probes": [],
+                "discovery": None}
     t0 = time.monotonic()
     key, note = api_key_for(profile)
     base, model = profile.endpoint_base, profile.served_model

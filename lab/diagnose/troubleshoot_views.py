@@ -103,10 +103,40 @@ def run_summary(run_dir: str | Path, findings: list[Finding]) -> str:
     read = (f"Read {logs} server/tool log(s), {len(found['records'])} record(s) holding {len(found['checks'])} "
             f"checks ({len(bad)} failed or warned) and {books} executed notebook(s) ({failed_books} with an error) "
             f"in {run_dir}.")
+    read += plan_pitfalls(found)
     if not findings:
         return read + "\nNothing the knowledge base knows was found: no error, warning or note in this run."
     counts = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
     return read + f"\nFound {len(findings)}: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + "."
+
+
+def plan_pitfalls(found: dict) -> str:
+    """In a plan-mode run (records with mode: plan), the pitfalls the profile is exposed to: `lab plan`'s findings
+    on its declared hardware and software (lab.predict.plan), since no log of the profile's box exists to read."""
+    from lab.core import profiles
+    from lab.predict import compat, plan
+
+    recs = [r for r in found["records"].values() if isinstance(r, dict)]
+    reason = next((r.get("plan_reason") for r in recs if r.get("mode") == "plan"), None)
+    if reason is None:
+        return ""
+    named = [((found.get("manifest") or {}).get("profile") or {}).get("file")]
+    named += [(r.get("provenance") or {}).get("profile_file") for r in recs]
+    for name in filter(None, named):
+        try:
+            prof = profiles.load(name)
+        except (profiles.ProfileError, OSError):
+            continue
+        items = plan.plan(prof)["findings"]
+        applies = [r for r in compat.evaluate_all(compat.facts_from_profile(prof)) if r.status != "skip"]
+        lines = [f"\nPlan mode ({reason}): no log of the profile's box exists here. The pitfalls profile "
+                 f"{prof.name} is exposed to, from its declared hardware and software: lab plan finds "
+                 f"{len(items) or 'nothing to fix'}"]
+        lines += [f"  [{f['severity']}] {f['message']}" + (f" — fix: {f['fix']}" if f.get("fix") else "") for f in items]
+        lines.append(f"  the {len(applies)} compatibility rules that apply to this box, and how it stands:")
+        lines += [f"  [{r.status}] {r.id}: {' '.join(r.description.split())[:150]}" for r in applies]
+        return "\n".join(lines)
+    return f"\nPlan mode ({reason}): the profile file is not readable, so its pitfalls cannot be listed."
 
 
 def findings_rows(findings: list[Finding]) -> list[dict]:

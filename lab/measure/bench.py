@@ -32,6 +32,10 @@ def in_process_for(profile, depth: int, reps: int = 3) -> tuple[dict | None, str
 
 def llama_cpp_model(profile, tool: str):
     """(model path, None) when this machine can run llama.cpp's `tool` on the profile's model, else (None, why)."""
+    from lab.core import planmode
+
+    if planmode.reason(profile):
+        return None, f"{planmode.reason(profile)}; {tool} would run on the profile's machine"
     if profile.engine not in ("llama.cpp", "llama-cpp-python"):
         return None, f"{tool} measures llama.cpp only; this profile serves with {profile.engine}"
     if profile.endpoint_url:

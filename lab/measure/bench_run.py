@@ -57,6 +57,13 @@ def roofline(profile: Profile, run_dir: str | Path) -> dict:
     """The profile's roofline on notebook 01's measured bandwidth when this run folder has it, else on a copy
     measured now (host RAM on a CPU profile) or the profile's datasheet figure (lab.predict.profile_speed)."""
     hw_record = evidence.read_records(run_dir).get("01_hardware")
+    from lab.core import planmode
+
+    if planmode.reason(profile):  # plan mode: the profile's datasheet, plus MTP, each with its uncertainty
+        from lab.predict import plan_speeds
+
+        return {**profile_speed.roofline_for(profile), "plan_mode": planmode.reason(profile),
+                "plan_speeds": plan_speeds.rows(profile)}
     if hw_record is None:
         hw_record = {"bandwidth": copy_bandwidth.measure(host_size_mib=256, repeats=5)}
     return profile_speed.roofline_for(profile, hw_record)

@@ -333,7 +333,8 @@ def roofline_rows(rl: dict) -> list[dict]:
         {"quantity": "efficiency (calibrated)", "value": rl.get("efficiency"), "from": rl.get("calibration_id")},
         {"quantity": "predicted decode, one stream (tok/s)", "value": rl.get("predicted_decode_tok_s"),
          "from": "ceiling × efficiency"},
-    ]
+    ] + [{"quantity": f"{r['what']} (tok/s)", "value": r["tok_s"], "from": f"{r['uncertainty']}; {r['basis']}"}
+         for r in rl.get("plan_speeds") or []]  # plan mode (lab.predict.plan_speeds): plain and MTP, with uncertainty
 
 
 def llama_bench_rows(result: dict | None) -> list[dict]:
@@ -388,7 +389,12 @@ def what_this_means(record: dict) -> str:
     """What the benchmark means for the reader, from the record alone (Markdown, one point per line)."""
     s = record["summary"]
     lines = []
-    if s["benchmark_skipped"]:
+    speeds = (record.get("roofline") or {}).get("plan_speeds") or []
+    if record.get("plan_reason"):
+        lines.append(f"**Plan mode** — {record['plan_reason']}. No server was started and nothing was measured; "
+                     "every speed below is predicted.")
+        lines += [f"{r['what']}: **{_f(r['tok_s'])} tok/s**, {r['uncertainty']}" for r in speeds]
+    elif s["benchmark_skipped"]:
         lines.append(f"No server was measured here: {s['benchmark_skipped']}")
     else:
         lines.append(f"One stream decoded at **{_f(s['served_single_stream_decode_tok_s'])} tok/s** through the server "

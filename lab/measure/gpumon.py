@@ -223,6 +223,12 @@ def offload_check(reported: dict, profile) -> dict:
     if not profile.gpu_count or profile.engine not in ("llama.cpp", "llama-cpp-python"):
         return Check("layers and KV cache on the GPU", "skip", "CPU profile" if not profile.gpu_count else profile.engine,
                      "n/a", "", src).to_dict()
+    from lab.core import planmode
+
+    if not reported:  # no server ran here (plan mode, or it could not start): no log to read, nothing to warn about
+        return Check("layers and KV cache on the GPU", "skip",
+                     f"no server started here ({planmode.reason(profile) or 'no server log'})",
+                     "all layers offloaded (read from the server's log on the profile's box)", "", src).to_dict()
     off = reported.get("offloaded")
     if not off:
         return Check("layers and KV cache on the GPU", "warn", "no 'offloaded N/M layers' line in the log",

@@ -6,7 +6,7 @@ supply it needs).
 """
 from __future__ import annotations
 
-from lab.core import checks, evidence
+from lab.core import checks, evidence, planmode
 from lab.core.checks import Check, worst
 from lab.core.profiles import Profile
 from lab.measure import gpu_links, hardware_checks, psu_sizing
@@ -24,7 +24,10 @@ def check_all(inv: dict, bw: dict | None, profile: Profile, links: dict | None =
         found.append(hardware_checks.check_bandwidth(bw, profile))
     if links is not None:
         found += gpu_links.link_checks(links, profile, inv)
-    return found
+    why = planmode.reason(profile, [g.get("name") for g in inv.get("gpus") or []])
+    # plan mode: this box is not the profile's (or the user asked for no measurement): every check is listed with
+    # what it expects on the profile's box, status not-run; nothing of this machine is held against the profile
+    return planmode.not_run(found, why) if why else found
 
 
 def checks_chart(found: list[Check], profile: Profile):
@@ -107,7 +110,7 @@ def summary(inv: dict, bw: dict, found: list[Check], psu: dict, profile: Profile
     model_bytes = inv["model_file"].get("size_bytes")
     ceiling, read = _ceiling(profile, bw)
     return {"verdict": worst(found),
-            "checks": {s: sum(c.status == s for c in found) for s in ("pass", "warn", "fail", "skip")},
+            "checks": {s: sum(c.status == s for c in found) for s in ("pass", "warn", "fail", "skip", "not-run")},
             "gpus_seen": len(inv["gpus"]), "gpu_names": [g.get("name") for g in inv["gpus"]],
             "nvml": "available" if inv["nvml"]["available"] else inv["nvml"].get("reason"),
             "driver": inv["nvml"].get("driver"), "cpu": inv["host"].get("cpu_model"),
@@ -124,9 +127,15 @@ def summary(inv: dict, bw: dict, found: list[Check], psu: dict, profile: Profile
 def build_record(profile: Profile, inv: dict, bw: dict, links: dict, psu: dict, found: list[Check]) -> dict:
     """The 01_hardware record: summary, checks, the tables and charts shown, the raw inventory, bandwidth samples,
     GPU-pair survey and PSU arithmetic, and what this notebook can see of the server (lab.serving.endpoint.where)."""
+    plan = planmode.reason(profile, [g.get("name") for g in inv.get("gpus") or []])
+    summ = summary(inv, bw, found, psu, profile)
+    if plan:  # this machine says nothing about the profile's box: its values stay in the record's inventory only
+        summ = {"verdict": summ["verdict"], "checks": summ["checks"], "plan_mode": plan,
+                "expected_hardware": expected_hardware(profile), "psu_recommended_w": summ["psu_recommended_w"],
+                "decode_ceiling_tok_s": None}
     return {
         "title": "Hardware checks", "server_scope": endpoint.where(profile),
-        "summary": summary(inv, bw, found, psu, profile),
+        "summary": summ,
         "checks": [c.to_dict() for c in found],
         "tables": [evidence.table_entry("GPUs (NVML)", gpu_table(inv)),
                    evidence.table_entry("Host and disk", host_table(inv)),
@@ -143,8 +152,32 @@ def build_record(profile: Profile, inv: dict, bw: dict, links: dict, psu: dict, 
 
 def what_this_means(record: dict) -> str:
     """Markdown for the notebook's last cell, built only from the written record: the box, then its GPU pairs."""
+    if record["summary"].get("plan_mode"):  # this machine's GPU pairs say nothing about the profile's box
+        return _plan_text(record)
     pairs = gpu_links.pairs_text(record)
     return _box_text(record) + (f"\n{pairs}" if pairs else "")
+
+
+def expected_hardware(profile: Profile) -> str:
+    """The profile's box in one line: what its checks would be made against."""
+    if profile.gpu_count == 0:
+        return f"CPU only, ≥ {profile.host_ram_gib_min or '?'} GiB host RAM"
+    parts = [f"{profile.gpu_count} × GPU matching /{profile.gpu_name_pattern}/",
+             f"{profile.gpu_vram_mib} MiB VRAM each" if profile.gpu_vram_mib else None,
+             f"compute capability {profile.gpu_compute_capability}" if profile.gpu_compute_capability else None,
+             f"{profile.gpu_memory_bandwidth_gb_s} GB/s" if profile.gpu_memory_bandwidth_gb_s else None,
+             f"{profile.gpu_tdp_w} W each" if profile.gpu_tdp_w else None,
+             f"≥ {profile.host_ram_gib_min} GiB host RAM" if profile.host_ram_gib_min else None]
+    return ", ".join(p for p in parts if p)
+
+
+def _plan_text(record: dict) -> str:
+    s = record["summary"]
+    lines = [f"**Plan mode** — {s['plan_mode']}.", f"- The profile's box: {s['expected_hardware']}.",
+             f"- {s['checks']['not-run']} checks would run there (status not-run in the table above: each row says "
+             "what it expects); none of this machine's values is held against the profile.",
+             f"- PSU for the profile's box: {record['psu']['arithmetic']}."]
+    return "\n".join(lines)
 
 
 def _box_text(record: dict) -> str:

@@ -139,12 +139,18 @@ def installed_versions(profile: Profile) -> dict:
 def machine_facts(profile: Profile, versions: dict) -> dict:
     """The facts the compat rules read: observed where this machine shows them, else declared.
 
-    Each value's origin is kept in facts["origin"] so the notebook can say "seen" or "declared".
+    Each value's origin is kept in facts["origin"] so the notebook can say "seen" or "declared". In plan mode
+    (lab.core.planmode: this machine is not the profile's box, or --plan-only) only the declared values count: the
+    rules then speak about the profile's box, never pair its driver with this machine's nvcc.
     """
+    from lab.core import planmode
     from lab.predict import compat
 
     facts = compat.facts_from_profile(profile)
     origin = {k: "declared" for k, v in facts.items() if v is not None}
+    if planmode.reason(profile, [g.get("name") for g in versions.get("gpus") or []]):
+        facts["origin"] = {k: "declared (plan mode)" for k in origin}
+        return facts
     gpus = versions["gpus"]
     observed = {}
     if gpus:
@@ -205,7 +211,11 @@ def install_checks(profile: Profile, versions: dict) -> list:
     out.append(Check("llama.cpp can offload to the GPU", status if wants_gpu else "skip",
                      offload, True if wants_gpu else "not needed (CPU profile)", fix,
                      "llama_cpp.llama_supports_gpu_offload(); llama.cpp common/arg.cpp ('no usable GPU found, --gpu-layers option will be ignored')"))
-    return out
+    from lab.core import planmode
+
+    # this machine's build says nothing about the profile's box: listed, not run
+    why = planmode.reason(profile, [g.get("name") for g in versions.get("gpus") or []])
+    return planmode.not_run(out, why) if why else out
 
 
 def same_library_as_tools() -> dict:
@@ -272,7 +282,9 @@ def build_record(profile: Profile, versions: dict, facts: dict, tool_checks: lis
 
     all_checks = tool_checks + rule_checks_
     failed = [c.name for c in all_checks if c.status == "fail"]
-    return {
+    from lab.core import planmode
+
+    record = {
         "title": "02 · Install verification",
         "summary": {
             "verdict": worst(all_checks),
@@ -293,14 +305,23 @@ def build_record(profile: Profile, versions: dict, facts: dict, tool_checks: lis
         "facts": facts,
         "server_scope": endpoint.where(profile),
     }
+    if planmode.reason(profile, [g.get("name") for g in versions.get("gpus") or []]):  # plan mode: declared
+        record["summary"].update({"driver": f"{profile.driver_version} (declared)" if profile.driver_version else None,
+                                  "nvcc": f"{profile.cuda_toolkit} (declared)" if profile.cuda_toolkit else None,
+                                  "GPU offload available": None})
+    return record
 
 
 def what_this_means(record: dict) -> str:
     """Markdown for the notebook's last cell (and the report), from the record: what to fix first."""
     bad = [c for c in record.get("checks") or [] if c["status"] in ("fail", "warn")]
+    plan = record.get("plan_reason")
+    head = (f"**Plan mode** — {plan}. The compatibility rules were evaluated on the profile's declared driver, CUDA "
+            "toolkit and engine; the installation checks would run on the profile's box (not-run).\n\n") if plan else ""
     if not bad:
-        return "Everything the profile needs is installed and compatible with this machine."
-    lines = [f"{len(bad)} thing(s) to fix, most serious first:", ""]
+        return head + ("The profile's declared software is compatible." if plan else
+                       "Everything the profile needs is installed and compatible with this machine.")
+    lines = [head + f"{len(bad)} thing(s) to fix, most serious first:", ""]
     for c in sorted(bad, key=lambda c: c["status"] != "fail"):
         lines.append(f"- **{c['status']}: {c['name']}** — {c['observed']} (expected {c['expected']}). "
                      f"Fix: {c['fix']} *(source: {c['source']})*")

@@ -27,7 +27,12 @@ TABLE_COLUMNS = ["what", "predicted", "reported", "match"]
 
 
 def llama_grid_skip_reason(profile) -> str | None:
-    """Why notebook 05 skips its llama.cpp grid for this profile (a vLLM profile is checked against vLLM)."""
+    """Why notebook 05 skips its llama.cpp grid for this profile (a vLLM profile is checked against vLLM; plan mode
+    measures nothing: the memory plan above is the answer)."""
+    from lab.core import planmode
+
+    if planmode.reason(profile):
+        return f"{planmode.reason(profile)}; the memory plan above is predicted from the profile and the model's shape"
     if profile.engine == "vllm":
         return ("vLLM profile: its KV cache is checked against vLLM itself (next section); the llama.cpp grid runs "
                 "on llama.cpp profiles such as cpu-default")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lab.core.units import MIB
-from lab.core import evidence, paths
+from lab.core import evidence, paths, planmode
 from lab.core.disk import check_free_disk
 from lab.model import llama_bench
 from lab.model.quant_formats import (REASONS, QuantError, SizePrediction, base_type, bits_per_weight,
@@ -97,6 +97,7 @@ class Reference:
     reused: bool
     seconds: float
     note: str
+    plan: str | None = None  # plan mode (lab.core.planmode): why nothing is timed here (sizes and cached quality only)
 
     @property
     def source_type(self) -> str:
@@ -197,7 +198,8 @@ def f16_reference(profile, progress: bool = True) -> Reference:
     return Reference(path=dest, source=source, source_sha256=sha, source_why=why, sha256=evidence.sha256_file(dest),
                      bytes=dest.stat().st_size, tensors=len(src.tensors), source_tensor_types=types,
                      keys_source=list(src.keys), keys_reference=list(gguf_info(dest).keys), keys_changed=changed,
-                     reused=reused, seconds=round(time.perf_counter() - t0, 2), note=note)
+                     reused=reused, seconds=round(time.perf_counter() - t0, 2), note=note,
+                     plan=planmode.reason(profile))
 
 
 def _run_tool(name: str, args: list[str], log: Path | None, timeout: float = 600) -> str:
@@ -408,7 +410,12 @@ class Speed:
 def measure_speed(ladder: Ladder, n_prompt: int = 64, n_gen: int = 32, reps: int = 3,
                   include_reference: bool = True, log_dir: str | Path | None = None, progress: bool = True) -> Speed:
     """Prompt processing (pp) and generation (tg) tokens/s of every file, from one `llama-bench -o json` run
-    (after llama-bench's warm-up; `*_tok_s` is the median of the `reps` samples, `*_mean`/`*_sd` llama-bench's)."""
+    (after llama-bench's warm-up; `*_tok_s` is the median of the `reps` samples, `*_mean`/`*_sd` llama-bench's).
+    In plan mode (ladder.reference.plan) nothing is timed: rows are empty and settings say why."""
+    if ladder.reference.plan:
+        return Speed([], [], {"skipped": f"{ladder.reference.plan}: llama-bench not run", "n_prompt": n_prompt,
+                              "n_gen": n_gen, "reps": reps, "threads": ladder.threads, "cores": os.cpu_count(),
+                              "load_avg_before": None, "load_avg_after": None, "build": None, "cpu": None})
     files = ([("F16 (reference)", ladder.reference.path)] if include_reference else []) + \
             [(f.qtype, f.path) for f in ladder.files]
     load_before = os.getloadavg()[0]

@@ -155,6 +155,9 @@ def make_checks(reference: Reference, ladder: Ladder, sizes: SizeCheck, quality:
                      "ggml/src/ggml-cpu/ggml-cpu.c type_traits_cpu[GGML_TYPE_Q4_1].vec_dot_type = GGML_TYPE_Q8_1"))
     load = speed.settings["load_avg_before"]
     cores = speed.settings["cores"] or 1
+    if speed.settings.get("skipped"):  # plan mode: nothing was timed
+        out.append(C("speed measured on a quiet machine", "skip", speed.settings["skipped"], "a timed run", "", ""))
+        return out
     out.append(C("speed measured on a quiet machine", "pass" if load <= cores else "warn",
                  f"load average {load:.1f} on {cores} cores", f"≤ {cores}",
                  "other processes shared the CPU: treat tok/s as rough and compare types within this run only", ""))

@@ -109,6 +109,8 @@ def facts(profile, records: dict, notebooks: list[dict] | None = None) -> dict:
     cards = [card_row(profile)] if gpu else [card_row(p) for p in gpu_profiles()]
     return {"profile": profile.name, "gpu_profile": gpu, "model": profile.model_name, "engine": profile.engine,
             "cards": cards, "measured": measured(records), "failed_checks": failed_checks(records),
+            # plan mode (lab.core.planmode): nothing here was measured on the profile's hardware
+            "plan": next((r.get("plan_reason") for r in records.values() if r.get("mode") == "plan"), None),
             "warned_checks": sum(c.get("status") == "warn" for r in records.values() for c in r.get("checks") or []),
             "claims_not_holding": claims_not_holding(profile, records),
             "notebooks_not_ok": [n for n in notebooks or [] if n.get("status") != "ok"],
@@ -128,7 +130,11 @@ def markdown(f: dict) -> str:
         out.append(f"**This run ({f['profile']}, {f['model']} on the CPU) demonstrates the method; its speeds are a "
                    "CPU's.** What it means for a real card is each GPU profile's plan (memory arithmetic checked against "
                    "llama.cpp here, speed from bandwidth and calibrated runs):")
-    if f["measured"]:
+    if f.get("plan"):
+        out.append(f"**Plan mode** ({f['plan']}): every number here is predicted; nothing was measured on the "
+                   "profile's hardware" + (" (done on this machine: " + "; ".join(f["measured"]) + ")."
+                                           if f["measured"] else "."))
+    elif f["measured"]:
         out.append("**Measured in this run:**")
         out += [f"- {line}" for line in f["measured"]]
     elif f["records"] == []:

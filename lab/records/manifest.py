@@ -81,16 +81,50 @@ def model_changes(run_dir: Path, files: list[dict]) -> list[dict]:
             and before[f["path"]] != f.get("sha256")]
 
 
+CHECK_STATUSES = ("pass", "warn", "fail", "skip", "not-run")
+
+
+def check_counts(run_dir: Path) -> dict:
+    """{status: how many} over every check of the run's records (lab.core.checks statuses)."""
+    statuses = [c.get("status") for r in evidence.read_records(run_dir).values() for c in r.get("checks") or []
+                if isinstance(c, dict)]
+    return {s: statuses.count(s) for s in CHECK_STATUSES}
+
+
+def counts_text(counts: dict) -> str:
+    """'59 pass, 4 warn, 7 fail, 3 skip' (the statuses that occur; all five when none does)."""
+    shown = [s for s in CHECK_STATUSES if counts.get(s)] or list(CHECK_STATUSES[:3])
+    return ", ".join(f"{counts.get(s, 0)} {s}" for s in shown)
+
+
+def run_status(notebooks: list[dict], counts: dict, interrupted: dict | None, allow_failed_checks: bool,
+               errors: list[str] | None = None) -> str:
+    """interrupted | failed (a notebook did not succeed, or the run's own files could not be written) | checks failed
+    | checks failed (allowed) | ok: never "ok" over a failed check or a cut file (lab run's exit status says the same:
+    lab.records.runner EXIT_*)."""
+    if interrupted:
+        return "interrupted"
+    if errors or not all(n["status"] == "ok" for n in notebooks):
+        return "failed"
+    if counts.get("fail"):
+        return "checks failed (allowed)" if allow_failed_checks else "checks failed"
+    return "ok"
+
+
 def write(run_dir: Path, profile: Profile, profile_path: Path, started_utc: str, notebooks: list[dict],
-          interrupted: dict | None = None, ask: bool = True, errors: list[str] | None = None) -> Path:
+          interrupted: dict | None = None, ask: bool = True, errors: list[str] | None = None,
+          allow_failed_checks: bool = False) -> Path:
     """Write manifest.json (whole or not at all). ask=False (a cut run's clean-up, during which signals are
     ignored): use only what the run already knows, never ask an endpoint or hash a model file, so the
     clean-up is bounded even when the endpoint hangs. `errors`: the run's own files that could not be written
     (lab.records.runner.write_manifest_and_report): the status is then "failed" (or "interrupted"), never "ok"."""
+    from lab.core import planmode
+
     gpu = evidence.gpu_summary()
     files = model_files(profile, hash_now=ask)
-    status = "interrupted" if interrupted else \
-        ("ok" if all(n["status"] == "ok" for n in notebooks) and not errors else "failed")
+    counts = check_counts(run_dir)
+    status = run_status(notebooks, counts, interrupted, allow_failed_checks, errors)
+    plan = planmode.reason(profile)
     body = {
         "schema_version": MANIFEST_VERSION,
         "run_id": run_dir.name,
@@ -109,9 +143,12 @@ def write(run_dir: Path, profile: Profile, profile_path: Path, started_utc: str,
         # each record's sha256 as the run wrote it: `lab report` / `lab compare` flag one edited after the run
         "records": evidence.record_hashes(run_dir),
         "model_changed": model_changes(run_dir, files),
-        "server": _server(profile, run_dir, ask),
+        "server": _server(profile, run_dir, ask and not plan),  # plan mode contacts no server
         "notebooks": notebooks,
         "status": status,
+        "check_counts": counts,
+        "mode": "plan" if plan else "measure",
+        "plan_reason": plan,
         "interrupted": interrupted,
         "errors": errors or [],
     }

@@ -273,6 +273,26 @@ def interrupted_banner(manifest: dict) -> str:
             f"below.</p>")
 
 
+def status_line(manifest: dict) -> str:
+    """The run's status in words under the badge: its checks counted, so "7 fail" never sits under a green "ok"."""
+    counts = manifest.get("check_counts")
+    if not isinstance(counts, dict):
+        return ""
+    return (f"<p class='meta'><b>Checks: {_e(manifest_file.counts_text(counts))}</b> · notebooks: "
+            f"{_e(sum(n.get('status') == 'ok' for n in manifest.get('notebooks') or [] if isinstance(n, dict)))} of "
+            f"{_e(len(manifest.get('notebooks') or []))} ok</p>")
+
+
+def plan_banner(manifest: dict) -> str:
+    """Once, at the top of a plan-mode run's report: why nothing was measured and what its numbers are."""
+    if manifest.get("mode") != "plan":
+        return ""
+    return (f"<p class='plan' style='background:#eef0fb;border-left:4px solid #5c6bc0;padding:.3rem .8rem'>"
+            f"<b>Plan mode</b>: {_e(manifest.get('plan_reason'))}. Every notebook did what needs no such hardware; "
+            "checks that need it are listed as <i>not-run</i>, and every speed and size below is <b>predicted</b>, "
+            "none measured.</p>")
+
+
 def build(run_dir: str | Path, require_run: bool = False) -> Path:
     """Write report.html of a run folder; with require_run, a folder that is not a run raises NotARun
     (`lab report` on a typo should not write an empty report into it)."""
@@ -299,7 +319,10 @@ def build(run_dir: str | Path, require_run: bool = False) -> Path:
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>LLM lab report · {html.escape(str(prof.get('name')))} · {html.escape(str(manifest.get('run_id') or run_dir.name))}</title>",
         f"<style>{CSS}</style></head><body>",
-        f"<h1>LLM lab report: {html.escape(str(prof.get('name')))} {badge(overall)}</h1>",
+        f"<h1>LLM lab report: {html.escape(str(prof.get('name')))} {badge(overall)}"
+        f"{' ' + badge('plan') if manifest.get('mode') == 'plan' else ''}</h1>",
+        status_line(manifest),
+        plan_banner(manifest),
         f"<p class='meta'>{_meta_line(manifest)}</p>",
         interrupted_banner(manifest),
         *(f"<p class='err'>Not written: {_e(e)}</p>" for e in manifest.get("errors") or [] if isinstance(e, str)),
@@ -332,8 +355,17 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
         manifest, _ = manifest_file.read_manifest(rd)
         name = (manifest.get("profile") or {}).get("name") if isinstance(manifest.get("profile"), dict) else None
         label = f"{name}/{rd.name}" if name else rd.name
-        runs.append((label, evidence.read_records(rd, manifest.get("records"))))
+        runs.append((label, evidence.read_records(rd, manifest.get("records")), manifest))
     keys: list[tuple[str, str]] = []
+    # a plan-mode run measured nothing: its values are labelled predicted, and "measured" ones say not measured
+    head = [{"record": "run", "result": "mode", **{label: ("plan (predicted, nothing measured)" if m.get("mode") == "plan"
+                                                          else "measured") for label, _, m in runs}},
+            {"record": "run", "result": "status", **{label: m.get("status") for label, _, m in runs}},
+            {"record": "run", "result": "checks", **{label: manifest_file.counts_text(m["check_counts"])
+                                                     if isinstance(m.get("check_counts"), dict) else None
+                                                     for label, _, m in runs}}]
+    runs = [(label, records) for label, records, _ in runs]
+    plan_runs = {label for label, records in runs if any(r.get("mode") == "plan" for r in records.values())}
     for _, records in runs:
         for name, rec in records.items():
             for k in (rec.get("summary") or {}):
@@ -348,9 +380,20 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
     for name, k in keys:
         row = {"record": name, "result": k}
         for label, records in runs:
-            row[label] = (records.get(name, {}).get("summary") or {}).get(k)
+            value = (records.get(name, {}).get("summary") or {}).get(k)
+            row[label] = _plan_value(k, value) if label in plan_runs else value
         rows.append(row)
-    return rows
+    return head + rows
+
+
+def _plan_value(key: str, value):
+    """A plan-mode run's summary value for the fleet table: a number is a prediction and says so; a value whose key
+    says it was measured (or served) is not shown as one."""
+    if value is None or isinstance(value, bool):
+        return value
+    if any(w in key.lower() for w in ("measured", "served", "llama_bench")):
+        return "not measured (plan mode)"
+    return f"{display.fmt(value)} (predicted)" if isinstance(value, (int, float)) else value
 
 
 def build_compare(run_dirs: list[str | Path], out: str | Path) -> Path:

@@ -38,22 +38,41 @@ class NotebookResult:
     output: str | None = None
 
 
+# `lab run`'s exit status (README "Exit codes"; lab/__main__.py): one meaning each, so a batch script can tell them
+# apart. A batch (`--profile all`) exits EXIT_OK, EXIT_CHECKS_FAILED, or BATCH_FAILED_BASE + the number of profiles
+# that failed (invalid, or a notebook not ok): 11..110, never read as a signal's 129/130/143.
+EXIT_OK = 0  # every notebook ran and no check failed (plan mode: nothing not-run counts as a failure)
+EXIT_NOTEBOOKS_FAILED = 1  # a notebook failed (or the profile is invalid)
+EXIT_USAGE = 2  # bad flags, --only, --out
+EXIT_CHECKS_FAILED = 3  # every notebook ran, some check failed (--allow-failed-checks: 0)
+BATCH_FAILED_BASE = 10
+BATCH_FAILED_MAX = 100
+
+
 @dataclass
 class RunResult:
     run_dir: Path
     results: list[NotebookResult] = field(default_factory=list)
     interrupted: dict | None = None  # {"signal", "utc", "notebook"} when the run was cut
     errors: list[str] = field(default_factory=list)  # the run's own files that could not be written (a full disk)
+    failed_checks: int = 0  # checks with status fail over the run's records
+    allow_failed_checks: bool = False  # a buyer's evaluation run: failed checks are expected, exit 0
 
     @property
     def ok(self) -> bool:
         return self.interrupted is None and not self.errors and all(r.status == "ok" for r in self.results)
 
     @property
+    def checks_failed(self) -> bool:
+        return self.failed_checks > 0 and not self.allow_failed_checks
+
+    @property
     def exit_code(self) -> int:
         if self.interrupted:
             return SIGNAL_EXIT.get(self.interrupted["signal"], 130)
-        return 0 if self.ok else 1
+        if not self.ok:
+            return EXIT_NOTEBOOKS_FAILED
+        return EXIT_CHECKS_FAILED if self.checks_failed else EXIT_OK
 
 
 def discover(only: list[str] | None = None) -> list[Path]:
@@ -248,7 +267,7 @@ def say(line: str) -> None:
 
 
 def run(profile: str, only: list[str] | None = None, out: str | None = None,
-        synth_if_missing: bool = False) -> RunResult:
+        synth_if_missing: bool = False, plan_only: bool = False, allow_failed_checks: bool = False) -> RunResult:
     """Run the notebooks into a fresh run folder, then write the manifest and the report.
 
     SIGINT (Ctrl-C), SIGTERM or SIGHUP at any point (start-up, a notebook, between notebooks, the manifest, the
@@ -259,8 +278,14 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
     Tests cut runs at the named points of lab.core.interrupt.cut_point (LAB_TEST_CUT_AT).
 
     synth_if_missing: the user allows a synthetic random-weight stand-in when the profile's model file is
-    missing and the profile names model_synth (lab/model/standin.py); the run then uses the labelled profile copy."""
+    missing and the profile names model_synth (lab/model/standin.py); the run then uses the labelled profile copy.
+
+    plan_only: plan mode whatever this machine has (lab.core.planmode; the kernels inherit LAB_PLAN_ONLY=1). A profile
+    whose GPUs are not here runs in plan mode anyway, and says so once, here. allow_failed_checks: failed checks do
+    not make the exit status EXIT_CHECKS_FAILED (a buyer evaluating a card's profile on another box)."""
     import secrets
+
+    from lab.core import planmode
 
     from lab.model import standin
 
@@ -271,8 +296,11 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
     # Kernels write their connection files (which hold the kernel's HMAC key) into a private folder
     # removed at the end, whatever happens: none is left behind in ~/.local/share/jupyter/runtime.
     runtime = Path(tempfile.mkdtemp(prefix="lab-run-"))
-    saved_env = {k: os.environ.get(k) for k in ("JUPYTER_RUNTIME_DIR", RUN_KEY_ENV, interrupt.CUT_PID_ENV)}
+    saved_env = {k: os.environ.get(k) for k in ("JUPYTER_RUNTIME_DIR", RUN_KEY_ENV, interrupt.CUT_PID_ENV,
+                                                 planmode.PLAN_ENV)}
     os.environ["JUPYTER_RUNTIME_DIR"] = str(runtime)
+    if plan_only:  # this process (manifest, report) and the kernels it starts
+        os.environ[planmode.PLAN_ENV] = "1"
     run_key = os.environ.setdefault(RUN_KEY_ENV, secrets.token_urlsafe(24))
     if os.environ.get(interrupt.CUT_AT_ENV):  # a test's cut point inside a kernel signals this process
         os.environ[interrupt.CUT_PID_ENV] = str(os.getpid())
@@ -280,9 +308,12 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
     result: RunResult | None = None
     where = {"notebook": None, "during": "start-up"}  # what a cut interrupts
     try:
-        result = RunResult(evidence.new_run_dir(prof.name, out))
+        result = RunResult(evidence.new_run_dir(prof.name, out), allow_failed_checks=allow_failed_checks)
         run_dir = result.run_dir
         say(f"[run] profile {prof.name} → {run_dir}")
+        if planmode.reason(prof):
+            say(f"[run] {planmode.reason(prof)}: every notebook does what needs no such hardware and says what it "
+                "did not run; its numbers are predictions")
         substituted = standin.for_run(prof, profile_path, run_dir, standin.allowed(synth_if_missing))
         if substituted is not None:
             profile_path, prof = substituted, profiles.load(substituted)
@@ -354,7 +385,10 @@ def write_manifest_and_report(result: RunResult, prof, profile_path: Path, start
             return False
 
     wrote = attempt("manifest.json", lambda: manifest.write(run_dir, prof, profile_path, started, notebooks,
-                                                             interrupted=result.interrupted, ask=not cut_run))
+                                                             interrupted=result.interrupted, ask=not cut_run,
+                                                             allow_failed_checks=result.allow_failed_checks))
+    if wrote:  # the exit status says what the manifest says (lab.records.manifest.run_status)
+        result.failed_checks = manifest.check_counts(run_dir).get("fail", 0)
     if where is not None:
         where["during"] = "the report"
         interrupt.cut_point("report")
@@ -362,7 +396,7 @@ def write_manifest_and_report(result: RunResult, prof, profile_path: Path, start
     if result.errors and wrote:  # the manifest said ok or interrupted before the report failed: say failed instead
         wrote = attempt("manifest.json (again, saying the run failed)", lambda: manifest.write(
             run_dir, prof, profile_path, started, notebooks, interrupted=result.interrupted, ask=False,
-            errors=result.errors))
+            errors=result.errors, allow_failed_checks=result.allow_failed_checks))
     if not wrote and not attempt("manifest.json (the short form)", lambda: manifest.write_failed(
             run_dir, notebooks, result.errors, result.interrupted)):
         say(f"[run] FAILED: {run_dir} has no manifest; the run failed: " + "; ".join(result.errors))
@@ -389,6 +423,7 @@ def cut(result: RunResult, exc: KeyboardInterrupt, where: dict, books: list[Path
 
 
 # ---------------------------------------------------------------- a batch of profiles (`lab run --profile all`)
+ASKED_PLAN = "--plan-only"
 @dataclass
 class BatchResult:
     runs: dict[str, RunResult] = field(default_factory=dict)  # profile (as given) → its run
@@ -400,12 +435,20 @@ class BatchResult:
         return list(self.invalid) + [p for p, r in self.runs.items() if not r.ok]
 
     @property
+    def checks_failed(self) -> list[str]:
+        """Profiles whose notebooks all ran but a check failed (not counted with --allow-failed-checks)."""
+        return [p for p, r in self.runs.items() if r.ok and r.checks_failed]
+
+    @property
     def exit_code(self) -> int:
-        """The number of profiles that failed (invalid, or a notebook not ok), at most 100 so that it never reads as
-        a signal's 130/143; a cut batch exits as its cut run does."""
+        """BATCH_FAILED_BASE + the number of profiles that failed (invalid, or a notebook not ok; at most 100, so
+        11..110: never a signal's 129/130/143); else EXIT_CHECKS_FAILED when a profile's checks failed, else EXIT_OK.
+        A cut batch exits as its cut run does."""
         if self.interrupted is not None:
             return self.interrupted.exit_code
-        return min(len(self.failed), 100)
+        if self.failed:
+            return BATCH_FAILED_BASE + min(len(self.failed), BATCH_FAILED_MAX)
+        return EXIT_CHECKS_FAILED if self.checks_failed else EXIT_OK
 
 
 def batch_profiles(spec: str) -> list[str] | None:
@@ -417,10 +460,14 @@ def batch_profiles(spec: str) -> list[str] | None:
 
 
 def run_batch(names: list[str], only: list[str] | None = None, out: str | None = None,
-              synth_if_missing: bool = False) -> BatchResult:
+              synth_if_missing: bool = False, plan_only: bool = False,
+              allow_failed_checks: bool = False) -> BatchResult:
     """One `run` per profile, in order, each into its own run folder (under OUT/<profile>/ when --out is given). A
     profile that fails validation is reported and skipped; a failed notebook fails its profile, not the batch; a
-    signal stops the batch after the cut run has written its manifest and report."""
+    signal stops the batch after the cut run has written its manifest and report. A profile whose GPUs are not on
+    this machine runs in plan mode (lab.core.planmode), and its progress line says so; plan_only: every profile."""
+    from lab.core import planmode
+
     batch = BatchResult()
     discover(only)  # a bad --only is bad usage before anything runs
     t0 = time.monotonic()
@@ -432,8 +479,10 @@ def run_batch(names: list[str], only: list[str] | None = None, out: str | None =
             batch.invalid[name] = str(exc)
             print(f"{label}: invalid, skipped: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
             continue
-        print(f"{label} ...", file=sys.stderr, flush=True)
-        res = run(name, only=only, out=str(Path(out) / prof.name) if out else None, synth_if_missing=synth_if_missing)
+        plan = planmode.reason(prof) or (ASKED_PLAN if plan_only else None)
+        print(f"{label} ..." + (f" (plan mode: {plan})" if plan else ""), file=sys.stderr, flush=True)
+        res = run(name, only=only, out=str(Path(out) / prof.name) if out else None, synth_if_missing=synth_if_missing,
+                  plan_only=plan_only, allow_failed_checks=allow_failed_checks)
         batch.runs[name] = res
         if res.interrupted:
             batch.interrupted = res
@@ -441,7 +490,9 @@ def run_batch(names: list[str], only: list[str] | None = None, out: str | None =
                   flush=True)
             break
         bad = [r.notebook for r in res.results if r.status != "ok"]
-        print(f"{label}: {'ok' if res.ok else 'not ok: ' + ', '.join(bad)} → {res.run_dir} "
+        state = ("not ok: " + ", ".join(bad) if not res.ok else
+                 f"ok, {res.failed_checks} check(s) failed" if res.failed_checks else "ok")
+        print(f"{label}: {state} → {res.run_dir} "
               f"({time.monotonic() - t0:.0f} s into the batch; {len(batch.failed)} failed so far)",
               file=sys.stderr, flush=True)
     return batch

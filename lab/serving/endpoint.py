@@ -408,8 +408,10 @@ def discovery_for(profile, records: dict, ask: bool = True, deadline_s: float = 
     """What the profile's server said about itself: notebook 04's record in this run when there is one,
     else — for an endpoint profile, unless ask is False — asked now (a few GETs); None for a lab-started
     server not running."""
+    from lab.core import planmode
+
     found = (records.get("04_serve") or {}).get("discovery")
-    if found or not profile.endpoint_url or not ask:
+    if found or not profile.endpoint_url or not ask or planmode.reason(profile):  # plan mode contacts nothing
         return found
     return discover(profile.endpoint_base, api_key_for(profile)[0], profile.served_model, deadline_s)
 

@@ -541,6 +541,11 @@ def smoke_test(server: Server, max_tokens: int = 16, timeout_s: float = SMOKE_DE
 # ---------------------------------------------------------------- can this machine start it?
 def why_not_startable(profile: Profile, command: Command) -> str | None:
     """None when this machine can run the command, else the reason (a GPU profile on a CPU box...)."""
+    from lab.core import planmode
+
+    plan = planmode.reason(profile)
+    if plan:  # plan mode: no server is started (an endpoint profile's server is not contacted either)
+        return f"{plan}. The command above is what to run on the profile's machine."
     if command.external:
         return None
     if profile.gpu_count > 0:
