@@ -375,3 +375,15 @@ def test_no_profile_downloads_a_file_the_lab_knows_was_withdrawn():
     for path in profiles.all_profiles():
         d = byhand.gguf_download(profiles.load(path))
         assert d is None or (d["repo"], d["file"]) not in gone, (path.name, d)
+
+
+@pytest.mark.parametrize("name", ("v100-32g-x1", "v100-32g-x2-nvlink", "rtx4060ti-16g"))
+def test_byhand_comments_fit_100_columns_and_commands_stay_whole(name):
+    """The why/source lines wrap at 100 columns (a URL longer than that stays whole); a command is never cut."""
+    text = byhand.script(profiles.load(name))
+    long = [line for line in text.splitlines() if line.startswith("#") and len(line) > 100
+            and not any(len(word) > 60 for word in line.split())]
+    assert not long, long
+    for st in byhand.steps(profiles.load(name)):
+        for cmd in st.commands:
+            assert cmd in text.splitlines()
