@@ -288,8 +288,10 @@ def test_make_run_line_runs_lab_run_with_the_profile():
     line = _step("v100-32g-x1", "Run the lab").commands[-1]
     words = shlex.split(line)
     env = {k: v for k, v in (w.split("=", 1) for w in words if "=" in w and w.split("=", 1)[0].isupper())}
+    # as a user's shell runs it: not as a sub-make of `make test ARGS=...` (MAKEFLAGS would hand ARGS down)
+    clean = {k: v for k, v in __import__("os").environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "ARGS")}
     out = subprocess.run(["make", "-n", *words[words.index("make") + 1:]], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60, env={**__import__("os").environ, **env})
+                         timeout=60, env={**clean, **env})
     assert out.returncode == 0, out.stderr
     run_line = next(x for x in out.stdout.splitlines() if "-m lab run" in x)
     argv = shlex.split(run_line.split("-m lab", 1)[1])

@@ -52,7 +52,7 @@ def test_papermill_f_runs_the_profile_file_it_was_given(tmp_path, name):
     if name != "cpu-default":
         assert "cpu-default" not in shown  # the old silent default shows nowhere
         gpu = {c["name"]: c["status"] for c in rec["checks"] if c["name"].lower().startswith("gpu")}
-        assert gpu["GPU count"] == "fail", gpu  # no V100 here: said so, by the V100 profile's checks
+        assert gpu["GPU count"] == "not-run", gpu  # no V100 here: plan mode lists the V100 profile's checks, not run
     scanned, leaks = leaked_secrets(run)
     assert scanned and not leaks, leaks
 
@@ -60,7 +60,7 @@ def test_papermill_f_runs_the_profile_file_it_was_given(tmp_path, name):
 @pytest.mark.parametrize("args, message", [
     (["-f", "params/v100-32g-x1.yaml", "-p", "profile", "cpu-default"],
      "papermill injected both profile='cpu-default' and profile settings (name, description, gpu_name_pattern, "
-     "gpu_count, … 29 in all): give one"),
+     "gpu_count, … 30 in all): give one"),
     (["-f", "params/cpu-default.yaml", "-p", "gpu_memory_utilisation", "0.8"],
      "papermill parameter 'gpu_memory_utilisation' is neither a notebook parameter (profile, run_dir) nor a profile "
      "setting — did you mean 'gpu_memory_utilization'?"),

@@ -112,7 +112,7 @@ def test_report_and_compare_flag_bad_records_and_render_the_rest(tmp_path):
     assert rc == 0 and "Traceback" not in text, text
     assert "42" in html and "This run was cut: SIGINT" in html and "04_serve" in html
     rc, text = _cli(["compare", str(run), str(run)])
-    assert rc == 0 and "Traceback" not in text and "42" in text and "problem" in text, text
+    assert rc == 0 and "Traceback" not in text and "42" in text and "problem" in text.lower(), text
     not_runs = {"missing folder": tmp_path / "nope", "empty folder": tmp_path / "empty", "a file": run / "manifest.json"}
     (tmp_path / "empty").mkdir()
     for what, path in not_runs.items():
