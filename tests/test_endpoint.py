@@ -166,6 +166,22 @@ def test_stream_without_usage_is_counted_by_chunks_and_marked():
     assert any("counted as streamed chunks" in w for w in s["validity"]["warnings"])
 
 
+def test_a_busy_machine_still_sends_the_minimum_count_a_valid_run_needs():
+    """The time budget (0.01 s) passes before the first request ends; the sweep's repetitions still send their share
+    of MIN_VALID_REQUESTS (a busy 2-core CI machine left a level at 3 of 4 and its validity check failed)."""
+    with fake_server("ollama", token_s=0.01) as base:
+        target = loadgen.Target(base, model=OLLAMA_MODEL, max_tokens=5)
+        run = loadgen.run_load(target, loadgen.make_prompts(8, 8), loadgen.LoadSpec(
+            concurrency=1, max_requests=6, duration_s=0.01, warmup_requests=0, min_requests=3))
+        only_time = loadgen.run_load(target, loadgen.make_prompts(8, 8), loadgen.LoadSpec(
+            concurrency=1, max_requests=6, duration_s=0.01, warmup_requests=0))
+        runs = loadgen.sweep(target, [1], 6, 8, duration_s=0.03, repetitions=3, seed=3)
+    assert len(run.results) == 3 and len(only_time.results) == 1
+    assert len(runs[0].results) >= loadgen.MIN_VALID_REQUESTS == metrics.Criteria.min_successes
+    reasons = metrics.summarise_run(runs[0])["validity"]["reasons"]
+    assert not [r for r in reasons if "successful requests" in r], reasons  # (its 0.03 s budget fails the 5 s rule)
+
+
 def _summary(c, ttft_ms, e2el_ms, tok_s):
     return {"concurrency": c, "successes": 4, "ttft_ms": {"p50": ttft_ms}, "e2el_ms": {"p50": e2el_ms},
             "output_throughput": tok_s}

@@ -126,12 +126,19 @@ class Target:
         return f"Target({self.base_url}, model={self.model!r}, max_tokens={self.max_tokens}, endpoint={self.endpoint})"
 
 
+# A run counts only with at least this many successful requests (lab.measure.metrics.Criteria.min_successes, after
+# MLPerf loadgen's minimum query count); the sweep sends at least that many per level whatever the clock says.
+MIN_VALID_REQUESTS = 4
+
+
 @dataclass(frozen=True)
 class LoadSpec:
     """How to load the server: at most `concurrency` requests in flight (None = no cap), arrivals as
     fast as that allows or Poisson at `request_rate` per second, until `max_requests` were sent or
-    `duration_s` passed (whichever first; requests in flight then finish). Warm-up requests go first,
-    one at a time, and are kept apart from the results."""
+    `duration_s` passed (whichever first; requests in flight then finish). `min_requests`: the time budget
+    does not end sending before that many were sent (MLPerf loadgen's minimum query count beside its minimum
+    duration: a slow or busy machine still gets a valid count; the level's deadline bounds it). Warm-up
+    requests go first, one at a time, and are kept apart from the results."""
 
     concurrency: int | None = 1
     request_rate: float | None = None
@@ -139,6 +146,7 @@ class LoadSpec:
     duration_s: float | None = None
     warmup_requests: int = 1
     seed: int = 0
+    min_requests: int = 0
 
     def __post_init__(self):
         if self.max_requests is None and self.duration_s is None:
@@ -366,15 +374,16 @@ async def run_load_async(target: Target, prompts: list[str], spec: LoadSpec, on_
         while queue and (spec.max_requests is None or i < spec.max_requests):
             if spec.request_rate:
                 await asyncio.sleep(rng.expovariate(spec.request_rate))  # Poisson arrivals
+            budget_t = deadline_t if i >= spec.min_requests else math.inf  # the minimum count goes on past it
             if sem:
-                remaining = min(deadline_t - time.perf_counter(), limit.remaining() if limit else math.inf)
+                remaining = min(budget_t - time.perf_counter(), limit.remaining() if limit else math.inf)
                 if remaining <= 0:
                     break
                 try:
                     await asyncio.wait_for(sem.acquire(), timeout=None if math.isinf(remaining) else remaining)
                 except asyncio.TimeoutError:
                     break
-            if time.perf_counter() >= deadline_t or (limit is not None and limit.expired):
+            if time.perf_counter() >= budget_t or (limit is not None and limit.expired):
                 if sem:
                     sem.release()
                 break
@@ -539,8 +548,11 @@ def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_wor
             if parts and limit is not None and limit.expired:
                 break  # the level's deadline passed: the repetitions left are not run (the cut says so)
             prompts = make_prompts(first_warmup + n, prompt_words, seed=seed + k + 1000 * j)
+            # each repetition sends at least its share of the validity rule's minimum count (MIN_VALID_REQUESTS):
+            # a loaded machine's slow requests must not leave a level below it (3 of 4 on a busy 2-core box)
             spec = LoadSpec(concurrency=level, max_requests=n, duration_s=duration_s / len(split) if duration_s else None,
-                            warmup_requests=first_warmup, seed=seed + k)
+                            warmup_requests=first_warmup, seed=seed + k,
+                            min_requests=min(n, -(-MIN_VALID_REQUESTS // len(split))))
             parts.append(run_load(target, prompts, spec, limit=limit))
             first_warmup = 0
         if len(parts) == 1 and warm is None:

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from lab.core import facts
-from lab.measure.loadgen import RequestResult, RunResult
+from lab.measure.loadgen import MIN_VALID_REQUESTS, RequestResult, RunResult
 
 # Interactive use: the first token within 2 s, then at least 10 tokens/s per stream (faster than reading).
 DEFAULT_SLO = {"ttft_ms": 2000.0, "tpot_ms": 100.0}
@@ -49,7 +49,7 @@ class Criteria:
     """When a run counts: long enough, enough successes, few enough errors."""
 
     min_duration_s: float = 5.0
-    min_successes: int = 4
+    min_successes: int = MIN_VALID_REQUESTS  # the sweep sends at least this many (lab.measure.loadgen)
     max_error_rate: float = 0.05
     max_cached_fraction: float = 0.2  # above this the prompt cache, not the model, made TTFT (a warning)
 
