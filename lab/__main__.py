@@ -109,7 +109,14 @@ def _print_rows(rows: list[dict]) -> None:
                    **{k: display.fmt(v, key) for k, v in row.items() if k not in ("record", "result")}}
             last = row["record"] or last
         shown.append(row)
-    print(cli.text_table(shown))
+    # many runs side by side (a fleet of 10 profiles) would squeeze each column to a few characters: print them
+    # a few runs at a time, each table with the record and result columns again
+    fixed = [k for k in ("record", "result") if any(k in r for r in shown)]
+    runs = list(dict.fromkeys(k for r in shown for k in r if k not in fixed))
+    per_table = max(1, (cli.WIDTH - 34) // 26)
+    for n in range(0, max(len(runs), 1), per_table):
+        part = runs[n:n + per_table]
+        print(("\n" if n else "") + cli.text_table([{k: r.get(k, "") for k in fixed + part} for r in shown]))
 
 
 def _machine_notes(prof) -> list[str]:
