@@ -123,7 +123,8 @@ def markdown(f: dict) -> str:
     if f["gpu_profile"]:
         c = f["cards"][0]
         out.append(f"**On this card ({c['card (profile)']}):** {c['model']} at {c['quant']} with {c['engine']}, "
-                   f"{c['context × sequences']} tokens × sequences **{'fits' if c['fits'] else 'does NOT fit'}** "
+                   f"{c['context × sequences'].replace(' × ', ' tokens × ')} sequences "
+                   f"**{'fit' if c['fits'] else 'do NOT fit'}** "
                    f"({c['memory used per GPU']}); one stream is expected at **{c['expected, one stream']}** "
                    f"(ceiling {c['ceiling, one stream']}).")
     else:
@@ -132,8 +133,9 @@ def markdown(f: dict) -> str:
                    "llama.cpp here, speed from bandwidth and calibrated runs):")
     if f.get("plan"):
         out.append(f"**Plan mode** ({f['plan']}): every number here is predicted; nothing was measured on the "
-                   "profile's hardware" + (" (done on this machine: " + "; ".join(f["measured"]) + ")."
-                                           if f["measured"] else "."))
+                   "profile's hardware." + (" Done on this machine:" if f["measured"] else ""))
+        # the benchmark's "not measured here" repeats the plan-mode reason just given
+        out += [f"- {line}" for line in f["measured"] if not line.startswith("speed not measured here")]
     elif f["measured"]:
         out.append("**Measured in this run:**")
         out += [f"- {line}" for line in f["measured"]]

@@ -545,7 +545,7 @@ def why_not_startable(profile: Profile, command: Command) -> str | None:
 
     plan = planmode.reason(profile)
     if plan:  # plan mode: no server is started (an endpoint profile's server is not contacted either)
-        return f"{plan}. The command above is what to run on the profile's machine."
+        return f"{plan}. The server command notebook 04 shows (the report: Commands) is what to run on that machine."
     if command.external:
         return None
     if profile.gpu_count > 0:
