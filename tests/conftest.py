@@ -472,3 +472,15 @@ def cli_output(argv: list[str]) -> tuple[int, str]:
         except BaseException as exc:  # noqa: BLE001 - anything escaping entry() is a traceback for a user
             rc, err = -1, io.StringIO(f"Traceback: {type(exc).__name__}: {exc}")
     return rc, out.getvalue() + err.getvalue()
+
+
+@pytest.fixture
+def clean_display(monkeypatch):
+    """session.start sets pandas and plotly options for the whole process (as a kernel wants): put them back."""
+    import pandas as pd
+    import plotly.io as pio
+
+    monkeypatch.setattr(pio.renderers, "default", pio.renderers.default)
+    with pd.option_context("display.max_rows", 60, "display.max_colwidth", 50, "display.max_columns", 20,
+                           "display.width", 80):
+        yield

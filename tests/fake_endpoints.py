@@ -24,6 +24,7 @@ import json
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 OLLAMA_MODEL = "qwen3:8b"
@@ -255,3 +256,16 @@ def hostile_server(mode: str, props: str = "settings_string"):
     handler = type(f"Hostile_{mode}", (_Hostile,), {"mode": mode, "props": props, "stop": stop})
     with serving(handler, on_exit=stop.set) as base:
         yield base
+
+
+def endpoint_profile(tmp_path: Path, base: str, name: str, **settings):
+    """params/endpoint-example.yaml pointed at a fake server's `base` (no /v1), saved as `name` in tmp_path."""
+    import yaml
+
+    from lab.core import profiles
+
+    example = Path(__file__).resolve().parent.parent / "params" / "endpoint-example.yaml"
+    data = {**yaml.safe_load(example.read_text()), "name": name, "endpoint_url": base + "/v1", **settings}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return profiles.load(path)

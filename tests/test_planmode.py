@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
-import plotly.io as pio
 import pytest
 from conftest import ROOT
 
@@ -22,14 +20,6 @@ def no_gpu(monkeypatch):
     """This machine as the CI box is: no GPU at all (whatever the test machine has)."""
     monkeypatch.setattr(planmode, "_gpu_names", lambda: ())
     monkeypatch.delenv(planmode.PLAN_ENV, raising=False)
-
-
-@pytest.fixture
-def clean_display(monkeypatch):
-    monkeypatch.setattr(pio.renderers, "default", pio.renderers.default)
-    with pd.option_context("display.max_rows", 60, "display.max_colwidth", 50, "display.max_columns", 20,
-                           "display.width", 80):
-        yield
 
 
 def test_which_runs_are_plan_mode(no_gpu, monkeypatch):

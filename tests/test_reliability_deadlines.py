@@ -11,27 +11,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import record_figure
-from fake_endpoints import hostile_server
+from fake_endpoints import endpoint_profile, hostile_server
 
 from lab.core import deadline, profiles
 from lab.measure import loadgen, metrics
 from lab.serving import endpoint, engines, serve
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "params" / "endpoint-example.yaml"
 BUDGET_S = 2.0
 BOUND_S = 30.0  # budget + grace + margin; the bug: 300 s per request, or for ever for a trickle
 MODES = ("trickle", "trickle_headers", "no_done", "frozen")
 
 
 def _profile(tmp_path: Path, base: str) -> profiles.Profile:
-    data = {**yaml.safe_load(EXAMPLE.read_text()), "name": "hostile-unit", "endpoint_url": base + "/v1",
-            "served_model": "m"}
-    path = tmp_path / "hostile-unit.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return profiles.load(path)
+    return endpoint_profile(tmp_path, base, "hostile-unit", served_model="m")
 
 
 def _timed(fn):

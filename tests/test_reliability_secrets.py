@@ -10,10 +10,9 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-import yaml
 
 from conftest import record_figure
-from fake_endpoints import QuietJSONHandler, serving
+from fake_endpoints import QuietJSONHandler, endpoint_profile, serving
 
 from lab.core import evidence, profiles
 from lab.measure import loadgen, metrics
@@ -21,7 +20,6 @@ from lab.serving import endpoint, engines, serve, serve_views
 
 KEY = "lab-test-key-Zq3x9VbN7mKp2Lr8Tw5Y"  # what the lab sends: long, and nothing else in a reply looks like it
 ENV_KEY = "env-only-key-Hj4Ks8Pq2Xw6Nc1D"  # a key the lab only knows as the value of a profile's api_key_env
-EXAMPLE = Path(__file__).resolve().parent.parent / "params" / "endpoint-example.yaml"
 
 
 class _Echo(QuietJSONHandler):
@@ -67,11 +65,7 @@ def echo_server():
 
 
 def _profile(tmp_path: Path, base: str) -> profiles.Profile:
-    data = {**yaml.safe_load(EXAMPLE.read_text()), "name": "echo-unit", "endpoint_url": base + "/v1",
-            "api_key_env": "ECHO_UNIT_API_KEY"}
-    path = tmp_path / "echo-unit.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return profiles.load(path)
+    return endpoint_profile(tmp_path, base, "echo-unit", api_key_env="ECHO_UNIT_API_KEY")
 
 
 def _leaks(obj, *keys: str) -> list[str]:

@@ -11,25 +11,19 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conftest import record_figure
-from fake_endpoints import WRONG_PROPS, hostile_server
+from fake_endpoints import WRONG_PROPS, endpoint_profile, hostile_server
 
 from lab.core import evidence, profiles
 from lab.measure import loadgen, metrics
 from lab.records import manifest, report
 from lab.serving import engines, serve, serve_views, shapes
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "params" / "endpoint-example.yaml"
 
 
 def _profile(tmp_path: Path, base: str) -> profiles.Profile:
-    data = {**yaml.safe_load(EXAMPLE.read_text()), "name": "shapes-unit", "endpoint_url": base + "/v1",
-            "served_model": "m"}
-    path = tmp_path / "shapes-unit.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return profiles.load(path)
+    return endpoint_profile(tmp_path, base, "shapes-unit", served_model="m")
 
 
 @pytest.mark.parametrize("variant", sorted(WRONG_PROPS))

@@ -11,15 +11,6 @@ from conftest import ROOT
 from lab.core import evidence, profiles, session
 
 
-@pytest.fixture
-def clean_display(monkeypatch):
-    """session.start sets pandas and plotly options for the whole process (as a kernel wants): put them back."""
-    monkeypatch.setattr(pio.renderers, "default", pio.renderers.default)
-    with pd.option_context("display.max_rows", 60, "display.max_colwidth", 50, "display.max_columns", 20,
-                           "display.width", 80):
-        yield
-
-
 def test_start_opens_the_run_folder_and_records_carry_the_profile(tmp_path, clean_display):
     s = session.start("cpu-default", str(tmp_path / "run"))
     assert s.profile.name == "cpu-default" and s.profile_path == (ROOT / "params" / "cpu-default.yaml").resolve()
