@@ -1,7 +1,8 @@
 """Deadlines: a FAKE server (tests/fake_endpoints.py hostile_server, in a thread) that trickles bytes, streams and
 never sends [DONE], or freezes (what a SIGSTOPped llama-server looks like from the client) cannot hold the lab past
 the wait's overall deadline: the health wait, discovery, the manifest's discovery, the smoke test, /tokenize, one
-load-generator request and a sweep level each end within their budget (2 s here) plus a small allowance, and say
+load-generator request, a sweep level and the levels that count requests (a lab tune point, a speculative run, the
+peer check's lab client) each end within their budget (2 s here) plus a small allowance, and say
 why. The bug gave 300 s per request, 1,557 s for notebook 06 against a 20 s budget; the bound asserted is 30 s, which
 a loaded 2-core machine does not reach by chance. Figure: waits tried / ended by their deadline."""
 from __future__ import annotations
@@ -16,7 +17,7 @@ from conftest import record_figure
 from fake_endpoints import endpoint_profile, hostile_server
 
 from lab.core import deadline, profiles
-from lab.measure import loadgen, metrics
+from lab.measure import loadgen, metrics, peer_bench, speculative
 from lab.serving import endpoint, engines, serve
 
 BUDGET_S = 2.0
@@ -25,7 +26,7 @@ MODES = ("trickle", "trickle_headers", "no_done", "frozen")
 
 
 def _profile(tmp_path: Path, base: str) -> profiles.Profile:
-    return endpoint_profile(tmp_path, base, "hostile-unit", served_model="m")
+    return endpoint_profile(tmp_path, base, "hostile-unit", served_model="m", bench_duration_s=BUDGET_S)
 
 
 def _timed(fn):
@@ -43,6 +44,7 @@ def _waits(base: str, tmp_path: Path, monkeypatch) -> dict:
     server = serve.Server(command, "hostile")
     monkeypatch.setattr(endpoint, "MANIFEST_DISCOVERY_S", BUDGET_S)
     monkeypatch.setattr(serve, "FIRST_TOKEN_MIN_S", BUDGET_S)  # the 1-token request after a health that answered
+    monkeypatch.setattr(loadgen, "LEVEL_GRACE_S", BUDGET_S)  # the levels that count requests: budget + this grace
     target = loadgen.Target(base, model="m", max_tokens=4, timeout_s=BUDGET_S)
     waits = {
         "health wait": lambda: serve.connect(command, timeout_s=BUDGET_S),
@@ -55,6 +57,14 @@ def _waits(base: str, tmp_path: Path, monkeypatch) -> dict:
         "a sweep level (duration + grace)": lambda: loadgen.sweep(
             loadgen.Target(base, model="m", max_tokens=4), [1, 2], 4, 8, duration_s=BUDGET_S, seed=6,
             repetitions=2, warmup_max_rounds=2, grace_s=BUDGET_S),
+        # levels that count requests instead of a duration: each still ends by its budget + grace
+        "a lab tune point (budget + grace)": lambda: loadgen.sweep(
+            loadgen.Target(base, model="m", max_tokens=4), [1, 2], 4, 8, seed=8, budget_s=BUDGET_S),
+        "a speculative run (budget + grace)": lambda: speculative._single_stream(
+            server, profile=prof, variant={"kind": "none"}, requests=2, output_tokens=4, monitor=None),
+        "the peer check's lab client (budget + grace)": lambda: peer_bench.run_lab_client(
+            server, peer_bench.PeerLoad(num_prompts=2, concurrency=1, input_tokens=8, output_tokens=4,
+                                        budget_s=BUDGET_S)),
     }
     # side by side (the fake server is threaded): each wait is timed on its own clock, and the file takes the slowest
     # wait's seconds rather than the sum (80 s one after another, nearly all of it deadlines waited out on purpose)
@@ -81,7 +91,9 @@ def _ended_right(name: str, outcome, seconds: float) -> str | None:
         ok = isinstance(outcome, dict) and not outcome["completions"]["ok"] and not outcome["chat"]["ok"]
     elif name == "tokenize":
         ok = outcome is None
-    elif name == "one request (Target.timeout_s)":
+    elif name == "a speculative run (budget + grace)":
+        ok = isinstance(outcome, dict) and outcome.get("status") == "failed" and "deadline" in (outcome.get("error") or "")
+    elif name in ("one request (Target.timeout_s)", "the peer check's lab client (budget + grace)"):
         errs = [r.error or "" for r in outcome.warmup + outcome.results] if isinstance(outcome, loadgen.RunResult) else []
         ok = bool(errs) and all(e.startswith("deadline:") or "Timeout" in e for e in errs)
     else:

@@ -519,10 +519,20 @@ def pool(runs: list[RunResult], warmup: list[RequestResult] | None = None, warmu
 LEVEL_GRACE_S = 120.0
 
 
+def level_limit(level: int, budget_s: float, grace_s: float | None = None, what: str = "bench_duration_s") -> Deadline:
+    """The overall deadline of one level: its time budget (`what`, e.g. the profile's bench_duration_s) plus the
+    grace, counted from its first request. Every level the lab runs has one (the sweep, lab tune's points, the
+    speculative runs, the peer check), so a stalled server ends each of them there, never at Target.timeout_s per
+    request. `grace_s` None: LEVEL_GRACE_S as it is when called."""
+    grace_s = LEVEL_GRACE_S if grace_s is None else grace_s
+    return Deadline(budget_s + grace_s, f"the level at concurrency {level} ({what} {budget_s:g} s + {grace_s:g} s grace)")
+
+
 def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_words: int,
           duration_s: float | None = None, warmup_requests: int = 1, seed: int = 0, monitor=None,
           repetitions: int = 1, warmup_max_rounds: int = 0, warmup_tolerance: float = WARMUP_TOLERANCE,
-          warmup_output_tokens: int | None = WARMUP_OUTPUT_TOKENS, grace_s: float = LEVEL_GRACE_S) -> list[RunResult]:
+          warmup_output_tokens: int | None = WARMUP_OUTPUT_TOKENS, grace_s: float | None = None,
+          budget_s: float | None = None) -> list[RunResult]:
     """One RunResult per concurrency level, each with its own fresh prompts (no prefix shared with any other
     run, so the prompt cache cannot help), `requests_per_level` requests or `duration_s`, whichever first.
 
@@ -533,12 +543,13 @@ def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_wor
     each level gets its peak VRAM, energy and host RSS over its measured part.
 
     With `duration_s`, each level (warm-up included) ends by `duration_s` + `grace_s` whatever the server does; the
-    requests it cut are failures with the reason, counted in the level's `cut`. A level cut with nothing answered
+    requests it cut are failures with the reason, counted in the level's `cut`. Without `duration_s` (a run that
+    counts requests, like lab tune's points), `budget_s` gives each level the same kind of deadline. A level cut with nothing answered
     (a server that stalled or froze) ends the sweep: the levels after it are not run, and its `cut` says so."""
     runs = []
     for k, level in enumerate(levels):
-        limit = (Deadline(duration_s + grace_s, f"the level at concurrency {level} (bench_duration_s {duration_s:g} s "
-                                                f"+ {grace_s:g} s grace)") if duration_s else None)
+        limit = (level_limit(level, duration_s, grace_s) if duration_s
+                 else level_limit(level, budget_s, grace_s, "its budget") if budget_s else None)
         warm, account = (warm_up(target, level, prompt_words, seed=seed + k, max_rounds=warmup_max_rounds,
                                  tolerance=warmup_tolerance, output_tokens=warmup_output_tokens, limit=limit)
                          if warmup_max_rounds > 0 else (None, None))
@@ -576,4 +587,4 @@ def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_wor
 
 __all__ = ["RequestResult", "Target", "LoadSpec", "RunResult", "make_prompts", "count_tokens", "words_for_tokens",
            "stream_request", "run_load_async", "run_load", "warm_up", "shares", "pool", "sweep", "WARMUP_TOLERANCE",
-           "WARMUP_MAX_ROUNDS", "WARMUP_OUTPUT_TOKENS", "REPETITIONS", "LEVEL_GRACE_S", "cut_reason"]
+           "WARMUP_MAX_ROUNDS", "WARMUP_OUTPUT_TOKENS", "REPETITIONS", "LEVEL_GRACE_S", "level_limit", "cut_reason"]

@@ -79,7 +79,8 @@ def serve_mode(profile, model: Path, logs: Path, mode: str, levels: list[int], o
             n = max(4, 2 * level)  # two waves per level (lab.measure.metrics calls a run of < 4 requests invalid)
             prompts = loadgen.make_prompts(1 + n, words, seed=200 + k, tag=f"{mode}-{level}")
             run = loadgen.run_load(target, prompts, loadgen.LoadSpec(concurrency=level, max_requests=n,
-                                                                     warmup_requests=1, seed=200 + k))
+                                                                     warmup_requests=1, seed=200 + k),
+                                   limit=loadgen.level_limit(level, profile.bench_duration_s))
             summaries.append(metrics.summarise_run(run))
             print(f"[multigpu] {mode}: {level} stream(s) {summaries[-1]['output_throughput']} tok/s total", flush=True)
     finally:

@@ -72,6 +72,7 @@ class PeerLoad:
     output_tokens: int
     warmup_requests: int = 1
     seed: int = 0
+    budget_s: float = 30.0  # the lab client's level deadline is this + loadgen.LEVEL_GRACE_S (the profile's bench_duration_s)
 
     @classmethod
     def for_profile(cls, profile) -> "PeerLoad":
@@ -79,7 +80,8 @@ class PeerLoad:
         levels = profile.bench_levels
         conc = 2 if 2 in levels else max(levels)
         return cls(num_prompts=max(conc * 2, profile.bench_requests), concurrency=conc,
-                   input_tokens=profile.bench_prompt_tokens, output_tokens=profile.bench_output_tokens)
+                   input_tokens=profile.bench_prompt_tokens, output_tokens=profile.bench_output_tokens,
+                   budget_s=profile.bench_duration_s)
 
 
 # ---------------------------------------------------------------- orchestrate
@@ -180,7 +182,7 @@ def run_lab_client(server, load: PeerLoad, endpoint: str = "completions") -> loa
     prompts = loadgen.make_prompts(load.warmup_requests + load.num_prompts, words, seed=1000 + load.seed, tag="peer")
     spec = loadgen.LoadSpec(concurrency=load.concurrency, max_requests=load.num_prompts,
                             warmup_requests=load.warmup_requests, seed=load.seed)
-    return loadgen.run_load(target, prompts, spec)
+    return loadgen.run_load(target, prompts, spec, limit=loadgen.level_limit(load.concurrency, load.budget_s))
 
 
 def run(profile, server, out_dir: str | Path, load: PeerLoad | None = None) -> dict:

@@ -148,7 +148,8 @@ def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens:
     target = loadgen.Target(srv.base_url, model=serve.model_name(srv),
                             max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key)
     run = loadgen.run_load(target, loadgen.make_prompts(requests + 1, words, seed=11, tag=variant["kind"]),
-                           loadgen.LoadSpec(concurrency=1, max_requests=requests, warmup_requests=1))
+                           loadgen.LoadSpec(concurrency=1, max_requests=requests, warmup_requests=1),
+                           limit=loadgen.level_limit(1, profile.bench_duration_s))
     if monitor is not None:
         run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
     s = metrics.summarise_run(run)
@@ -156,8 +157,9 @@ def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens:
     out = dict(decode_tok_s=s["stream_decode_tok_s"], server_decode_tok_s=s["server_decode_tok_s"], decoded_tokens=decoded,
                tpot_p50_ms=s["tpot_ms"]["p50"], ttft_p50_ms=s["ttft_ms"]["p50"],
                joules_per_token=s.get("joules_per_token"), **acceptance(run.results, variant["kind"] != "none"))
-    if s["failures"]:
-        out.update(status="failed", error="; ".join(s["errors"])[:300])
+    if s["failures"] or run.cut or not run.results:  # a cut warm-up leaves nothing sent: failed too, with the cut
+        out.update(status="failed", error="; ".join(list(s["errors"]) + [run.cut or ""] * bool(run.cut)
+                                                    or ["no request was measured"])[:300])
     return out
 
 

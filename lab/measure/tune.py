@@ -412,7 +412,7 @@ def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: 
     runs, raw = {}, {}
     for level, n, reps, rounds in method.plan(profile, setting):
         run = loadgen.sweep(target, [level], n, words, warmup_requests=1, seed=len(setting.name) * 7 + level,
-                            repetitions=reps, warmup_max_rounds=rounds)[0]
+                            repetitions=reps, warmup_max_rounds=rounds, budget_s=profile.bench_duration_s)[0]
         if monitor is not None:
             run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
         runs[level], raw[level] = metrics.summarise_run(run), run
