@@ -47,6 +47,6 @@ def rows(profile) -> list[dict]:
         out.append({"what": f"one stream, MTP n-max {x['n_max']} (predicted)", "tok_s": round(x["tok_s"], 1),
                     "uncertainty": _band(x["tok_s"], arch_err["median_abs_error"], arch_err["max_abs_error"]),
                     "basis": f"{x['tokens_per_step']:.2f} tok/step at acceptance {x['rate']:.2f} ÷ step "
-                             f"{x['step_over_plain']:.2f} plain tokens (H200-measured); error over "
+                             f"{x['step_over_plain']:.2f} plain tokens ({x['step_from']} step model); error over "
                              f"{arch_err['n']} public draft-mtp rows ({spec['arch']}); flags {mtp_model.flags(x['n_max'])}"})
     return out
