@@ -255,9 +255,9 @@ def _mtp_check_lines(check: dict | None) -> list[str]:
     arch = ", ".join(f"{a} {mm(s)}" for a, s in check["by_arch"].items())
     held = ", ".join(f"{a} {mm(s['row'])}" for a, s in h["by_arch"].items())
     lines = [f"    MTP model vs {c['n']} public draft-mtp rows, in sample: median |error| {c['median_abs_error']:.1%}, "
-             f"max {c['max_abs_error']:.1%} (targets {t['median'] * 100:.0f}/{t['max']:.0%}: "
-             f"{'met' if t['met'] else 'NOT met'})"[:100],
-             f"      median/max by architecture: {arch}"[:100],
+             f"max {c['max_abs_error']:.1%}"[:100],
+             f"      targets {t['median'] * 100:.0f}/{t['max']:.0%} {'met' if t['met'] else 'NOT met'}; by architecture: "
+             f"{arch}"[:100],
              f"      held out, one row left out of the fit: {mm(h['row'])}, by architecture:"[:100],
              f"        {held}"[:100],
              f"      held out, one card left out: {mm(h['card'])} (a card alone in its architecture takes"[:100],
