@@ -6,8 +6,9 @@ lab/data/model_configs.yaml), with other real models shown beside it for compari
 (`numbers["models"]`). Speed claims are checked against the roofline (lab.predict.roofline) with the lab's one
 definition of bytes read per token (lab/data/calibration.yaml `read_per_token`, the ceiling `lab plan` shows), the
 generous assumption of perfect multi-GPU scaling, and decode without speculation (every weight read once per token). A single-stream claim above that ceiling is then held against
-multi-token prediction (MTP) bounded by its MEASURED step cost (lab.predict.mtp_model: a step of n drafts costs
-1.34-2.12 plain tokens at n = 1-4 on the lab's H200, so at most 2.36x plain with every draft accepted): beyond that
+multi-token prediction (MTP) bounded by its step cost (lab.predict.mtp_model, the lab's one MTP model: a step of n
+drafts costs 1 + n × (head pass + the card architecture's verify ms, fitted on the public draft-mtp rows) plain
+tokens at the card's predicted plain speed, so at most (n + 1) ÷ that with every draft accepted): beyond that
 bound it is impossible by physics; within it but needing an acceptance above what the public rows publish for the
 card, contradicted by facts; otherwise not testable here. Sizes come from lab.model.weights, KV from
 lab.predict.kvcache, drivers and formats from lab.predict.compat.
@@ -97,17 +98,18 @@ def acceptance_needed(tokens_per_pass: float, drafts: int) -> float | None:
     return speculative_speed.acceptance_for(tokens_per_pass, drafts)
 
 
-def _speculation(claimed: float, ceiling: float, gpu_id: str, split: str) -> dict:
-    """What MTP would need to reach `claimed` from the no-speculation `ceiling`, bounded by the MEASURED step cost
-    (lab.predict.mtp_model: a step of n drafts costs step_over_plain(n) plain tokens on the lab's H200 and yields
-    1 + rate × n tokens): per n-max 1-4 the acceptance rate needed, the most any rate gives ((n + 1) ÷ step), and
+def _speculation(claimed: float, ceiling: float, gpu_id: str, split: str, plain_tok_s: float | None = None) -> dict:
+    """What MTP would need to reach `claimed` from the no-speculation `ceiling`, bounded by the step cost
+    (lab.predict.mtp_model.step_over_plain at one card's predicted plain speed `plain_tok_s`, the ceiling when
+    there is none: a step of n drafts costs that many plain tokens and yields 1 + rate × n tokens): per n-max 1-4 the acceptance rate needed, the most any rate gives ((n + 1) ÷ step), and
     the rate the public rows publish for the card (mtp_model.acceptance_for)."""
     from lab.predict import mtp_model
 
     need = claimed / ceiling
     by_n = {}
+    arch = roofline.gpu_spec(gpu_id)["arch"]
     for n in SPECULATIVE_DRAFTS:
-        step, _ = mtp_model.step_over_plain(n)
+        step, _ = mtp_model.step_over_plain(n, plain_tok_s or ceiling, arch)
         rate = max(0.0, (need * step - 1) / n)
         published, rows = mtp_model.acceptance_for(gpu_id, n, split)
         by_n[n] = {"step_over_plain": step, "max_speedup": (n + 1) / step, "rate_needed": rate if rate <= 1 else None,
@@ -124,8 +126,8 @@ def _speculation_text(spec: dict) -> str:
              for n, x in spec["by_n"].items()]
     steps = "/".join(f"{x['step_over_plain']:.2f}" for x in spec["by_n"].values())
     return (f"without speculation every token reads every weight once; with MTP a step of n drafts costs "
-            f"{steps} plain tokens (n = 1-4, measured "
-            f"on the lab's H200) and yields 1 + rate x n, at most {spec['max_speedup']:.2f}x plain; "
+            f"{steps} plain tokens (n = 1-4, lab.predict.mtp_model "
+            f"at one card's predicted plain speed) and yields 1 + rate x n, at most {spec['max_speedup']:.2f}x plain; "
             f"{spec['speedup_needed']:.2f}x needs {'; '.join(parts)}")
 
 
@@ -197,7 +199,11 @@ def _speed(claim: dict, measured: dict | None, batch: int) -> tuple[str, str, di
         if batch != 1:
             return "impossible by physics", why, numbers
         split = "tensor" if cond.get("tensor_parallel") else "layer" if n > 1 else "none"
-        spec = numbers["speculation"] = _speculation(lo, ceiling, cond["gpu"], split)
+        # the step's cost in plain tokens at ONE card's predicted plain speed: perfect scaling shortens the
+        # verification with the plain token, the generous reading the ceiling already makes
+        one_card = roofline.per_token_model().predict_tok_s(roofline.bytes_per_token(w_read, kv), gpu["bandwidth_gb_s"],
+                                                            "datasheet", roofline.family_of(arch), gpu["arch"])
+        spec = numbers["speculation"] = _speculation(lo, ceiling, cond["gpu"], split, one_card)
         why += "; " + _speculation_text(spec)
         if spec["speedup_needed"] > spec["max_speedup"]:
             return "impossible by physics", why + ": beyond MTP's bound even with every draft accepted", numbers

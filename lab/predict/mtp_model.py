@@ -1,14 +1,24 @@
-"""MTP (llama.cpp --spec-type draft-mtp) decode speed of Qwen3.8-27B on a card the lab has not run, predicted as
-lab.predict.speculative_speed defines it: speed(n, r) = tokens per step ÷ step cost(n).
+"""MTP (llama.cpp --spec-type draft-mtp) decode speed of Qwen3.8-27B on a card, predicted as
+lab.predict.speculative_speed defines it: speed(n, r) = tokens per step ÷ step cost(n). The ONE MTP speed model:
+lab plan (lab.predict.plan_speeds), the V100 routes (lab.predict.routes), the claims ledger and the public check
+(lab.predict.public_check.mtp_check) all call `predict` / `step_over_plain`.
 
-Step cost on the target card = the H200's measured step_over_plain(n) × the card's predicted plain ms per token.
-step_over_plain(n) = the lab's H200 ms per draft-mtp step at --spec-draft-n-max n ÷ its plain ms per token
-(lab/data/calibration.yaml mtp_step_costs: 1.34 / 1.63 / 1.92 / 2.12 at n = 1..4, on random weights, so acceptance
-0 and the step cost is pure). CARRY-OVER ASSUMPTION: the MTP head's passes and the n + 1-token verification batch
-scale with the card like one plain token does. It is a hypothesis until a V100 measures its own step cost; the
-public rows test it (lab.predict.public_check.mtp_check): it holds on Volta and Ampere at n-max 1-2, Volta's steps
-grow costlier than the H200's at n-max 3-4 (the model over-rates them by 15-17 %), and Ada and Blackwell verify
-relatively cheaper (under-rated by 8-36 %).
+Step cost, on physical grounds (lab/data/calibration.yaml `mtp_step_model`):
+
+    step_ms(n) = plain_ms + n × (head_ms + verify_ms[arch])
+
+* plain_ms: the card's plain ms per token (the per-token model: fixed ms + bytes ÷ achieved bandwidth).
+* head_ms = HEAD_FRACTION × (plain_ms − fixed ms): one MTP-head pass reads the MTP block and the shared output
+  matrix (lab.model.quant_targets.gguf_parts, Q4_K_M: 0.26 + 1.04 GB = 8.3 % of the 15.8 GB a plain token reads),
+  at the card's achieved bandwidth. Computed, not fitted.
+* verify_ms[arch]: what each extra token of the n + 1-token verification batch (and the draft's bookkeeping) adds,
+  in ms - one figure per architecture, fitted (`fit`) on the public draft-mtp rows of the budget cards plus the
+  lab's H200 steps (acceptance 0 on random weights, the pure step cost). Fitted in ms, not as a share of a plain
+  token: the data say so - a 4090 and a 4060 Ti (3.5x apart in plain ms) both pay ≈ 3 ms per verified token,
+  where a share of plain ms would need 0.13 and 0.06. It falls by generation (Volta > Ampere > Ada ≈ Hopper >
+  Blackwell) and does NOT follow compute per byte (the 5060 Ti, half the 4090's compute per byte, pays less):
+  so no cross-architecture formula is claimed, and a card of an architecture without rows takes the most
+  expensive fitted figure (`fallback`: the model then under- rather than over-rates MTP).
 
 Tokens per step = 1 + r × n with r the acceptance RATE (accepted ÷ drafted, what llama-server's log and timings
 report and what the public rows publish) and n drafts per step (the pinned llama.cpp's --spec-draft-p-min defaults
@@ -19,12 +29,15 @@ mode; the mean of the best-ranked rows, their ids kept.
 """
 from __future__ import annotations
 
+import functools
+import math
 import re
 
 from lab.core import facts
 from lab.predict import public_speed, speculative_speed
 
-N_VALUES = (1, 2, 3, 4)  # the n-max values the H200 measured
+N_VALUES = (1, 2, 3, 4)  # the n-max values a sweep offers (the H200 measured these)
+MODEL_ID = "qwen3.8-27b"
 
 
 def step_data() -> dict:
@@ -32,14 +45,78 @@ def step_data() -> dict:
     return facts.load("calibration")["mtp_step_costs"]
 
 
-def step_over_plain(n: int, data: dict | None = None) -> tuple[float, str]:
-    """(H200 ms per step at n-max n ÷ its plain ms per token, "measured" | "modelled"); beyond the measured n the
-    step is verify(n + 1) + n × head (lab.predict.speculative_speed.step_cost_ms)."""
+def step_model() -> dict:
+    """lab/data/calibration.yaml mtp_step_model: {verify_ms: {arch: ms}, ...} (fitted by `fit`, with its source)."""
+    return facts.load("calibration")["mtp_step_model"]
+
+
+@functools.lru_cache(maxsize=1)
+def head_fraction() -> float:
+    """Bytes one MTP-head pass reads (the MTP block + the output matrix) ÷ bytes a plain token reads (the file less
+    the token embedding and the MTP block), Qwen3.8-27B at Q4_K_M (lab.model.quant_targets.gguf_parts)."""
+    from lab.model import quant_targets
+
+    p = quant_targets.gguf_parts(MODEL_ID, "Q4_K_M")
+    return (p["mtp"] + p["output"]) / (p["file"] - p["token_embd"] - p["mtp"])
+
+
+@functools.lru_cache(maxsize=1)
+def fixed_ms() -> float:
+    """The per-token model's fixed ms per token (lab.predict.roofline; the part of plain ms no byte is read in)."""
+    from lab.predict import roofline
+
+    return roofline.per_token_model().fixed_for(public_speed.FAMILY)
+
+
+def verify_ms_for(arch: str, params: dict | None = None) -> tuple[float, str]:
+    """(ms per verified draft token, the architecture it was fitted on): the card's own architecture, else the most
+    expensive fitted one (`fallback`)."""
+    v = {a: float(x) for a, x in (params or step_model())["verify_ms"].items()}
+    if arch in v:
+        return v[arch], arch
+    worst = max(v, key=v.get)
+    return v[worst], f"{worst} (no {arch} rows)"
+
+
+def step_over_plain(n: int, plain_tok_s: float, arch: str, params: dict | None = None) -> tuple[float, str]:
+    """(ms per draft-mtp step at n-max n ÷ plain ms per token, the architecture verify_ms came from):
+    1 + n × (head_ms + verify_ms[arch]) ÷ plain_ms."""
+    plain_ms = 1000.0 / plain_tok_s
+    verify, basis = verify_ms_for(arch, params)
+    head = head_fraction() * max(0.0, plain_ms - fixed_ms())
+    return 1 + n * (head + verify) / plain_ms, basis
+
+
+def fit_verify_ms(points: list[dict]) -> float | None:
+    """The verify_ms minimising the squared log error of the predicted speed over `points` ({n, rate, plain_tok_s,
+    tok_s}: a public row with its predicted plain speed, or an H200 step with rate 0 and its measured plain speed);
+    golden-section search on 0-30 ms (the error is convex in it). None without points."""
+    if not points:
+        return None
+
+    def loss(v):
+        return sum(math.log(predict(p["plain_tok_s"], p["n"], p["rate"], "-", {"verify_ms": {"-": v}})["tok_s"]
+                            / p["tok_s"]) ** 2 for p in points)
+
+    lo, hi = 0.0, 30.0
+    for _ in range(80):
+        a, b = lo + (hi - lo) * 0.382, lo + (hi - lo) * 0.618
+        lo, hi = (lo, b) if loss(a) < loss(b) else (a, hi)
+    return (lo + hi) / 2
+
+
+def fit(points: list[dict]) -> dict:
+    """{"verify_ms": {arch: ms}} fitted per architecture on `points` (each with an "arch")."""
+    return {"verify_ms": {a: fit_verify_ms([p for p in points if p["arch"] == a])
+                          for a in sorted({p["arch"] for p in points})}}
+
+
+def h200_points(data: dict | None = None) -> list[dict]:
+    """The lab's H200 draft-mtp steps as fit points: acceptance 0, so tok/s = 1000 ÷ ms per step."""
     d = data or step_data()
-    steps = {int(k): float(v) for k, v in d["ms_per_step"].items()}
-    batches = {int(k): float(v) for k, v in d["verification_batch_tok_s"].items()}
-    ms, how = speculative_speed.step_cost_ms(n, steps, batches)
-    return ms / float(d["plain_ms"]), how
+    return [{"id": f"h200-mtp-n{n}", "arch": "hopper", "gpu_id": "h200", "n": int(n), "rate": 0.0,
+             "plain_tok_s": 1000.0 / float(d["plain_ms"]), "tok_s": 1000.0 / float(ms)}
+            for n, ms in d["ms_per_step"].items()]
 
 
 def acceptance_rate(row: public_speed.Row) -> float | None:
@@ -83,33 +160,33 @@ def acceptance_for(gpu_id: str, n: int, split: str, rows: list | None = None) ->
     return sum(acceptance_rate(r) for r in chosen) / len(chosen), [r.id for r in chosen]
 
 
-def predict(plain_tok_s: float, n: int, rate: float, data: dict | None = None) -> dict:
-    """One stream's MTP speed at n-max n from the card's plain speed and an acceptance rate: {n_max, rate,
-    tokens_per_step, step_over_plain, step_ms, step_from, tok_s, break_even_rate}."""
-    ratio, how = step_over_plain(n, data)
+def predict(plain_tok_s: float, n: int, rate: float, arch: str, params: dict | None = None) -> dict:
+    """One stream's MTP speed at n-max n from the card's plain speed, its architecture and an acceptance rate:
+    {n_max, rate, tokens_per_step, step_over_plain, step_ms, step_from, tok_s, break_even_rate}."""
+    ratio, basis = step_over_plain(n, plain_tok_s, arch, params)
     step_ms = ratio * 1000.0 / plain_tok_s
     tokens = speculative_speed.tokens_from_rate(rate, n)
     return {"n_max": n, "rate": rate, "tokens_per_step": tokens, "step_over_plain": ratio, "step_ms": step_ms,
-            "step_from": how, "tok_s": speculative_speed.speed_tok_s(tokens, step_ms),
+            "step_from": basis, "tok_s": speculative_speed.speed_tok_s(tokens, step_ms),
             "break_even_rate": speculative_speed.break_even(step_ms, 1000.0 / plain_tok_s, n)["rate"]}
 
 
 def sweep(plain_tok_s: float, gpu_id: str, split: str, rows: list | None = None) -> list[dict]:
     """predict() at each measured n-max with the card's acceptance (acceptance_for), its row ids under "rows"."""
     rows = public_speed.load() if rows is None else rows
-    data = step_data()
+    params, arch = step_model(), public_speed.gpu_specs()[gpu_id]["arch"]
     out = []
     for n in N_VALUES:
         rate, ids = acceptance_for(gpu_id, n, split, rows)
         if rate is not None:
-            out.append({**predict(plain_tok_s, n, rate, data), "rows": ids})
+            out.append({**predict(plain_tok_s, n, rate, arch, params), "rows": ids})
     return out
 
 
 def published_best_n(gpu_id: str, split: str, rows: list | None = None) -> dict | None:
     """The fastest n-max of a same-card, same-split, short-prompt public draft-mtp sweep (rows at two or more n-max
     values, no outlier note): {n_max, tok_s, id}; None without such a sweep. A measured sweep on the card beats the
-    model's pick (the carry-over assumption is only a hypothesis)."""
+    model's pick."""
     rows = public_speed.load() if rows is None else rows
     same = [r for r in rows if is_draft_mtp(r) and r.speculative.n_max in N_VALUES and r.outlier is None
             and r.gpu_id and public_speed.same_card(r.gpu_id, gpu_id) and r.split_mode == split
@@ -125,8 +202,10 @@ def flags(n: int) -> str:
     return f"--spec-type draft-mtp --spec-draft-n-max {n}"
 
 
-SOURCE = ("lab/data/calibration.yaml mtp_step_costs (outputs/h200-x1/20261201T225010Z_ca156936/records/"
-          "06_speculative.json) x the card's predicted plain speed; acceptance from lab/data/public_speed.yaml")
+SOURCE = ("lab/data/calibration.yaml mtp_step_model (verify ms per drafted token by architecture, fitted on "
+          "lab/data/public_speed.yaml's draft-mtp rows + the H200's mtp_step_costs) and the card's predicted plain "
+          "speed; acceptance from lab/data/public_speed.yaml")
 
-__all__ = ["step_data", "step_over_plain", "acceptance_rate", "is_draft_mtp", "acceptance_for", "predict", "sweep",
-           "published_best_n", "flags", "N_VALUES", "SOURCE"]
+__all__ = ["step_data", "step_model", "head_fraction", "fixed_ms", "verify_ms_for", "step_over_plain",
+           "fit_verify_ms", "fit", "h200_points", "acceptance_rate", "is_draft_mtp", "acceptance_for", "predict",
+           "sweep", "published_best_n", "flags", "N_VALUES", "SOURCE"]

@@ -78,13 +78,13 @@ def public_check_part(profile: Profile) -> dict | None:
 
 def routes_part(profile: Profile) -> dict | None:
     """Every route for a V100 profile (lab.predict.routes.route_table) with the MTP model's check on the public rows
-    (lab.predict.public_check.mtp_check: summary, per architecture, targets); None for other profiles."""
+    (lab.predict.public_check.mtp_check: summary, per architecture, held out, targets); None for other profiles."""
     from lab.predict import public_check, routes
 
     part = routes.route_table(profile)
     if part is not None:
         check = public_check.mtp_check()
-        part["mtp_check"] = {k: check[k] for k in ("comparable", "by_arch", "targets")}
+        part["mtp_check"] = {k: check[k] for k in ("comparable", "by_arch", "held_out", "targets")}
     return part
 
 
@@ -247,14 +247,21 @@ def _mtp_check_lines(check: dict | None) -> list[str]:
     """The MTP model against the public draft-mtp rows (lab.predict.public_check.mtp_check), <= 100 columns."""
     if not check:
         return []
-    c, t = check["comparable"], check["targets"]
-    arch = ", ".join(f"{a} {s['median_abs_error']:.0%}/{s['max_abs_error']:.0%}" for a, s in check["by_arch"].items())
-    lines = [f"    MTP model vs {c['n']} public draft-mtp rows: median |error| {c['median_abs_error']:.1%}, max "
-             f"{c['max_abs_error']:.1%} (targets {t['median'] * 100:.0f}/{t['max']:.0%}: {'met' if t['met'] else 'NOT met'})",
-             f"      median/max by card: {arch}"[:100]]
+    c, t, h = check["comparable"], check["targets"], check["held_out"]
+
+    def mm(s):
+        return f"{s['median_abs_error']:.0%}/{s['max_abs_error']:.0%}"
+
+    arch = ", ".join(f"{a} {mm(s)}" for a, s in check["by_arch"].items())
+    held = ", ".join(f"{a} {mm(s['row'])}" for a, s in h["by_arch"].items())
+    lines = [f"    MTP model vs {c['n']} public draft-mtp rows, in sample: median |error| {c['median_abs_error']:.1%}, "
+             f"max {c['max_abs_error']:.1%}"[:100],
+             f"      targets {t['median'] * 100:.0f}/{t['max']:.0%} {'met' if t['met'] else 'NOT met'}; by architecture: "
+             f"{arch}"[:100],
+             f"      held out, one row left out of the fit: {mm(h['row'])}, by architecture:"[:100],
+             f"        {held}"[:100],
+             f"      held out, one card left out: {mm(h['card'])} (a card alone in its architecture takes"[:100],
+             "      another architecture's step cost: the model does not carry across architectures)"]
     if t["misses"]:
-        lines.append(f"      {len(t['misses'])} rows over {t['max']:.0%}, all {'/'.join(t['miss_archs'])}: their implied step "
-                     f"costs {t['miss_step'][0]:.2f}-{t['miss_step'][1]:.2f} plain tokens,"[:100])
-        lines.append(f"      the H200's {t['h200_step'][0]:.2f}-{t['h200_step'][1]:.2f} (they verify a batch relatively "
-                     f"cheaper)"[:100])
+        lines.append(f"      {len(t['misses'])} rows over {t['max']:.0%}: {', '.join(t['misses'])}"[:100])
     return lines

@@ -1,6 +1,6 @@
 """The speeds a plan-mode run predicts for one stream on the profile's card, plain and with MTP, each with its
 uncertainty: the per-token model's error over the published measurements (lab.predict.public_check.check) and the
-MTP model's error over the public draft-mtp rows of the card's architecture (public_check.mtp_check). Pure: the
+MTP model's held-out error over the public draft-mtp rows of the card's architecture (public_check.mtp_check). Pure: the
 profile and lab/data; nothing here is a measurement, and every row says "predicted".
 """
 from __future__ import annotations
@@ -38,7 +38,8 @@ def rows(profile) -> list[dict]:
     if spec is None:
         return out
     split = "layer" if profile.gpu_count > 1 else "none"
-    arch_err = mtp["by_arch"].get(spec["arch"]) or mtp["comparable"]
+    # the band is the held-out error (each row predicted with verify ms refitted without it), not the in-sample one
+    arch_err = (mtp["held_out"]["by_arch"].get(spec["arch"]) or mtp["held_out"])["row"]
     try:
         sweep = mtp_model.sweep(plain, spec["id"], split)
     except KeyError:  # a card public_speed.yaml has no spec for: no acceptance to carry over
@@ -47,6 +48,6 @@ def rows(profile) -> list[dict]:
         out.append({"what": f"one stream, MTP n-max {x['n_max']} (predicted)", "tok_s": round(x["tok_s"], 1),
                     "uncertainty": _band(x["tok_s"], arch_err["median_abs_error"], arch_err["max_abs_error"]),
                     "basis": f"{x['tokens_per_step']:.2f} tok/step at acceptance {x['rate']:.2f} ÷ step "
-                             f"{x['step_over_plain']:.2f} plain tokens (H200-measured); error over "
-                             f"{arch_err['n']} public draft-mtp rows ({spec['arch']}); flags {mtp_model.flags(x['n_max'])}"})
+                             f"{x['step_over_plain']:.2f} plain tokens ({x['step_from']} step model); error over "
+                             f"{arch_err['n']} public draft-mtp rows ({spec['arch']}, each held out of the fit); flags {mtp_model.flags(x['n_max'])}"})
     return out

@@ -6,7 +6,7 @@ budget cards' comparable rows and over all predicted rows. Pure: rows and model 
 from __future__ import annotations
 
 from lab.predict import roofline, tp_model
-from lab.predict.public_speed import (FAMILY, Row, bytes_per_token, comparable, link_figures, load,
+from lab.predict.public_speed import (FAMILY, Row, bytes_per_token, comparable, link_figures, load, same_card,
                                       unpredictable_reason)
 
 TARGET_MEDIAN = 0.10  # median |predicted ÷ published − 1| over the budget cards' comparable rows
@@ -116,16 +116,23 @@ def tensor_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | 
 # ---------------------------------------------------------------- MTP: lab.predict.mtp_model on the public rows
 def mtp_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | None = None) -> dict:
     """lab.predict.mtp_model against every public llama.cpp draft-mtp row with an n-max, an acceptance and a file
-    size: predicted = the row's predicted plain speed (plain_tok_s) × its own published acceptance × the H200's
-    step_over_plain(n-max). Also the card's implied step cost in plain tokens (published tokens per step ÷ published
-    tok/s × predicted plain tok/s), beside the H200's: where they differ the carry-over assumption fails.
-    Comparable (the targets): a budget card, no outlier note, n-max 1-4 (the H200 measured those steps).
-    {"rows": [...], "skipped": [{id, reason}], "comparable": summary, "all": summary, "targets": {..., met}}."""
+    size: predicted = mtp_model.predict(the row's predicted plain speed (plain_tok_s), its n-max, its own published
+    acceptance, its architecture) with lab/data/calibration.yaml mtp_step_model. Also the card's implied step cost
+    in plain tokens (published tokens per step ÷ published tok/s × predicted plain tok/s) beside the model's.
+    Comparable (the targets and the fit): a budget card, no outlier note.
+
+    In sample AND held out: each comparable row predicted again with verify_ms refitted without it (leave one row
+    out) and without every row of its card (leave one card out; an architecture left with no rows takes the
+    model's fallback, the most expensive fitted one). "refit" is mtp_model.fit on the comparable rows + the H200
+    steps: what calibration.yaml should hold.
+    {"rows": [...], "skipped": [{id, reason}], "comparable": summary, "all": summary, "by_arch": {arch: summary},
+     "held_out": {"row": summary, "card": summary, "by_arch": {arch: {"row", "card"}}}, "refit", "params",
+     "targets": {median, max, met, misses}}."""
     from lab.predict import mtp_model
 
     rows = load() if rows is None else rows
     model = model or roofline.per_token_model()
-    data = mtp_model.step_data()
+    params = mtp_model.step_model()
     out, skipped = [], []
     for r in rows:
         if r.speculative is None or r.engine != "llama.cpp":
@@ -139,29 +146,38 @@ def mtp_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | Non
             skipped.append({"id": r.id, "gpu": r.gpu, "reason": why})
             continue
         plain = plain_tok_s(r, model)
-        p = mtp_model.predict(plain, r.speculative.n_max, rate, data)
-        out.append({"id": r.id, "gpu": r.gpu, "gpu_id": r.gpu_id, "arch": roofline.gpu_spec(r.gpu_id)["arch"],
-                    "split": r.split_mode, "build": r.build, "n_max": p["n_max"], "rate": rate,
-                    "plain_predicted": plain, "published": r.decode_tok_s, "predicted": p["tok_s"],
-                    "error": p["tok_s"] / r.decode_tok_s - 1, "step_from": p["step_from"],
+        spec = roofline.gpu_spec(r.gpu_id)
+        p = mtp_model.predict(plain, r.speculative.n_max, rate, spec["arch"], params)
+        out.append({"id": r.id, "gpu": r.gpu, "gpu_id": r.gpu_id, "arch": spec["arch"], "split": r.split_mode,
+                    "build": r.build, "n_max": p["n_max"], "n": p["n_max"], "rate": rate, "plain_predicted": plain,
+                    "plain_tok_s": plain, "published": r.decode_tok_s, "tok_s": r.decode_tok_s,
+                    "predicted": p["tok_s"], "error": p["tok_s"] / r.decode_tok_s - 1, "step_from": p["step_from"],
                     "step_over_plain": p["step_over_plain"],
                     "implied_step_over_plain": p["tokens_per_step"] * plain / r.decode_tok_s,
-                    "comparable": (r.outlier is None and p["step_from"] == "measured"
-                                   and bool(roofline.gpu_spec(r.gpu_id)["budget"])),
-                    "outlier": r.outlier, "source": r.source})
-    comp = summary([x["error"] for x in out if x["comparable"]])
+                    "comparable": r.outlier is None and bool(spec["budget"]), "outlier": r.outlier,
+                    "source": r.source})
+    comp_rows = [x for x in out if x["comparable"]]
+    fit_set = comp_rows + mtp_model.h200_points()
+    for x in comp_rows:
+        for key, keep in (("row", lambda y: y is not x),
+                          ("card", lambda y: not same_card(y["gpu_id"], x["gpu_id"]))):
+            refit = mtp_model.fit([y for y in fit_set if keep(y)])
+            x[f"held_out_{key}_error"] = (mtp_model.predict(x["plain_tok_s"], x["n"], x["rate"], x["arch"], refit)
+                                          ["tok_s"] / x["published"] - 1)
+    comp = summary([x["error"] for x in comp_rows])
     met = comp["n"] > 0 and comp["median_abs_error"] <= TARGET_MEDIAN and comp["max_abs_error"] <= TARGET_MAX
-    miss_rows = [x for x in out if x["comparable"] and abs(x["error"]) > TARGET_MAX]
-    misses = [x["id"] for x in miss_rows]
-    steps = [x["step_over_plain"] for x in miss_rows] or [None]
+    archs = sorted({x["arch"] for x in comp_rows})
+
+    def held(xs):
+        return {k: summary([x[f"held_out_{k}_error"] for x in xs]) for k in ("row", "card")}
+
     return {"rows": out, "skipped": skipped, "comparable": comp, "all": summary([x["error"] for x in out]),
-            "by_arch": {a: summary([x["error"] for x in out if x["comparable"] and x["arch"] == a])
-                        for a in sorted({x["arch"] for x in out if x["comparable"]})},
-            "targets": {"median": TARGET_MEDIAN, "max": TARGET_MAX, "met": met, "misses": misses,
-                        "miss_archs": sorted({x["arch"] for x in miss_rows}),
-                        "miss_step": (min((x["implied_step_over_plain"] for x in miss_rows), default=None),
-                                      max((x["implied_step_over_plain"] for x in miss_rows), default=None)),
-                        "h200_step": (min(steps), max(steps))}}
+            "by_arch": {a: summary([x["error"] for x in comp_rows if x["arch"] == a]) for a in archs},
+            "held_out": {**held(comp_rows), "by_arch": {a: held([x for x in comp_rows if x["arch"] == a])
+                                                        for a in archs}},
+            "refit": mtp_model.fit(fit_set), "params": params,
+            "targets": {"median": TARGET_MEDIAN, "max": TARGET_MAX, "met": met,
+                        "misses": [x["id"] for x in comp_rows if abs(x["error"]) > TARGET_MAX]}}
 
 
 __all__ = ["summary", "check", "plain_tok_s", "mtp_check", "rows_for_gpu", "tensor_tok_s", "tensor_check", "TARGET_MEDIAN", "TARGET_MAX"]

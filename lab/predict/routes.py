@@ -4,9 +4,9 @@ needs, and the published measurements nearest to it. `route_table(profile)` is t
 renders it (lab.predict.plan.routes_lines).
 
 Speed bases: "predicted" (the lab's models: lab.predict.roofline's per-token model, lab.predict.tp_model),
-"published" (a row of lab/data/public_speed.yaml on the same card and engine), or "predicted (H200 MTP step)":
-llama.cpp MTP routes, lab.predict.mtp_model (expected tokens per step ÷ step cost, the step cost carried over from
-the lab's H200 measurement). Every MTP figure goes through `mtp_speed`.
+"published" (a row of lab/data/public_speed.yaml on the same card and engine), or "predicted (MTP step model)":
+llama.cpp MTP routes, lab.predict.mtp_model (expected tokens per step ÷ step cost: plain + n × (head pass + the
+architecture's fitted verify ms), lab/data/calibration.yaml mtp_step_model). Every MTP figure goes through `mtp_speed`.
 """
 from __future__ import annotations
 
@@ -25,11 +25,11 @@ def mtp_speed(route: dict, plain_tok_s: float | None, rows: dict, gpu_id: str | 
     """An MTP route's speed: {tok_s, basis, how, n_max, n_from, flags, sweep, published: {id, n_max, tok_s, predicted,
     error} | None}.
 
-    llama.cpp routes: PREDICTED by lab.predict.mtp_model: the card's predicted plain speed, the H200's measured step
-    cost in plain tokens at each n-max 1-4 (carried over: a hypothesis until a V100 measures it) and the public
+    llama.cpp routes: PREDICTED by lab.predict.mtp_model: the card's predicted plain speed, the step cost in plain
+    tokens at each n-max 1-4 (head pass + the architecture's verify ms, fitted on the public rows) and the public
     rows' acceptance for the card; the n-max is the predicted best unless a same-card, same-split published sweep
     exists (a measurement beats the model's pick). The published row at that n-max (same card) stands beside it with
-    the error. The fork's routes stay "published" (its step cost is vLLM's, not the one the H200 measured)."""
+    the error. The fork's routes stay "published" (its step cost is vLLM's, not llama.cpp's)."""
     from lab.predict import mtp_model
 
     if route["engine"] != "llama.cpp":
@@ -41,7 +41,7 @@ def mtp_speed(route: dict, plain_tok_s: float | None, rows: dict, gpu_id: str | 
         return {"tok_s": best.decode_tok_s, "basis": "published", "how": how, "n_max": best.speculative.n_max,
                 "n_from": None, "flags": route["flags"], "sweep": [], "published": None}
     if plain_tok_s is None or gpu_id is None:
-        return {"tok_s": None, "basis": "predicted (H200 MTP step)", "how": "plain speed unknown", "n_max": None,
+        return {"tok_s": None, "basis": "predicted (MTP step model)", "how": "plain speed unknown", "n_max": None,
                 "n_from": None, "flags": route["flags"], "sweep": [], "published": None}
     sweep = mtp_model.sweep(plain_tok_s, gpu_id, split, list(rows.values()))
     by_n = {x["n_max"]: x for x in sweep}
@@ -50,7 +50,7 @@ def mtp_speed(route: dict, plain_tok_s: float | None, rows: dict, gpu_id: str | 
     n = pick["n_max"]
     why_n = "the card's published sweep" if measured else "the predicted best"
     how = (f"{plain_tok_s:.1f} plain x {pick['tokens_per_step']:.2f} tok/step (rate {pick['rate']:.2f}) / step "
-           f"{pick['step_over_plain']:.2f} plain tokens (H200)")
+           f"{pick['step_over_plain']:.2f} plain tokens ({pick['step_from']})")
     pubs = [rows[i] for i in route["published"] if mtp_model.is_draft_mtp(rows[i])
             and rows[i].speculative.n_max in by_n]
     pub = (min(pubs, key=lambda r: (r.speculative.n_max != n, r.depth_tokens is not None, -r.decode_tok_s))
@@ -62,7 +62,7 @@ def mtp_speed(route: dict, plain_tok_s: float | None, rows: dict, gpu_id: str | 
                      "error": pred / pub.decode_tok_s - 1,
                      "same_card": bool(pub.gpu_id and public_speed.same_card(pub.gpu_id, gpu_id))}
     base = route["flags"]
-    return {"tok_s": pick["tok_s"], "basis": "predicted (H200 MTP step)", "how": how, "n_max": n, "n_from": why_n,
+    return {"tok_s": pick["tok_s"], "basis": "predicted (MTP step model)", "how": how, "n_max": n, "n_from": why_n,
             "flags": f"{base} {mtp_model.flags(n)}".strip(), "sweep": sweep, "published": published}
 
 
