@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import v100_x2_vllm
-from lab.core import profiles
+from lab.core import processes, profiles
 from lab.model import models
 from lab.predict import kvcache
 from lab.serving import engine_logs, engines
@@ -24,7 +24,7 @@ def test_h200_x2_serves_layer_split_on_both_cards_in_pci_order():
     cmd = engines.build_command(profiles.load("h200-x2"))
     argv = list(cmd.argv)
     assert argv[argv.index("-sm") + 1] == "layer" and argv[argv.index("-ts") + 1] == "1/1"
-    assert cmd.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert cmd.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0,1", **processes.llama_cpp_env()}
     flags = {n["flag"] for n in cmd.notes_rows()}
     assert {"-sm", "-ts", "CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES"} <= flags
 

@@ -6,6 +6,7 @@ api_key_env). Figure: server answers carrying the key tried / results without th
 from __future__ import annotations
 
 import json
+import os
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -80,6 +81,28 @@ def test_redact_hides_given_keys_and_keyed_variables_only(monkeypatch):
     assert evidence.redact(text, KEY) == "got [REDACTED] and [REDACTED]; mode long-enough-but-not-a-secret; EOS token = 2"
     assert evidence.redacted_excerpt("x" * 10 + KEY, 15, KEY) == "x" * 10 + "[REDA"  # redacted, then cut
     assert evidence.redact_all({"a": [f"k={KEY}", 1, None], KEY: 2.5}, KEY) == {"a": ["k=[REDACTED]", 1, None], "[REDACTED]": 2.5}
+
+
+def test_redact_while_another_thread_changes_the_environment(monkeypatch):
+    """pytest sets and unsets PYTEST_CURRENT_TEST in its main thread while a server starts in another; reading
+    os.environ for secrets then met a variable gone mid-iteration (KeyError in 8 vLLM tests of a loaded CI run)."""
+    monkeypatch.setenv("MY_PROXY_TOKEN", ENV_KEY)
+    stop = threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            os.environ["LAB_TEST_CHURN_A"] = "x" * 9
+            os.environ.pop("LAB_TEST_CHURN_A", None)
+
+    worker = threading.Thread(target=churn, daemon=True)
+    worker.start()
+    try:
+        for _ in range(2000):
+            assert evidence.redact(f"got {ENV_KEY}") == "got [REDACTED]"
+    finally:
+        stop.set()
+        worker.join()
+        os.environ.pop("LAB_TEST_CHURN_A", None)
 
 
 def test_a_server_echoing_the_key_leaves_it_in_no_record(tmp_path, monkeypatch):

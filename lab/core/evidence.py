@@ -56,13 +56,25 @@ SECRET_NAME = re.compile(r"(?i)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH
 MIN_SECRET_CHARS = 8  # shorter values ("1", "false") are settings, not secrets, and would redact half a log
 
 
+def _secret_env_values() -> set[str]:
+    """The values of the environment variables whose name says they are secrets. os.environ is read again when
+    another thread sets or unsets a variable while it is read (pytest sets PYTEST_CURRENT_TEST in its main thread
+    while a server starts in another: KeyError mid-iteration, seen in a CI run)."""
+    for _ in range(100):
+        try:
+            return {v for n, v in os.environ.items() if SECRET_NAME.search(n) and len(v) >= MIN_SECRET_CHARS}
+        except (KeyError, RuntimeError):
+            continue
+    raise RuntimeError("the environment kept changing while the lab read it for secrets to redact")
+
+
 def redact(text: str, *keys: str | None) -> str:
     """Hide API keys, bearer tokens and passwords before text goes into a record, notebook, log or report: `keys`
     (the key a request carried), the value of every environment variable whose name says it is a secret
     (SECRET_NAME), then the patterns of a key wherever it came from. The one redaction: every string a server
     sends back and every log passes through it (a server may echo the key it was given in an error)."""
     secrets_ = {k for k in keys if k and len(k) >= 4}  # a 1-character "key" would blank every such letter
-    secrets_ |= {v for n, v in os.environ.items() if SECRET_NAME.search(n) and len(v) >= MIN_SECRET_CHARS}
+    secrets_ |= _secret_env_values()
     for secret in sorted(secrets_, key=len, reverse=True):  # the longest first: a key inside another is not left half shown
         text = text.replace(secret, "[REDACTED]")
     for pattern, repl in _SECRET_PATTERNS:

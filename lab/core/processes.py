@@ -10,6 +10,23 @@ import subprocess
 import time
 
 
+# llama.cpp's CPU threads (OpenMP in the lab's build: libgomp) meet at a barrier hundreds of times per token, and
+# libgomp's default lets a waiting thread spin. With as many threads as cores and anything else running (the
+# benchmark client, a notebook kernel, a CI job), the thread it waits for is descheduled while it spins. Measured on
+# the 2-core CI VM with one core busy (2026-12-02, llama-bench SmolLM2 Q4_1, two runs each): -t 2 generated
+# 3.3-6.6 tok/s (27-108 s wall) against 15.1-17.1 tok/s (7.6-8.4 s) with OMP_WAIT_POLICY=PASSIVE, which makes a
+# waiting thread sleep (libgomp manual, OMP_WAIT_POLICY). llama.cpp PR #29258 and #13079 describe the same collapse.
+# A value the user exported wins.
+LLAMA_CPP_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def llama_cpp_env(extra: dict[str, str] | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
+    """What the lab adds to a llama.cpp process's environment: LLAMA_CPP_ENV (unless `base`, default os.environ,
+    already sets it) + `extra`. The caller records it with the command."""
+    src = os.environ if base is None else base
+    return {**{k: v for k, v in LLAMA_CPP_ENV.items() if k not in src}, **(extra or {})}
+
+
 def _signal_group(pgid: int, sig: int) -> bool:
     """Send `sig` to process group `pgid`; False when no process is left in it."""
     try:

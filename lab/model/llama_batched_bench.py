@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from lab.core import paths
+from lab.core import paths, processes
 from lab.model import llama_bench
 
 SOURCE = "llama.cpp vendored in llama-cpp-python 0.3.36: tools/batched-bench/batched-bench.cpp, common/arg.cpp"
@@ -107,6 +107,7 @@ def run(model: str | Path, *, n_prompt: int, n_gen: int, n_parallel: Sequence[in
     and both output streams. Raises BatchedBenchError on failure."""
     cmd = command(model, n_prompt=n_prompt, n_gen=n_gen, n_parallel=n_parallel, reps=reps, flags=flags, context=context)
     t0 = time.perf_counter()
+    env = processes.llama_cpp_env(env)
     proc = llama_bench.run_logged(cmd, env=env, timeout_s=timeout_s, log=log, error=BatchedBenchError,
                                   hint="give it a longer timeout_s, fewer levels or fewer tokens")
     rows = parse_jsonl(proc.stdout + "\n" + proc.stderr)  # LOG() writes to stdout; read both to be safe

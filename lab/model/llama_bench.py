@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from lab.core import paths
+from lab.core import paths, processes
 
 
 class LlamaBenchError(RuntimeError):
@@ -123,6 +123,7 @@ def run(models: str | Path | Sequence[str | Path], *, threads: int | None = None
     cmd = command(models, threads=threads, n_prompt=n_prompt, n_gen=n_gen, depth=depth, reps=reps,
                   n_gpu_layers=n_gpu_layers, flash_attn=flash_attn, extra_args=extra_args)
     t0 = time.perf_counter()
+    env = processes.llama_cpp_env(env)
     proc = run_logged(cmd, env=env, timeout_s=timeout_s, log=log, error=LlamaBenchError,
                       hint="give it a longer timeout_s or fewer repetitions / tokens")
     rows = parse_json(proc.stdout)

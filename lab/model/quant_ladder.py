@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lab.core.units import MIB
-from lab.core import evidence, paths, planmode
+from lab.core import evidence, paths, planmode, processes
 from lab.core.disk import check_free_disk
 from lab.model import llama_bench
 from lab.model.quant_formats import (REASONS, QuantError, SizePrediction, base_type, bits_per_weight,
@@ -206,7 +206,8 @@ def _run_tool(name: str, args: list[str], log: Path | None, timeout: float = 600
     """Run a llama.cpp tool; return stdout+stderr; on failure raise ToolError with the log's tail."""
     cmd = [str(paths.tool(name)), *args]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **processes.llama_cpp_env()})
     text = proc.stdout + ("\n" if proc.stdout and proc.stderr else "") + proc.stderr
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from lab.core import evidence, facts, paths
+from lab.core import evidence, facts, paths, processes
 from lab.core.profiles import Profile
 from lab.core.versions import at_least, compute_capability
 
@@ -212,6 +212,9 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
     gpu_argv, env, gpu_notes = llama_gpu_settings(profile)
     argv += gpu_argv
     notes += gpu_notes
+    if omp := processes.llama_cpp_env():  # waiting CPU threads sleep instead of spinning (lab.core.processes)
+        env = {**env, **omp}
+        notes.append(_note("llama-omp-wait", "OMP_WAIT_POLICY"))
     notes += [_note("llama-ctx", "-c"), _note("llama-np", "-np"), _note("llama-threads", "-t"),
               _note("llama-ngl", "-ngl"), _note("llama-kv-type", "-ctk/-ctv"), _note("llama-fa", "-fa"),
               *_host_notes(profile, host, "llama-host"), _note("llama-cors", "--cors-origins"),
@@ -282,8 +285,11 @@ def _llama_cpp_python(profile: Profile, host: str, port: int, model_path, instal
     secret = {"API_KEY": profile.api_key_env} if profile.api_key_env else {}
     if secret:
         notes.append(_note("lcp-api-key", "API_KEY"))
+    env = processes.llama_cpp_env()  # the bindings' ggml waits at the same OpenMP barriers (lab.core.processes)
+    if env:
+        notes.append(_note("llama-omp-wait", "OMP_WAIT_POLICY"))
     return Command("llama-cpp-python", tuple(argv), host, port, "/v1/models", profile.model_name, tuple(notes),
-                   secret_env=secret, api_key_env=profile.api_key_env,
+                   env=env, secret_env=secret, api_key_env=profile.api_key_env,
                    engine_version=installed or profile.engine_version,
                    version_source="installed" if installed else "declared", serialises_requests=True)
 
