@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab import setup
-from lab.core import evidence, interrupt, profiles
+from lab.core import evidence, interrupt, processes, profiles
 from lab.serving import engines
 from lab.core.interrupt import SIGNAL_EXIT, CutWatch, name_of
 from lab.core.paths import NOTEBOOKS
@@ -156,8 +156,11 @@ KERNEL_ENV = {"TQDM_DISABLE": "1", "LAB_EXECUTED": "1"}
 
 @contextlib.contextmanager
 def kernel_environment():
-    saved = {k: os.environ.get(k) for k in KERNEL_ENV}
-    os.environ.update(KERNEL_ENV)
+    """KERNEL_ENV, and llama.cpp's thread-wait setting (lab.core.processes) for the bindings a kernel loads and the
+    tools and servers it starts."""
+    env = {**KERNEL_ENV, **processes.llama_cpp_env()}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         yield
     finally:
