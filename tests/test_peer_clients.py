@@ -16,6 +16,7 @@ import os
 
 import pytest
 
+from conftest import PEER_LINES
 from lab.measure import peer_clients
 from lab.measure.peer_bench import PeerLoad
 
@@ -183,6 +184,9 @@ def test_missing_venv_is_a_skip_with_the_reason_set_up_recorded(tmp_path, monkey
     assert peer_clients.text(record).startswith("peer-client check not run: ")
 
 
+TEST_LOAD = PeerLoad(num_prompts=8, concurrency=1, input_tokens=128, output_tokens=32)
+
+
 @pytest.mark.tools
 def test_lab_client_agrees_with_llama_benchy_and_guidellm_on_a_real_server(tmp_path):
     if os.environ.get("LAB_PEERS") != "1":
@@ -190,8 +194,11 @@ def test_lab_client_agrees_with_llama_benchy_and_guidellm_on_a_real_server(tmp_p
     why = peer_clients.skip_reason()
     if why:
         pytest.skip(why)
-    record = peer_clients.run_on_smollm2(tmp_path)
+    # One repetition of a light load (~3-5 min on the loaded 2-core CI box): the repeated measurement, with the spread,
+    # is `python -m lab.measure.peer_clients --profile cpu-default ... --repetitions 3` (outputs/peer_clients-cpu/).
+    record = peer_clients.run_on_smollm2(tmp_path, load=TEST_LOAD, repetitions=1)
     print(peer_clients.text(record))
+    PEER_LINES.append(peer_clients.headline(record) + f" ({tmp_path / 'peer_clients' / 'peer_clients.json'})")
     n, o = record["load"]["num_prompts"], record["load"]["output_tokens"]
     assert {(r["tool"], r["concurrency"]) for r in record["results"]} == {(t, c) for t in peer_clients.DEFAULT_TOOLS
                                                                           for c in peer_clients.LEVELS}
