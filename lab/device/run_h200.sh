@@ -104,7 +104,12 @@ import importlib.metadata as md, json, sys, time
 from lab import setup
 from lab.model import hfmodel
 
-tok = hfmodel.tokenizer_here(sys.argv[1], setup.cache_dir())
+try:  # the served file's own tokenizer (transformers 5.24 reads qwen35 GGUFs: Qwen3_5Tokenizer, 248,320 tokens)
+    tok = hfmodel.tokenizer_here(sys.argv[1], setup.cache_dir())
+except Exception as exc:  # an older transformers: the vocab GGUF it was copied from (qwen2 arch, the same ids)
+    from lab.model import synth_metadata as sm
+    print(f"peer tokenizer from {sys.argv[1]} failed ({str(exc)[:200]}); using {sm.QWEN35_VOCAB}", flush=True)
+    tok = hfmodel.tokenizer_here(sm.default_vocab_path(sm.QWEN35_VOCAB), setup.cache_dir())
 info = {"python": sys.executable, "modules": True, "pythonpath": sys.argv[3], "tokenizers": {"served": tok["path"]},
         "tools": {p: md.version(p) for p in ("llama-benchy", "guidellm")},
         "installed_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

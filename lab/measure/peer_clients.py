@@ -2,13 +2,15 @@
 `vllm bench serve` check of lab.measure.peer_bench, whose load and lab-client run this reuses), on one llama-server.
 
     record = peer_clients.run_on_smollm2(run_dir)   # into run_dir/peer_clients/; starts a CPU llama-server (embedded SmolLM2), runs, stops it
-    peer_clients.rows(record)                       # metric by metric: lab ÷ theirs, agrees or why not
+    peer_clients.ratio_spread(record)               # per tool, level, metric: lab ÷ theirs over repetitions, agrees or why not
+    python -m lab.measure.peer_clients --profile P --run-dir D --levels 1,8,16 --repetitions 3   # any profile's server
 
 Same load per level (lab.measure.peer_bench.PeerLoad): N requests, ≈ I prompt tokens, exactly O output tokens
 (ignore_eos, temperature 0), at most C in flight, one warm-up first; the clients run one after the other on the
-same server, and the lab's client runs again right after each peer (the same endpoint it used: aiperf on
+same server, and the lab's client runs again right after each peer (the same endpoint it used: aiperf and guidellm on
 /v1/completions, llama-benchy on /v1/chat/completions, its only endpoint), so a drift of the shared CPU between
-the two runs stays small. The clients live in .venv-peers (lab/setup/peers.py), never in the lab's venv.
+the two runs stays small. The clients live in .venv-peers (lab/setup/peers.py), never in the lab's venv (on the H200:
+wheels in a folder of their own, lab/device/run_h200.sh MODE=peers).
 
 Definitions, as each tool's own code states them (read in the pinned wheels):
 * aiperf 0.13.0 (aiperf/metrics/types/): TTFT = first *content* response − request start (ttft_metric.py), the
