@@ -415,8 +415,12 @@ def run(server, out_dir: str | Path, tools: tuple[str, ...] = DEFAULT_TOOLS,
     for rep in range(repetitions):
         for tool in tools:
             for c in levels:
-                # at least two requests a stream, so a level is more than one batch
-                level = replace(load, concurrency=c, num_prompts=max(load.num_prompts, 2 * c))
+                # at least two requests a stream, so a level is more than one batch; a seed of its own per repetition
+                # and level, so no client meets prompts the server has cached from an earlier run (llama-server keeps
+                # finished prompts: with one seed, guidellm's and the lab's repeats had 130 ms TTFTs where
+                # llama-benchy's fresh prompts had 4.6 s, 2026-12-02)
+                level = replace(load, concurrency=c, num_prompts=max(load.num_prompts, 2 * c),
+                                seed=load.seed + 1000 * rep + c)
                 one = _one_level(tool, server, level, tokenizer, out_dir / f"rep{rep + 1}")
                 record["results"].append({"repetition": rep + 1, **one})
     record["ratios"] = ratio_spread(record)
