@@ -79,6 +79,12 @@ EXPLAIN = {
                                       "TPOT window at the end of the stream ([DONE]): the lab's is longer by that tail "
                                       "÷ (output tokens − 1)",
     ("llama-benchy", "tpot_ms p50"): "as TPOT mean",
+    ("llama-benchy", "ttft_ms mean"): "not the same prompt: llama-benchy's --pp counts the whole templated prompt "
+                                      "(runner.py:111-113, adapt_prompt: pp − the chat template's tokens), the lab's "
+                                      "input tokens the user text, so on chat its prompt is the template longer "
+                                      "(158 vs 128 tokens here: TTFT ×1.23 at one stream, as measured); at more streams "
+                                      "its batches also start together (prefills queue), the lab's refill",
+    ("llama-benchy", "ttft_ms p50"): "as TTFT mean",
     ("llama-benchy", "output_throughput"): "not the same quantity: llama-benchy's total t/s is decode tokens ÷ (last "
                                            "− first token of a batch), leaving out prefill and the gap between "
                                            "batches; at 1 stream it is the per-request decode rate",
@@ -221,7 +227,9 @@ def run_tool(argv: list[str], log: Path, env: dict | None = None, api_key: str |
     # One argument "--api-key=KEY": the lab's keys (secrets.token_urlsafe) may start with "-", which both parsers
     # would take for an option if it came as a separate argument (aiperf: "--api-key requires an argument", seen here).
     key_args = [f"--api-key={api_key}"] if api_key else []
-    t0 = time.monotonic()
+    import resource
+
+    t0, cpu0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(log, "w") as fh:
         try:
             proc = subprocess.run(argv + key_args, env={**engines.minimal_env(), **extra}, stdout=fh,
@@ -229,8 +237,11 @@ def run_tool(argv: list[str], log: Path, env: dict | None = None, api_key: str |
             code = proc.returncode
         except subprocess.TimeoutExpired:
             code = 124
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # the client's own CPU seconds (its worker processes too): on 2 shared cores a client's CPU slows the server
     out = {"command": " ".join(shlex.quote(a) for a in argv), "returncode": code,
-           "seconds": round(time.monotonic() - t0, 1), "log": str(log), "error": None}
+           "seconds": round(time.monotonic() - t0, 1), "log": str(log), "error": None,
+           "client_cpu_s": round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 2)}
     if code != 0:
         out["error"] = f"exit {code}: " + " | ".join(log.read_text(errors="replace").strip().splitlines()[-12:])
     return out
@@ -397,7 +408,7 @@ def _one_level(tool: str, server, load: PeerLoad, tokenizer: str, out_dir: Path)
     lab_run = run_lab_client(server, load, endpoint=endpoint)
     ours = lab_metrics(metrics.summarise(lab_run.results, lab_run.duration_s))
     return {"tool": tool, "concurrency": load.concurrency, "endpoint": endpoint, "run": ran, "raw": raw,
-            "theirs": theirs, "lab": ours, "lab_duration_s": lab_run.duration_s,
+            "theirs": theirs, "lab": ours, "lab_duration_s": lab_run.duration_s, "lab_client_cpu_s": lab_run.client_cpu_s,
             "rows": compare(tool, ours, theirs) if theirs else []}
 
 
