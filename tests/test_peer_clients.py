@@ -218,7 +218,7 @@ def test_lab_client_agrees_with_llama_benchy_and_guidellm_on_a_real_server(tmp_p
         # a ratio beyond ±5 % without a definition behind it is a warning (the clients ran back to back on a shared
         # CPU), not a failure; each one that a definition explains says which
         if row["within ±5 %"] is False and row["why they differ"]:
-            assert any(w in row["why they differ"] for w in ("[DONE]", "not the same quantity", "as TPOT")), row
+            assert row["why they differ"] == peer_clients.EXPLAIN[(row["tool"], row["metric"])], row
     statuses = {c.status for c in peer_clients.checks(record)}
     assert "fail" not in statuses
     assert (tmp_path / "peer_clients" / "peer_clients.json").exists()
