@@ -13,10 +13,11 @@ ARGS ?=
 LAB_PORT ?= 8888
 # 1: `make test` sets up .venv-vllm and runs the vLLM tests (tests/test_vllm_cpu.py, tests/test_suite_vllm.py)
 LAB_VLLM ?= 1
-# 1: `make test` also sets up .venv-peers (aiperf, llama-benchy, guidellm: lab/setup/peers.py) and runs the peer-client
-# check (tests/test_peer_clients.py). Off by default: on the 2-core CI machine aiperf 0.13's timing manager kept a
-# core busy and its requests stalled ("Server disconnected"), 14 of 16 done after 6 min (2026-12-01).
-LAB_PEERS ?= 0
+# 1: `make test` also sets up .venv-peers (aiperf, llama-benchy, guidellm: lab/setup/peers.py; ≈ 85 s in a fresh
+# checkout with the uv cache warm, nothing once made) and runs the peer-client check with llama-benchy and guidellm
+# (tests/test_peer_clients.py, ~3-5 min on 2 busy cores). aiperf is left out of it: on the 2-core CI machine its
+# timing manager kept a core busy and its requests stalled ("Server disconnected"), 14 of 16 done after 6 min.
+LAB_PEERS ?= 1
 
 .PHONY: setup run test lab browser validate plan clean help
 

@@ -385,11 +385,19 @@ def _unit_tests_start_no_process(request, monkeypatch):
 FIGURES: list[tuple[str, int, int, str]] = []
 
 
+# The peer-client check's one line (lab ÷ llama-benchy, guidellm per metric: tests/test_peer_clients.py), printed the same way.
+PEER_LINES: list[str] = []
+
+
 def record_figure(name: str, tried: int, handled: int, note: str = "") -> None:
     FIGURES.append((name, tried, handled, note))
 
 
 def pytest_terminal_summary(terminalreporter):
+    if PEER_LINES:
+        terminalreporter.section("peer clients (lab.measure.peer_clients)")
+        for line in PEER_LINES:
+            terminalreporter.write_line(line)
     if not FIGURES:
         return
     terminalreporter.section("reliability figures (tried / handled)")

@@ -27,6 +27,19 @@ def test_wheels_pinned_once():
     assert {"papermill", "ipykernel", "plotly", "pydantic", "gguf", "nbformat", "jupyter_client", "mistune"} <= set(names)
 
 
+def test_peer_wheels_are_the_cpu_lock_pins_and_do_not_repeat_the_device_wheels():
+    # MODE=peers carries the clients for the H200 at the versions the CPU check ran (lab/data/peers.lock.txt)
+    norm = lambda n: n.lower().replace("_", "-")  # noqa: E731
+    lock = {norm(line.split("==")[0]): line.split("==")[1].split()[0]
+            for line in (setup.ROOT / "lab" / "data" / "peers.lock.txt").read_text().splitlines()
+            if "==" in line and not line.startswith("#")}
+    peers = {norm(w.split("==")[0]): w.split("==")[1] for w in device_prep.PEER_WHEELS}
+    assert len(peers) == len(device_prep.PEER_WHEELS)
+    assert {k: lock.get(k) for k in peers} == peers
+    assert {"llama-benchy", "guidellm"} <= set(peers) and "asyncio" not in peers and "torch" not in peers
+    assert not set(peers) & {norm(w.split("==")[0]) for w in device_prep.DEVICE_WHEELS}
+
+
 def test_offline_switches(monkeypatch, tmp_path):
     monkeypatch.delenv("LAB_LLAMA_SRC", raising=False)
     monkeypatch.delenv("LAB_WHEELS", raising=False)

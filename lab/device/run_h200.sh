@@ -26,6 +26,10 @@
 # `lab tune --levels 1,8,16 --repetitions 3` over the sampling body, -fa on, -np 8, -lv 3, -c ÷ 4 and 32-token
 # prompts against the profile (ISO_BUDGET_S, default 950 s), then draft-mtp n-max 1-3 at one stream (MTP_BUDGET_S,
 # default 150 s; 0 = skip) — into $WORK/isolate-run, packed like a suite run. ISO_OUTPUT: tokens per request (128).
+# MODE=peers (carry [".device", ".device-peers"]; no suite; python3 -m lab.setup.device_prep --peers fills .device-peers/):
+# the lab's client against llama-benchy and guidellm (lab.measure.peer_clients) on the profile's llama-server with the
+# stand-in, at 1, 8 and 16 streams (PEER_LEVELS), PEER_REPS repetitions (3), PEER_REQUESTS requests a level (16; at
+# least 2 a stream), PEER_INPUT/PEER_OUTPUT tokens (512/128) — into $WORK/peers-run/peer_clients/, packed like a suite run.
 # Environment: PROFILE (default h200-x1), LAB_RUN_ARGS (more `lab run` flags, e.g. "--only 01,06"),
 # WAIT_S (default 540: a call must end inside the tool's 600 s), WORK (default /root/lab-device),
 # LAB_GIT_SHA / LAB_GIT_DIRTY (the commit, recorded in every record: the copy there has no .git).
@@ -84,6 +88,44 @@ PY
   echo "run folder: $run"
 }
 
+peers() {  # MODE=peers, after set-up and the stand-in (see the top)
+  local synth run site="$WORK/peers-site"
+  synth="$(sed -n 's/^\(wrote\|found\) \(\S*\) .*/\2/p' "$WORK/standin.log" | tail -1)"
+  run="$WORK/peers-run"; mkdir -p "$run/records"
+  sed "s#^model_file:.*#model_file: $synth#" "params/$PROFILE.yaml" > "$run/profile-$PROFILE-synthetic.yaml"
+  # the clients beside the image's torch/transformers/aiohttp, in their own folder: the lab's .venv never sees them
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+    .device-peers/whl/*.whl || { say "pip install of .device-peers/whl failed"; return 1; }
+  say "peer clients: $(PYTHONPATH="$site:$WORK/site" python3 -c 'import importlib.metadata as m; print(", ".join(f"{p} {m.version(p)}" for p in ("llama-benchy", "guidellm", "transformers", "datasets", "pyarrow", "aiohttp", "torch")))' 2>&1 | tail -1)"
+  # their tokenizer: the served file's own (HF copy made from the GGUF by lab.model.hfmodel), and the info file
+  # lab.measure.peer_clients reads (LAB_PEERS_INFO): which python runs them, with which PYTHONPATH
+  PYTHONPATH="$site:$WORK/site:$PWD" python3 - "$synth" "$run/lab-peers.json" "$site:$WORK/site" <<'PY' || { say "peer tokenizer failed"; return 1; }
+import importlib.metadata as md, json, sys, time
+from lab import setup
+from lab.model import hfmodel
+
+try:  # the served file's own tokenizer (transformers 5.24 reads qwen35 GGUFs: Qwen3_5Tokenizer, 248,320 tokens)
+    tok = hfmodel.tokenizer_here(sys.argv[1], setup.cache_dir())
+except Exception as exc:  # an older transformers: the vocab GGUF it was copied from (qwen2 arch, the same ids)
+    from lab.model import synth_metadata as sm
+    print(f"peer tokenizer from {sys.argv[1]} failed ({str(exc)[:200]}); using {sm.QWEN35_VOCAB}", flush=True)
+    tok = hfmodel.tokenizer_here(sm.default_vocab_path(sm.QWEN35_VOCAB), setup.cache_dir())
+info = {"python": sys.executable, "modules": True, "pythonpath": sys.argv[3], "tokenizers": {"served": tok["path"]},
+        "tools": {p: md.version(p) for p in ("llama-benchy", "guidellm")},
+        "installed_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+open(sys.argv[2], "w").write(json.dumps(info, indent=2))
+print(f"peer tokenizer: {tok['path']}", flush=True)
+PY
+  say "lab client vs llama-benchy, guidellm at ${PEER_LEVELS:-1,8,16} streams, ${PEER_REPS:-3} repetitions"
+  LAB_PEERS_INFO="$run/lab-peers.json" .venv/bin/python -m lab.measure.peer_clients \
+    --profile "$run/profile-$PROFILE-synthetic.yaml" --run-dir "$run" --levels "${PEER_LEVELS:-1,8,16}" \
+    --requests "${PEER_REQUESTS:-16}" --input-tokens "${PEER_INPUT:-512}" --output-tokens "${PEER_OUTPUT:-128}" \
+    --repetitions "${PEER_REPS:-3}"
+  cp "$run/peer_clients/peer_clients.json" "$run/records/" 2>/dev/null
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv > "$run/gpu.csv" 2>&1
+  echo "run folder: $run"
+}
+
 pipeline() {  # runs detached, in $WORK/repo
   cd "$WORK/repo" || exit 1
   export PATH="/usr/local/cuda/bin:$PATH" PYTHONUNBUFFERED=1 LAB_WHEELS="$PWD/.device/whl" \
@@ -101,6 +143,7 @@ pipeline() {  # runs detached, in $WORK/repo
   python3 -m lab.setup || { say "lab.setup failed"; return 1; }
   wait "$synth_pid"; say "standin rc=$(cat "$WORK/standin.rc"): $(tail -1 "$WORK/standin.log")"
   if [ "${MODE:-suite}" = isolate ]; then isolate; return; fi
+  if [ "${MODE:-suite}" = peers ]; then peers; return; fi
   local smol; smol="$(python3 -c 'from lab import setup; print(setup.cache_dir() / "models" / setup.SMOLLM2_FILE)')"
   for _ in $(seq 24); do [ -e "$smol" ] && break; sleep 5; done
   say "embedded SmolLM2: $([ -e "$smol" ] && echo "there ($smol)" || echo "missing: notebook 03 fails, 05 runs without it")"

@@ -56,6 +56,20 @@ DEVICE_WHEELS = (
     # executed all seven notebooks, then lost its report at the last step
     "mistune==3.4.0",
 )
+# MODE=peers (lab/device/run_h200.sh): llama-benchy and guidellm with what they import that the GPU image lacks or
+# holds at another version, pinned as in lab/data/peers.lock.txt (the CPU venv's lock). Left out: llama-benchy's
+# "asyncio" (an old PyPI backport; Python 3.12's own is used), guidellm's sanic (its mock server only) and the
+# image's own torch, numpy, pandas, pyarrow, transformers, tokenizers, huggingface-hub, aiohttp, httpx, rich, tabulate,
+# pyyaml, msgpack, uvloop, xxhash (KINDS.md's package list); pydantic & co. come with DEVICE_WHEELS. Installed with
+# --no-deps into their own --target, so nothing else moves.
+PEER_WHEELS = (
+    "llama-benchy==0.4.0", "openai==3.57.0", "httpx2==2.16.2", "httpcore2==2.16.2", "truststore==0.10.5",
+    "jiter==0.19.0", "sniffio==1.3.1", "anyio==4.16.0", "idna==3.20",
+    "guidellm==0.8.0", "culsans==0.10.0", "aiologic==0.17.1", "datasets==5.2.0", "dill==0.4.1",
+    "multiprocess==0.70.19", "fsspec==2026.9.0", "eval-type-backport==0.4.0", "faker==40.63.0", "ftfy==6.3.1",
+    "h2==4.4.1", "hpack==4.2.0", "hyperframe==6.1.0", "loguru==0.7.3", "more-itertools==11.2.1",
+    "pydantic-settings==2.16.3", "python-dotenv==1.2.4", "websockets==17.4", "click==8.4.2",
+)
 # pip matches manylinux tags exactly: the ones these wheels are published under (device README's recipe).
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
@@ -112,18 +126,18 @@ def strip_sdist(sdist: Path, out: Path) -> dict:
     return {"files_kept": kept, "files_dropped": dropped, "bytes_unpacked": kept_bytes, "bytes": out.stat().st_size}
 
 
-def download_wheels(dest: Path, cache: Path) -> list[Path]:
-    """The wheels in DEVICE_WHEELS for CPython 3.12 manylinux x86_64, through pip (kept in the cache)."""
+def download_wheels(dest: Path, cache: Path, wheels: tuple[str, ...] = DEVICE_WHEELS) -> list[Path]:
+    """The wheels in `wheels` (DEVICE_WHEELS) for CPython 3.12 manylinux x86_64, through pip (kept in the cache)."""
     store = cache / "device-wheels"
     store.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
            "--python-version", DEVICE_PYTHON, "--implementation", "cp", "-d", str(store)]
     for plat in PLATFORMS:
         cmd += ["--platform", plat]
-    proc = subprocess.run(cmd + list(DEVICE_WHEELS), capture_output=True, text=True)
+    proc = subprocess.run(cmd + list(wheels), capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"[device_prep] pip download failed:\n{proc.stderr[-3000:]}")
-    wanted = {req.split("==")[0].lower().replace("-", "_"): req.split("==")[1] for req in DEVICE_WHEELS}
+    wanted = {req.split("==")[0].lower().replace("-", "_"): req.split("==")[1] for req in wheels}
     dest.mkdir(parents=True, exist_ok=True)
     for old in dest.glob("*.whl"):
         old.unlink()
@@ -201,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / ".device", help="folder to fill (default .device, git-ignored)")
     ap.add_argument("--cache", type=Path, default=None, help="lab cache holding the sdist (default $LAB_CACHE or ~/.cache/llm-lab)")
     ap.add_argument("--models", action="store_true", help="also cut the embedded SmolLM2 into parts under .device-models/")
+    ap.add_argument("--peers", action="store_true",
+                    help="also fill .device-peers/whl: llama-benchy, guidellm and what they need there (MODE=peers)")
     ap.add_argument("--assemble", type=Path, default=None, metavar="PARTS",
                     help="on the device: gather the parts carried in PARTS (.device-models) and join them when complete")
     ap.add_argument("--store", type=Path, default=Path("/root/lab-device/model-parts"),
@@ -238,6 +254,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[device_prep] .device-models: {parts['file']} in {len(parts['parts'])} parts of ≤ "
               f"{PART_BYTES >> 20} MiB; carry .device-models/0 with .device, then the others")
     total = stats["bytes"] + wheel_bytes
+    if args.peers:
+        peers = download_wheels(ROOT / ".device-peers" / "whl", cache, PEER_WHEELS)
+        peer_bytes = sum(w.stat().st_size for w in peers)
+        total += peer_bytes
+        print(f"[device_prep] .device-peers/whl: {len(peers)} wheels, {peer_bytes / 2**20:.1f} MiB; carry "
+              f"[\".device\", \".device-peers\"] for MODE=peers")
     print(f"[device_prep] total {total / 2**20:.1f} MiB in {time.monotonic() - t0:.0f} s; carry it with the device "
           f"tool's carry: [\".device\"]")
     return 0
