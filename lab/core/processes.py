@@ -11,13 +11,16 @@ import time
 
 
 # llama.cpp's CPU threads (OpenMP in the lab's build: libgomp) meet at a barrier hundreds of times per token, and
-# libgomp's default lets a waiting thread spin. With as many threads as cores and anything else running (the
-# benchmark client, a notebook kernel, a CI job), the thread it waits for is descheduled while it spins. Measured on
-# the 2-core CI VM with one core busy (2026-12-02, llama-bench SmolLM2 Q4_1, two runs each): -t 2 generated
-# 3.3-6.6 tok/s (27-108 s wall) against 15.1-17.1 tok/s (7.6-8.4 s) with OMP_WAIT_POLICY=PASSIVE, which makes a
-# waiting thread sleep (libgomp manual, OMP_WAIT_POLICY). llama.cpp PR #29258 and #13079 describe the same collapse.
-# A value the user exported wins.
-LLAMA_CPP_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+# libgomp lets a waiting thread spin 300,000 times before it sleeps. With as many threads as cores and other work
+# running (the benchmark client, a notebook kernel, a CI job), the thread it waits for is descheduled while it
+# spins. Measured on the 2-core CI VM (2026-12-02, llama-bench SmolLM2-135M Q4_1 -t 2 -p 64 -n 32, 2-3 runs
+# each), tg32 in tok/s:
+#   libgomp default         idle 63-104   one core busy 27-30   both cores busy 0.6 (141 s; the next run timed out)
+#   GOMP_SPINCOUNT=1000     idle 73-104   one core busy 31-32   both cores busy 29-36 (4 s)
+#   OMP_WAIT_POLICY=PASSIVE idle 61-67    one core busy 33-37   both cores busy 43-51 (3 s)
+# A short spin keeps the idle speed and ends the collapse; PASSIVE (never spin) costs a third of the idle speed of
+# a small model. llama.cpp PR #29258 and #13079 describe the same collapse. A value the user exported wins.
+LLAMA_CPP_ENV = {"GOMP_SPINCOUNT": "1000"}
 
 
 def llama_cpp_env(extra: dict[str, str] | None = None, base: dict[str, str] | None = None) -> dict[str, str]:

@@ -214,7 +214,7 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
     notes += gpu_notes
     if omp := processes.llama_cpp_env():  # waiting CPU threads sleep instead of spinning (lab.core.processes)
         env = {**env, **omp}
-        notes.append(_note("llama-omp-wait", "OMP_WAIT_POLICY"))
+        notes.append(_note("llama-omp-wait", "GOMP_SPINCOUNT"))
     notes += [_note("llama-ctx", "-c"), _note("llama-np", "-np"), _note("llama-threads", "-t"),
               _note("llama-ngl", "-ngl"), _note("llama-kv-type", "-ctk/-ctv"), _note("llama-fa", "-fa"),
               *_host_notes(profile, host, "llama-host"), _note("llama-cors", "--cors-origins"),
@@ -287,7 +287,7 @@ def _llama_cpp_python(profile: Profile, host: str, port: int, model_path, instal
         notes.append(_note("lcp-api-key", "API_KEY"))
     env = processes.llama_cpp_env()  # the bindings' ggml waits at the same OpenMP barriers (lab.core.processes)
     if env:
-        notes.append(_note("llama-omp-wait", "OMP_WAIT_POLICY"))
+        notes.append(_note("llama-omp-wait", "GOMP_SPINCOUNT"))
     return Command("llama-cpp-python", tuple(argv), host, port, "/v1/models", profile.model_name, tuple(notes),
                    env=env, secret_env=secret, api_key_env=profile.api_key_env,
                    engine_version=installed or profile.engine_version,
