@@ -154,6 +154,19 @@ def test_compare_judges_within_tolerance_and_explains_known_definition_differenc
     assert rows["request_throughput"]["why they differ"] == "llama-benchy does not report it"
 
 
+def test_itl_ratio_is_explained_by_tokens_per_chunk_only_when_the_counts_say_so():
+    """The H200 run's one-stream figures (outputs/peer_clients-h200/20261202T053002Z_54fe515): 16 requests of 128
+    tokens in 1,245 chunk gaps, lab ÷ llama-benchy ITL 1.654: 1.63 tokens a chunk explains it; 1.43 it does not."""
+    ours = {"itl_ms": {"mean": 19.2, "n": 1245}, "successes": 16, "output_tokens_mean": 128}
+    why = peer_clients._itl_per_chunk(ours, 1.654)
+    assert why and "1.63 tokens" in why and "2032 tokens in 1245 gaps" in why and "= 1.013" in why
+    assert peer_clients._itl_per_chunk(ours, 1.43) is None
+    assert peer_clients._itl_per_chunk({"itl_ms": {"n": 0}, "successes": 16, "output_tokens_mean": 128}, 1.6) is None
+    rows = peer_clients.compare("guidellm", ours, {"itl_ms": {"mean": 19.2 / 1.654}})
+    itl = next(r for r in rows if r["metric"] == "itl_ms mean")
+    assert itl["within ±5 %"] is False and "per stream chunk" in itl["why they differ"]
+
+
 def test_command_lines_carry_the_same_load():
     load = PeerLoad(num_prompts=16, concurrency=2, input_tokens=128, output_tokens=64)
     a = peer_clients.aiperf_command("http://127.0.0.1:9", "m", "/tok", load, Path("/out"))
