@@ -95,7 +95,7 @@ def fit_verify_ms(points: list[dict]) -> float | None:
         return None
 
     def loss(v):
-        return sum(math.log(predict(p["plain_tok_s"], p["n"], p["rate"], "-", {"verify_ms": {"-": v}})["tok_s"]
+        return sum(math.log(tok_s(p["plain_tok_s"], p["n"], p["rate"], "-", {"verify_ms": {"-": v}})
                             / p["tok_s"]) ** 2 for p in points)
 
     lo, hi = 0.0, 30.0
@@ -158,6 +158,12 @@ def acceptance_for(gpu_id: str, n: int, split: str, rows: list | None = None) ->
     best = min(rank(r) for r in cand)
     chosen = [r for r in cand if rank(r) == best]
     return sum(acceptance_rate(r) for r in chosen) / len(chosen), [r.id for r in chosen]
+
+
+def tok_s(plain_tok_s: float, n: int, rate: float, arch: str, params: dict | None = None) -> float:
+    """predict()'s tok_s alone (the fit calls it thousands of times; predict's break-even solve is not needed)."""
+    ratio, _ = step_over_plain(n, plain_tok_s, arch, params)
+    return speculative_speed.speed_tok_s(speculative_speed.tokens_from_rate(rate, n), ratio * 1000.0 / plain_tok_s)
 
 
 def predict(plain_tok_s: float, n: int, rate: float, arch: str, params: dict | None = None) -> dict:
