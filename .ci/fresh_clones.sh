@@ -16,6 +16,9 @@ SRC="$(cd "$(dirname "$0")/.." && pwd)"
 SHA="$(git -C "$SRC" rev-parse HEAD)"
 mkdir -p "$WORK"
 green=0
+burner=""
+# the busy loop must not outlive the script (a killed loop left it running into the next one's clone)
+trap '[ -n "$burner" ] && kill "$burner" 2>/dev/null' EXIT INT TERM HUP
 for i in $(seq "$N"); do
   dir="$WORK/clone-$i"; rm -rf "$dir"
   git clone -q "$SRC" "$dir" && git -C "$dir" checkout -q "$SHA" || { echo "clone $i: git clone failed"; continue; }
