@@ -139,6 +139,12 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
     return summarise(rows, profile, draft)
 
 
+# The request's sampling seed. llama-server seeds --spec-synth-len's accept/reject draws from it, and from
+# std::random_device when a request gives none (tools/server/server-context.cpp), so without it the synthetic rows'
+# acceptance differed run to run (a tiny CPU test saw 0.39 where 1/8 is expected). Greedy decoding ignores it.
+SEED = 20261202
+
+
 def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens: int | None, monitor) -> dict:
     """`requests` greedy single-stream requests to a running server: decode speed, latency, drafts accepted."""
     from lab.measure import loadgen, metrics
@@ -146,7 +152,8 @@ def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens:
 
     words, _ = loadgen.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
     target = loadgen.Target(srv.base_url, model=serve.model_name(srv),
-                            max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key)
+                            max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key,
+                            extra_body={"seed": SEED})
     run = loadgen.run_load(target, loadgen.make_prompts(requests + 1, words, seed=11, tag=variant["kind"]),
                            loadgen.LoadSpec(concurrency=1, max_requests=requests, warmup_requests=1),
                            limit=loadgen.level_limit(1, profile.bench_duration_s))
@@ -156,7 +163,8 @@ def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens:
     decoded = sum(r.output_tokens - 1 for r in run.results if r.success and r.output_tokens)
     out = dict(decode_tok_s=s["stream_decode_tok_s"], server_decode_tok_s=s["server_decode_tok_s"], decoded_tokens=decoded,
                tpot_p50_ms=s["tpot_ms"]["p50"], ttft_p50_ms=s["ttft_ms"]["p50"],
-               joules_per_token=s.get("joules_per_token"), **acceptance(run.results, variant["kind"] != "none"))
+               joules_per_token=s.get("joules_per_token"), seed=SEED,
+               **acceptance(run.results, variant["kind"] != "none"))
     if s["failures"] or run.cut or not run.results:  # a cut warm-up leaves nothing sent: failed too, with the cut
         out.update(status="failed", error="; ".join(list(s["errors"]) + [run.cut or ""] * bool(run.cut)
                                                     or ["no request was measured"])[:300])
