@@ -508,15 +508,14 @@ def run_on_smollm2(run_dir: str | Path, **kw) -> dict:
 
 
 def provenance() -> dict:
-    """Where and when: commit, host, the clients' python and versions (the record's raw samples are its results)."""
+    """Where and when (the lab's one provenance: commit, host, UTC, versions) + the clients' python and versions
+    and the machine's load (the record's raw samples are its results)."""
     import platform
-    import socket
 
     from lab.core import evidence
 
     info = peers_info() or {}
-    return {"utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": evidence.git_state(),
-            "host": socket.gethostname(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
+    return {**evidence.provenance(), "cpu_count": os.cpu_count(), "machine": platform.machine(),
             "peers_python": info.get("python"), "peers_versions": info.get("tools"),
             "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None}
 
