@@ -166,8 +166,8 @@ def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens:
                joules_per_token=s.get("joules_per_token"), seed=SEED,
                **acceptance(run.results, variant["kind"] != "none"))
     if s["failures"] or run.cut or not run.results:  # a cut warm-up leaves nothing sent: failed too, with the cut
-        out.update(status="failed", error="; ".join(list(s["errors"]) + [run.cut or ""] * bool(run.cut)
-                                                    or ["no request was measured"])[:300])
+        reasons = [*s["errors"], *([run.cut] if run.cut else [])] or ["no request was measured"]
+        out.update(status="failed", error="; ".join(reasons)[:300])
     return out
 
 
