@@ -230,8 +230,11 @@ def test_lab_client_agrees_with_llama_benchy_and_guidellm_on_a_real_server(tmp_p
         print(row)
         # a ratio beyond ±5 % without a definition behind it is a warning (the clients ran back to back on a shared
         # CPU), not a failure; each one that a definition explains says which
-        if row["within ±5 %"] is False and row["why they differ"]:
+        if peer_clients.verdict(row) == "definition" and "per stream chunk" not in row["why they differ"]:
             assert row["why they differ"] == peer_clients.EXPLAIN[(row["tool"], row["metric"])], row
+    for r in record["results"]:  # the referee: the server's own log found each run's requests, O tokens each
+        for side in ("lab", "theirs"):
+            assert r["server_clock"][side]["requests"] == n and r["server_clock"][side]["output_tokens"] == n * o, r
     statuses = {c.status for c in peer_clients.checks(record)}
     assert "fail" not in statuses
     assert (tmp_path / "peer_clients" / "peer_clients.json").exists()

@@ -7,6 +7,7 @@
 * vLLM: `parse_vllm_log` — version, engine, KV cache tokens and memory, blocks, max concurrency, weights,
   attention backend; `kv_cache_report_from_log` is its KV line alone (the vLLM KV parity check).
 
+`request_timings` is llama-server's own clock for each request it finished (the peer check's referee).
 `parse_log(engine, text)` picks the parser, `failure_said` gives the engine's own words for a refusal, and
 `reported_rows` shows a parsed log as (what, value) rows. Each line's pattern is written once, here.
 """
@@ -268,6 +269,46 @@ def kv_cache_report_from_log(text: str) -> dict | None:
     return {"device": kv[-1][1], "tokens": int(kv[-1][2].replace(",", "")),
             "max_model_len": int(conc[-1][1].replace(",", "")) if conc else None,
             "max_concurrency": float(conc[-1][2]) if conc else None}
+
+
+# What llama-server says when a request ends (tools/server/server-context.cpp print_timings; the figures are
+# server-common.h's server_slot_stats): "prompt eval time" runs from the slot's start to its prompt's last batch,
+# "eval time" from there to the last token, and its ms per token is over n_gen − 1 decode steps (the first token
+# comes from the prompt's logits) — TPOT's definition, on the server's clock. Each line starts with the log's time
+# stamp (minutes.seconds.milliseconds.microseconds since the server started: common/log.cpp), then slot and task:
+#   0.03.121.260 I slot print_timing: id 15 | task 0 | prompt eval time =      20.58 ms /     1 tokens (...)
+#   0.03.121.266 I slot print_timing: id 15 | task 0 |        eval time =       0.00 ms /     1 tokens (...)
+#   0.03.121.308 I slot      release: id 15 | task 0 | stop processing: n_tokens = 1, truncated = 0
+LLAMA_TASK_LINE = re.compile(r"^(?P<m>\d+)\.(?P<s>\d+)\.(?P<ms>\d+)\.(?P<us>\d+) \S slot +\S+: id +(?P<slot>\d+) "
+                             r"\| task (?P<task>\d+) \| (?P<rest>.*)$")
+_PROMPT_TIME = re.compile(r"prompt eval time = +([\d.]+) ms / +(\d+) tokens")
+_EVAL_TIME = re.compile(r"^ *eval time = +([\d.]+) ms / +(\d+) tokens")
+
+
+def request_timings(text: str) -> list[dict]:
+    """Every request llama-server finished in `text` (a log or a slice of one), in the order they started: task,
+    slot, start and end (seconds since the server started), prompt ms and tokens, decode ms, output tokens and
+    tpot_ms (decode ms ÷ (output tokens − 1); None below 2 tokens). A request still running has no end: left out."""
+    tasks: dict[int, dict] = {}
+    for line in text.splitlines():
+        m = LLAMA_TASK_LINE.match(line)
+        if not m:
+            continue
+        t = int(m["m"]) * 60 + int(m["s"]) + int(m["ms"]) / 1e3 + int(m["us"]) / 1e6
+        task = tasks.setdefault(int(m["task"]), {"task": int(m["task"]), "slot": int(m["slot"])})
+        rest = m["rest"]
+        if "processing task" in rest:
+            task["start_s"] = t
+        elif p := _PROMPT_TIME.search(rest):
+            task["prompt_ms"], task["prompt_tokens"] = float(p[1]), int(p[2])
+        elif e := _EVAL_TIME.search(rest):
+            task["decode_ms"], task["output_tokens"] = float(e[1]), int(e[2])
+        elif "stop processing" in rest:
+            task["end_s"] = t
+    done = [d for d in tasks.values() if {"start_s", "end_s", "prompt_ms", "decode_ms"} <= d.keys()]
+    for d in done:
+        d["tpot_ms"] = d["decode_ms"] / (d["output_tokens"] - 1) if d["output_tokens"] > 1 else None
+    return sorted(done, key=lambda d: (d["start_s"], d["task"]))
 
 
 # ---------------------------------------------------------------- either engine

@@ -1,0 +1,94 @@
+"""The server's own clock as referee of the peer check (lab.serving.engine_logs.request_timings,
+lab.measure.server_clock, peer_clients.rejudge): llama-server's per-request lines parsed, runs found in a log,
+and the committed H200 record judged again from its own server log."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab.measure import peer_clients, server_clock
+from lab.serving import engine_logs
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = ROOT / "outputs" / "peer_clients-h200" / "20261202T053002Z_54fe515"
+
+# Lines as llama-server (the pinned llama.cpp, -lv 4) wrote them on the H200 (peer_clients.log above), one request
+# of 512 prompt and 128 output tokens, with a line of another kind between
+LOG = """\
+1.42.231.042 I slot launch_slot_: id  8 | task 5082 | processing task, is_child = 0
+1.42.231.754 I slot   operator(): id  8 | task 5082 | new prompt, n_ctx_slot = 16384, n_keep = 0, task.n_tokens = 524
+1.49.154.710 I slot print_timing: id  8 | task 5082 | n_gen =    100, tg =  15.91 t/s, tg_3s =  16.07 t/s
+1.50.763.316 I slot print_timing: id  8 | task 5082 | prompt eval time =     701.76 ms /   524 tokens (    1.34 ms per token,   746.69 tokens per second)
+1.50.763.319 I slot print_timing: id  8 | task 5082 |        eval time =    7829.79 ms /   128 tokens (   61.65 ms per token,    16.22 tokens per second)
+1.50.763.400 I slot      release: id  8 | task 5082 | stop processing: n_tokens = 652, truncated = 0
+1.50.800.000 I slot launch_slot_: id  9 | task 5083 | processing task, is_child = 0
+"""
+
+
+def test_request_timings_reads_llama_servers_own_lines():
+    (t,) = engine_logs.request_timings(LOG)  # task 5083 has not finished: left out
+    assert t["task"] == 5082 and t["slot"] == 8
+    assert t["start_s"] == pytest.approx(60 + 42.231042) and t["end_s"] == pytest.approx(60 + 50.7634)
+    assert (t["prompt_ms"], t["prompt_tokens"], t["decode_ms"], t["output_tokens"]) == (701.76, 524, 7829.79, 128)
+    # the server's ms per token is over n_gen − 1 decode steps (server-common.h n_gen_steps): its own 61.65
+    assert t["tpot_ms"] == pytest.approx(7829.79 / 127) and round(t["tpot_ms"], 2) == 61.65
+
+
+def _task(start, end, prompt_ms, decode_ms, out=65):
+    return {"start_s": start, "end_s": end, "prompt_ms": prompt_ms, "decode_ms": decode_ms, "output_tokens": out,
+            "tpot_ms": decode_ms / (out - 1)}
+
+
+def test_figures_and_the_ratio_the_server_accounts_for():
+    fast = server_clock.figures([_task(0, 1, 100, 640), _task(0, 1, 100, 640)])
+    slow = server_clock.figures([_task(0, 1.25, 100, 800), _task(0, 1.25, 100, 800)])
+    assert fast["tpot_ms"] == 10 and slow["tpot_ms"] == 12.5 and fast["output_throughput"] == 130
+    assert server_clock.server_ratio("tpot_ms", fast, slow) == 0.8
+    assert server_clock.server_ratio("output_throughput", fast, slow) == pytest.approx(1.25)
+    # the lab measured 0.81 of their TPOT; the server ran 0.8 as long a token during the lab's run: accounted for
+    why = server_clock.explain("tpot_ms", 0.81, fast, slow, 0.05)
+    assert why.startswith(server_clock.SAYS) and "× 0.800" in why and "= 1.012" in why
+    assert server_clock.explain("tpot_ms", 1.0, fast, slow, 0.05) is None  # the server's factor does not cover 1.0
+    assert server_clock.explain("tpot_ms", 0.81, None, slow, 0.05) is None  # no log: no referee
+
+
+def test_runs_in_a_log_are_split_at_pauses_and_probes_left_out():
+    def lines(task, start, end, out):
+        f = lambda s: f"0.{int(s):02d}.{int(s * 1000) % 1000:03d}.000"
+        return (f"{f(start)} I slot launch_slot_: id  0 | task {task} | processing task, is_child = 0\n"
+                f"{f(end)} I slot print_timing: id  0 | task {task} | prompt eval time =  10.00 ms /  5 tokens (x)\n"
+                f"{f(end)} I slot print_timing: id  0 | task {task} |        eval time =  90.00 ms / {out:5d} tokens (x)\n"
+                f"{f(end)} I slot      release: id  0 | task {task} | stop processing: n_tokens = 9, truncated = 0\n")
+    log = lines(1, 1.0, 1.1, 1) + lines(2, 2.0, 3.0, 64) + lines(3, 3.05, 4.0, 64) + lines(4, 9.0, 10.0, 64)
+    runs = server_clock.runs_in_log(log)
+    assert [[t["task"] for t in r] for r in runs] == [[2, 3], [4]]  # task 1 (one token: a probe) in none
+
+
+def test_the_h200_record_judged_again_by_the_servers_log():
+    """The committed H200 peer check (issue 20): every figure the clients disagreed on beyond ±5 % without a
+    definition is accounted for by the server's own log except guidellm's TTFT at 16 streams."""
+    record = json.loads((H200 / "peer_clients" / "peer_clients.json").read_text())
+    peer_clients.rejudge(record, (H200 / "peer_clients" / "peer_clients.log").read_text())
+    kinds = [peer_clients.verdict(r) for r in record["ratios"] if r["within ±5 %"] is not None]
+    counts = {k: kinds.count(k) for k in ("within", "definition", "server clock", "unexplained")}
+    print(counts)
+    assert counts == {"within": 17, "definition": 14, "server clock": 9, "unexplained": 2}
+    by = {(r["tool"], r["concurrency"], r["metric"]): r for r in record["ratios"]}
+    out8 = by[("guidellm", 8, "output_throughput")]
+    assert out8["mean"] == 1.142 and "lab ÷ theirs ÷ that = 0.999" in out8["why they differ"]
+    assert {k[2] for k, r in by.items() if peer_clients.verdict(r) == "unexplained"} == {"ttft_ms mean", "ttft_ms p50"}
+    # the referee found each run's requests: 16 (32 at 16 streams) on both sides, 128 tokens each
+    for r in record["results"]:
+        n = r["lab"]["successes"]
+        assert r["server_clock"]["lab"]["requests"] == r["server_clock"]["theirs"]["requests"] == n
+        assert r["server_clock"]["lab"]["output_tokens"] == 128 * n
+
+
+def test_rejudge_refuses_a_log_that_does_not_pair_up():
+    record = json.loads((H200 / "peer_clients" / "peer_clients.json").read_text())
+    with pytest.raises(ValueError, match="the server log has 0 runs, the record 18 results"):
+        peer_clients.rejudge(record, "")
