@@ -92,3 +92,14 @@ def test_rejudge_refuses_a_log_that_does_not_pair_up():
     record = json.loads((H200 / "peer_clients" / "peer_clients.json").read_text())
     with pytest.raises(ValueError, match="the server log has 0 runs, the record 18 results"):
         peer_clients.rejudge(record, "")
+
+
+def test_busy_host_rows_compare_each_busy_count_with_the_idle_host():
+    from lab.measure import busy_host
+
+    def run(k, tpot, thr):
+        return {"busy_cores": k, "output_throughput": thr, "server_clock": {"tpot_ms": tpot}}
+    rows = busy_host.by_busy([run(0, 44.0, 150.0), run(2, 55.0, 120.0), run(0, 46.0, 146.0), run(2, 57.0, 118.0)])
+    idle, busy = rows
+    assert idle["server_tpot_ms"] == {"mean": 45.0, "min": 44.0, "max": 46.0, "n": 2, "÷ idle": 1.0}
+    assert busy["server_tpot_ms"]["÷ idle"] == round(56.0 / 45.0, 3) and busy["output_tok_s"]["÷ idle"] == round(119 / 148, 3)

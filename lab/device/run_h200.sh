@@ -29,7 +29,9 @@
 # MODE=peers (carry [".device", ".device-peers"]; no suite; python3 -m lab.setup.device_prep --peers fills .device-peers/):
 # the lab's client against llama-benchy and guidellm (lab.measure.peer_clients) on the profile's llama-server with the
 # stand-in, at 1, 8 and 16 streams (PEER_LEVELS), PEER_REPS repetitions (3), PEER_REQUESTS requests a level (16; at
-# least 2 a stream), PEER_INPUT/PEER_OUTPUT tokens (512/128) — into $WORK/peers-run/peer_clients/, packed like a suite run.
+# least 2 a stream), PEER_INPUT/PEER_OUTPUT tokens (512/128) — into $WORK/peers-run/peer_clients/, packed like a suite run;
+# then the busy-host check (lab.measure.busy_host: the lab's client at 8 streams with BUSY_CORES cores kept busy,
+# default 0,2,8; empty = skip) into $WORK/peers-run/busy_host/.
 # Environment: PROFILE (default h200-x1), LAB_RUN_ARGS (more `lab run` flags, e.g. "--only 01,06"),
 # WAIT_S (default 540: a call must end inside the tool's 600 s), WORK (default /root/lab-device),
 # LAB_GIT_SHA / LAB_GIT_DIRTY (the commit, recorded in every record: the copy there has no .git).
@@ -122,6 +124,14 @@ PY
     --requests "${PEER_REQUESTS:-16}" --input-tokens "${PEER_INPUT:-512}" --output-tokens "${PEER_OUTPUT:-128}" \
     --repetitions "${PEER_REPS:-3}"
   cp "$run/peer_clients/peer_clients.json" "$run/records/" 2>/dev/null
+  # does a busy host slow the server? (guidellm's clients burned 1-1.5 cores; lab.measure.busy_host)
+  if [ -n "${BUSY_CORES-0,2,8}" ]; then
+    say "busy host: lab client at 8 streams with ${BUSY_CORES-0,2,8} busy cores beside the server, 3 repetitions"
+    .venv/bin/python -m lab.measure.busy_host --profile "$run/profile-$PROFILE-synthetic.yaml" --run-dir "$run" \
+      --busy "${BUSY_CORES-0,2,8}" --concurrency 8 --requests "${PEER_REQUESTS:-16}" \
+      --input-tokens "${PEER_INPUT:-512}" --output-tokens "${PEER_OUTPUT:-128}" --repetitions 3
+    cp "$run/busy_host/busy_host.json" "$run/records/" 2>/dev/null
+  fi
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv > "$run/gpu.csv" 2>&1
   echo "run folder: $run"
 }
