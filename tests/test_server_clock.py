@@ -4,6 +4,7 @@ and the committed H200 record judged again from its own server log."""
 from __future__ import annotations
 
 import json
+import lzma
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "outputs" / "peer_clients-h200" / "20261202T053002Z_54fe515"
 
-# Lines as llama-server (the pinned llama.cpp, -lv 4) wrote them on the H200 (peer_clients.log above), one request
+# Lines as llama-server (the pinned llama.cpp, -lv 4) wrote them on the H200 (peer_clients.log.xz above), one request
 # of 512 prompt and 128 output tokens, with a line of another kind between
 LOG = """\
 1.42.231.042 I slot launch_slot_: id  8 | task 5082 | processing task, is_child = 0
@@ -29,6 +30,11 @@ LOG = """\
 """
 
 
+def _log(folder: Path) -> str:
+    """A committed run's server log (kept xz-compressed: 3.2 MB of text is 0.16 MB)."""
+    return lzma.open(folder / "peer_clients" / "peer_clients.log.xz", "rt").read()
+
+
 def test_request_timings_reads_llama_servers_own_lines():
     (t,) = engine_logs.request_timings(LOG)  # task 5083 has not finished: left out
     assert t["task"] == 5082 and t["slot"] == 8
@@ -38,20 +44,22 @@ def test_request_timings_reads_llama_servers_own_lines():
     assert t["tpot_ms"] == pytest.approx(7829.79 / 127) and round(t["tpot_ms"], 2) == 61.65
 
 
-def _task(start, end, prompt_ms, decode_ms, out=65):
-    return {"start_s": start, "end_s": end, "prompt_ms": prompt_ms, "decode_ms": decode_ms, "output_tokens": out,
+def _task(start, end, prompt_ms, decode_ms, out=65, slot=0):
+    return {"slot": slot, "start_s": start, "end_s": end, "prompt_ms": prompt_ms, "decode_ms": decode_ms, "output_tokens": out,
             "tpot_ms": decode_ms / (out - 1)}
 
 
 def test_figures_and_the_ratio_the_server_accounts_for():
-    fast = server_clock.figures([_task(0, 1, 100, 640), _task(0, 1, 100, 640)])
-    slow = server_clock.figures([_task(0, 1.25, 100, 800), _task(0, 1.25, 100, 800)])
+    fast = server_clock.figures([_task(0, 1, 100, 640, slot=0), _task(0, 1, 100, 640, slot=1)])
+    slow = server_clock.figures([_task(0, 1.25, 100, 800, slot=0), _task(0, 1.25, 100, 800, slot=2)])
+    assert fast["slot_blocks"] == 1 and slow["slot_blocks"] == 2  # slots {0, 1}: one run; {0, 2}: two
     assert fast["tpot_ms"] == 10 and slow["tpot_ms"] == 12.5 and fast["output_throughput"] == 130
     assert server_clock.server_ratio("tpot_ms", fast, slow) == 0.8
     assert server_clock.server_ratio("output_throughput", fast, slow) == pytest.approx(1.25)
     # the lab measured 0.81 of their TPOT; the server ran 0.8 as long a token during the lab's run: accounted for
     why = server_clock.explain("tpot_ms", 0.81, fast, slow, 0.05)
     assert why.startswith(server_clock.SAYS) and "× 0.800" in why and "= 1.012" in why
+    assert "formed 1 runs of consecutive ids on average during the lab's run, 2 during theirs" in why
     assert server_clock.explain("tpot_ms", 1.0, fast, slow, 0.05) is None  # the server's factor does not cover 1.0
     assert server_clock.explain("tpot_ms", 0.81, None, slow, 0.05) is None  # no log: no referee
 
@@ -72,7 +80,7 @@ def test_the_h200_record_judged_again_by_the_servers_log():
     """The committed H200 peer check (issue 20): every figure the clients disagreed on beyond ±5 % without a
     definition is accounted for by the server's own log except guidellm's TTFT at 16 streams."""
     record = json.loads((H200 / "peer_clients" / "peer_clients.json").read_text())
-    peer_clients.rejudge(record, (H200 / "peer_clients" / "peer_clients.log").read_text())
+    peer_clients.rejudge(record, _log(H200))
     kinds = [peer_clients.verdict(r) for r in record["ratios"] if r["within ±5 %"] is not None]
     counts = {k: kinds.count(k) for k in ("within", "definition", "server clock", "unexplained")}
     print(counts)
@@ -103,3 +111,33 @@ def test_busy_host_rows_compare_each_busy_count_with_the_idle_host():
     idle, busy = rows
     assert idle["server_tpot_ms"] == {"mean": 45.0, "min": 44.0, "max": 46.0, "n": 2, "÷ idle": 1.0}
     assert busy["server_tpot_ms"]["÷ idle"] == round(56.0 / 45.0, 3) and busy["output_tok_s"]["÷ idle"] == round(119 / 148, 3)
+
+
+def test_slot_blocks_set_the_servers_speed_at_8_streams_on_the_h200():
+    """Both H200 peer runs: a request decoded beside 8-10 busy slots ran slower the more runs of consecutive ids those
+    slots formed (llama.cpp issue #25840's effect on a hybrid model), by the server's own clock."""
+    from lab.measure import slot_placement
+
+    assert slot_placement.blocks([4, 3, 2, 1, 0, 15, 14, 13]) == 2 and slot_placement.blocks([]) == 0
+    for folder, expect in ((H200, {1: 39.4, 2: 52.6, 3: 59.8, 4: 70.8}),
+                           (H200.parent / "20261202T073617Z_893f270", {1: 39.7, 2: 50.5, 3: 58.3})):
+        rows = slot_placement.by_blocks(engine_logs.request_timings(_log(folder)), streams=8)
+        print(folder.name, rows)
+        assert {r["blocks"]: r["server_tpot_ms"] for r in rows} == expect
+
+
+def test_busy_cores_beside_the_server_change_nothing_at_equal_placement():
+    """The H200 busy-host check: with the slots' placement held equal, 2 or 8 busy cores of 16 moved the server's
+    decode by at most 3 %, while the placement alone moved it 37 → 69 ms (the per-run means mix the two)."""
+    from lab.measure import busy_host
+
+    folder = H200.parent / "20261202T073617Z_893f270"
+    raw = json.loads((folder / "busy_host" / "busy_host.json").read_text())  # as the run wrote it
+    busy_host.attach_requests(raw, lzma.open(folder / "busy_host" / "busy_host.log.xz", "rt").read())
+    rows = {(r["busy_cores"], r["blocks"]): r["server_tpot_ms"] for r in busy_host.by_placement(raw["runs"])}
+    print(rows)
+    assert rows[(0, 3)] == 59.2 and rows[(2, 3)] == 60.7 and rows[(8, 3)] == 61.9
+    assert rows[(0, 4)] == 69.0 and rows[(2, 4)] == 68.7 and rows[(8, 4)] == 69.5
+    assert rows[(0, 1)] == 36.8
+    assert all(abs(rows[(k, b)] / rows[(0, b)] - 1) < 0.05 for k, b in rows if (0, b) in rows)
+    assert json.loads((folder / "records" / "busy_host.json").read_text())["by_placement"] == busy_host.by_placement(raw["runs"])

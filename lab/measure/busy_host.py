@@ -18,7 +18,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from statistics import mean
 
-from lab.measure import metrics, server_clock
+from lab.measure import metrics, server_clock, slot_placement
+from lab.serving import engine_logs
 from lab.measure.peer_bench import PeerLoad, run_lab_client
 
 LOAD = PeerLoad(num_prompts=16, concurrency=8, input_tokens=512, output_tokens=128)
@@ -54,11 +55,44 @@ def run(server, load: PeerLoad = LOAD, busy: tuple[int, ...] = BUSY, repetitions
             finally:
                 stop(procs)
             s = metrics.summarise(lab_run.results, lab_run.duration_s)
+            tasks = engine_logs.request_timings(server.log_text()[start:])[-level.num_prompts:] if start else []
             runs.append({"repetition": rep + 1, "busy_cores": k, "successes": s["successes"],
+                         "requests": placed(tasks),
                          "output_throughput": s["output_throughput"], "tpot_ms": s["tpot_ms"]["mean"],
                          "ttft_ms": s["ttft_ms"]["mean"], "client_cpu_s": lab_run.client_cpu_s, "server_clock": clock})
     return {"load": asdict(load), "busy": list(busy), "repetitions": repetitions, "runs": runs,
-            "by_busy": by_busy(runs)}
+            "by_busy": by_busy(runs), "by_placement": by_placement(runs)}
+
+
+def placed(tasks: list[dict]) -> list[dict]:
+    """Each request of a run: its slot, the runs of consecutive slot ids busy while it decoded, its decode ms a token
+    (the server's log)."""
+    return [{"slot": t["slot"], "blocks": server_clock._blocks(t, tasks), "tpot_ms": t["tpot_ms"]} for t in tasks]
+
+
+def attach_requests(record: dict, log_text: str) -> dict:
+    """For a record made before runs kept their requests: the log's requests in order — the first use (warm-ups +
+    `concurrency` requests), then per run its warm-ups and its measured ones — given back to the runs."""
+    n, c, w = record["load"]["num_prompts"], record["load"]["concurrency"], record["load"]["warmup_requests"]
+    tasks = [t for t in engine_logs.request_timings(log_text) if t["output_tokens"] >= 2][w + c:]
+    if len(tasks) != (n + w) * len(record["runs"]):
+        raise ValueError(f"the log has {len(tasks)} requests after the first use, the record's runs "
+                         f"{(n + w) * len(record['runs'])}: not this record's log")
+    for i, run_ in enumerate(record["runs"]):
+        run_["requests"] = placed(tasks[i * (n + w) + w:(i + 1) * (n + w)])
+    return record
+
+
+def by_placement(runs: list[dict]) -> list[dict]:
+    """Per busy count and runs of busy slots: the requests and their mean decode ms a token — the busy host's effect
+    with the placement held equal (slot_placement: the placement alone moves the speed by ~10 ms a run)."""
+    groups: dict[tuple, list[float]] = {}
+    for r in runs:
+        for q in r.get("requests") or []:
+            if q["tpot_ms"] is not None:
+                groups.setdefault((r["busy_cores"], q["blocks"]), []).append(q["tpot_ms"])
+    return [{"busy_cores": k, "blocks": b, "requests": len(v), "server_tpot_ms": round(mean(v), 1)}
+            for (k, b), v in sorted(groups.items())]
 
 
 def by_busy(runs: list[dict]) -> list[dict]:
@@ -91,6 +125,8 @@ def text(record: dict) -> str:
         t, o = row["server_tpot_ms"], row["output_tok_s"]
         lines.append(f"  K={row['busy_cores']}: server decode {t['mean']} ms/token [{t['min']}-{t['max']}] "
                      f"(÷ idle {t['÷ idle']}), client {o['mean']} tok/s [{o['min']}-{o['max']}] (÷ idle {o['÷ idle']})")
+    lines += [f"  K={p['busy_cores']}, busy slots in {p['blocks']} run(s): {p['server_tpot_ms']} ms/token "
+              f"({p['requests']} requests)" for p in record.get("by_placement") or []]
     return "\n".join(lines)
 
 

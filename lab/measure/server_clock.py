@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from statistics import mean
 
+from lab.measure import slot_placement
 from lab.serving import engine_logs
 
 # The server's figure that moves as a client's metric does when the server runs faster or slower.
@@ -65,11 +66,19 @@ def figures(tasks: list[dict]) -> dict | None:
     span = max(t["end_s"] for t in tasks) - min(t["start_s"] for t in tasks)
     tpots = [t["tpot_ms"] for t in tasks if t["tpot_ms"] is not None]
     out = sum(t["output_tokens"] for t in tasks)
-    return {"requests": len(tasks), "prompt_ms": mean(t["prompt_ms"] for t in tasks),
+    return {"requests": len(tasks), "slot_blocks": round(mean(_blocks(t, tasks) for t in tasks), 2),
+            "prompt_ms": mean(t["prompt_ms"] for t in tasks),
             "tpot_ms": mean(tpots) if tpots else None,
             "e2el_ms": mean(t["prompt_ms"] + t["decode_ms"] for t in tasks), "output_tokens": out,
             "span_s": span, "output_throughput": out / span if span > 0 else None,
             "request_throughput": len(tasks) / span if span > 0 else None}
+
+
+def _blocks(t: dict, tasks: list[dict]) -> int:
+    """Runs of consecutive slot ids among the slots busy while `t` decoded (slot_placement.blocks): llama.cpp decodes
+    a hybrid model's streams slower the more runs they are split into (llama.cpp issue #25840; slot_placement)."""
+    decode_start = t["start_s"] + t["prompt_ms"] / 1000
+    return slot_placement.blocks([u["slot"] for u in tasks if u["start_s"] < t["end_s"] and u["end_s"] > decode_start])
 
 
 def server_ratio(key: str, lab: dict | None, theirs: dict | None) -> float | None:
@@ -91,6 +100,10 @@ def explain(key: str, ratio: float | None, lab: dict | None, theirs: dict | None
         return None
     name = COUNTERPART[key]
     unit = "/s" if name in PER_SECOND else " ms"
+    where = ""
+    if lab.get("slot_blocks") and theirs.get("slot_blocks") and lab["slot_blocks"] != theirs["slot_blocks"]:
+        where = (f"; the busy slots formed {lab['slot_blocks']:.2g} runs of consecutive ids on average during the "
+                 f"lab's run, {theirs['slot_blocks']:.2g} during theirs")
     return (f"{SAYS}: {name} {lab[name]:.4g}{unit} during the lab's run, "
-            f"{theirs[name]:.4g}{unit} during theirs (× {srv:.3f}); lab ÷ theirs ÷ that"
+            f"{theirs[name]:.4g}{unit} during theirs (× {srv:.3f}){where}; lab ÷ theirs ÷ that"
             f"{' ÷ tokens per chunk' if per_chunk != 1.0 else ''} = {left:.3f}")

@@ -9,6 +9,12 @@ speeds of 8 streams on 16 slots: llama.cpp issue #25840 reports hybrid decode sl
 contiguous.
 
     rows = slot_placement.rounds(point, server_log_text, level=8)
+    slot_placement.by_blocks(engine_logs.request_timings(server_log_text), streams=8)
+
+`by_blocks` reads any llama-server log, whoever sent the load: for each finished request, the slots busy while it
+decoded, how many runs of consecutive ids they form ("blocks"), and the server's own decode ms a token for it. On
+the H200 (2026-12-02, three servers, the lab's client, llama-benchy and guidellm) 8 streams decoded at 37-40 ms a
+token in one block, 49-53 in two, 58-61 in three, 69-71 in four — the server's speed between two runs of one load.
 """
 from __future__ import annotations
 
@@ -57,4 +63,26 @@ def rounds(point: dict, log_text: str, level: int) -> list[dict]:
     return []
 
 
-__all__ = ["LAUNCH", "launched", "contiguous", "rounds"]
+def blocks(slots: list[int]) -> int:
+    """How many runs of consecutive ids the slots form (1: contiguous; 0: none)."""
+    s = sorted(set(slots))
+    return (1 + sum(1 for a, b in zip(s, s[1:]) if b != a + 1)) if s else 0
+
+
+def by_blocks(tasks: list[dict], streams: int, min_tokens: int = 16) -> list[dict]:
+    """Requests of a log (lab.serving.engine_logs.request_timings) decoded beside about `streams` busy slots
+    (streams to streams + 2, counting itself), grouped by the blocks those slots formed: per block count, the
+    requests and the server's decode ms a token, mean [min-max]. Requests under `min_tokens` output tokens (probes,
+    health checks) neither count nor occupy."""
+    done = [t for t in tasks if t["output_tokens"] >= min_tokens and t["tpot_ms"] is not None]
+    groups: dict[int, list[float]] = {}
+    for t in done:
+        decode_start = t["start_s"] + t["prompt_ms"] / 1000
+        busy = [u["slot"] for u in done if u["start_s"] < t["end_s"] and u["end_s"] > decode_start]
+        if streams <= len(busy) <= streams + 2:
+            groups.setdefault(blocks(busy), []).append(t["tpot_ms"])
+    return [{"blocks": k, "requests": len(v), "server_tpot_ms": round(sum(v) / len(v), 1),
+             "min": round(min(v), 1), "max": round(max(v), 1)} for k, v in sorted(groups.items())]
+
+
+__all__ = ["LAUNCH", "launched", "contiguous", "rounds", "blocks", "by_blocks"]
