@@ -98,13 +98,13 @@ def test_cmake_options_exist_in_the_pinned_llama_cpp_source():
     """-DGGML_CUDA is an option of the vendored llama.cpp the lab pins (its sdist in the cache)."""
     import tarfile
 
-    from lab import setup
+    from lab.core import paths
 
-    sdist = setup.cache_dir() / "sdist" / f"llama_cpp_python-{setup.LLAMA_CPP_PYTHON_VERSION}.tar.gz"
+    sdist = paths.sdist_file(paths.cache_dir())
     if not sdist.exists():
         pytest.skip(f"{sdist} missing: run `make setup`")
     with tarfile.open(sdist) as tar:
-        cmake = tar.extractfile(f"llama_cpp_python-{setup.LLAMA_CPP_PYTHON_VERSION}/vendor/llama.cpp/ggml/CMakeLists.txt")
+        cmake = tar.extractfile(f"llama_cpp_python-{paths.LLAMA_CPP_PYTHON_VERSION}/vendor/llama.cpp/ggml/CMakeLists.txt")
         options = set(re.findall(r"option\((\w+)", cmake.read().decode()))
     text = byhand.script(profiles.load("v100-32g-x1"))
     used = set(re.findall(r"-D(GGML_\w+)=", text))
@@ -182,8 +182,8 @@ def test_the_model_goes_where_the_profile_expects_it():
 
 @pytest.mark.parametrize("name", V100)
 def test_lab_run_line_builds_for_the_card_with_the_12x_toolkit(name, monkeypatch):
-    from lab import setup
     from lab.__main__ import build_parser
+    from lab.setup import llama_build
 
     prof = profiles.load(name)
     for ubuntu in byhand.UBUNTU_RELEASES:
@@ -193,7 +193,7 @@ def test_lab_run_line_builds_for_the_card_with_the_12x_toolkit(name, monkeypatch
         assert f"cuda-toolkit-{toolkit.replace('.', '-')}" in " ".join(_step(name, "Install the CUDA", ubuntu).commands)
     env = dict(w.split("=", 1) for w in shlex.split(line) if "=" in w and not w.startswith("PROFILE"))
     monkeypatch.setenv("LAB_CUDA_ARCH", env["LAB_CUDA_ARCH"])
-    assert setup.detect_cuda_arch() == "70" == byhand.cuda_arch(prof)  # what set-up builds for
+    assert llama_build.detect_cuda_arch() == "70" == byhand.cuda_arch(prof)  # what set-up builds for
     args = build_parser().parse_args(["run", "--profile", name])  # what `make run PROFILE=` runs (Makefile)
     assert args.verb == "run" and args.profile == name
     assert "ninja-build" in _step(name, "Run the lab").commands[0] and "python3-venv" in _step(name, "Run the lab").commands[0]

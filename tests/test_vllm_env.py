@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab.core import paths, profiles
-from lab.model import hfmodel
+from lab.setup import hfmodel
 from lab.predict import kvcache
 from lab.serving import engine_logs, vllm_env
 from lab.measure import vllm_kv

@@ -83,7 +83,7 @@ class Profile(BaseModel):
     model_name: str = Field(min_length=1)
     model_file: str | None = None  # "embedded:smollm2", "embedded:gemma3-270m" or a path to a .gguf
     # HF-format folder for engines that cannot serve the GGUF (vLLM): "hf:embedded:smollm2" (the copy
-    # `python3 -m lab.setup --engine vllm` makes of the embedded GGUF, see lab/model/hfmodel.py) or a folder path.
+    # `python3 -m lab.setup --engine vllm` makes of the embedded GGUF, see lab/setup/hfmodel.py) or a folder path.
     model_dir: str | None = None
     model_architecture: str = Field(min_length=1)  # "gguf:<model_file>" or "config:<stand-in id>"
     model_quant: str

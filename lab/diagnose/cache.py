@@ -23,10 +23,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from lab import setup
+from lab.core import paths
 from lab.core.display import human_bytes
 
-# What each area holds, in the words of the step that writes it (lab/setup/__init__.py, lab/setup/vllm.py, ...).
+# What each area holds, in the words of the step that writes it (lab/setup/*.py).
 AREAS = {
     "llama.cpp": "llama.cpp tools (llama-server, -bench, -quantize, -perplexity) per version and build flags",
     "wheels": "llama-cpp-python wheels built from the same source, per version and build flags",
@@ -99,7 +99,7 @@ def synth_in_use() -> dict[str, list[str]]:
 
 
 def why_unused(area: str, path: Path, synth_wanted: dict[str, list[str]] | None) -> str | None:
-    version = setup.LLAMA_CPP_PYTHON_VERSION
+    version = paths.LLAMA_CPP_PYTHON_VERSION
     name = path.name
     if area in ("llama.cpp", "wheels") and not name.startswith(f"{version}-"):
         return f"built for llama-cpp-python {name.split('-')[0]}; this checkout pins {version}"
@@ -122,7 +122,7 @@ def why_unused(area: str, path: Path, synth_wanted: dict[str, list[str]] | None)
 def survey(cache: Path | None = None) -> dict:
     """Every area's size and its entries (name, bytes, why unused); `synth_note` says when the synthetic files
     could not be judged (set-up not done: the tokenizer GGUF the plan needs is missing)."""
-    cache = Path(cache or setup.cache_dir())
+    cache = Path(cache or paths.cache_dir())
     try:
         wanted, note = synth_in_use(), None
     except (ValueError, OSError) as exc:  # e.g. no tokenizer GGUF before set-up: then nothing in synth/ is unused

@@ -51,8 +51,8 @@ from lab.core.checks import Check
 from lab.measure import metrics
 from lab.measure.peer_bench import PeerLoad, run_lab_client
 
-PEERS_VENV = paths.ROOT / ".venv-peers"
-WHY_MISSING = paths.ROOT / ".venv-peers.missing.json"
+PEERS_VENV = paths.PEERS_VENV
+WHY_MISSING = paths.PEERS_WHY_MISSING
 SETUP_HINT = "run `python3 -m lab.setup --peers` (or `LAB_PEERS=1 make setup`)"
 TOLERANCE = 0.05  # the target: lab ÷ theirs within 5 %
 TOOL_TIMEOUT_S = 400

@@ -15,11 +15,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import setup
 from lab.core import evidence, interrupt, processes, profiles
 from lab.serving import engines
 from lab.core.interrupt import SIGNAL_EXIT, CutWatch, name_of
 from lab.core.paths import NOTEBOOKS
+from lab.setup.jupyter import KERNEL_NAME
 
 # Which notebooks need another one to have succeeded first (by two-digit prefix).
 DEPENDS_ON: dict[str, tuple[str, ...]] = {"06": ("04",)}
@@ -200,7 +200,7 @@ def run_notebook(book: Path, run_dir: Path, profile_path: Path, runtime: Path | 
     try:
         with kernel_environment():
             pm.execute_notebook(str(book), str(out), parameters={"profile": str(profile_path), "run_dir": str(run_dir)},
-                                kernel_name=setup.KERNEL_NAME, progress_bar=True, cwd=str(NOTEBOOKS),
+                                kernel_name=KERNEL_NAME, progress_bar=True, cwd=str(NOTEBOOKS),
                                 request_save_on_cell_execute=True,
                                 kernel_manager_class=kernel_manager_class(run_dir / "logs" / f"kernel-{book.stem}.log",
                                                                                      runtime))
