@@ -25,12 +25,12 @@ matter. The winner is written as a profile patch (YAML) with the measured gain.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 
+from lab.core import paths
 from lab.core.profiles import Profile
 
 LLAMA_DEFAULT_BATCH = (2048, 512)  # llama.cpp common/common.h: n_batch 2048, n_ubatch 512
@@ -118,7 +118,7 @@ def baseline(profile: Profile) -> Setting:
 
 
 def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return paths.usable_cores()
 
 
 def grid(profile: Profile, n_cores: int | None = None) -> list[Setting]:
