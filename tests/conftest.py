@@ -179,11 +179,12 @@ class BackgroundServer:
 
     def _run(self, cmd, log_dir: Path, name: str) -> None:
         from lab.serving import serve
+        from lab.serving.server import group_members
 
         t0 = time.monotonic()
         try:
             self.server = serve.start(cmd, log_dir=log_dir, name=name, health_timeout_s=VLLM_START_TIMEOUT_S)
-            self.group = serve._group_members(self.server.pid)
+            self.group = group_members(self.server.pid)
             self.server.ready_s = round(time.monotonic() - t0, 1)
         except BaseException as exc:  # noqa: BLE001 - handed to the test that asks for the server
             self.error = exc
