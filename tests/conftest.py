@@ -73,13 +73,13 @@ CPU_DEFAULT_NOTEBOOKS = "01,02,03,04,05,06,07"
 def profile_copy(name: str, folder: Path, **changes) -> Path:
     """params/<name>.yaml written to `folder` with the top-level `key: value` lines in `changes` replaced (their
     comments go with them) and every other line as shipped; the copy keeps the profile's name."""
-    from lab.core import profiles
+    from lab.core import profile_file
 
     text = (ROOT / "params" / f"{name}.yaml").read_text()
     for key in changes:
         assert len(re.findall(rf"^{key}:", text, flags=re.M)) == 1, f"params/{name}.yaml: expected one `{key}:` line"
     path = folder / f"{name}.yaml"
-    path.write_text(profiles.set_keys(text, changes))
+    path.write_text(profile_file.set_keys(text, changes))
     return path
 
 

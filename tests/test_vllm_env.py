@@ -103,7 +103,7 @@ def test_cpu_vllm_profile_environment():
 
 
 def test_kvcache_gib_refused_outside_cpu_vllm(tmp_path):
-    src = (profiles.PARAMS_DIR / "cpu-default.yaml").read_text() + "vllm_cpu_kvcache_gib: 1\n"
+    src = (paths.PARAMS / "cpu-default.yaml").read_text() + "vllm_cpu_kvcache_gib: 1\n"
     path = tmp_path / "cpu-default.yaml"
     path.write_text(src)
     with pytest.raises(profiles.ProfileError, match="vllm_cpu_kvcache_gib"):

@@ -79,13 +79,13 @@ def tree_bytes(path: Path, seen: set | None = None) -> int:
 def synth_in_use() -> dict[str, list[str]]:
     """Synthetic file name -> what asks for it: notebook 05's KV parity grid, and each profile in params/ that
     names model_synth (its stand-in) or spec_draft synth:<layers> (its draft)."""
-    from lab.core import profiles
+    from lab.core import profile_file, profiles
     from lab.measure import kvcache_verify
     from lab.model import standin, synth
 
     wanted = {synth.cached_path(**kvcache_verify.HYBRID_SYNTH)[0].name: ["notebook 05's KV parity grid"]}
     for path in profiles.all_profiles():
-        data = profiles.parse(path)
+        data = profile_file.parse(path)
         arch = data.get("model_synth")
         if not arch:
             continue

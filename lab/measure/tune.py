@@ -323,13 +323,13 @@ def merge_args(base: list[str], extra: list[str]) -> list[str]:
 
 
 def apply_patch(profile_text: str, patch: str) -> str:
-    """The profile YAML with the patch's keys set (lab.core.profiles.set_keys); the patch's comment lines go above
+    """The profile YAML with the patch's keys set (lab.core.profile_file.set_keys); the patch's comment lines go above
     them, so the copy says what was measured."""
     import yaml
 
-    from lab.core import profiles
+    from lab.core import profile_file
 
-    return profiles.set_keys(profile_text, yaml.safe_load(patch) or {},
+    return profile_file.set_keys(profile_text, yaml.safe_load(patch) or {},
                              [ln for ln in patch.splitlines() if ln.startswith("#")])
 
 
