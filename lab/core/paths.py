@@ -54,6 +54,11 @@ def sdist_file(cache: Path) -> Path:
     return cache / "sdist" / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}.tar.gz"
 
 
+def models_dir(cache: Path) -> Path:
+    """cache/models/: the embedded GGUF models set-up extracts (lab.setup.models), named in .venv/lab-paths.json."""
+    return cache / "models"
+
+
 def vocab_dir(cache: Path) -> Path:
     """cache/vocab/<ver>/: the tokenizer GGUFs (llama.cpp's models/ggml-vocab-*.gguf) lab.model.synth copies."""
     return cache / "vocab" / LLAMA_CPP_PYTHON_VERSION

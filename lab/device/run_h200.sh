@@ -144,7 +144,7 @@ pipeline() {  # runs detached, in $WORK/repo
   wait "$synth_pid"; say "standin rc=$(cat "$WORK/standin.rc"): $(tail -1 "$WORK/standin.log")"
   if [ "${MODE:-suite}" = isolate ]; then isolate; return; fi
   if [ "${MODE:-suite}" = peers ]; then peers; return; fi
-  local smol; smol="$(python3 -c 'from lab.core import paths; from lab.setup import models; print(paths.cache_dir() / "models" / models.SMOLLM2_FILE)')"
+  local smol; smol="$(python3 -c 'from lab.core import paths; from lab.setup import models; print(paths.models_dir(paths.cache_dir()) / models.SMOLLM2_FILE)')"
   for _ in $(seq 24); do [ -e "$smol" ] && break; sleep 5; done
   say "embedded SmolLM2: $([ -e "$smol" ] && echo "there ($smol)" || echo "missing: notebook 03 fails, 05 runs without it")"
   if [ "${PRETUNE_S:-200}" -gt 0 ]; then

