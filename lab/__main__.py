@@ -30,10 +30,10 @@ def _check_counts(run_dir) -> str:
 
 def _cmd_run(args) -> int:
     from lab.core import profiles
-    from lab.records import runner
+    from lab.records import batch_run, runner
 
     only = [o.strip().zfill(2) for o in args.only.split(",")] if args.only else None
-    batch = runner.batch_profiles(args.profile)
+    batch = batch_run.batch_profiles(args.profile)
     if batch is not None:
         return _run_batch(args, batch, only)
     try:
@@ -71,11 +71,11 @@ def _cmd_run(args) -> int:
 def _run_batch(args, names: list[str], only: list[str] | None) -> int:
     """`lab run --profile all` (or a,b,...): one run folder per profile, then the fleet table (`lab compare` of the
     runs); exit status = how many profiles failed (invalid or a notebook not ok), or the signal's for a cut batch."""
-    from lab.records import report, runner
+    from lab.records import batch_run, report
 
     try:
-        batch = runner.run_batch(names, only=only, out=args.out, synth_if_missing=args.synth_if_missing,
-                                 plan_only=args.plan_only, allow_failed_checks=args.allow_failed_checks)
+        batch = batch_run.run_batch(names, only=only, out=args.out, synth_if_missing=args.synth_if_missing,
+                                    plan_only=args.plan_only, allow_failed_checks=args.allow_failed_checks)
     except (ValueError, FileNotFoundError, NotADirectoryError) as exc:  # --only / --out: bad usage
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -73,13 +73,13 @@ CPU_DEFAULT_NOTEBOOKS = "01,02,03,04,05,06,07"
 def profile_copy(name: str, folder: Path, **changes) -> Path:
     """params/<name>.yaml written to `folder` with the top-level `key: value` lines in `changes` replaced (their
     comments go with them) and every other line as shipped; the copy keeps the profile's name."""
-    from lab.core import profiles
+    from lab.core import profile_file
 
     text = (ROOT / "params" / f"{name}.yaml").read_text()
     for key in changes:
         assert len(re.findall(rf"^{key}:", text, flags=re.M)) == 1, f"params/{name}.yaml: expected one `{key}:` line"
     path = folder / f"{name}.yaml"
-    path.write_text(profiles.set_keys(text, changes))
+    path.write_text(profile_file.set_keys(text, changes))
     return path
 
 
@@ -179,11 +179,12 @@ class BackgroundServer:
 
     def _run(self, cmd, log_dir: Path, name: str) -> None:
         from lab.serving import serve
+        from lab.serving.server import group_members
 
         t0 = time.monotonic()
         try:
             self.server = serve.start(cmd, log_dir=log_dir, name=name, health_timeout_s=VLLM_START_TIMEOUT_S)
-            self.group = serve._group_members(self.server.pid)
+            self.group = group_members(self.server.pid)
             self.server.ready_s = round(time.monotonic() - t0, 1)
         except BaseException as exc:  # noqa: BLE001 - handed to the test that asks for the server
             self.error = exc

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from lab.core import profiles
-from lab.serving import byhand
+from lab.serving import byhand, byhand_choices
 from lab.core.paths import ROOT
 from lab.core.versions import version_tuple
 
@@ -18,7 +18,7 @@ LLAMA_GPU_PROFILES = [p.stem for p in sorted((ROOT / "params").glob("*.yaml"))
 
 def _all(profile_name):
     prof = profiles.load(profile_name)
-    return [(u, st) for u in byhand.UBUNTU_RELEASES for st in byhand.steps(prof, u)]
+    return [(u, st) for u in byhand_choices.UBUNTU_RELEASES for st in byhand.steps(prof, u)]
 
 
 def test_there_are_gpu_profiles_to_cover():
@@ -37,10 +37,10 @@ def test_every_command_parses_as_shell_and_every_step_is_sourced(name):
 
 def test_v100_track_says_what_to_install_and_what_not():
     v100 = profiles.load("v100-32g-x1")
-    for ubuntu in byhand.UBUNTU_RELEASES:
-        toolkit = byhand.toolkit_for(v100, ubuntu)
+    for ubuntu in byhand_choices.UBUNTU_RELEASES:
+        toolkit = byhand_choices.toolkit_for(v100, ubuntu)
         assert toolkit.startswith("12."), toolkit
-        assert byhand.driver_branch_for(v100, toolkit) <= 580
+        assert byhand_choices.driver_branch_for(v100, toolkit) <= 580
         text = byhand.script(v100, ubuntu)
         assert "-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=70" in text
         assert f"cuda-toolkit-{toolkit.replace('.', '-')}" in text
@@ -51,14 +51,14 @@ def test_v100_track_says_what_to_install_and_what_not():
         # the profile's plain Q4_K_M: lmstudio-community's file of that name (unsloth removed its plain Q4_K_M)
         assert "hf download lmstudio-community/Qwen3.8-27B-GGUF Qwen3.8-27B-Q4_K_M.gguf" in text
         assert "huggingface-cli download" not in text.replace("`huggingface-cli download` was removed", "")
-    assert byhand.toolkit_for(v100, "22.04") == v100.cuda_toolkit  # the profile's 12.2 where NVIDIA publishes it
-    assert byhand.toolkit_for(v100, "24.04") >= "12.5"  # ubuntu2404 starts at 12.5
+    assert byhand_choices.toolkit_for(v100, "22.04") == v100.cuda_toolkit  # the profile's 12.2 where NVIDIA publishes it
+    assert byhand_choices.toolkit_for(v100, "24.04") >= "12.5"  # ubuntu2404 starts at 12.5
 
 
 def test_profiles_the_track_does_not_cover_say_why():
     with pytest.raises(ValueError, match="no GPU"):
         byhand.steps(profiles.load("cpu-default"))
-    assert byhand.card_profile(profiles.load("cpu-default")).name == byhand.data()["default_card_profile"]
+    assert byhand_choices.card_profile(profiles.load("cpu-default")).name == byhand_choices.data()["default_card_profile"]
 
 
 def _help_flags() -> set[str]:
@@ -98,13 +98,13 @@ def test_cmake_options_exist_in_the_pinned_llama_cpp_source():
     """-DGGML_CUDA is an option of the vendored llama.cpp the lab pins (its sdist in the cache)."""
     import tarfile
 
-    from lab import setup
+    from lab.core import paths
 
-    sdist = setup.cache_dir() / "sdist" / f"llama_cpp_python-{setup.LLAMA_CPP_PYTHON_VERSION}.tar.gz"
+    sdist = paths.sdist_file(paths.cache_dir())
     if not sdist.exists():
         pytest.skip(f"{sdist} missing: run `make setup`")
     with tarfile.open(sdist) as tar:
-        cmake = tar.extractfile(f"llama_cpp_python-{setup.LLAMA_CPP_PYTHON_VERSION}/vendor/llama.cpp/ggml/CMakeLists.txt")
+        cmake = tar.extractfile(f"llama_cpp_python-{paths.LLAMA_CPP_PYTHON_VERSION}/vendor/llama.cpp/ggml/CMakeLists.txt")
         options = set(re.findall(r"option\((\w+)", cmake.read().decode()))
     text = byhand.script(profiles.load("v100-32g-x1"))
     used = set(re.findall(r"-D(GGML_\w+)=", text))
@@ -118,9 +118,9 @@ def test_both_v100_profiles_and_byhand_give_one_driver_and_cuda_answer():
     for name in ("v100-32g-x1", "v100-32g-x2-nvlink"):
         prof = profiles.load(name)
         answers.add((version_tuple(prof.driver_version)[0], prof.cuda_toolkit))
-        for ubuntu in byhand.UBUNTU_RELEASES:
-            toolkit = byhand.toolkit_for(prof, ubuntu)
-            answers.add((byhand.driver_branch_for(prof, toolkit), toolkit))
+        for ubuntu in byhand_choices.UBUNTU_RELEASES:
+            toolkit = byhand_choices.toolkit_for(prof, ubuntu)
+            answers.add((byhand_choices.driver_branch_for(prof, toolkit), toolkit))
     assert answers == {(580, "12.8")}, answers
 
 
@@ -182,18 +182,18 @@ def test_the_model_goes_where_the_profile_expects_it():
 
 @pytest.mark.parametrize("name", V100)
 def test_lab_run_line_builds_for_the_card_with_the_12x_toolkit(name, monkeypatch):
-    from lab import setup
     from lab.__main__ import build_parser
+    from lab.setup import llama_build
 
     prof = profiles.load(name)
-    for ubuntu in byhand.UBUNTU_RELEASES:
-        toolkit = byhand.toolkit_for(prof, ubuntu)
+    for ubuntu in byhand_choices.UBUNTU_RELEASES:
+        toolkit = byhand_choices.toolkit_for(prof, ubuntu)
         line = _step(name, "Run the lab", ubuntu).commands[-1]
         assert line == f"LAB_CUDA_ARCH=70 CUDACXX=/usr/local/cuda-{toolkit}/bin/nvcc make run PROFILE={name}"
         assert f"cuda-toolkit-{toolkit.replace('.', '-')}" in " ".join(_step(name, "Install the CUDA", ubuntu).commands)
     env = dict(w.split("=", 1) for w in shlex.split(line) if "=" in w and not w.startswith("PROFILE"))
     monkeypatch.setenv("LAB_CUDA_ARCH", env["LAB_CUDA_ARCH"])
-    assert setup.detect_cuda_arch() == "70" == byhand.cuda_arch(prof)  # what set-up builds for
+    assert llama_build.detect_cuda_arch() == "70" == byhand_choices.cuda_arch(prof)  # what set-up builds for
     args = build_parser().parse_args(["run", "--profile", name])  # what `make run PROFILE=` runs (Makefile)
     assert args.verb == "run" and args.profile == name
     assert "ninja-build" in _step(name, "Run the lab").commands[0] and "python3-venv" in _step(name, "Run the lab").commands[0]
@@ -274,7 +274,7 @@ def test_sha256_lines_run(tmp_path):
         f.write_bytes(b"GGUF" + name.encode())
         digest = __import__("hashlib").sha256(f.read_bytes()).hexdigest()
         line = _step(name, "Download").commands[-1]
-        line = line.replace(byhand.gguf_download(prof).get("sha256") or "$expected", digest)
+        line = line.replace(byhand_choices.gguf_download(prof).get("sha256") or "$expected", digest)
         ok = _bash(line, LAB=str(tmp_path))
         assert ok.returncode == 0 and ": OK" in ok.stdout, (line, ok.stdout, ok.stderr)
         f.write_bytes(b"truncated")
@@ -375,7 +375,7 @@ def test_no_profile_downloads_a_file_the_lab_knows_was_withdrawn():
             if e.get("withdrawn")}
     assert ("unsloth/Qwen3.8-27B-GGUF", "Qwen3.8-27B-Q4_K_M.gguf") in gone
     for path in profiles.all_profiles():
-        d = byhand.gguf_download(profiles.load(path))
+        d = byhand_choices.gguf_download(profiles.load(path))
         assert d is None or (d["repo"], d["file"]) not in gone, (path.name, d)
 
 

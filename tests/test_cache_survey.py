@@ -3,12 +3,12 @@ import json
 import os
 import time
 
-from lab import setup
+from lab.core import paths
 from lab.measure import kvcache_verify
 from lab.model import synth, synth_shapes
 from lab.diagnose import cache
 
-V = setup.LLAMA_CPP_PYTHON_VERSION
+V = paths.LLAMA_CPP_PYTHON_VERSION
 
 
 def fake_cache(root):

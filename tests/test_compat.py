@@ -13,7 +13,7 @@ from lab.core.versions import cc_x10, compute_capability
 
 from conftest import v100_x2_vllm
 from lab.core import facts, profiles
-from lab.predict import compat, plan
+from lab.predict import compat, compat_predicates, plan
 
 SEVERITIES = {"error", "warn", "info"}
 
@@ -230,7 +230,7 @@ def test_every_rule_has_a_passing_and_a_failing_case():
 # ---------------------------------------------------------------- the data and the engine
 def test_rules_are_sourced_data():
     data = facts.load("compat_rules", "rules")  # refuses an entry without a source
-    assert len(data["rules"]) == len(compat.PREDICATES)
+    assert len(data["rules"]) == len(compat_predicates.PREDICATES)
     for rule in compat.rules():
         assert rule["source"].strip() and rule["fix"].strip() and rule["description"].strip()
         assert rule["severity"] in SEVERITIES
@@ -288,8 +288,8 @@ def test_version_helpers():
         major, minor = compute_capability(cc)
         assert cc_x10(cc) == major * 10 + minor
     assert compute_capability(None) is None and compute_capability("") is None
-    assert compat.wheel_cuda("cu126") == "12.6" and compat.wheel_cuda("cu130") == "13.0"
-    assert compat.wheel_cuda("cpu") is None
+    assert compat_predicates.wheel_cuda("cu126") == "12.6" and compat_predicates.wheel_cuda("cu130") == "13.0"
+    assert compat_predicates.wheel_cuda("cpu") is None
 
 
 # ---------------------------------------------------------------- the seeds' set-ups as written

@@ -1,8 +1,8 @@
 """lab.setup.device_prep: what the stripped llama.cpp source keeps (pure), and set-up's offline switches."""
 import pytest
 
-from lab import setup
-from lab.setup import device_prep
+from lab.core import paths
+from lab.setup import device_prep, llama_source, models, venv
 
 TOP = "llama_cpp_python-0.3.36/"
 V = TOP + "vendor/llama.cpp/"
@@ -31,7 +31,7 @@ def test_peer_wheels_are_the_cpu_lock_pins_and_do_not_repeat_the_device_wheels()
     # MODE=peers carries the clients for the H200 at the versions the CPU check ran (lab/data/peers.lock.txt)
     norm = lambda n: n.lower().replace("_", "-")  # noqa: E731
     lock = {norm(line.split("==")[0]): line.split("==")[1].split()[0]
-            for line in (setup.ROOT / "lab" / "data" / "peers.lock.txt").read_text().splitlines()
+            for line in (paths.DATA / "peers.lock.txt").read_text().splitlines()
             if "==" in line and not line.startswith("#")}
     peers = {norm(w.split("==")[0]): w.split("==")[1] for w in device_prep.PEER_WHEELS}
     assert len(peers) == len(device_prep.PEER_WHEELS)
@@ -43,25 +43,23 @@ def test_peer_wheels_are_the_cpu_lock_pins_and_do_not_repeat_the_device_wheels()
 def test_offline_switches(monkeypatch, tmp_path):
     monkeypatch.delenv("LAB_LLAMA_SRC", raising=False)
     monkeypatch.delenv("LAB_WHEELS", raising=False)
-    assert setup.given_source() is None and setup.offline_wheels() is None
-    assert setup.sdist_path(tmp_path).name == "llama_cpp_python-0.3.36.tar.gz"
+    assert llama_source.given_source() is None and venv.offline_wheels() is None
+    assert llama_source.sdist_path(tmp_path).name == "llama_cpp_python-0.3.36.tar.gz"
     monkeypatch.setenv("LAB_LLAMA_SRC", str(tmp_path / "nope.tar.xz"))
     with pytest.raises(SystemExit, match="LAB_LLAMA_SRC.*no such file"):
-        setup.given_source()
+        llama_source.given_source()
     (tmp_path / "whl").mkdir()
     monkeypatch.setenv("LAB_WHEELS", str(tmp_path / "whl"))
     with pytest.raises(SystemExit, match="not a folder of .whl files"):
-        setup.offline_wheels()
+        venv.offline_wheels()
 
 
 def test_embedded_model_travels_in_parts_and_is_joined_once_complete(tmp_path):
-    from lab import setup
-    from lab.setup import device_prep
 
     cache = tmp_path / "cache"
     (cache / "models").mkdir(parents=True)
     data = bytes(range(256)) * 40 + b"tail"  # 10,244 bytes → 3 parts of 4,096
-    (cache / "models" / setup.SMOLLM2_FILE).write_bytes(data)
+    (cache / "models" / models.SMOLLM2_FILE).write_bytes(data)
     out = tmp_path / ".device-models"
     manifest = device_prep.split_models(out, cache, part_bytes=4096)
     assert [p["bytes"] for p in manifest["parts"]] == [4096, 4096, 2052]
@@ -78,5 +76,5 @@ def test_embedded_model_travels_in_parts_and_is_joined_once_complete(tmp_path):
             shutil.copytree(out / n, call / n)
         said.append(device_prep.assemble(call, store, there))
     assert said[0] == "1 of 3 parts here" and said[1] == "2 of 3 parts here" and "written (10,244 bytes" in said[2]
-    assert (there / setup.SMOLLM2_FILE).read_bytes() == data
+    assert (there / models.SMOLLM2_FILE).read_bytes() == data
     assert "already there" in device_prep.assemble(tmp_path / "call-2", store, there)

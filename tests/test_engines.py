@@ -268,12 +268,12 @@ def test_parse_offload_line_of_a_file_with_its_mtp_block():
     """A published Qwen3.8-27B GGUF holds 64 blocks + its MTP block (block_count 65): llama.cpp prints n_layer = 65
     and offloads 66/66 (n_layer_all + 1, src/llama-model.cpp), which is what lab byhand tells the owner to expect."""
     from lab.core import profiles
-    from lab.serving import byhand
+    from lab.serving import byhand_choices
 
     text = ("0.00.4 I print_info: n_layer               = 65\n"
             "0.00.5 I load_tensors: offloaded 66/66 layers to GPU\n"
             "0.00.6 I load_tensors:   CPU_Mapped model buffer size =   682.03 MiB\n")
     rep = engine_logs.parse_llama_log(text)
     assert rep["offloaded"] == {"layers": 66, "of": 66}
-    assert rep["offloaded"]["of"] == byhand.n_offloadable(profiles.load("v100-32g-x1")) == 66
+    assert rep["offloaded"]["of"] == byhand_choices.n_offloadable(profiles.load("v100-32g-x1")) == 66
     assert rep["model_buffers_mib"]["CPU_Mapped"] == 682.03   # the token embedding, kept in host memory

@@ -21,8 +21,8 @@ def test_conda_pins_match_pyproject():
 
 
 def test_setup_builds_the_pinned_llama_cpp_python():
-    from lab import setup
+    from lab.core import paths
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pin = _pins(project["dependencies"])["llama-cpp-python[server]"]
-    assert setup.LLAMA_CPP_PYTHON_VERSION == pin
+    assert paths.LLAMA_CPP_PYTHON_VERSION == pin

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_for
-from lab import setup
+from lab.setup import jupyter
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.tools
@@ -64,8 +64,8 @@ def test_make_lab_serves_the_kernel_behind_a_token_and_stops_cleanly(tmp_path):
 
         status, body = _get(f"{base}/api/kernelspecs", token)
         specs = json.loads(body)["kernelspecs"]
-        assert status == 200 and setup.KERNEL_NAME in specs
-        assert specs[setup.KERNEL_NAME]["spec"]["display_name"] == setup.KERNEL_DISPLAY_NAME
+        assert status == 200 and jupyter.KERNEL_NAME in specs
+        assert specs[jupyter.KERNEL_NAME]["spec"]["display_name"] == jupyter.KERNEL_DISPLAY_NAME
 
         for path in ("/api/status", "/api/kernelspecs", "/api/contents"):
             status, _ = _get(base + path)

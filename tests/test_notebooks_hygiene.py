@@ -109,7 +109,7 @@ def test_committed_without_outputs_or_functions(book):
 
 @pytest.mark.parametrize("book", NOTEBOOKS, ids=lambda p: p.stem)
 def test_one_kernel_name_everywhere(book):
-    from lab import setup
+    from lab.setup import jupyter
 
     spec = json.loads(book.read_text())["metadata"]["kernelspec"]
-    assert (spec["name"], spec["display_name"]) == (setup.KERNEL_NAME, setup.KERNEL_DISPLAY_NAME)
+    assert (spec["name"], spec["display_name"]) == (jupyter.KERNEL_NAME, jupyter.KERNEL_DISPLAY_NAME)

@@ -8,7 +8,7 @@ import pytest
 from lab.core import profiles
 from lab.measure import hardware
 from lab.predict import claims, claims_ledger, plan, roofline
-from lab.serving import byhand
+from lab.serving import byhand, byhand_choices
 
 pytestmark = pytest.mark.unit
 
@@ -63,10 +63,10 @@ def test_both_v100_profiles_and_byhand_give_one_driver_and_cuda_answer():
     x1, x2 = profiles.load("v100-32g-x1"), profiles.load("v100-32g-x2-nvlink")
     assert (x1.driver_version, x1.cuda_toolkit) == (x2.driver_version, x2.cuda_toolkit)
     for prof in (x1, x2):
-        for ubuntu in byhand.UBUNTU_RELEASES:
-            toolkit = byhand.toolkit_for(prof, ubuntu)
+        for ubuntu in byhand_choices.UBUNTU_RELEASES:
+            toolkit = byhand_choices.toolkit_for(prof, ubuntu)
             assert toolkit == prof.cuda_toolkit
-            branch = byhand.driver_branch_for(prof, toolkit)
+            branch = byhand_choices.driver_branch_for(prof, toolkit)
             assert str(branch) == prof.driver_version.split(".")[0]
             text = byhand.script(prof, ubuntu)
             assert f"nvidia-driver-{branch}-server" in text and f"cuda-toolkit-{toolkit.replace('.', '-')}" in text

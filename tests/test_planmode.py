@@ -12,7 +12,7 @@ from conftest import ROOT
 
 from lab.core import checks, planmode, profiles, session
 from lab.core.checks import Check
-from lab.records import manifest, report, runner
+from lab.records import batch_run, manifest, report, runner
 
 
 @pytest.fixture
@@ -104,9 +104,9 @@ def test_exit_codes_tell_notebooks_from_checks():
     allowed = runner.RunResult(Path("d"), failed_checks=7, allow_failed_checks=True)
     assert [r.exit_code for r in (ok, bad, checked, allowed)] == [0, 1, 3, 0]
     assert (runner.EXIT_OK, runner.EXIT_NOTEBOOKS_FAILED, runner.EXIT_USAGE, runner.EXIT_CHECKS_FAILED) == (0, 1, 2, 3)
-    assert runner.BatchResult({"a": ok, "c": checked}).exit_code == 3
-    assert runner.BatchResult({"a": ok, "d": allowed}).exit_code == 0
-    assert runner.BatchResult({"a": ok, "b": bad, "c": checked}, {"x": "invalid"}).exit_code == 12
+    assert batch_run.BatchResult({"a": ok, "c": checked}).exit_code == 3
+    assert batch_run.BatchResult({"a": ok, "d": allowed}).exit_code == 0
+    assert batch_run.BatchResult({"a": ok, "b": bad, "c": checked}, {"x": "invalid"}).exit_code == 12
 
 
 def test_manifest_status_never_says_ok_over_a_failed_check():

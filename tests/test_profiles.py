@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.core import profiles
+from lab.core import paths, profiles
 from lab.model import models
 from lab.core.profiles import ProfileError
 
@@ -16,7 +16,7 @@ SHIPPED = profiles.all_profiles()
 
 
 def _data(name: str) -> dict:
-    return yaml.safe_load((profiles.PARAMS_DIR / f"{name}.yaml").read_text())
+    return yaml.safe_load((paths.PARAMS / f"{name}.yaml").read_text())
 
 
 CPU = _data("cpu-default")
@@ -60,7 +60,7 @@ def test_gpu_profiles_use_an_architecture_the_lab_ships(path: Path):
 def test_gpu_profiles_plan_for_qwen38(name: str):
     prof = profiles.load(name)
     assert prof.model_architecture == "config:qwen3.8-27b"
-    assert "not a published" not in (profiles.PARAMS_DIR / f"{name}.yaml").read_text()
+    assert "not a published" not in (paths.PARAMS / f"{name}.yaml").read_text()
 
 
 def test_v100_profiles_keep_volta_safe_choices():
@@ -72,7 +72,7 @@ def test_v100_profiles_keep_volta_safe_choices():
         assert prof.engine == "llama.cpp" and prof.model_quant == "Q4_K_M"
     # no official vLLM serves Qwen3.8-27B on Volta: llama.cpp across both cards (pipeline split)
     assert x2.gpu_count == 2 and x2.nvlink_expected and x2.n_gpu_layers == -1
-    text = (profiles.PARAMS_DIR / "v100-32g-x2-nvlink.yaml").read_text()
+    text = (paths.PARAMS / "v100-32g-x2-nvlink.yaml").read_text()
     assert "-sm layer -ts 1,1" in text and "SXM2" in text and "1Cat-vLLM" in text
 
 
@@ -158,7 +158,7 @@ def test_malformed_profile_names_file_field_and_value(tmp_path, content, expecte
 
 
 def test_name_must_match_file_stem_in_the_params_folder(tmp_path, monkeypatch):
-    monkeypatch.setattr(profiles, "PARAMS_DIR", tmp_path)
+    monkeypatch.setattr(paths, "PARAMS", tmp_path)
     path = _write(tmp_path, CPU, stem="my-box")
     with pytest.raises(ProfileError) as info:
         profiles.load(path)

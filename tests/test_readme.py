@@ -9,7 +9,7 @@ import pytest
 
 from lab.core import profiles
 from lab.core.paths import ROOT
-from lab.serving import byhand
+from lab.serving import byhand, byhand_choices
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 LINES = README.splitlines()
@@ -46,16 +46,16 @@ def test_answer_first_the_two_commands_then_the_v100_path_within_100_lines():
 
 def test_v100_commands_are_the_ones_lab_byhand_prints():
     v100, _, _ = _section("I have a V100")
-    hf = byhand.data()["hf_cli"]
+    hf = byhand_choices.data()["hf_cli"]
     for name in ("v100-32g-x1", "v100-32g-x2-nvlink"):
         prof = profiles.load(name)
-        d = byhand.gguf_download(prof)
+        d = byhand_choices.gguf_download(prof)
         assert d["file"] == Path(prof.model_file).name and Path(prof.model_file).parent == ROOT / "models"
         assert hf["command"].format(repo=d["repo"], file=d["file"], dir="models") in v100
         assert f"`models/{d['file']}`" in v100
         assert f"PROFILE={name}" in v100
     assert hf["install"] in v100
-    for ubuntu in byhand.UBUNTU_RELEASES:  # the same line on both releases (CUDA 12.8 is published for both)
+    for ubuntu in byhand_choices.UBUNTU_RELEASES:  # the same line on both releases (CUDA 12.8 is published for both)
         steps = byhand.steps(profiles.load("v100-32g-x1"), ubuntu)
         line = next(st for st in steps if st.title.startswith("Run the lab")).commands[-1]
         assert f"\n{line}\n" in v100, line
@@ -76,7 +76,7 @@ def test_v100_predictions_are_what_lab_plan_computes():
            f"{prof.context_tokens // prof.parallel_slots // 1024}K tokens" in v100
     assert f"{mem['recurrent_state_bytes_total'] / 2**20:.1f} MiB of recurrent state" in v100 and mem["fits"]
     assert f"about {speed['predicted_decode_tok_s']:.0f} tok/s for one stream" in v100
-    n = byhand.n_offloadable(prof)
+    n = byhand_choices.n_offloadable(prof)
     assert f"offloaded {n}/{n} layers to GPU" in v100
 
 

@@ -11,7 +11,7 @@ import pytest
 from lab.core import evidence, paths, profiles
 from lab.core.paths import ROOT
 from lab.records import answer, manifest, report, report_commands
-from lab.serving import byhand
+from lab.serving import byhand, byhand_choices
 
 H200_RUN = ROOT / "outputs" / "h200-x1" / "20261201T225010Z_ca156936"  # committed evidence from the H200
 
@@ -52,7 +52,7 @@ def test_a_gpu_report_carries_the_track_the_server_line_and_separate_fix_command
 
 def test_the_cpu_report_says_how_to_run_it_again_and_folds_the_seeds_card():
     text = report_commands.section(profiles.load("cpu-default"))
-    card = byhand.card_profile(profiles.load("cpu-default"))
+    card = byhand_choices.card_profile(profiles.load("cpu-default"))
     assert "<pre class='cmd'>make run</pre>" in text and f"python3 -m lab run --profile {card.name}" in text
     assert text.count("<details class='table'>") == 1
 

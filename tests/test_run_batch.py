@@ -12,23 +12,23 @@ import yaml
 from conftest import ROOT, cli_output
 
 from lab.core import evidence, planmode, profiles
-from lab.records import runner
+from lab.records import batch_run, runner
 
 
 def test_batch_profiles_all_is_every_shipped_profile():
-    assert runner.batch_profiles("all") == [str(p) for p in sorted((ROOT / "params").glob("*.yaml"))]
-    assert runner.batch_profiles("cpu-default, v100-32g-x1") == ["cpu-default", "v100-32g-x1"]
-    assert runner.batch_profiles("cpu-default") is None and runner.batch_profiles("params/cpu-default.yaml") is None
+    assert batch_run.batch_profiles("all") == [str(p) for p in sorted((ROOT / "params").glob("*.yaml"))]
+    assert batch_run.batch_profiles("cpu-default, v100-32g-x1") == ["cpu-default", "v100-32g-x1"]
+    assert batch_run.batch_profiles("cpu-default") is None and batch_run.batch_profiles("params/cpu-default.yaml") is None
 
 
 def test_exit_status_counts_failed_profiles_and_a_cut_batch_exits_as_its_signal():
     ok, bad = runner.RunResult(Path("a")), runner.RunResult(Path("b"), [runner.NotebookResult("04_serve", "failed")])
-    assert runner.BatchResult({"a": ok}).exit_code == 0
-    batch = runner.BatchResult({"a": ok, "b": bad}, {"c": "invalid"})
+    assert batch_run.BatchResult({"a": ok}).exit_code == 0
+    batch = batch_run.BatchResult({"a": ok, "b": bad}, {"c": "invalid"})
     assert batch.failed == ["c", "b"] and batch.exit_code == 12  # 10 + 2 profiles
-    assert runner.BatchResult({f"p{i}": bad for i in range(150)}).exit_code == 110  # never read as 129/130/143
+    assert batch_run.BatchResult({f"p{i}": bad for i in range(150)}).exit_code == 110  # never read as 129/130/143
     cut = runner.RunResult(Path("c"), interrupted={"signal": "SIGTERM"})
-    assert runner.BatchResult({"a": ok, "c": cut}, interrupted=cut).exit_code == 143
+    assert batch_run.BatchResult({"a": ok, "c": cut}, interrupted=cut).exit_code == 143
 
 
 def fake_run(calls: list):

@@ -41,7 +41,7 @@ def test_notebooks_exported_to_html_load_nothing_from_the_network():
     from nbconvert import HTMLExporter
     from traitlets.config import Config
 
-    from lab import setup
+    from lab.setup import jupyter
 
     cfg = Config({"TemplateExporter": {"extra_template_basedirs": [str(ROOT / "lab" / "nbconvert")]},
                   "HTMLExporter": {"template_name": "lab-offline"}})
@@ -49,4 +49,4 @@ def test_notebooks_exported_to_html_load_nothing_from_the_network():
     assert "01 · Hardware checks" in body
     assert not re.search(r"<script[^>]+src=[\"']https?://", body), "a CDN script in the exported notebook"
     assert "mathjax" not in body.lower().replace("mathjaxconfig", "")
-    assert callable(setup.nbconvert_offline)
+    assert callable(jupyter.nbconvert_offline)

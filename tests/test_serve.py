@@ -12,6 +12,8 @@ import pytest
 from conftest import cmdline
 from lab.core import profiles
 from lab.serving import engines, serve, serve_views
+from lab.serving import server as server_process
+from lab.serving.server import group_members
 from lab.serving.engines import Command
 
 pytestmark = pytest.mark.tools
@@ -57,7 +59,7 @@ def test_server_starts_serves_stops_and_leaves_no_process(smol_model, tmp_path, 
         assert ext.external and ext.stop()["external"]  # external: nothing started, nothing stopped
     report = srv.stop_report
     assert report["signal"] == "SIGTERM" and report["returncode"] == 0 and report["left_running"] == []
-    assert gone(pid) and not serve._group_members(pid)
+    assert gone(pid) and not group_members(pid)
     log = (tmp_path / "logs" / "04_serve.log").read_text()
     assert "n_slots = 4" in log and not list((tmp_path / "logs").glob(".*partial"))
     assert srv.stop() is report  # idempotent
@@ -98,7 +100,7 @@ def test_health_timeout_gives_a_clear_error_with_the_log_tail(tmp_path):
         serve.start(cmd, log_dir=tmp_path, name="slow", health_timeout_s=1.5)
     assert time.monotonic() - t0 < 15
     assert "did not answer 200 within 2 s" in str(err.value) and "fake server: loading weights" in err.value.log_tail
-    assert (tmp_path / "slow.log").exists() and not serve._LIVE
+    assert (tmp_path / "slow.log").exists() and not server_process._LIVE
 
 
 def test_early_exit_gives_the_exit_code_and_log_tail(smol_model, tmp_path):

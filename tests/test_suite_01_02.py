@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import CPU_DEFAULT_NOTEBOOKS, CPU_DEFAULT_PLAN, notebook_record
 
-from lab.core import evidence
+from lab.core import evidence, paths
 
 pytestmark = pytest.mark.notebooks
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +56,7 @@ def test_install_record(run_dir):
     checks = {c["name"]: c for c in rec["checks"]}
     assert checks["llama-cpp-python imports"]["status"] == "pass"
     assert checks["bindings and tools share one llama.cpp build"]["status"] == "pass"
-    for tool in ("llama-server", "llama-bench", "llama-quantize", "llama-perplexity"):
+    for tool in paths.LLAMA_TOOLS:  # the tools set-up builds
         assert checks[f"{tool} built"]["status"] == "pass"
     assert rec["summary"]["llama-cpp-python"] == "0.3.36"
     assert rec["summary"]["rules failed"] == 0

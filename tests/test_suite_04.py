@@ -8,6 +8,7 @@ from conftest import notebook_record
 
 from lab.core import paths, profiles
 from lab.serving import serve
+from lab.serving.server import group_members
 
 pytestmark = pytest.mark.notebooks
 
@@ -31,7 +32,7 @@ def test_notebook_04_serves_the_default_profile(cpu_default_run):
     assert s["completions_ok"] and s["chat_ok"] and s["stopped_clean"] and s["slots"] == 4 and s["kv_cache_mib"] == 90.0
     assert record["command"]["argv"][0].endswith("llama-server") and record["seed_corrections"]
     assert (run_dir / "logs" / "04_serve.log").exists()
-    assert not serve._group_members(record["stop"]["pid"])
+    assert not group_members(record["stop"]["pid"])
 
 
 def test_notebook_04_shows_a_gpu_command_and_skips_starting_on_a_cpu_machine(tmp_path):

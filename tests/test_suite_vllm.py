@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from lab.serving import serve
+from lab.serving.server import group_members
 from conftest import CPU_VLLM_PLAN
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.vllm]
@@ -85,4 +86,4 @@ def test_no_vllm_process_left_running(run_dir):
     pgids = [record(run_dir, "04_serve")["stop"]["pid"], record(run_dir, "05_kv_cache")["vllm_kv"]["stop"]["pid"],
              record(run_dir, "06_benchmark")["server"]["stop"]["pid"]]
     assert len(set(pgids)) == 3
-    assert {pgid: serve._group_members(pgid) for pgid in pgids} == {pgid: [] for pgid in pgids}
+    assert {pgid: group_members(pgid) for pgid in pgids} == {pgid: [] for pgid in pgids}

@@ -249,17 +249,19 @@ def test_vocab_parser_matches_gguf_reader(vocab):
 
 
 def test_vocab_missing_from_the_cache_is_copied_by_setup(monkeypatch, tmp_path, vocab_qwen35):
-    """One extraction (lab.setup.copy_vocabs) for set-up and for synth: an empty cache with the sdist gets the file."""
-    from lab import setup
+    """One extraction (lab.setup.llama_source.copy_vocabs) for set-up and for synth: an empty cache with the sdist
+    gets the file."""
+    from lab.core import paths
+    from lab.setup import llama_source
 
-    sdist = setup.sdist_path(setup.cache_dir())
+    sdist = llama_source.sdist_path(paths.cache_dir())
     if not sdist.is_file():
         pytest.skip(f"{sdist} is not a cached sdist")
     monkeypatch.setenv("LAB_CACHE", str(tmp_path))
     (tmp_path / "sdist").mkdir()
     (tmp_path / "sdist" / sdist.name).symlink_to(sdist)
     got = synth_metadata.default_vocab_path(synth_metadata.QWEN35_VOCAB)
-    assert got == setup.vocab_dir(tmp_path) / synth_metadata.QWEN35_VOCAB
+    assert got == paths.vocab_dir(tmp_path) / synth_metadata.QWEN35_VOCAB
     assert got.read_bytes() == vocab_qwen35.read_bytes()
 
 

@@ -20,6 +20,7 @@ from lab.core import paths
 from lab.model import models
 from lab.predict import kvcache
 from lab.serving import engines, serve
+from lab.serving.server import group_members
 from lab.measure import bench_views, loadgen, metrics, vllm_kv
 from conftest import wait_for
 
@@ -100,7 +101,7 @@ def test_stops_with_nothing_left(vllm_server):
     print(f"\nstopped in {report['stop_s']} s with {report['signal']}; "
           f"killed after the API server exited: {report['leftover_pids']}")
     assert report["left_running"] == [], report
-    assert wait_for(lambda: serve._group_members(server.pid) == [], timeout_s=60), \
+    assert wait_for(lambda: group_members(server.pid) == [], timeout_s=60), \
         "a process of the server's group is still running"
     assert not [pid for pid in group if _alive_in_group(pid, server.pid)]
 

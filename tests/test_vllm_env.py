@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab.core import paths, profiles
-from lab.model import hfmodel
+from lab.setup import hfmodel
 from lab.predict import kvcache
 from lab.serving import engine_logs, vllm_env
 from lab.measure import vllm_kv
@@ -103,7 +103,7 @@ def test_cpu_vllm_profile_environment():
 
 
 def test_kvcache_gib_refused_outside_cpu_vllm(tmp_path):
-    src = (profiles.PARAMS_DIR / "cpu-default.yaml").read_text() + "vllm_cpu_kvcache_gib: 1\n"
+    src = (paths.PARAMS / "cpu-default.yaml").read_text() + "vllm_cpu_kvcache_gib: 1\n"
     path = tmp_path / "cpu-default.yaml"
     path.write_text(src)
     with pytest.raises(profiles.ProfileError, match="vllm_cpu_kvcache_gib"):

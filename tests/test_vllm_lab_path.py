@@ -14,6 +14,7 @@ import pytest
 from lab.core import profiles
 from lab.predict import kvcache
 from lab.serving import engine_logs, engines, seed_commands, serve
+from lab.serving.server import group_members
 from lab.measure import loadgen, metrics, peer_bench, vllm_kv
 from lab.core.profiles import Profile
 from conftest import v100_x2_vllm, wait_for
@@ -142,7 +143,7 @@ def test_stop_waits_for_children_still_shutting_down(tmp_path):
     cmd = engines.Command("test", (sys.executable,), "127.0.0.1", 1, "/health", None, ())
     server = serve.Server(cmd, "t", proc, tmp_path / ".t.log.partial", tmp_path / "t.log")
     assert wait_for(lambda: (tmp_path / "child").exists() and (tmp_path / "leader").exists(), timeout_s=120)
-    assert len(serve._group_members(proc.pid)) == 2
+    assert len(group_members(proc.pid)) == 2
     report = server.stop(timeout_s=60)
     # SIGTERM was enough (no SIGKILL) and the stop waited for the child's 1 s of shutting down, however long
     # the machine made it take: nothing left over, nothing running

@@ -7,11 +7,9 @@ machines); `load()` refuses a file where an entry lacks one, so nothing unsource
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
-
 import yaml
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+from lab.core.paths import DATA as DATA_DIR
 
 
 class DataError(ValueError):

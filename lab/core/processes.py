@@ -1,6 +1,6 @@
 """Stopping a child process the lab started for a moment (a headless browser, the benchmark's token source):
 SIGTERM, a grace period, then SIGKILL. One shape for every such caller; servers have their own stop
-(lab.serving.serve: the whole process group, with a report), and `lab run` stops every descendant
+(lab.serving.server: the whole process group, with a report), and `lab run` stops every descendant
 (lab.records.runner.stop_children)."""
 from __future__ import annotations
 

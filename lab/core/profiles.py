@@ -2,7 +2,8 @@
 
 Every error names the file, the field, what was found and what is allowed, because a user who
 typed `gpu_memory_utilisation` instead of `gpu_memory_utilization` deserves better than a silent
-default (papermill itself only warns on unknown parameters).
+default (papermill itself only warns on unknown parameters). The file before the schema (size, text, strict
+YAML, editing it with its comments kept): lab.core.profile_file.
 """
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ import unicodedata
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-PARAMS_DIR = Path(__file__).resolve().parent.parent.parent / "params"
+from lab.core import paths, profile_file
+from lab.core.profile_file import ProfileError, parse
 
 Engine = Literal["llama.cpp", "llama-cpp-python", "vllm", "external"]
 KvDtype = Literal["f16", "bf16", "q8_0", "q4_0", "fp8", "fp8_e5m2", "fp8_e4m3", "auto"]
@@ -29,9 +30,6 @@ QUANT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_0",
                "AWQ-INT4", "GPTQ-INT4", "GPTQ-INT8", "FP8", "BNB-NF4")
 
 
-# A profile is a page of settings; anything bigger is not one (and is not parsed: YAML parsing is
-# where a hostile file costs memory and time).
-MAX_PROFILE_BYTES = 64 * 1024
 # The name becomes folder and file names (outputs/<name>/, <name>.yaml copies): a file name holds at most 255 bytes,
 # and a run folder adds its own parts; 100 leaves room.
 MAX_NAME_CHARS = 100
@@ -39,10 +37,6 @@ MAX_NAME_CHARS = 100
 # argument, a path, a URL or a file name, where a control character is an error at best (a NUL byte: "embedded
 # null byte") and a smuggled second line at worst.
 TEXT_FIELDS = ("description", "model_stand_in_reason")
-
-
-class ProfileError(ValueError):
-    """A profile file could not be used; the message says where and how to fix it."""
 
 
 class Profile(BaseModel):
@@ -83,7 +77,7 @@ class Profile(BaseModel):
     model_name: str = Field(min_length=1)
     model_file: str | None = None  # "embedded:smollm2", "embedded:gemma3-270m" or a path to a .gguf
     # HF-format folder for engines that cannot serve the GGUF (vLLM): "hf:embedded:smollm2" (the copy
-    # `python3 -m lab.setup --engine vllm` makes of the embedded GGUF, see lab/model/hfmodel.py) or a folder path.
+    # `python3 -m lab.setup --engine vllm` makes of the embedded GGUF, see lab/setup/hfmodel.py) or a folder path.
     model_dir: str | None = None
     model_architecture: str = Field(min_length=1)  # "gguf:<model_file>" or "config:<stand-in id>"
     model_quant: str
@@ -302,16 +296,11 @@ def resolve(name_or_path: str | Path) -> Path:
         if not p.exists():
             raise ProfileError(f"{p}: no such file")
         return p
-    candidate = PARAMS_DIR / f"{name_or_path}.yaml"
+    candidate = paths.PARAMS / f"{name_or_path}.yaml"
     if not candidate.exists():
-        known = ", ".join(sorted(x.stem for x in PARAMS_DIR.glob("*.yaml")))
+        known = ", ".join(sorted(x.stem for x in paths.PARAMS.glob("*.yaml")))
         raise ProfileError(f"unknown profile {str(name_or_path)!r}; known profiles: {known} (or give a path to a .yaml file)")
     return candidate
-
-
-def _clip(value, width: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _format_errors(path: Path | str, data: dict, exc: ValidationError) -> str:
@@ -322,7 +311,7 @@ def _format_errors(path: Path | str, data: dict, exc: ValidationError) -> str:
             allowed = ", ".join(Profile.model_fields)
             close = difflib.get_close_matches(field, Profile.model_fields, n=1)
             hint = f" — did you mean '{close[0]}'?" if close else ""
-            lines.append(f"  - field '{field}': not a known setting (found {_clip(err['input'])}){hint}; "
+            lines.append(f"  - field '{field}': not a known setting (found {profile_file.clip(err['input'])}){hint}; "
                          f"allowed fields: {allowed}")
             continue
         if err["type"] == "missing":
@@ -338,93 +327,14 @@ def _format_errors(path: Path | str, data: dict, exc: ValidationError) -> str:
                    "characters), starting with a letter or digit, because it names folders and files: rename it")
         if err["type"] == "finite_number":
             msg += " (NaN and infinity are refused): give a plain number"
-        lines.append(f"  - field '{field}': found {_clip(found)}; {msg}")
+        lines.append(f"  - field '{field}': found {profile_file.clip(found)}; {msg}")
     return "\n".join(lines)
 
 
-class _YamlRefused(yaml.YAMLError):
-    """A YAML feature a profile may not use (the message says which, and where)."""
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader without the two features that make a short file mean something else or something huge:
-    anchors/aliases (refused before expansion, so a 'billion laughs' file costs nothing) and duplicate
-    keys (PyYAML keeps the last one silently)."""
-
-    def compose_node(self, parent, index):
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-            raise _YamlRefused(f"line {event.start_mark.line + 1}: YAML anchors and aliases (&name, *name) are "
-                               "not allowed in a profile; write each value out")
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if isinstance(key, (str, int, float, bool)) and key in seen:
-                raise _YamlRefused(f"line {line}: duplicate key {key!r} (first on line {seen[key]}); "
-                                   "give each setting once")
-            if isinstance(key, (str, int, float, bool)):
-                seen[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-
-def read_text(path: Path) -> str:
-    """The profile file's text: a regular, small, UTF-8 text file, or a ProfileError saying what it is."""
-    try:
-        info = path.stat()
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ProfileError(f"{path}: is a folder, not a profile file; give a .yaml file such as params/cpu-default.yaml")
-    if not stat.S_ISREG(info.st_mode):
-        raise ProfileError(f"{path}: not a regular file (a device, pipe or socket); give a .yaml file")
-    if info.st_size > MAX_PROFILE_BYTES:
-        raise ProfileError(f"{path}: {info.st_size:,} bytes; a profile is at most {MAX_PROFILE_BYTES:,} bytes "
-                           "(one page of settings)")
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_PROFILE_BYTES + 1)
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
-    nul = raw.find(b"\0")
-    if nul >= 0:
-        raise ProfileError(f"{path}: binary data (a NUL byte at offset {nul}), not YAML text")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ProfileError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
-                           "save the file as UTF-8") from None
-    if not text.strip():
-        raise ProfileError(f"{path}: empty file; a profile is a mapping of settings (see params/cpu-default.yaml)")
-    return text
-
-
-def parse(path: Path) -> dict:
-    """The profile's YAML as a dict (anchors, duplicate keys, non-mappings refused)."""
-    text = read_text(path)
-    try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
-    except _YamlRefused as exc:
-        raise ProfileError(f"{path}: {exc}") from None
-    except yaml.YAMLError as exc:
-        flat = " ".join(str(exc).replace('"<unicode string>", ', "").split())
-        raise ProfileError(f"{path}: not valid YAML: {flat[:400]}") from None
-    except RecursionError:
-        raise ProfileError(f"{path}: nested too deeply to be a profile") from None
-    if not isinstance(data, dict):
-        raise ProfileError(f"{path}: expected a mapping of settings at the top level, found "
-                           f"{type(data).__name__} {_clip(data, 60)}")
-    return data
-
-
-# Relative model paths in a profile are resolved from the project folder (the one holding the Makefile and
-# params/, so `model_file: models/x.gguf` means <project>/models/x.gguf), once, here: the manifest, the
+# Relative model paths in a profile are resolved from the project folder (lab.core.paths.ROOT, the one holding the
+# Makefile and params/, so `model_file: models/x.gguf` means <project>/models/x.gguf), once, here: the manifest, the
 # server command and every notebook then see the same absolute path whatever folder they run in (the
 # notebooks run in notebooks/). "embedded:..." / "hf:..." names are left as they are.
-PROJECT_DIR = PARAMS_DIR.parent
 _PATH_FIELDS = {"model_file": "embedded:", "model_dir": "hf:"}
 
 
@@ -434,7 +344,7 @@ def _absolute(spec: str, base: Path) -> str:
 
 
 def _resolve_paths(profile: Profile) -> Profile:
-    base = PROJECT_DIR
+    base = paths.ROOT
     update = {}
     for name, keep_prefix in _PATH_FIELDS.items():
         spec = getattr(profile, name)
@@ -468,7 +378,7 @@ def _model_file_problem(profile: Profile, path: Path | str) -> str | None:
             magic = fh.read(4)
         if magic != b"GGUF":
             return (f"{path}: field '{name}': found {spec!r}; it is not a GGUF file (first bytes {magic!r}, "
-                    f"expected b'GGUF'); relative paths are resolved from the project folder {PROJECT_DIR}")
+                    f"expected b'GGUF'); relative paths are resolved from the project folder {paths.ROOT}")
     return None
 
 
@@ -480,7 +390,7 @@ def load(name_or_path: str | Path) -> Profile:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
         raise ProfileError(_format_errors(path, data, exc)) from None
-    if profile.name != path.stem and path.parent.resolve() == PARAMS_DIR.resolve():
+    if profile.name != path.stem and path.parent.resolve() == paths.PARAMS.resolve():
         raise ProfileError(f"{path}: field 'name': found {profile.name!r}; must equal the file name {path.stem!r}")
     return _checked_paths(profile, path)
 
@@ -507,8 +417,6 @@ def _checked_paths(profile: Profile, source: Path | str) -> Profile:
 def findings(profile: Profile) -> list[str]:
     """What is valid but will not work on *this* machine as written (a missing model file): notes for
     `lab validate` and `lab plan`, not errors, because a V100 profile names a file on the V100 box."""
-    from lab.core import paths
-
     out = []
     if profile.model_file and profile.engine != "external":
         try:
@@ -519,7 +427,7 @@ def findings(profile: Profile) -> list[str]:
             out.append(f"model_file {profile.model_file!r}: not available on this machine ({exc})")
     if profile.engine_python:  # a profile is code: this program is run; say what it is here
         exe = Path(profile.engine_python).expanduser()
-        exe = exe if exe.is_absolute() else PROJECT_DIR / exe
+        exe = exe if exe.is_absolute() else paths.ROOT / exe
         if not exe.exists():
             out.append(f"engine_python {profile.engine_python!r}: not on this machine (set-up makes it, or the "
                        "profile is for another box)")
@@ -534,27 +442,8 @@ def sha256_of(name_or_path: str | Path) -> str:
     return hashlib.sha256(resolve(name_or_path).read_bytes()).hexdigest()
 
 
-def set_keys(profile_text: str, values: dict, comments: list[str] = ()) -> str:
-    """A profile's YAML text with top-level `key: value` set for each of `values`: the key's line replaced, a
-    missing key appended after `comments`. The profile's other lines and comments stay as they are (a YAML
-    round trip would drop them). Used by `lab tune --write-profile` and the tests' profile copies."""
-    if not values:
-        return profile_text
-    lines = profile_text.rstrip("\n").split("\n")
-    appended = []
-    for key, value in values.items():
-        line = f"{key}: {yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
-        hits = [i for i, ln in enumerate(lines) if ln.startswith(f"{key}:")]
-        if hits:
-            lines[hits[0]] = line
-        else:
-            appended.append(line)
-    tail = [""] + list(comments) + appended if comments or appended else []  # only replaced: the file's own length
-    return "\n".join(lines + tail) + "\n"
-
-
 def all_profiles() -> list[Path]:
-    return sorted(PARAMS_DIR.glob("*.yaml"))
+    return sorted(paths.PARAMS.glob("*.yaml"))
 
 
 def varied(profile: Profile, **values) -> Profile:

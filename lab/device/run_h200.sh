@@ -99,19 +99,19 @@ peers() {  # MODE=peers, after set-up and the stand-in (see the top)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
     .device-peers/whl/*.whl || { say "pip install of .device-peers/whl failed"; return 1; }
   say "peer clients: $(PYTHONPATH="$site:$WORK/site" python3 -c 'import importlib.metadata as m; print(", ".join(f"{p} {m.version(p)}" for p in ("llama-benchy", "guidellm", "transformers", "datasets", "pyarrow", "aiohttp", "torch")))' 2>&1 | tail -1)"
-  # their tokenizer: the served file's own (HF copy made from the GGUF by lab.model.hfmodel), and the info file
+  # their tokenizer: the served file's own (HF copy made from the GGUF by lab.setup.hfmodel), and the info file
   # lab.measure.peer_clients reads (LAB_PEERS_INFO): which python runs them, with which PYTHONPATH
   PYTHONPATH="$site:$WORK/site:$PWD" python3 - "$synth" "$run/lab-peers.json" "$site:$WORK/site" <<'PY' || { say "peer tokenizer failed"; return 1; }
 import importlib.metadata as md, json, sys, time
-from lab import setup
-from lab.model import hfmodel
+from lab.core import paths
+from lab.setup import hfmodel
 
 try:  # the served file's own tokenizer (transformers 5.24 reads qwen35 GGUFs: Qwen3_5Tokenizer, 248,320 tokens)
-    tok = hfmodel.tokenizer_here(sys.argv[1], setup.cache_dir())
+    tok = hfmodel.tokenizer_here(sys.argv[1], paths.cache_dir())
 except Exception as exc:  # an older transformers: the vocab GGUF it was copied from (qwen2 arch, the same ids)
     from lab.model import synth_metadata as sm
     print(f"peer tokenizer from {sys.argv[1]} failed ({str(exc)[:200]}); using {sm.QWEN35_VOCAB}", flush=True)
-    tok = hfmodel.tokenizer_here(sm.default_vocab_path(sm.QWEN35_VOCAB), setup.cache_dir())
+    tok = hfmodel.tokenizer_here(sm.default_vocab_path(sm.QWEN35_VOCAB), paths.cache_dir())
 info = {"python": sys.executable, "modules": True, "pythonpath": sys.argv[3], "tokenizers": {"served": tok["path"]},
         "tools": {p: md.version(p) for p in ("llama-benchy", "guidellm")},
         "installed_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -146,7 +146,7 @@ pipeline() {  # runs detached, in $WORK/repo
   # lab.setup compiles (one core against fifteen).
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$WORK/site" \
     .device/whl/*.whl || { say "pip install of .device/whl failed"; return 1; }
-  PYTHONPATH="$WORK/site:$PWD" python3 -c "from lab import setup; setup.extract_vocabs(setup.cache_dir())"
+  PYTHONPATH="$WORK/site:$PWD" python3 -c "from lab.core import paths; from lab.setup import llama_source; llama_source.extract_vocabs(paths.cache_dir())"
   ( PYTHONPATH="$WORK/site:$PWD" python3 -m lab.model.standin --profile "$PROFILE" --no-progress > "$WORK/standin.log" 2>&1
     echo $? > "$WORK/standin.rc" ) &
   local synth_pid=$!
@@ -154,7 +154,7 @@ pipeline() {  # runs detached, in $WORK/repo
   wait "$synth_pid"; say "standin rc=$(cat "$WORK/standin.rc"): $(tail -1 "$WORK/standin.log")"
   if [ "${MODE:-suite}" = isolate ]; then isolate; return; fi
   if [ "${MODE:-suite}" = peers ]; then peers; return; fi
-  local smol; smol="$(python3 -c 'from lab import setup; print(setup.cache_dir() / "models" / setup.SMOLLM2_FILE)')"
+  local smol; smol="$(python3 -c 'from lab.core import paths; from lab.setup import models; print(paths.models_dir(paths.cache_dir()) / models.SMOLLM2_FILE)')"
   for _ in $(seq 24); do [ -e "$smol" ] && break; sleep 5; done
   say "embedded SmolLM2: $([ -e "$smol" ] && echo "there ($smol)" || echo "missing: notebook 03 fails, 05 runs without it")"
   if [ "${PRETUNE_S:-200}" -gt 0 ]; then

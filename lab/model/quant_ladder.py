@@ -291,7 +291,7 @@ def build_ladder(reference: Reference, types: Sequence[str] = DEFAULT_LADDER, th
     for q in types:
         if q.upper() not in file_types():
             raise QuantError(f"unknown quant type {q!r} for llama-quantize; known: {', '.join(file_types())}")
-    threads = threads or min(2, os.cpu_count() or 1)
+    threads = threads or min(2, paths.usable_cores())
     build = _build_key()
     folder = reference.path.parent / build
     log_dir = Path(log_dir) / "03_quantize" if log_dir else None

@@ -41,8 +41,7 @@ import struct
 import sys
 from pathlib import Path
 
-from lab import setup
-from lab.core import disk
+from lab.core import disk, paths
 from lab.core.units import GIB, MIB
 from lab.model import gguf_file, models
 from lab.model.models import ArchSpec
@@ -248,7 +247,7 @@ def cached_path(arch_id: str, layers: int | None = None, quant: str = "Q4_K", se
     arch, _kvs, plan, _size = planned
     n_mtp = sum(1 for t in plan if t.mtp and t.name.endswith(".nextn.eh_proj.weight"))
     name = f"{arch_id}-{layers or arch.n_layers}L{f'-mtp{n_mtp}' if n_mtp else ''}-{quant}-seed{seed}.gguf"
-    return setup.cache_dir() / "synth" / name, planned
+    return paths.cache_dir() / "synth" / name, planned
 
 
 def describe(arch: ArchSpec, plan: list[TensorPlan], size: dict, quant: str) -> str:

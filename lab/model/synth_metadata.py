@@ -9,10 +9,11 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from lab import setup
+from lab.core import paths
 from lab.model import gguf_file, models
 from lab.model.models import ArchSpec
 from lab.model.synth_shapes import SynthError, full_attention_interval, gguf_arch, llama_shape
+from lab.setup import llama_source
 
 RMS_EPS = 1e-6  # Qwen2/3 and Llama 3 use 1e-6 / 1e-5; only numerics, never speed, depends on it
 DEFAULT_ROPE_THETA = 10000.0  # llama.cpp's default for the llama architecture when a config gives none
@@ -50,18 +51,18 @@ def vocab_name_for(arch: ArchSpec) -> str:
 
 def default_vocab_path(name: str = DEFAULT_VOCAB) -> Path:
     """llama.cpp's models/<name> (ggml-vocab-qwen2.gguf by default): $LAB_VOCAB_GGUF, else the copy set-up keeps
-    in the cache (lab.setup.vocab_dir), copied out of the llama-cpp-python source first when it is not there."""
+    in the cache (lab.core.paths.vocab_dir), copied out of the llama-cpp-python source first when it is not there."""
     if os.environ.get("LAB_VOCAB_GGUF"):
         return Path(os.environ["LAB_VOCAB_GGUF"]).expanduser()
-    cache = setup.cache_dir()
-    target = setup.vocab_dir(cache) / name
+    cache = paths.cache_dir()
+    target = paths.vocab_dir(cache) / name
     if target.exists():
         return target
-    source = setup.sdist_path(cache)
+    source = llama_source.sdist_path(cache)
     if not source.exists():
         raise SynthError(f"no vocabulary GGUF: {source} is missing (run `make setup`), or pass --vocab / set "
                          f"LAB_VOCAB_GGUF to a tokenizer GGUF such as llama.cpp's models/{name}")
-    setup.copy_vocabs(cache, (name,))
+    llama_source.copy_vocabs(cache, (name,))
     if not target.exists():
         raise SynthError(f"{source} has no vendor/llama.cpp/models/{name}")
     return target

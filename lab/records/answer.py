@@ -12,7 +12,7 @@ import html
 from pathlib import Path
 
 from lab.core import display
-from lab.core.paths import ROOT
+from lab.core.paths import PARAMS
 from lab.predict import claims_ledger
 
 MAX_FAILED_CHECKS = 8
@@ -49,7 +49,7 @@ def gpu_profiles() -> list:
     from lab.core import profiles
 
     out = []
-    for path in sorted((ROOT / "params").glob("*.yaml")):
+    for path in sorted(PARAMS.glob("*.yaml")):
         try:
             prof = profiles.load(path)
         except profiles.ProfileError:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lab import setup
 from lab.core import evidence, paths
 from lab.core.profiles import Profile
 
@@ -12,7 +11,7 @@ MANIFEST_VERSION = 1
 
 
 def _hash_cache_file() -> Path:
-    return setup.cache_dir() / "sha256-cache.json"
+    return paths.cache_dir() / "sha256-cache.json"
 
 
 def model_file_sha256(path: Path, compute: bool = True) -> str | None:

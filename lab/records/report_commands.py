@@ -35,7 +35,7 @@ def on_card(profile) -> list[str]:
 
 def section(profile) -> str:
     """The Commands section's HTML ('' when the run's profile is unknown)."""
-    from lab.serving import byhand
+    from lab.serving import byhand, byhand_choices
 
     if profile is None:
         return ""
@@ -52,7 +52,7 @@ def section(profile) -> str:
                 + _steps_html(steps)
                 + f"<h4>{len(steps) + 1}. The lab on the card: every check, measured, in a report like this one</h4>"
                 + "".join(_pre(c) for c in on_card(profile)) + "</section>")
-    card = byhand.card_profile(profile)
+    card = byhand_choices.card_profile(profile)
     return (head + "<p>Run this lab again, in a checkout of it (Linux, Python 3.10+, a C/C++ compiler, cmake and ninja; no GPU):</p>"
             + "".join(_pre(c) for c in LAB_COMMANDS)
             + f"<details class='table'><summary>By hand on the seeds' card (<code>{html.escape(card.name)}</code>): "

@@ -1,7 +1,8 @@
 """`lab run`: papermill runs the notebooks in order into one run folder, then the manifest and report.
 
 A failing notebook does not stop the others, except those that depend on it (they are skipped,
-saying why). The run exits non-zero when anything failed; the report shows what and the error.
+saying why). The run exits non-zero when anything failed; the report shows what and the error. A batch of
+profiles (`lab run --profile all`): lab.records.batch_run.
 """
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import setup
 from lab.core import evidence, interrupt, processes, profiles
 from lab.serving import engines
 from lab.core.interrupt import SIGNAL_EXIT, CutWatch, name_of
 from lab.core.paths import NOTEBOOKS
+from lab.setup.jupyter import KERNEL_NAME
 
 # Which notebooks need another one to have succeeded first (by two-digit prefix).
 DEPENDS_ON: dict[str, tuple[str, ...]] = {"06": ("04",)}
@@ -200,7 +201,7 @@ def run_notebook(book: Path, run_dir: Path, profile_path: Path, runtime: Path | 
     try:
         with kernel_environment():
             pm.execute_notebook(str(book), str(out), parameters={"profile": str(profile_path), "run_dir": str(run_dir)},
-                                kernel_name=setup.KERNEL_NAME, progress_bar=True, cwd=str(NOTEBOOKS),
+                                kernel_name=KERNEL_NAME, progress_bar=True, cwd=str(NOTEBOOKS),
                                 request_save_on_cell_execute=True,
                                 kernel_manager_class=kernel_manager_class(run_dir / "logs" / f"kernel-{book.stem}.log",
                                                                                      runtime))
@@ -423,79 +424,3 @@ def cut(result: RunResult, exc: KeyboardInterrupt, where: dict, books: list[Path
                 book.stem, "interrupted" if current else "not run",
                 error=f"{sig} at {utc}" if current else f"not run: {sig} earlier",
                 output=str(out_nb.relative_to(result.run_dir)) if out_nb.exists() else None))
-
-
-# ---------------------------------------------------------------- a batch of profiles (`lab run --profile all`)
-ASKED_PLAN = "--plan-only"
-@dataclass
-class BatchResult:
-    runs: dict[str, RunResult] = field(default_factory=dict)  # profile (as given) → its run
-    invalid: dict[str, str] = field(default_factory=dict)  # profile (as given) → why it was not run
-    interrupted: RunResult | None = None  # the run a signal cut: the batch stops there
-
-    @property
-    def failed(self) -> list[str]:
-        return list(self.invalid) + [p for p, r in self.runs.items() if not r.ok]
-
-    @property
-    def checks_failed(self) -> list[str]:
-        """Profiles whose notebooks all ran but a check failed (not counted with --allow-failed-checks)."""
-        return [p for p, r in self.runs.items() if r.ok and r.checks_failed]
-
-    @property
-    def exit_code(self) -> int:
-        """BATCH_FAILED_BASE + the number of profiles that failed (invalid, or a notebook not ok; at most 100, so
-        11..110: never a signal's 129/130/143); else EXIT_CHECKS_FAILED when a profile's checks failed, else EXIT_OK.
-        A cut batch exits as its cut run does."""
-        if self.interrupted is not None:
-            return self.interrupted.exit_code
-        if self.failed:
-            return BATCH_FAILED_BASE + min(len(self.failed), BATCH_FAILED_MAX)
-        return EXIT_CHECKS_FAILED if self.checks_failed else EXIT_OK
-
-
-def batch_profiles(spec: str) -> list[str] | None:
-    """`--profile all` → every params/*.yaml; "a,b" → those; one profile → None (not a batch)."""
-    if spec == "all":
-        return [str(p) for p in profiles.all_profiles()]
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    return names if len(names) > 1 else None
-
-
-def run_batch(names: list[str], only: list[str] | None = None, out: str | None = None,
-              synth_if_missing: bool = False, plan_only: bool = False,
-              allow_failed_checks: bool = False) -> BatchResult:
-    """One `run` per profile, in order, each into its own run folder (under OUT/<profile>/ when --out is given). A
-    profile that fails validation is reported and skipped; a failed notebook fails its profile, not the batch; a
-    signal stops the batch after the cut run has written its manifest and report. A profile whose GPUs are not on
-    this machine runs in plan mode (lab.core.planmode), and its progress line says so; plan_only: every profile."""
-    from lab.core import planmode
-
-    batch = BatchResult()
-    discover(only)  # a bad --only is bad usage before anything runs
-    t0 = time.monotonic()
-    for i, name in enumerate(names, 1):
-        label = f"[batch] {i}/{len(names)} {Path(name).stem if name.endswith(('.yaml', '.yml')) else name}"
-        try:
-            prof = profiles.load(name)
-        except profiles.ProfileError as exc:
-            batch.invalid[name] = str(exc)
-            print(f"{label}: invalid, skipped: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
-            continue
-        plan = planmode.reason(prof) or (ASKED_PLAN if plan_only else None)
-        print(f"{label} ..." + (f" (plan mode: {plan})" if plan else ""), file=sys.stderr, flush=True)
-        res = run(name, only=only, out=str(Path(out) / prof.name) if out else None, synth_if_missing=synth_if_missing,
-                  plan_only=plan_only, allow_failed_checks=allow_failed_checks)
-        batch.runs[name] = res
-        if res.interrupted:
-            batch.interrupted = res
-            print(f"{label}: interrupted; the batch stops ({len(names) - i} profile(s) not run)", file=sys.stderr,
-                  flush=True)
-            break
-        bad = [r.notebook for r in res.results if r.status != "ok"]
-        state = ("not ok: " + ", ".join(bad) if not res.ok else
-                 f"ok, {res.failed_checks} check(s) failed" if res.failed_checks else "ok")
-        print(f"{label}: {state} → {res.run_dir} "
-              f"({time.monotonic() - t0:.0f} s into the batch; {len(batch.failed)} failed so far)",
-              file=sys.stderr, flush=True)
-    return batch

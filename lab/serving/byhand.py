@@ -8,7 +8,7 @@ llama-bench, the server, a curl smoke test, reading "offloaded N/N layers", an S
 each with its commands, why, and the sources of the facts it uses (lab/data/byhand.yaml,
 lab/data/compat_rules.yaml, lab/data/troubleshooting.yaml). Pure: it reads the profile and the data, runs
 nothing. `python -m lab byhand PROFILE` prints them; notebooks 02 and 04 show them (the CPU default shows them
-for the seeds' card, byhand.yaml `default_card_profile`).
+for the seeds' card, byhand.yaml `default_card_profile`). What it picks per profile: lab.serving.byhand_choices.
 """
 from __future__ import annotations
 
@@ -17,16 +17,10 @@ import textwrap
 from dataclasses import dataclass, field
 
 from lab.core import facts as lab_facts
-from lab.core.versions import cc_x10, version_tuple
-from lab.predict import compat
+from lab.serving.byhand_choices import (LAB_DIR_DEFAULT, card_cc10, card_profile, cuda_arch, data, driver_branch_for,
+                                        gguf_download, model_path, n_offloadable, other_split, rule, toolkit_for,
+                                        ubuntu_release)
 
-UBUNTU_RELEASES = ("22.04", "24.04")
-
-
-# Every command that touches the lab's folder says "$LAB": the first step sets it (the profile's model_file,
-# models/<file>, is resolved from that folder, not from the folder llama.cpp is built in).
-LAB_VAR = "$LAB"
-LAB_DIR_DEFAULT = "~/llm-lab"
 
 
 @dataclass(frozen=True)
@@ -53,118 +47,12 @@ def _trouble(entry_id: str) -> dict:
     return next(e for e in lab_facts.load("troubleshooting", "entries")["entries"] if e["id"] == entry_id)
 
 
-def data() -> dict:
-    return lab_facts.load("byhand")
-
-
-def _rule(rule_id: str) -> dict:
-    return next(r for r in compat.rules() if r["id"] == rule_id)
-
-
-def _cc10(profile) -> int | None:
-    cc = profile.gpu_compute_capability
-    return cc_x10(cc) if cc else None
-
-
-def cuda_arch(profile) -> str:
-    """CMAKE_CUDA_ARCHITECTURES for the card: compute capability 7.0 → "70"."""
-    cc = _cc10(profile)
-    if cc is None:
-        raise ValueError(f"profile {profile.name}: gpu_compute_capability is not set; the build needs the card's "
-                         "architecture (nvidia-smi --query-gpu=compute_cap --format=csv)")
-    return str(cc)
-
-
-def toolkit_for(profile, ubuntu: str) -> str:
-    """The CUDA 12.x toolkit to install: the profile's when NVIDIA publishes it for this Ubuntu release and it can
-    build for the card, else the newest 12.x in the driver table that does."""
-    table = _rule("driver_for_cuda_toolkit")["min_driver"]
-    first = _ubuntu(ubuntu)["first_cuda"]
-    no_arch_from = _rule("cuda13_drops_pre_turing")["first_major_without"]
-    needs_12 = (_cc10(profile) or 999) < _rule("cuda13_drops_pre_turing")["min_capability"]
-    usable = [t for t in table
-              if version_tuple(t) >= version_tuple(first) and (not needs_12 or version_tuple(t)[0] < no_arch_from)]
-    if profile.cuda_toolkit in usable:
-        return profile.cuda_toolkit
-    if not usable:
-        raise ValueError(f"no CUDA toolkit in lab/data/compat_rules.yaml is published for Ubuntu {ubuntu} and builds "
-                         f"for compute capability {profile.gpu_compute_capability}")
-    return max(usable, key=version_tuple)
-
-
-def driver_branch_for(profile, toolkit: str) -> int:
-    """The driver branch: the profile's when it runs the toolkit, else the toolkit's minimum branch; never past the
-    last branch for the card (580 for Volta)."""
-    need = version_tuple(_rule("driver_for_cuda_toolkit")["min_driver"][toolkit])[0]
-    declared = version_tuple(profile.driver_version)[0] if profile.driver_version else None
-    branch = declared if declared and declared >= need else need
-    last = _rule("last_driver_branch_for_volta")
-    if (_cc10(profile) or 999) < last["applies_below_capability"]:
-        branch = min(branch, last["last_branch"])
-    return branch
-
-
-def _ubuntu(release: str) -> dict:
-    for u in data()["ubuntu"]:
-        if u["release"] == release:
-            return u
-    raise ValueError(f"Ubuntu {release}: the by-hand track covers {', '.join(UBUNTU_RELEASES)}")
-
-
-def gguf_download(profile) -> dict | None:
-    """{repo, file, source} for the profile's GGUF: the repository from lab/data/byhand.yaml (by model family),
-    the file name from the profile's model_file. None when the lab knows no repository for the model."""
-    from pathlib import PurePosixPath
-
-    if not profile.model_file or profile.model_file.startswith("embedded:"):
-        return None
-    name = PurePosixPath(profile.model_file).name
-    repo = next((r for r in data()["gguf_repos"] if profile.model_name.startswith(r["model_prefix"])
-                 and name in r.get("files", [name])), None)
-    if repo is None:
-        return None
-    from lab.model import weights
-
-    pub = weights.published_file(name) or {}
-    return {"repo": repo["repo"], "file": name, "source": repo["source"], "bytes": pub.get("bytes"),
-            "sha256": pub.get("sha256")}
-
-
-def _model_file(profile) -> str:
-    """The model's path under $LAB: the profile's model_file (the loader resolves a relative one from the lab's
-    folder, lab.core.paths.ROOT: said as $LAB/<relative>, the same file on the user's clone)."""
-    from pathlib import Path
-
-    from lab.core.paths import ROOT
-
-    mf = profile.model_file
-    if not mf or mf.startswith("embedded:"):
-        return f"{LAB_VAR}/models/MODEL.gguf"
-    path = Path(mf)
-    if not path.is_absolute():
-        return f"{LAB_VAR}/{path.as_posix()}"
-    return f"{LAB_VAR}/{path.relative_to(ROOT).as_posix()}" if path.is_relative_to(ROOT) else mf
-
-
-def n_offloadable(profile) -> int | None:
-    """llama.cpp's N in "offloaded N/N layers": every block the GGUF holds (block_count, which counts a Qwen3.8
-    file's MTP block: 64 + 1 = 65) plus the output layer; llama.cpp counts n_layer_all + 1 (src/llama-model.cpp
-    load_tensors) even though it skips the MTP block's tensors for plain decoding."""
-    from lab.model import models
-
-    try:
-        arch = models.arch_for(profile)
-    except Exception:  # an architecture the lab cannot read without the file: the step says N
-        return None
-    return arch.n_layers + arch.mtp_layers + 1
-
-
 # ---------------------------------------------------------------- the steps
 def _lab_step(profile, lab_dir: str) -> Step:
     return Step("The lab's folder", (
         f"export LAB={lab_dir}",
         'test -f "$LAB/Makefile" && ls "$LAB/params"',
-    ), f"the folder you cloned the lab into: the profile's model_file ({_model_file(profile)}) is resolved from it, "
+    ), f"the folder you cloned the lab into: the profile's model_file ({model_path(profile)}) is resolved from it, "
        "and the later steps use $LAB (set it again in a new shell, e.g. after a reboot).",
         ("README \"Profiles\" (relative model paths are resolved from the project folder, the one with the Makefile)",))
 
@@ -197,9 +85,9 @@ def _driver_step(profile, toolkit: str) -> Step:
     d = data()
     branch = driver_branch_for(profile, toolkit)
     pkg = d["driver_package"].format(branch=branch)
-    last = _rule("last_driver_branch_for_volta")
-    volta = (_cc10(profile) or 999) < last["applies_below_capability"]
-    need = _rule("driver_for_cuda_toolkit")["min_driver"][toolkit]
+    last = rule("last_driver_branch_for_volta")
+    volta = (card_cc10(profile) or 999) < last["applies_below_capability"]
+    need = rule("driver_for_cuda_toolkit")["min_driver"][toolkit]
     do_not = [f"a driver branch past {last['last_branch']} ({last['description'].strip()})"] if volta else []
     do_not += [f"`{a['name']}` ({a['why']})" for a in d["avoid_packages"] if a["name"] == "cuda-drivers" and volta]
     return Step(f"Install the NVIDIA driver, branch {branch}", (
@@ -211,7 +99,7 @@ def _driver_step(profile, toolkit: str) -> Step:
     ), f"CUDA {toolkit} needs a driver ≥ {need}; "
        + (f"branch {last['last_branch']} is the last that drives this card, so hold the package." if volta else
           "hold the package so an upgrade does not change it under a working set-up."),
-        (d["driver_source"].strip(), _rule("driver_for_cuda_toolkit")["source"].strip())
+        (d["driver_source"].strip(), rule("driver_for_cuda_toolkit")["source"].strip())
         + ((last["source"].strip(),) if volta else ()), tuple(do_not))
 
 
@@ -248,13 +136,13 @@ def _nvlink_step(profile) -> Step:
 
 def _toolkit_step(profile, ubuntu: str, toolkit: str) -> Step:
     d = data()
-    u = _ubuntu(ubuntu)
+    u = ubuntu_release(ubuntu)
     major, minor = toolkit.split(".")
     pkg = d["toolkit_package"].format(major=major, minor=minor)
     keyring = d["cuda_keyring"]
     url = keyring["url"].format(repo=u["repo"])
-    rule13 = _rule("cuda13_drops_pre_turing")
-    needs_12 = (_cc10(profile) or 999) < rule13["min_capability"]
+    rule13 = rule("cuda13_drops_pre_turing")
+    needs_12 = (card_cc10(profile) or 999) < rule13["min_capability"]
     do_not = [f"CUDA {rule13['first_major_without']}.x ({rule13['description'].strip()})"] if needs_12 else []
     do_not += [f"`{a['name']}` ({a['why']})" for a in d["avoid_packages"] if a["name"] != "cuda-drivers"]
     note = "" if toolkit == profile.cuda_toolkit else (
@@ -289,12 +177,12 @@ def _build_step(profile, toolkit: str) -> Step:
         "./build/bin/llama-server --version",
     ), f"the same llama.cpp the lab pins (vendored in llama-cpp-python {v}), built with CUDA for this card only "
        f"(CMAKE_CUDA_ARCHITECTURES={arch}): a binary without the card's architecture fails with \"no kernel image "
-       "is available for execution on the device\".", (b["source"].strip(), _rule("llama_cpp_build_has_gpu")["source"].strip()))
+       "is available for execution on the device\".", (b["source"].strip(), rule("llama_cpp_build_has_gpu")["source"].strip()))
 
 
 def _download_step(profile) -> Step:
     d = gguf_download(profile)
-    path = _model_file(profile)
+    path = model_path(profile)
     if not d:
         return Step("Get the model file", (
             f"sha256sum {_q(path)}",
@@ -341,7 +229,7 @@ def _lab_run_step(profile, toolkit: str) -> Step:
 def _bench_step(profile) -> Step:
     from lab.model import llama_bench
 
-    argv = llama_bench.command(_model_file(profile), threads=profile.threads, n_prompt=profile.bench_prompt_tokens,
+    argv = llama_bench.command(model_path(profile), threads=profile.threads, n_prompt=profile.bench_prompt_tokens,
                                n_gen=profile.bench_output_tokens, n_gpu_layers=profile.n_gpu_layers,
                                tool="./build/bin/llama-bench", output=None)
     return Step("Measure the card in-process with llama-bench", (
@@ -367,20 +255,8 @@ def server_command(profile) -> str:
     cmd = engines.build_command(profile)
     words = [f"{k}={shlex.quote(v)}" for k, v in sorted(cmd.env.items())]
     words += [f'LLAMA_API_KEY="${src}"' for src in cmd.secret_env.values()]
-    words += [_q(a) for a in _server_argv(profile, _model_file(profile))]
+    words += [_q(a) for a in _server_argv(profile, model_path(profile))]
     return " ".join(words) + " 2>&1 | tee server.log"
-
-
-def other_split(profile):
-    """A multi-GPU llama.cpp profile with the other split mode (layer <-> tensor), or None: the by-hand track
-    prints both commands (lab/data/routes.yaml: -sm tensor needs f16 KV and -fa on, which build_command adds)."""
-    if profile.gpu_count < 2 or profile.engine not in ("llama.cpp", "llama-cpp-python"):
-        return None
-    mode = "layer" if profile.split_mode == "tensor" else "tensor"
-    update = {"split_mode": mode}
-    if mode == "tensor":
-        update.update(tensor_split=None, kv_cache_dtype="f16")  # -sm tensor splits evenly; no quantized KV
-    return profile.model_copy(update=update)
 
 
 def _server_step(profile) -> Step:
@@ -460,13 +336,6 @@ def steps(profile, ubuntu: str = "22.04", lab_dir: str = LAB_DIR_DEFAULT) -> lis
             _secure_boot_step(), *links, _toolkit_step(profile, ubuntu, toolkit), _build_step(profile, toolkit),
             _download_step(profile), _lab_run_step(profile, toolkit), _bench_step(profile), _server_step(profile),
             _smoke_step(profile), _offload_step(profile), _tunnel_step(profile)]
-
-
-def card_profile(profile):
-    """The profile whose by-hand track a notebook shows: this one when it has a GPU, else the seeds' card."""
-    from lab.core import profiles
-
-    return profile if profile.gpu_count > 0 else profiles.load(data()["default_card_profile"])
 
 
 # Notebook 02 shows the installation (system → build), notebook 04 the serving half (model → tunnel).

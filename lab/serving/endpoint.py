@@ -1,6 +1,6 @@
 """Bring your own server: what an OpenAI-compatible endpoint the lab did not start says about itself.
 
-    found = endpoint.discover(server)          # server: lab.serving.serve.Server (connected or started)
+    found = endpoint.discover(server)          # server: lab.serving.server.Server (connected or started)
     endpoint.facts_rows(found)                  # context, slots, quantization, VRAM... and the route each came from
 
 One probe per engine, each a few GETs that never raise (an engine that lacks a route answers 404, and
@@ -353,7 +353,7 @@ def _strip(probes: dict) -> dict:
 
 
 def discover_server(server) -> dict:
-    """`discover` for a lab.serving.serve.Server (one the lab started, or an endpoint it connected to)."""
+    """`discover` for a lab.serving.server.Server (one the lab started, or an endpoint it connected to)."""
     return discover(server.base_url, server.api_key, server.command.served_model)
 
 

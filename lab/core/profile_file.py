@@ -1,0 +1,122 @@
+"""A profile file as text and YAML, before the schema sees it: a regular, small, UTF-8 file (MAX_PROFILE_BYTES), parsed
+strictly (no anchors or aliases, no duplicate keys, a mapping at the top), every refusal a ProfileError naming the
+file and what to fix; and `set_keys`, which edits a profile's text keeping its comments. lab.core.profiles validates
+what `parse` returns.
+"""
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import yaml
+
+
+class ProfileError(ValueError):
+    """A profile file could not be used; the message says where and how to fix it."""
+
+
+# A profile is a page of settings; anything bigger is not one (and is not parsed: YAML parsing is
+# where a hostile file costs memory and time).
+MAX_PROFILE_BYTES = 64 * 1024
+
+
+def clip(value, width: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class _YamlRefused(yaml.YAMLError):
+    """A YAML feature a profile may not use (the message says which, and where)."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader without the two features that make a short file mean something else or something huge:
+    anchors/aliases (refused before expansion, so a 'billion laughs' file costs nothing) and duplicate
+    keys (PyYAML keeps the last one silently)."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise _YamlRefused(f"line {event.start_mark.line + 1}: YAML anchors and aliases (&name, *name) are "
+                               "not allowed in a profile; write each value out")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise _YamlRefused(f"line {line}: duplicate key {key!r} (first on line {seen[key]}); "
+                                   "give each setting once")
+            if isinstance(key, (str, int, float, bool)):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_text(path: Path) -> str:
+    """The profile file's text: a regular, small, UTF-8 text file, or a ProfileError saying what it is."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ProfileError(f"{path}: is a folder, not a profile file; give a .yaml file such as params/cpu-default.yaml")
+    if not stat.S_ISREG(info.st_mode):
+        raise ProfileError(f"{path}: not a regular file (a device, pipe or socket); give a .yaml file")
+    if info.st_size > MAX_PROFILE_BYTES:
+        raise ProfileError(f"{path}: {info.st_size:,} bytes; a profile is at most {MAX_PROFILE_BYTES:,} bytes "
+                           "(one page of settings)")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_PROFILE_BYTES + 1)
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        raise ProfileError(f"{path}: binary data (a NUL byte at offset {nul}), not YAML text")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                           "save the file as UTF-8") from None
+    if not text.strip():
+        raise ProfileError(f"{path}: empty file; a profile is a mapping of settings (see params/cpu-default.yaml)")
+    return text
+
+
+def parse(path: Path) -> dict:
+    """The profile's YAML as a dict (anchors, duplicate keys, non-mappings refused)."""
+    text = read_text(path)
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except _YamlRefused as exc:
+        raise ProfileError(f"{path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        flat = " ".join(str(exc).replace('"<unicode string>", ', "").split())
+        raise ProfileError(f"{path}: not valid YAML: {flat[:400]}") from None
+    except RecursionError:
+        raise ProfileError(f"{path}: nested too deeply to be a profile") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected a mapping of settings at the top level, found "
+                           f"{type(data).__name__} {clip(data, 60)}")
+    return data
+
+
+def set_keys(profile_text: str, values: dict, comments: list[str] = ()) -> str:
+    """A profile's YAML text with top-level `key: value` set for each of `values`: the key's line replaced, a
+    missing key appended after `comments`. The profile's other lines and comments stay as they are (a YAML
+    round trip would drop them). Used by `lab tune --write-profile` and the tests' profile copies."""
+    if not values:
+        return profile_text
+    lines = profile_text.rstrip("\n").split("\n")
+    appended = []
+    for key, value in values.items():
+        line = f"{key}: {yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+        hits = [i for i, ln in enumerate(lines) if ln.startswith(f"{key}:")]
+        if hits:
+            lines[hits[0]] = line
+        else:
+            appended.append(line)
+    tail = [""] + list(comments) + appended if comments or appended else []  # only replaced: the file's own length
+    return "\n".join(lines + tail) + "\n"
