@@ -17,7 +17,7 @@ from pathlib import Path
 from lab.core import evidence
 from lab.core.checks import Check
 from lab.core.profiles import Profile
-from lab.measure import bench, copy_bandwidth, gpumon, loadgen, metrics, peer_bench, speculative, tune, yardstick
+from lab.measure import bench, copy_bandwidth, gpumon, load_levels, loadgen, metrics, peer_bench, speculative, tune, yardstick
 from lab.measure.loadgen import RunResult
 from lab.predict import claims, profile_speed
 from lab.serving import engines, serve
@@ -107,8 +107,8 @@ def _sweep(profile: Profile, srv, mon: gpumon.Sampler, run_dir: Path) -> dict:
     levels = sorted(set([1] + profile.bench_levels))
     before = bench.cpu_snapshot(srv.pid)
     # each level: warm-up rounds until steady, then REPETITIONS repetitions sharing the profile's per-level budget
-    runs = loadgen.sweep(target, levels, profile.bench_requests, words, duration_s=profile.bench_duration_s,
-                         monitor=mon, repetitions=loadgen.REPETITIONS, warmup_max_rounds=loadgen.WARMUP_MAX_ROUNDS)
+    runs = load_levels.sweep(target, levels, profile.bench_requests, words, duration_s=profile.bench_duration_s,
+                         monitor=mon, repetitions=load_levels.REPETITIONS, warmup_max_rounds=load_levels.WARMUP_MAX_ROUNDS)
     busy = bench.contention(before, bench.cpu_snapshot(srv.pid))
     peer = peer_bench.run(profile, srv, run_dir / "peer_bench")  # vLLM and endpoint profiles; otherwise it says why not
     return {"prompt_words": words, "tokens_per_word": tokens_per_word, "target": repr(target), "runs": runs,

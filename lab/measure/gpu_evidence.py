@@ -155,7 +155,7 @@ def bench_record(model: Path, bandwidth_gb_s: float | None, tensor_bytes: int) -
 def server_record(profile, model: Path, out: Path, levels: list[int], output_tokens: int,
                   prompt_tokens: int) -> dict:
     from lab.serving import engines, serve
-    from lab.measure import bench_views, loadgen, metrics
+    from lab.measure import bench_views, load_levels, loadgen, metrics
 
     cmd = engines.build_command(profile, port=serve.free_port(), model_path=model)
     argv = list(cmd.argv)
@@ -174,7 +174,7 @@ def server_record(profile, model: Path, out: Path, levels: list[int], output_tok
             prompts = loadgen.make_prompts(1 + n, words, seed=100 + k)
             run = loadgen.run_load(target, prompts, loadgen.LoadSpec(concurrency=level, max_requests=n,
                                                                      warmup_requests=1, seed=100 + k),
-                                   limit=loadgen.level_limit(level, profile.bench_duration_s))
+                                   limit=load_levels.level_limit(level, profile.bench_duration_s))
             s = metrics.summarise_run(run)
             s["facts_total_tok_s"] = FACTS_H200["server_total_tok_s"].get(level)
             s["output_over_facts"] = ratio(s["output_throughput"], s["facts_total_tok_s"], 3)

@@ -64,7 +64,7 @@ def bench_mode(profile, model: Path, prompt: int, gen: int, reps: int) -> dict:
 def serve_mode(profile, model: Path, logs: Path, mode: str, levels: list[int], output_tokens: int,
                prompt_tokens: int) -> dict:
     from lab.serving import engines, serve
-    from lab.measure import loadgen, metrics
+    from lab.measure import load_levels, loadgen, metrics
 
     cmd = engines.build_command(profile, port=serve.free_port(), model_path=model)
     t0 = time.perf_counter()
@@ -80,7 +80,7 @@ def serve_mode(profile, model: Path, logs: Path, mode: str, levels: list[int], o
             prompts = loadgen.make_prompts(1 + n, words, seed=200 + k, tag=f"{mode}-{level}")
             run = loadgen.run_load(target, prompts, loadgen.LoadSpec(concurrency=level, max_requests=n,
                                                                      warmup_requests=1, seed=200 + k),
-                                   limit=loadgen.level_limit(level, profile.bench_duration_s))
+                                   limit=load_levels.level_limit(level, profile.bench_duration_s))
             summaries.append(metrics.summarise_run(run))
             print(f"[multigpu] {mode}: {level} stream(s) {summaries[-1]['output_throughput']} tok/s total", flush=True)
     finally:

@@ -32,7 +32,7 @@ from pathlib import Path
 from lab.core import paths
 from lab.core.checks import Check
 from lab.serving import engines, vllm_env
-from lab.measure import loadgen, metrics
+from lab.measure import load_levels, loadgen, metrics
 
 # 4-8 requests on a 2-core box shared by server and client: differences below this are noise here.
 TOLERANCE = 0.25
@@ -72,7 +72,7 @@ class PeerLoad:
     output_tokens: int
     warmup_requests: int = 1
     seed: int = 0
-    budget_s: float = 30.0  # the lab client's level deadline is this + loadgen.LEVEL_GRACE_S (the profile's bench_duration_s)
+    budget_s: float = 30.0  # the lab client's level deadline is this + load_levels.LEVEL_GRACE_S (the profile's bench_duration_s)
 
     @classmethod
     def for_profile(cls, profile) -> "PeerLoad":
@@ -182,7 +182,7 @@ def run_lab_client(server, load: PeerLoad, endpoint: str = "completions") -> loa
     prompts = loadgen.make_prompts(load.warmup_requests + load.num_prompts, words, seed=1000 + load.seed, tag="peer")
     spec = loadgen.LoadSpec(concurrency=load.concurrency, max_requests=load.num_prompts,
                             warmup_requests=load.warmup_requests, seed=load.seed)
-    return loadgen.run_load(target, prompts, spec, limit=loadgen.level_limit(load.concurrency, load.budget_s))
+    return loadgen.run_load(target, prompts, spec, limit=load_levels.level_limit(load.concurrency, load.budget_s))
 
 
 def run(profile, server, out_dir: str | Path, load: PeerLoad | None = None) -> dict:

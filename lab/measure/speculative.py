@@ -147,7 +147,7 @@ SEED = 20261202
 
 def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens: int | None, monitor) -> dict:
     """`requests` greedy single-stream requests to a running server: decode speed, latency, drafts accepted."""
-    from lab.measure import loadgen, metrics
+    from lab.measure import load_levels, loadgen, metrics
     from lab.serving import serve
 
     words, _ = loadgen.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
@@ -156,7 +156,7 @@ def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens:
                             extra_body={"seed": SEED})
     run = loadgen.run_load(target, loadgen.make_prompts(requests + 1, words, seed=11, tag=variant["kind"]),
                            loadgen.LoadSpec(concurrency=1, max_requests=requests, warmup_requests=1),
-                           limit=loadgen.level_limit(1, profile.bench_duration_s))
+                           limit=load_levels.level_limit(1, profile.bench_duration_s))
     if monitor is not None:
         run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
     s = metrics.summarise_run(run)

@@ -349,7 +349,7 @@ class Method:
     concurrency (2 × N requests), one warm-up request each — notebook 06's quick sweep. With `levels` (`lab tune
     --levels 1,8,16 --repetitions 3`, isolating one lever at a time): every level warmed up until steady and measured
     `repetitions` times as closed batches of N requests, with the spread recorded — notebook 06's own method
-    (lab.measure.loadgen.sweep), so a setting's gain can be told from the noise of one server."""
+    (lab.measure.load_levels.sweep), so a setting's gain can be told from the noise of one server."""
 
     levels: tuple[int, ...] | None = None
     repetitions: int = 1
@@ -400,9 +400,9 @@ LEVEL_KEYS = ("output_throughput", "stream_decode_tok_s", "decode_tok_s_summed",
 
 
 def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: int | None, method: Method) -> dict:
-    """Every level of `method.plan` against a running server with `setting` (lab.measure.loadgen.sweep: warm-up,
+    """Every level of `method.plan` against a running server with `setting` (lab.measure.load_levels.sweep: warm-up,
     repetitions), summarised; the one-stream and top-level figures are the point's headline fields."""
-    from lab.measure import loadgen, metrics, speculative
+    from lab.measure import load_levels, loadgen, metrics, speculative
     from lab.serving import serve
 
     words, _ = loadgen.words_for_tokens(srv.base_url, setting.prompt_tokens or profile.bench_prompt_tokens, srv.headers())
@@ -411,7 +411,7 @@ def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: 
                             extra_body=SAMPLING[setting.sampling] or None)
     runs, raw = {}, {}
     for level, n, reps, rounds in method.plan(profile, setting):
-        run = loadgen.sweep(target, [level], n, words, warmup_requests=1, seed=len(setting.name) * 7 + level,
+        run = load_levels.sweep(target, [level], n, words, warmup_requests=1, seed=len(setting.name) * 7 + level,
                             repetitions=reps, warmup_max_rounds=rounds, budget_s=profile.bench_duration_s)[0]
         if monitor is not None:
             run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
@@ -604,7 +604,7 @@ def build_record(result: dict, fig=None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from lab.core import cli, evidence, profiles
-    from lab.measure import gpumon, loadgen
+    from lab.measure import gpumon, load_levels
 
     ap = cli.parser("python -m lab tune", __doc__.split("\n")[0], "python -m lab tune",
                     "python -m lab tune --profile v100-32g-x1 --budget-s 900",
@@ -616,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--levels", default=None, type=lambda v: tuple(int(n) for n in v.split(",")), help="comma-separated stream counts to measure each point at, each warmed "
                     "up until steady and repeated --repetitions times (default: 1 and the profile's top, once)")
     ap.add_argument("--repetitions", type=int, default=None, help="with --levels: repetitions per level (default: "
-                    "lab.measure.loadgen.REPETITIONS, 3)")
+                    "lab.measure.load_levels.REPETITIONS, 3)")
     ap.add_argument("--output-tokens", type=int, default=None, help="tokens per request (default: the profile's)")
     ap.add_argument("--record", default="06_tune", help="record name in the run folder (default 06_tune)")
     ap.add_argument("--run-dir", default=None, help="run folder to write records/06_tune.json into (default: a new one)")
@@ -630,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     run_dir = evidence.notebook_run_dir(args.run_dir or "", prof.name)
-    method = Method(args.levels, args.repetitions or (loadgen.REPETITIONS if args.levels else 1))
+    method = Method(args.levels, args.repetitions or (load_levels.REPETITIONS if args.levels else 1))
     with gpumon.Sampler() as mon:
         result = run(prof, run_dir / "logs" / args.record, args.budget_s or prof.tune_budget_s,
                      args.dimensions.split(",") if args.dimensions else None, monitor=mon,
