@@ -17,7 +17,7 @@ from pathlib import Path
 from lab.core import evidence
 from lab.core.checks import Check
 from lab.core.profiles import Profile
-from lab.measure import bench, copy_bandwidth, gpumon, load_levels, loadgen, metrics, peer_bench, speculative, tune, yardstick
+from lab.measure import bench, copy_bandwidth, gpumon, load_levels, metrics, peer_bench, speculative, tune, yardstick
 from lab.measure.loadgen import RunResult
 from lab.predict import claims, profile_speed
 from lab.serving import engines, serve
@@ -101,9 +101,7 @@ def serve_and_sweep(profile: Profile, run_dir: str | Path, log_dir: str | Path,
 
 
 def _sweep(profile: Profile, srv, mon: gpumon.Sampler, run_dir: Path) -> dict:
-    words, tokens_per_word = loadgen.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
-    target = loadgen.Target(srv.base_url, model=serve.model_name(srv), max_tokens=profile.bench_output_tokens,
-                            api_key=srv.api_key)
+    target, words, tokens_per_word = load_levels.against(srv, profile.bench_prompt_tokens, profile.bench_output_tokens)
     levels = sorted(set([1] + profile.bench_levels))
     before = bench.cpu_snapshot(srv.pid)
     # each level: warm-up rounds until steady, then REPETITIONS repetitions sharing the profile's per-level budget

@@ -4,13 +4,15 @@ A level is a number of concurrent streams. Each gets its own deadline (`level_li
 up (single requests, or rounds until steady: `warm_up`), measured as one run or several repetitions (`pool`), given
 its GPU/host window by a running lab.measure.gpumon.Sampler and summarised (lab.measure.metrics). The notebook 06
 sweep (`sweep`), lab tune's points, the speculative variants, the multi-GPU modes and the peer clients' lab client all
-measure through `measure_levels`; lab.measure.loadgen is the client it drives (one streamed request, one run).
+measure through `measure`; lab.measure.loadgen is the client it drives (one streamed request, one run).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from lab.core.deadline import Deadline
 from lab.measure.loadgen import (MIN_VALID_REQUESTS, LoadSpec, RequestResult, RunResult, Target, cut_reason,
-                                 make_prompts, run_load)
+                                 make_prompts, run_load, words_for_tokens)
 
 
 # Notebook 06's method per concurrency level: warm up until steady, then measure the level several times.
@@ -106,37 +108,73 @@ def level_limit(level: int, budget_s: float, grace_s: float | None = None, what:
     return Deadline(budget_s + grace_s, f"the level at concurrency {level} ({what} {budget_s:g} s + {grace_s:g} s grace)")
 
 
-def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_words: int,
-          duration_s: float | None = None, warmup_requests: int = 1, seed: int = 0, monitor=None,
-          repetitions: int = 1, warmup_max_rounds: int = 0, warmup_tolerance: float = WARMUP_TOLERANCE,
-          warmup_output_tokens: int | None = WARMUP_OUTPUT_TOKENS, grace_s: float | None = None,
-          budget_s: float | None = None) -> list[RunResult]:
-    """One RunResult per concurrency level, each with its own fresh prompts (no prefix shared with any other
-    run, so the prompt cache cannot help), `requests_per_level` requests or `duration_s`, whichever first.
+@dataclass(frozen=True)
+class Level:
+    """One level to measure: `concurrency` streams, `requests` requests shared among `repetitions` back-to-back
+    repetitions (`shares`), after `warmup_rounds` warm-up rounds (`warm_up`; 0: the single warm-up requests that
+    `measure` is given instead)."""
 
-    With `warmup_max_rounds` > 0 each level is first warmed up until steady (`warm_up`; instead of the
-    `warmup_requests` single requests); with `repetitions` > 1 the level's budget is shared among that many
-    back-to-back repetitions (requests split by `shares`, `duration_s` ÷ repetitions each), so the level costs what
-    the profile says, and the level's RunResult pools them (`pool`). `monitor` (a running lab.measure.gpumon.Sampler):
-    each level gets its peak VRAM, energy and host RSS over its measured part.
+    concurrency: int
+    requests: int
+    repetitions: int = 1
+    warmup_rounds: int = 0
 
-    With `duration_s`, each level (warm-up included) ends by `duration_s` + `grace_s` whatever the server does; the
-    requests it cut are failures with the reason, counted in the level's `cut`. Without `duration_s` (a run that
-    counts requests, like lab tune's points), `budget_s` gives each level the same kind of deadline. A level cut with nothing answered
-    (a server that stalled or froze) ends the sweep: the levels after it are not run, and its `cut` says so."""
-    runs = []
-    for k, level in enumerate(levels):
+
+@dataclass
+class Measured:
+    """One level measured: its run (every request, warm-up apart) and lab.measure.metrics' summary of it."""
+
+    run: RunResult
+    summary: dict
+
+
+def against(server, prompt_tokens: int, max_tokens: int, model: str | None = None,
+            **fields) -> tuple[Target, int, float | None]:
+    """The load generator's target on a running lab.serving.serve.Server — its URL, key and served model (`model`,
+    else lab.serving.serve.model_name) — with prompts of about `prompt_tokens` on its tokenizer: (target, words per
+    prompt, tokens per word). `fields`: more Target fields (endpoint, extra_body)."""
+    from lab.serving import serve
+
+    words, per_word = words_for_tokens(server.base_url, prompt_tokens, server.headers())
+    target = Target(server.base_url, model=model or serve.model_name(server), max_tokens=max_tokens,
+                    api_key=server.api_key, **fields)
+    return target, words, per_word
+
+
+def measure(target: Target, plan: list[Level], prompt_words: int, *, duration_s: float | None = None,
+            budget_s: float | None = None, what: str = "its budget", warmup_requests: int = 1, seed: int = 0,
+            tag: str | None = None, monitor=None, warmup_tolerance: float = WARMUP_TOLERANCE,
+            warmup_output_tokens: int | None = WARMUP_OUTPUT_TOKENS, grace_s: float | None = None,
+            slo: dict | None = None, criteria=None) -> list[Measured]:
+    """Measure these levels against this server: each level of `plan` in turn, with its own fresh prompts (no
+    prefix shared with any other run, so the prompt cache cannot help; `tag` names them, else a random one), warmed
+    up, measured (its repetitions pooled), given its window of `monitor` (a running lab.measure.gpumon.Sampler:
+    peak VRAM, energy, host RSS over its measured part) and summarised (lab.measure.metrics.summarise_run with
+    `slo` and `criteria`).
+
+    Every level has a deadline (`level_limit`, counted from its first warm-up request): with `duration_s` the
+    level's time budget (shared among its repetitions) + `grace_s`; without it (a level that counts requests) its
+    `budget_s` + `grace_s`, named `what` in the reason. The requests it cut are failures with the reason, counted in
+    the level's `cut`. A level cut with nothing answered (a server that stalled or froze) ends the measurement: the
+    levels after it are not run, and its `cut` says so."""
+    from lab.measure import metrics
+
+    out: list[Measured] = []
+    for k, lv in enumerate(plan):
+        level = lv.concurrency
         limit = (level_limit(level, duration_s, grace_s) if duration_s
-                 else level_limit(level, budget_s, grace_s, "its budget") if budget_s else None)
-        warm, account = (warm_up(target, level, prompt_words, seed=seed + k, max_rounds=warmup_max_rounds,
+                 else level_limit(level, budget_s, grace_s, what) if budget_s else None)
+        warm, account = (warm_up(target, level, prompt_words, seed=seed + k, max_rounds=lv.warmup_rounds,
                                  tolerance=warmup_tolerance, output_tokens=warmup_output_tokens, limit=limit)
-                         if warmup_max_rounds > 0 else (None, None))
+                         if lv.warmup_rounds > 0 else (None, None))
         first_warmup = 0 if warm is not None else warmup_requests
-        parts, split = [], shares(requests_per_level, repetitions)
+        parts, split = [], shares(lv.requests, lv.repetitions)
         for j, n in enumerate(split):
             if parts and limit is not None and limit.expired:
                 break  # the level's deadline passed: the repetitions left are not run (the cut says so)
-            prompts = make_prompts(first_warmup + n, prompt_words, seed=seed + k + 1000 * j)
+            named = (tag if tag is None or (len(plan) == 1 and len(split) == 1)  # unique within this measurement
+                     else f"{tag}-c{level}" + (f"r{j + 1}" if len(split) > 1 else ""))
+            prompts = make_prompts(first_warmup + n, prompt_words, seed=seed + k + 1000 * j, tag=named)
             # each repetition sends at least its share of the validity rule's minimum count (MIN_VALID_REQUESTS):
             # a loaded machine's slow requests must not leave a level below it (3 of 4 on a busy 2-core box)
             spec = LoadSpec(concurrency=level, max_requests=n, duration_s=duration_s / len(split) if duration_s else None,
@@ -155,9 +193,27 @@ def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_wor
                                               "had passed" if len(parts) < len(split) else None]))
         if monitor is not None:
             run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
-        runs.append(run)
-        if run.cut and not any(r.success for r in run.results + run.warmup) and k + 1 < len(levels):
+        stalled = run.cut and not any(r.success for r in run.results + run.warmup) and k + 1 < len(plan)
+        if stalled:
             run.cut += (f"; nothing answered before the deadline: the server stalled, so the levels after it "
-                        f"({', '.join(map(str, levels[k + 1:]))}) were not run")
+                        f"({', '.join(str(p.concurrency) for p in plan[k + 1:])}) were not run")
+        out.append(Measured(run, metrics.summarise_run(run, slo=slo, **({"criteria": criteria} if criteria else {}))))
+        if stalled:
             break
-    return runs
+    return out
+
+
+def sweep(target: Target, levels: list[int], requests_per_level: int, prompt_words: int,
+          duration_s: float | None = None, warmup_requests: int = 1, seed: int = 0, monitor=None,
+          repetitions: int = 1, warmup_max_rounds: int = 0, warmup_tolerance: float = WARMUP_TOLERANCE,
+          warmup_output_tokens: int | None = WARMUP_OUTPUT_TOKENS, grace_s: float | None = None,
+          budget_s: float | None = None) -> list[RunResult]:
+    """Notebook 06's sweep: `measure` at every concurrency of `levels`, each with `requests_per_level` requests
+    or `duration_s`, whichever first, shared among `repetitions`, after `warmup_max_rounds` warm-up rounds (0: the
+    `warmup_requests` single requests); its RunResults (the summaries are made by the caller, with the profile's
+    criteria). Without `duration_s`, `budget_s` gives each level its deadline."""
+    plan = [Level(n, requests_per_level, repetitions, warmup_max_rounds) for n in levels]
+    return [m.run for m in measure(target, plan, prompt_words, duration_s=duration_s, budget_s=budget_s,
+                                   warmup_requests=warmup_requests, seed=seed, monitor=monitor,
+                                   warmup_tolerance=warmup_tolerance, warmup_output_tokens=warmup_output_tokens,
+                                   grace_s=grace_s)]

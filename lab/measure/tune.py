@@ -6,7 +6,7 @@ copy on Qwen3.8-27B), threads, batch/micro-batch (-b/-ub), flash attention (-fa)
 (-np), the sampling path (what the request asks for, and llama-server's experimental backend sampling), the log level
 (-lv), the context (-c), draft-mtp n-max (models with an MTP block) and, as a load rather than a setting, the prompt
 length — and at the end the best value of every dimension together. Every point starts its own server and is
-measured with the lab's client (lab.measure.loadgen) at one stream and at the profile's highest concurrency, or at
+measured with the lab's client (lab.measure.load_levels) at one stream and at the profile's highest concurrency, or at
 `Method.levels` with repetitions (isolating one lever at a time), with lab.measure.gpumon's energy and memory where
 NVML is present. Combinations llama.cpp refuses or that cannot serve the load are skipped with the reason;
 points that do not fit the time budget are listed as not run.
@@ -361,7 +361,7 @@ class Method:
         if not self.levels:
             conc = max(profile.bench_levels)
             return [(1, self.requests_single, 1, 0), (conc, 2 * conc, 1, 0)]
-        from lab.measure.loadgen import WARMUP_MAX_ROUNDS as rounds
+        from lab.measure.load_levels import WARMUP_MAX_ROUNDS as rounds
 
         return [(n, n * self.repetitions, self.repetitions, rounds)
                 for n in [n for n in self.levels if n <= setting.slots] or [min(self.levels)]]
@@ -400,22 +400,18 @@ LEVEL_KEYS = ("output_throughput", "stream_decode_tok_s", "decode_tok_s_summed",
 
 
 def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: int | None, method: Method) -> dict:
-    """Every level of `method.plan` against a running server with `setting` (lab.measure.load_levels.sweep: warm-up,
-    repetitions), summarised; the one-stream and top-level figures are the point's headline fields."""
-    from lab.measure import load_levels, loadgen, metrics, speculative
-    from lab.serving import serve
+    """Every level of `method.plan` against a running server with `setting` (lab.measure.load_levels.measure: warm-up,
+    repetitions, the level's deadline), summarised; the one-stream and top-level figures are the point's headline fields."""
+    from lab.measure import load_levels, speculative
 
-    words, _ = loadgen.words_for_tokens(srv.base_url, setting.prompt_tokens or profile.bench_prompt_tokens, srv.headers())
-    target = loadgen.Target(srv.base_url, model=serve.model_name(srv),
-                            max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key,
-                            extra_body=SAMPLING[setting.sampling] or None)
-    runs, raw = {}, {}
-    for level, n, reps, rounds in method.plan(profile, setting):
-        run = load_levels.sweep(target, [level], n, words, warmup_requests=1, seed=len(setting.name) * 7 + level,
-                            repetitions=reps, warmup_max_rounds=rounds, budget_s=profile.bench_duration_s)[0]
-        if monitor is not None:
-            run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
-        runs[level], raw[level] = metrics.summarise_run(run), run
+    target, words, _ = load_levels.against(srv, setting.prompt_tokens or profile.bench_prompt_tokens,
+                                           output_tokens or profile.bench_output_tokens,
+                                           extra_body=SAMPLING[setting.sampling] or None)
+    plan = [load_levels.Level(level, n, reps, rounds) for level, n, reps, rounds in method.plan(profile, setting)]
+    measured = load_levels.measure(target, plan, words, budget_s=profile.bench_duration_s, seed=len(setting.name) * 7,
+                                   monitor=monitor)
+    runs = {m.run.spec.concurrency: m.summary for m in measured}
+    raw = {m.run.spec.concurrency: m.run for m in measured}
     one = runs.get(1) or {}
     many = runs.get(max(method.levels or profile.bench_levels)) or {}
     failures = sum(r["failures"] for r in runs.values())
