@@ -112,9 +112,12 @@ class Setting:
 
 
 def baseline(profile: Profile) -> Setting:
+    """The profile's own settings, -fa as its command has it (lab.serving.engines.llama_flash_attn)."""
+    from lab.serving import engines
+
     kv = "f16" if profile.kv_cache_dtype == "auto" else profile.kv_cache_dtype
     return Setting(BASELINE_NAME, "baseline", profile.threads, kv, profile.parallel_slots,
-                   "on" if kv in ("q8_0", "q4_0") else "auto")
+                   engines.llama_flash_attn(kv, profile.split_mode))
 
 
 def cores() -> int:
@@ -305,21 +308,17 @@ def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting
 
 
 def merge_args(base: list[str], extra: list[str]) -> list[str]:
-    """`base` with `extra`'s flags: a flag already there takes extra's value, a new one is appended (pure). A token
-    starting with '-' followed by one that does not is a flag with its value; otherwise a switch."""
-    out, i = list(base), 0
+    """`base` with `extra`'s flags (lab.serving.engines.with_flags: a flag already there takes extra's value, a new
+    one is appended; pure). A token starting with '-' followed by one that does not is a flag with its value;
+    otherwise a switch."""
+    from lab.serving import engines
+
+    flags, i = {}, 0
     while i < len(extra):
-        flag = extra[i]
         has_value = i + 1 < len(extra) and not extra[i + 1].startswith("-")
-        value = [extra[i + 1]] if has_value else []
-        if flag in out:
-            j = out.index(flag)
-            if value and j + 1 < len(out) and not out[j + 1].startswith("-"):
-                out[j + 1] = value[0]
-        else:
-            out += [flag, *value]
-        i += 1 + len(value)
-    return out
+        flags[extra[i]] = extra[i + 1] if has_value else True
+        i += 1 + has_value
+    return engines.with_flags(base, flags)
 
 
 def apply_patch(profile_text: str, patch: str) -> str:
@@ -376,10 +375,7 @@ def command_for(profile: Profile, setting: Setting):
                                          "parallel_slots": setting.slots})
     cmd = engines.build_command(variant, installed_version=engines.installed_version(variant), port=serve.free_port(),
                                 extra_args=setting.server_args())
-    argv = list(cmd.argv)
-    for flag, value in setting.replaced().items():
-        argv[argv.index(flag) + 1] = value
-    return replace(cmd, argv=tuple(argv))
+    return engines.with_flags(cmd, setting.replaced())
 
 
 def measure_point(profile: Profile, setting: Setting, log_dir, monitor=None, output_tokens: int | None = None,

@@ -160,6 +160,40 @@ def build_command(profile: Profile, *, installed_version: str | None = None,
     return cmd
 
 
+def _is_value(word: str) -> bool:
+    """Whether an argv word is a flag's value rather than the next flag ("-1" is a value: -ngl -1)."""
+    return not word.startswith("-") or bool(re.fullmatch(r"-\d+(\.\d*)?", word))
+
+
+def with_flags(command: Command | list[str] | tuple[str, ...], flags: dict[str, str | bool | None]):
+    """`command` (a Command, or an argv) with `flags` set: a flag already there takes the new value, a new one is
+    appended with it; True: a switch (appended when missing); None or False: the flag and its value removed. The one way the
+    lab changes a built command's values (lab tune's settings, the KV checks' grid, the troubleshooting
+    reproductions), rather than patching argv by position. Returns what it was given: a Command (with a note naming
+    the caller's values) or an argv list."""
+    argv = list(command.argv if isinstance(command, Command) else command)
+    for flag, value in flags.items():
+        at = argv.index(flag) if flag in argv else None
+        has_value = at is not None and at + 1 < len(argv) and _is_value(argv[at + 1])
+        if value is None or value is False:
+            if at is not None:
+                del argv[at:at + 1 + has_value]
+        elif value is True:
+            if at is None:
+                argv.append(flag)
+        elif at is None:
+            argv += [flag, str(value)]
+        elif has_value:
+            argv[at + 1] = str(value)
+        else:
+            argv.insert(at + 1, str(value))
+    if not isinstance(command, Command):
+        return argv
+    said = " ".join(f if v is True else f"{f} {v}" for f, v in flags.items() if v is not None and v is not False)
+    note = Note(said, "set by the caller", "caller")
+    return _replace(command, argv=tuple(argv), notes=command.notes + ((note,) if said else ()))
+
+
 def _replace(cmd: Command, **changes) -> Command:
     from dataclasses import replace
 
@@ -204,7 +238,7 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
         kv = "f16"
     if kv not in ("f16", "bf16", "q8_0", "q4_0"):
         notes.append(_note("llama-kv-type", "-ctk/-ctv", "error", prefix=f"kv_cache_dtype {kv} is not a llama.cpp type."))
-    fa = "on" if kv in ("q8_0", "q4_0") or profile.split_mode == "tensor" else "auto"
+    fa = llama_flash_attn(kv, profile.split_mode)
     ngl = "999" if profile.n_gpu_layers == -1 else str(profile.n_gpu_layers)
     argv = [binary, "-m", model, "-c", str(profile.context_tokens), "-np", str(profile.parallel_slots),
             "-t", str(profile.threads), "-ngl", ngl, "-ctk", kv, "-ctv", kv, "-fa", fa,
@@ -228,6 +262,13 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
                    secret_env=secret, api_key_env=profile.api_key_env,
                    engine_version=_installed or profile.engine_version,
                    version_source="installed" if _installed else "declared")
+
+
+def llama_flash_attn(type_v: str, split_mode: str | None = None) -> str:
+    """llama-server's -fa for a V cache type: on for a quantized V cache (llama.cpp refuses one without flash
+    attention: src/llama-context.cpp) and for -sm tensor; else auto (llama.cpp decides per device). The one rule:
+    the profile's command, lab tune's baseline and the KV checks' grid all take it from here."""
+    return "on" if type_v not in ("f16", "bf16", "f32") or split_mode == "tensor" else "auto"
 
 
 def cuda_env(profile: Profile) -> tuple[dict[str, str], list[Note]]:
