@@ -315,12 +315,12 @@ def draft_for(profile, layers: int | None = None) -> tuple[str | None, str]:
     from pathlib import Path
 
     from lab.model import standin
-
     from lab.serving import serve
 
     spec = getattr(profile, "spec_draft", None)
-    if serve.why_not_flag_sweep(profile):  # nothing will be measured here: write no draft either
-        return None, f"not measured here ({serve.why_not_flag_sweep(profile)})"
+    why = serve.why_not_flag_sweep(profile)  # the one home of "can a server with these flags start here"
+    if why:  # nothing will be measured here: write no draft either
+        return None, f"not measured here ({why})"
     if not spec:
         return None, "the profile names no spec_draft (a draft GGUF, or synth:<layers> for a synthetic one)"
     if spec.startswith("synth:"):
