@@ -31,7 +31,7 @@ from lab.model import models
 from lab.predict import kvcache
 from lab.serving import engines, serve, shapes
 from lab.diagnose import troubleshoot
-from lab.serving.engines import Command
+from lab.serving.command import Command
 
 REPRO_PROFILE = "cpu-default"  # the embedded model on llama-server, CPU only: seconds on any machine
 REPRO_SUBDIR = "repro"  # under <run>/logs/: lab.diagnose.run_inputs.run_folder_inputs skips it by default

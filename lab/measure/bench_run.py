@@ -21,7 +21,7 @@ from lab.measure import bench, copy_bandwidth, gpumon, load_levels, metrics, pee
 from lab.measure.loadgen import RunResult
 from lab.predict import claims, profile_speed
 from lab.serving import engines, serve
-from lab.serving.engines import Command
+from lab.serving.command import Command
 
 # Notebook 06's lab tune and speculative runs send shorter outputs than the sweep: enough tokens for a stable
 # decode speed per setting, few enough that the budget covers more settings.

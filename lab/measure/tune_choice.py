@@ -1,7 +1,7 @@
 """Which `lab tune` point wins, and the profile patch that says so (pure): the Pareto front of single-stream decode
 and aggregate throughput, the rule (`choose`), the run-to-run noise of the baseline measured twice (`noise`), the
 combination of every dimension's best (`combined`), and the YAML patch (`patch_yaml`, `apply_patch`); lab.measure.tune
-measures the points.
+measures the points (lab.measure.tune_settings: what a point is).
 
 The winner: the highest aggregate throughput at the profile's concurrency among points whose single-stream
 decode is within 5 % of the best single stream (a setting that buys throughput by slowing every user's stream
@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lab.core.profiles import Profile
-from lab.measure.tune import (BASELINE_NAME, DIM_FIELDS, LOAD_DIMENSIONS, SINGLE_STREAM_TOLERANCE, Setting,
-                              baseline)
+from lab.measure.tune_settings import (BASELINE_NAME, DIM_FIELDS, LOAD_DIMENSIONS, SINGLE_STREAM_TOLERANCE, Setting,
+                                       baseline)
 
 
 def pareto_front(points: list[dict], x: str = "single_decode_tok_s", y: str = "aggregate_tok_s") -> list[str]:

@@ -14,120 +14,21 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from lab.core import evidence, facts, paths, processes
+from lab.core import evidence, paths, processes
 from lab.core.profiles import Profile
+from lab.serving import vllm_command
+# LOOPBACK is lab.serving.command's, named here too for lab.serving.serve (`from lab.serving.engines import LOOPBACK`)
+from lab.serving.command import (LOOPBACK, Command, Note, _host_notes, _model_arg, _note, _venv_fits,  # noqa: F401
+                                 cuda_env, engine_python_path)
 
-Level = Literal["info", "warn", "error"]
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # llama.cpp's log verbosity that shows model/KV/slot set-up without per-token debug lines.
 LLAMA_LOG_VERBOSITY = 4
 # ggml type ids that llama-cpp-python's --type_k/--type_v take (llama_cpp/llama_cpp.py GGML_TYPE_*).
 _GGML_TYPE_IDS = {"f16": 1, "q4_0": 2, "q8_0": 8}
-
-
-# ---------------------------------------------------------------- data shapes
-@dataclass(frozen=True)
-class Note:
-    """Why a flag is (or is not) in the command. `flag` is "" for the command as a whole."""
-
-    flag: str
-    text: str
-    source: str
-    level: Level = "info"
-
-
-@dataclass(frozen=True)
-class Command:
-    """A server command: argv to run, environment to add, and how to reach the server once up.
-
-    `secret_env` maps a variable the server reads (e.g. LLAMA_API_KEY) to the name of the user's
-    variable that holds the key (the profile's api_key_env): the value is looked up only when the
-    process starts, so it is never part of argv, a record or a notebook output.
-    """
-
-    engine: str
-    argv: tuple[str, ...]
-    host: str
-    port: int
-    health_path: str
-    served_model: str | None
-    notes: tuple[Note, ...]
-    env: dict[str, str] = field(default_factory=dict)
-    secret_env: dict[str, str] = field(default_factory=dict)
-    api_key_env: str | None = None
-    engine_version: str | None = None
-    version_source: str = "n/a"  # installed | declared | n/a
-    serialises_requests: bool = False
-    external: bool = False
-    url: str | None = None  # an endpoint profile's server root (profile.endpoint_base): used as is
-
-    @property
-    def base_url(self) -> str:
-        """Where a client on this machine reaches the server (0.0.0.0 is reached via 127.0.0.1)."""
-        if self.url:
-            return self.url
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        host = f"[{host}]" if ":" in host else host
-        return f"http://{host}:{self.port}"
-
-    @property
-    def problems(self) -> list[Note]:
-        """Notes of level `error`: the command will not work as built (e.g. AWQ on a V100)."""
-        return [n for n in self.notes if n.level == "error"]
-
-    def shell(self, multiline: bool = True) -> str:
-        """The command as a user would type it; keys appear as "$VAR", never as values."""
-        if self.external:
-            return f"# external server: nothing to start; the lab connects to {self.base_url}"
-        words = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
-        words += [f'{k}="${src}"' for k, src in self.secret_env.items()]
-        words += [shlex.quote(a) for a in self.argv]
-        if not multiline:
-            return " ".join(words)
-        lines, current = [], []
-        for w in words:
-            if w.startswith("-") and current:
-                lines.append(" ".join(current))
-                current = []
-            current.append(w)
-        lines.append(" ".join(current))
-        return " \\\n    ".join(lines)
-
-    def notes_rows(self) -> list[dict]:
-        """The notes as table rows (flag, level, why, source) for a notebook or a record."""
-        return [{"flag": n.flag or "(command)", "level": n.level, "why": n.text, "source": n.source}
-                for n in self.notes]
-
-    def to_record(self) -> dict:
-        """What a record keeps of the command: argv, the shell form, versions and the notes."""
-        return {"engine": self.engine, "argv": list(self.argv), "shell": self.shell(multiline=False),
-                "env": dict(self.env), "secret_env_names": dict(self.secret_env), "host": self.host,
-                "port": self.port, "base_url": self.base_url, "health_path": self.health_path,
-                "served_model": self.served_model, "engine_version": self.engine_version,
-                "version_source": self.version_source, "serialises_requests": self.serialises_requests,
-                "external": self.external, "notes": self.notes_rows()}
-
-
-# ---------------------------------------------------------------- versions and rules
-def rule(rule_id: str) -> dict:
-    """One entry of lab/data/engine_rules.yaml (text, source, and since/until for vLLM rules)."""
-    for entry in facts.load("engine_rules", "rules")["rules"]:
-        if entry["id"] == rule_id:
-            return entry
-    raise KeyError(f"lab/data/engine_rules.yaml has no rule {rule_id!r}")
-
-
-def _note(rule_id: str, flag: str = "", level: Level = "info", prefix: str = "") -> Note:
-    r = rule(rule_id)
-    text = f"{prefix} {r['text']}".strip() if prefix else r["text"]
-    return Note(flag, text, r["source"], level)
 
 
 # ---------------------------------------------------------------- building commands
@@ -142,8 +43,6 @@ def build_command(profile: Profile, *, installed_version: str | None = None,
     compute_capability: the GPU's, when measured; else the profile's gpu_compute_capability.
     host/port/model_path override the profile (tests use a free port; notebooks keep the profile's).
     """
-    from lab.serving import vllm_command  # it builds on this module's Command and notes
-
     builders = {"llama.cpp": _llama_server, "llama-cpp-python": _llama_cpp_python,
                 "vllm": vllm_command.build, "external": _external}
     if profile.endpoint_url:  # a server the user runs: nothing to start, the URL is where it is
@@ -200,29 +99,6 @@ def _replace(cmd: Command, **changes) -> Command:
     return replace(cmd, **changes)
 
 
-def _model_arg(profile: Profile, model_path: str | Path | None) -> tuple[str, list[Note]]:
-    if model_path is not None:
-        return str(model_path), []
-    if not profile.model_file:
-        if profile.engine == "vllm":
-            return profile.model_name, []  # a Hugging Face id or a local folder
-        return "MODEL.gguf", [Note("-m", f"profile {profile.name} sets no model_file: give a GGUF path",
-                                   "profile schema (lab/core/profiles.py)", "error")]
-    try:
-        return str(paths.model_path(profile.model_file)), []
-    except (paths.SetupMissing, KeyError) as exc:
-        return profile.model_file, [Note("-m", f"model file not found on this machine ({exc})",
-                                         "lab/core/paths.py", "warn")]
-
-
-def _host_notes(profile: Profile, host: str, rule_id: str) -> list[Note]:
-    if host in LOOPBACK:
-        return [_note(rule_id, "--host")]
-    level: Level = "info" if profile.api_key_env else "error"
-    return [_note(rule_id, "--host", level,
-                  prefix=f"host {host} exposes the server to the network (key from ${profile.api_key_env}).")]
-
-
 def _llama_server(profile: Profile, host: str, port: int, model_path, _installed, _cc_value) -> Command:
     notes: list[Note] = []
     try:
@@ -269,19 +145,6 @@ def llama_flash_attn(type_v: str, split_mode: str | None = None) -> str:
     attention: src/llama-context.cpp) and for -sm tensor; else auto (llama.cpp decides per device). The one rule:
     the profile's command, lab tune's baseline and the KV checks' grid all take it from here."""
     return "on" if type_v not in ("f16", "bf16", "f32") or split_mode == "tensor" else "auto"
-
-
-def cuda_env(profile: Profile) -> tuple[dict[str, str], list[Note]]:
-    """CUDA_DEVICE_ORDER / CUDA_VISIBLE_DEVICES for a profile with several GPUs (or an explicit GPU list):
-    the engine then numbers the cards as nvidia-smi does."""
-    env, notes = {}, []
-    if profile.gpu_count > 1 or profile.cuda_visible_devices:
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        notes.append(_note("cuda-device-order", "CUDA_DEVICE_ORDER"))
-    if profile.cuda_visible_devices:
-        env["CUDA_VISIBLE_DEVICES"] = profile.cuda_visible_devices
-        notes.append(_note("cuda-visible-devices", "CUDA_VISIBLE_DEVICES"))
-    return env, notes
 
 
 def llama_gpu_settings(profile: Profile) -> tuple[list[str], dict[str, str], list[Note]]:
@@ -334,34 +197,6 @@ def _llama_cpp_python(profile: Profile, host: str, port: int, model_path, instal
                    env=env, secret_env=secret, api_key_env=profile.api_key_env,
                    engine_version=installed or profile.engine_version,
                    version_source="installed" if installed else "declared", serialises_requests=True)
-
-
-def engine_python_path(profile: Profile) -> str | None:
-    """The profile's engine_python as the path to run: a relative one (".venv-vllm/bin/python") is
-    relative to the checkout, not to whatever folder the caller runs in (a notebook runs in notebooks/).
-    Kept as written when it does not exist here, or when the venv here is another build (the CPU
-    vLLM of cpu-vllm is not the vLLM a GPU profile plans for): then it names the venv to make there."""
-    if not profile.engine_python:
-        return None
-    path = Path(profile.engine_python).expanduser()
-    if not path.is_absolute() and (paths.ROOT / path).exists() and _venv_fits(profile, paths.ROOT / path):
-        return str(paths.ROOT / path)
-    return str(path)
-
-
-def _venv_fits(profile: Profile, python: Path) -> bool:
-    """Whether the engine venv holding `python` was built for this kind of profile: set-up records in
-    <venv>/lab-vllm.json whether it installed vLLM's CPU build or the CUDA one (lab/setup/vllm.py)."""
-    info = python.parent.parent / "lab-vllm.json"
-    if profile.engine != "vllm" or not info.exists():
-        return True
-    import json
-
-    try:
-        device = json.loads(info.read_text()).get("device")
-    except (OSError, ValueError):
-        return True
-    return device is None or (device == "cpu") == (profile.gpu_count == 0)
 
 
 def _external(profile: Profile, host: str, port: int, _model_path, installed, _cc_value) -> Command:

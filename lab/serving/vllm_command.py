@@ -9,7 +9,7 @@ from pathlib import Path
 from lab.core import paths
 from lab.core.profiles import Profile
 from lab.core.versions import at_least, compute_capability
-from lab.serving.engines import (Command, Note, _host_notes, _model_arg, _note, cuda_env, engine_python_path,
+from lab.serving.command import (Command, Note, _host_notes, _model_arg, _note, cuda_env, engine_python_path,
                                  rule)
 
 
