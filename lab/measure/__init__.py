@@ -9,7 +9,8 @@ load and benchmark   loadgen (the client: one streamed request, one run), load_l
                      reference, contention), bench_run (notebook 06's steps), bench_source (a local source to time
                      the client), yardstick (served ÷ in-process rows)
 server sweeps        tune (lab tune: one setting at a time, each point its own server), tune_settings (what a
-                     point is), tune_choice (which point wins, the profile patch), slot_placement (where a tune point's requests landed), speculative
+                     point is), tune_choice (which point wins, the profile patch), slot_placement (where a tune
+                     point's requests landed), speculative (draft model, n-grams, MTP at one stream)
 multi-GPU            multigpu (split modes, two over one), allreduce_bench (NCCL all-reduce at decode sizes)
 KV against engines   kvcache_verify (llama-server's caches against lab.predict.kvcache, each point built by
                      lab.serving.engines), vllm_kv (vLLM's)

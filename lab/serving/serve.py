@@ -387,8 +387,8 @@ def start(command: Command, log_dir: str | Path, name: str = "server",
 def measure(command: Command, log_dir: str | Path, name: str, how, monitor=None,
             health_timeout_s: float | None = None) -> dict:
     """Start `command`, hand the server to `how(server)` (it returns the measured fields), stop the server:
-    one row of a sweep over server settings (lab.tune, lab.speculative, lab.multigpu's modes). A setting the build or the model
-    refuses is a result, not a crash: status "failed", error = what the engine's log says (or the exception),
+    one row of a sweep over server settings (lab.tune, lab.speculative, lab.multigpu's modes). A setting the build or
+    the model refuses is a result, not a crash: status "failed", error = what the engine's log says (or the exception),
     log_tail. Every row has command, status, error, load_s (None if it never served) and seconds."""
     t0 = time.monotonic()
     row = {"command": command.shell(), "status": "ok", "error": None, "load_s": None}
