@@ -90,7 +90,7 @@ def profile_copy(name: str, folder: Path, **changes) -> Path:
 # Each level must still pass the lab's validity rule (lab.measure.metrics.criteria_for: >= 3 s and >= 4 successes),
 # or test_suite_07's `lab doctor` rightly reports invalid runs. A plan that stops by COUNT lands near the 3 s floor
 # on a fast or idle machine (6 × 32 tokens once ran "6/6 ok in 3.0 s", i.e. 2.9x s): this one stops by DURATION
-# (bench_requests is only a cap it never reaches), so every level runs >= 6 s by construction (3 repetitions of 2 s each: lab.measure.loadgen.REPETITIONS;
+# (bench_requests is only a cap it never reaches), so every level runs >= 6 s by construction (3 repetitions of 2 s each: lab.measure.load_levels.REPETITIONS;
 # each repetition sends at least one request per stream, two at one stream), and the count floor needs 4 requests in 6 s at
 # concurrency 1: 16 tokens took ~0.5 s a request here, so only a machine 3x slower
 # than a busy CI box misses it (one overloaded to load 9 on 2 cores did: 9 s a request), which test_suite_07 then

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from lab.measure import bench_source, loadgen, metrics
+from lab.measure import bench_source, load_levels, loadgen, metrics
 from lab.measure.loadgen import RequestResult
 from lab.measure.metrics import Criteria
 
@@ -295,8 +295,8 @@ def _rep(start_perf, results, duration, concurrency=2, max_requests=2, duration_
 
 
 def test_shares_split_the_level_budget():
-    assert loadgen.shares(8, 3) == [3, 3, 2] and loadgen.shares(48, 3) == [16, 16, 16]
-    assert loadgen.shares(2, 3) == [1, 1] and loadgen.shares(6, 1) == [6]
+    assert load_levels.shares(8, 3) == [3, 3, 2] and load_levels.shares(48, 3) == [16, 16, 16]
+    assert load_levels.shares(2, 3) == [1, 1] and load_levels.shares(6, 1) == [6]
 
 
 def test_repetitions_pool_into_one_level_with_each_repetition_s_figures():
@@ -305,7 +305,7 @@ def test_repetitions_pool_into_one_level_with_each_repetition_s_figures():
                                 ok(1, 0.1, 0.6, [0.6, 0.8, 1.0, 1.2], 1.2 + j * 0.3, 4)], 2.0 + j, duration_s=10.0)
             for j in range(3)]
     warm = [ok(-1, 0.0, 0.2, [0.2], 0.3, 1)]
-    level = loadgen.pool(reps, warm, {"rounds": [], "steady": False})
+    level = load_levels.pool(reps, warm, {"rounds": [], "steady": False})
     assert [r.repetition for r in level.results] == [1, 1, 2, 2, 3, 3]
     assert [r.start_s for r in level.results] == pytest.approx([0.0, 0.1, 3.0, 3.1, 6.0, 6.1])  # from the level's start
     assert level.duration_s == 9.0 and level.client_cpu_s == 1.5 and level.t1_perf == 10.0 + 6 + 4.0
@@ -335,7 +335,7 @@ def test_a_single_run_has_no_repetitions_or_spread():
 def test_sweep_warms_up_until_steady_then_repeats_each_level():
     with bench_source.running() as url:
         target = loadgen.Target(url + "/i5", max_tokens=12, ignore_eos=False)
-        runs = loadgen.sweep(target, [1, 3], 9, 6, repetitions=3, warmup_max_rounds=4, warmup_output_tokens=6)
+        runs = load_levels.sweep(target, [1, 3], 9, 6, repetitions=3, warmup_max_rounds=4, warmup_output_tokens=6)
     for run, level in zip(runs, [1, 3]):
         assert [rep["requests"] for rep in run.repetitions] == [3, 3, 3] and len(run.results) == 9
         assert all(r.success and r.output_tokens == 12 for r in run.results)

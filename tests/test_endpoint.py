@@ -13,7 +13,7 @@ from lab.core import profiles
 from lab.model import models
 from lab.predict import memory_plan
 from lab.serving import endpoint, engines, serve
-from lab.measure import bench, loadgen, metrics
+from lab.measure import bench, load_levels, loadgen, metrics
 from lab.diagnose import endpoint_diagnose
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "params" / "endpoint-example.yaml"
@@ -175,7 +175,7 @@ def test_a_busy_machine_still_sends_the_minimum_count_a_valid_run_needs():
             concurrency=1, max_requests=6, duration_s=0.01, warmup_requests=0, min_requests=3))
         only_time = loadgen.run_load(target, loadgen.make_prompts(8, 8), loadgen.LoadSpec(
             concurrency=1, max_requests=6, duration_s=0.01, warmup_requests=0))
-        runs = loadgen.sweep(target, [1], 6, 8, duration_s=0.03, repetitions=3, seed=3)
+        runs = load_levels.sweep(target, [1], 6, 8, duration_s=0.03, repetitions=3, seed=3)
     assert len(run.results) == 3 and len(only_time.results) == 1
     assert len(runs[0].results) >= loadgen.MIN_VALID_REQUESTS == metrics.Criteria.min_successes
     reasons = metrics.summarise_run(runs[0])["validity"]["reasons"]

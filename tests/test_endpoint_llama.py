@@ -21,7 +21,7 @@ from conftest import ROOT, lab_run, read_record
 
 from lab.core import paths, profiles
 from lab.serving import serve
-from lab.measure import loadgen, metrics
+from lab.measure import load_levels, loadgen, metrics
 from lab.diagnose import endpoint_diagnose
 
 
@@ -148,7 +148,7 @@ def test_one_slot_queues_and_is_flagged(open_serial_server, tmp_path):
     target = loadgen.Target(open_serial_server, model="any", max_tokens=48)  # decode, not per-request overhead, dominates: a serial server cannot overlap it
     attempts = []
     for _ in range(3):
-        runs = loadgen.sweep(target, [1, 2], requests_per_level=6, prompt_words=24)
+        runs = load_levels.sweep(target, [1, 2], requests_per_level=6, prompt_words=24)
         queue = metrics.queueing([metrics.summarise_run(r) for r in runs])
         attempts.append({k: queue[1][k] for k in ("queued", "wait_vs_serial", "throughput_gain")})
         if queue[1]["queued"]:

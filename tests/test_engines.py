@@ -277,3 +277,22 @@ def test_parse_offload_line_of_a_file_with_its_mtp_block():
     assert rep["offloaded"] == {"layers": 66, "of": 66}
     assert rep["offloaded"]["of"] == byhand_choices.n_offloadable(profiles.load("v100-32g-x1")) == 66
     assert rep["model_buffers_mib"]["CPU_Mapped"] == 682.03   # the token embedding, kept in host memory
+
+
+def test_with_flags_sets_appends_switches_and_removes_on_a_command_or_an_argv():
+    cmd = engines.build_command(profile(CPU), model_path="/m.gguf")
+    changed = engines.with_flags(cmd, {"-fa": "on", "-c": "256", "-fit": "off", "-kvu": True, "-lv": None,
+                                       "--no-warmup": False})
+    argv = list(changed.argv)
+    assert flag_value(argv, "-fa") == "on" and flag_value(argv, "-c") == "256" and flag_value(argv, "-fit") == "off"
+    assert "-kvu" in argv and "-lv" not in argv and "4" not in argv[argv.index("-kvu"):]
+    assert len(argv) == len(cmd.argv) + 3 - 2  # -fit off and -kvu appended, -lv 4 removed
+    assert changed.notes[-1].flag == "-fa on -c 256 -fit off -kvu" and changed.notes[-1].source == "caller"
+    assert engines.with_flags(["x", "-ngl", "-1", "-bs"], {"-ngl": "999", "-bs": "1"}) == ["x", "-ngl", "999", "-bs", "1"]
+    assert engines.with_flags(["x"], {}) == ["x"]
+
+
+def test_one_flash_attention_rule():
+    assert [engines.llama_flash_attn(t) for t in ("f16", "bf16", "q8_0", "q4_0", "q5_1")] == [
+        "auto", "auto", "on", "on", "on"]
+    assert engines.llama_flash_attn("f16", "tensor") == "on"

@@ -185,6 +185,6 @@ def test_notebook_06_try_numbers_are_the_lab_s():
     by = {c["concurrency"]: c["aggregate_ceiling_tok_s"] for c in wide["by_concurrency"]}
     assert f"{by[8]:.1f} tok/s at 8 streams and {by[16]:.1f} at 16" in text
     sweep = _try_text("06_benchmarking", "## Start the profile's server")
-    from lab.measure import loadgen
+    from lab.measure import load_levels
 
-    assert " + ".join(map(str, loadgen.shares(32, 3))) in sweep and " + ".join(map(str, loadgen.shares(8, 3))) in sweep
+    assert " + ".join(map(str, load_levels.shares(32, 3))) in sweep and " + ".join(map(str, load_levels.shares(8, 3))) in sweep

@@ -17,7 +17,7 @@ import os
 import pytest
 
 from conftest import PEER_LINES
-from lab.measure import peer_clients
+from lab.measure import peer_clients, peer_tools
 from lab.measure.peer_bench import PeerLoad
 
 DATA = Path(__file__).parent / "data"
@@ -38,7 +38,7 @@ def _guidellm():
 def test_guidellm_export_parses_into_the_lab_names():
     # the capture: 16 requests × 64 output tokens at 2 streams, /v1/completions, on a loaded 2-core machine
     raw = _guidellm()
-    m = peer_clients.parse_guidellm(raw)
+    m = peer_tools.parse_guidellm(raw)
     met = raw["benchmarks"][0]["metrics"]
     assert m["successes"] == 16 and m["failures"] == 0
     assert m["output_tokens_mean"] == 64 and m["prompt_tokens_mean"] == 128  # server-counted, exactly as asked
@@ -54,14 +54,14 @@ def test_guidellm_export_parses_into_the_lab_names():
 
 def test_guidellm_scenario_carries_the_load_and_slimming_keeps_what_is_parsed(tmp_path):
     load = PeerLoad(num_prompts=16, concurrency=2, input_tokens=128, output_tokens=64)
-    sc = peer_clients.guidellm_scenario("http://127.0.0.1:9", "m", "/tok", load, tmp_path / "b.json", "KEY")["spec"]
+    sc = peer_tools.guidellm_scenario("http://127.0.0.1:9", "m", "/tok", load, tmp_path / "b.json", "KEY")["spec"]
     assert sc["profile"] == {"kind": "concurrent", "streams": [2]}
     assert sc["constraints"] == [{"kind": "max_requests", "count": 16}]
     assert sc["data"][0]["prompt_tokens"] == 128 and sc["data"][0]["output_tokens"] == 64
     assert sc["backend"]["request_format"] == "/v1/completions" and sc["backend"]["extras"]["body"]["temperature"] == 0
     assert sc["tokenizer"]["model"] == "/tok" and sc["backend"]["api_key"] == "KEY"
-    slim = peer_clients.slim_guidellm(_guidellm())
-    assert peer_clients.parse_guidellm(slim) == peer_clients.parse_guidellm(_guidellm())
+    slim = peer_tools.slim_guidellm(_guidellm())
+    assert peer_tools.parse_guidellm(slim) == peer_tools.parse_guidellm(_guidellm())
 
 
 def test_ratio_spread_and_headline_over_repetitions():
@@ -95,20 +95,20 @@ def test_clients_run_as_modules_where_set_up_says_so(tmp_path, monkeypatch):
     info.write_text(json.dumps({"python": "/usr/bin/python3", "modules": True, "pythonpath": "/tmp/site",
                                 "tokenizers": {"served": "/tok/served", "smollm2": "/tok/smol"}}))
     monkeypatch.setenv("LAB_PEERS_INFO", str(info))
-    assert peer_clients.tool_argv("guidellm") == ["/usr/bin/python3", "-m", "guidellm"]
-    assert peer_clients.guidellm_command(Path("/s.json"))[:4] == ["/usr/bin/python3", "-m", "guidellm", "run"]
-    assert peer_clients.tokenizer_path(peer_clients.peers_info()) == "/tok/served"  # the served model's first
+    assert peer_tools.tool_argv("guidellm") == ["/usr/bin/python3", "-m", "guidellm"]
+    assert peer_tools.guidellm_command(Path("/s.json"))[:4] == ["/usr/bin/python3", "-m", "guidellm", "run"]
+    assert peer_tools.tokenizer_path(peer_tools.peers_info()) == "/tok/served"  # the served model's first
 
 
 def test_benchy_failed_runs_are_counted_by_reason(tmp_path):
     log = tmp_path / "llama_benchy.log"
     log.write_text("  Run 12/16 (batch size 1)...\nError during run: Server disconnected\n  Run 13/16 (batch size 1)...\n"
                    "Error during run: Server disconnected\n")
-    assert peer_clients.benchy_errors(log) == {"Server disconnected": 2}
+    assert peer_tools.benchy_errors(log) == {"Server disconnected": 2}
 
 
 def test_aiperf_export_parses_into_the_lab_names():
-    m = peer_clients.parse_aiperf(_aiperf())
+    m = peer_tools.parse_aiperf(_aiperf())
     raw = _aiperf()
     assert m["ttft_ms"]["mean"] == raw["time_to_first_token"]["avg"]
     assert m["ttft_ms"]["p50"] == raw["time_to_first_token"]["p50"]
@@ -124,7 +124,7 @@ def test_aiperf_export_parses_into_the_lab_names():
 
 def test_llama_benchy_report_parses_tpot_from_its_per_request_rates():
     raw = _benchy()
-    m = peer_clients.parse_benchy(raw, 2)
+    m = peer_tools.parse_benchy(raw, 2)
     run = next(b for b in raw["benchmarks"] if b["concurrency"] == 2)
     rates = run["tg_req_throughput"]["values"]
     assert len(rates) == 4 and m["successes"] == 4
@@ -169,12 +169,12 @@ def test_itl_ratio_is_explained_by_tokens_per_chunk_only_when_the_counts_say_so(
 
 def test_command_lines_carry_the_same_load():
     load = PeerLoad(num_prompts=16, concurrency=2, input_tokens=128, output_tokens=64)
-    a = peer_clients.aiperf_command("http://127.0.0.1:9", "m", "/tok", load, Path("/out"))
+    a = peer_tools.aiperf_command("http://127.0.0.1:9", "m", "/tok", load, Path("/out"))
     for flag, value in [("--concurrency", "2"), ("--request-count", "16"), ("--isl", "128"), ("--osl", "64"),
                         ("--warmup-request-count", "1"), ("--endpoint-type", "completions")]:
         assert a[a.index(flag) + 1] == value
     assert "ignore_eos:true" in a and "--use-server-token-count" in a and "--streaming" in a
-    b = peer_clients.benchy_command("http://127.0.0.1:9", "m", "/tok", load, Path("/out/r.json"))
+    b = peer_tools.benchy_command("http://127.0.0.1:9", "m", "/tok", load, Path("/out/r.json"))
     for flag, value in [("--concurrency", "2"), ("--runs", "8"), ("--pp", "128"), ("--tg", "64"),
                         ("--base-url", "http://127.0.0.1:9/v1"), ("--latency-mode", "none")]:
         assert b[b.index(flag) + 1] == value
@@ -183,16 +183,16 @@ def test_command_lines_carry_the_same_load():
 
 def test_benchy_book_is_seeded_where_llama_benchy_looks(tmp_path):
     # llama_benchy/corpus.py: ~/.cache/llama-benchy/<md5 of the book URL>.txt is read instead of downloading
-    path = peer_clients.seed_benchy_book(tmp_path)
+    path = peer_tools.seed_benchy_book(tmp_path)
     assert path == tmp_path / ".cache" / "llama-benchy" / f"{hashlib.md5(b'lab:heldout').hexdigest()}.txt"
     assert len(path.read_text()) > 1000
 
 
 def test_missing_venv_is_a_skip_with_the_reason_set_up_recorded(tmp_path, monkeypatch):
-    monkeypatch.setattr(peer_clients, "PEERS_VENV", tmp_path / ".venv-peers")
+    monkeypatch.setattr(peer_tools, "PEERS_VENV", tmp_path / ".venv-peers")
     why = tmp_path / ".venv-peers.missing.json"
-    monkeypatch.setattr(peer_clients, "WHY_MISSING", why)
-    assert "is missing" in peer_clients.skip_reason() and "lab.setup --peers" in peer_clients.skip_reason()
+    monkeypatch.setattr(peer_tools, "WHY_MISSING", why)
+    assert "is missing" in peer_tools.skip_reason() and "lab.setup --peers" in peer_tools.skip_reason()
     why.write_text(json.dumps({"why": "exit 2: Failed to fetch: https://pypi.org/simple/aiperf/"}))
     record = peer_clients.run(None, tmp_path)
     assert "pypi.org" in record["skipped"] and record["results"] == []
@@ -207,7 +207,7 @@ TEST_LOAD = PeerLoad(num_prompts=8, concurrency=1, input_tokens=128, output_toke
 def test_lab_client_agrees_with_llama_benchy_and_guidellm_on_a_real_server(tmp_path):
     if os.environ.get("LAB_PEERS") != "1":
         pytest.skip("opt-in: `make test LAB_PEERS=1`")
-    why = peer_clients.skip_reason()
+    why = peer_tools.skip_reason()
     if why:
         pytest.skip(why)
     # One repetition of a light load (~3-5 min on the loaded 2-core CI box): the repeated measurement, with the spread,

@@ -17,7 +17,7 @@ from conftest import record_figure
 from fake_endpoints import endpoint_profile, hostile_server
 
 from lab.core import deadline, profiles
-from lab.measure import loadgen, metrics, peer_bench, speculative
+from lab.measure import load_levels, loadgen, metrics, peer_bench, speculative
 from lab.serving import endpoint, engines, serve
 
 BUDGET_S = 2.0
@@ -44,7 +44,7 @@ def _waits(base: str, tmp_path: Path, monkeypatch) -> dict:
     server = serve.Server(command, "hostile")
     monkeypatch.setattr(endpoint, "MANIFEST_DISCOVERY_S", BUDGET_S)
     monkeypatch.setattr(serve, "FIRST_TOKEN_MIN_S", BUDGET_S)  # the 1-token request after a health that answered
-    monkeypatch.setattr(loadgen, "LEVEL_GRACE_S", BUDGET_S)  # the levels that count requests: budget + this grace
+    monkeypatch.setattr(load_levels, "LEVEL_GRACE_S", BUDGET_S)  # the levels that count requests: budget + this grace
     target = loadgen.Target(base, model="m", max_tokens=4, timeout_s=BUDGET_S)
     waits = {
         "health wait": lambda: serve.connect(command, timeout_s=BUDGET_S),
@@ -54,11 +54,11 @@ def _waits(base: str, tmp_path: Path, monkeypatch) -> dict:
         "tokenize": lambda: loadgen.count_tokens(base, "hello", timeout_s=BUDGET_S),
         "one request (Target.timeout_s)": lambda: loadgen.run_load(
             target, loadgen.make_prompts(2, 8, seed=5), loadgen.LoadSpec(concurrency=1, max_requests=1)),
-        "a sweep level (duration + grace)": lambda: loadgen.sweep(
+        "a sweep level (duration + grace)": lambda: load_levels.sweep(
             loadgen.Target(base, model="m", max_tokens=4), [1, 2], 4, 8, duration_s=BUDGET_S, seed=6,
             repetitions=2, warmup_max_rounds=2, grace_s=BUDGET_S),
         # levels that count requests instead of a duration: each still ends by its budget + grace
-        "a lab tune point (budget + grace)": lambda: loadgen.sweep(
+        "a lab tune point (budget + grace)": lambda: load_levels.sweep(
             loadgen.Target(base, model="m", max_tokens=4), [1, 2], 4, 8, seed=8, budget_s=BUDGET_S),
         "a speculative run (budget + grace)": lambda: speculative._single_stream(
             server, profile=prof, variant={"kind": "none"}, requests=2, output_tokens=4, monitor=None),
@@ -119,7 +119,7 @@ def test_a_cut_sweep_level_says_why_in_its_record():
     reason; the stream that never sends [DONE] is cut though chunks kept arriving."""
     with hostile_server("no_done") as base:
         t0 = time.monotonic()
-        runs = loadgen.sweep(loadgen.Target(base, model="m", max_tokens=4), [1, 4], 4, 8, duration_s=1.0, seed=7,
+        runs = load_levels.sweep(loadgen.Target(base, model="m", max_tokens=4), [1, 4], 4, 8, duration_s=1.0, seed=7,
                              grace_s=1.0)
         took = time.monotonic() - t0
     record = runs[0].to_dict()
@@ -161,7 +161,7 @@ def test_a_sigstopped_llama_server_ends_the_level_at_its_deadline(smol_model, tm
         os.kill(srv.pid, signal.SIGSTOP)
         try:
             t0 = time.monotonic()
-            runs = loadgen.sweep(target, [1, 2], 4, 8, duration_s=BUDGET_S, seed=8, repetitions=2,
+            runs = load_levels.sweep(target, [1, 2], 4, 8, duration_s=BUDGET_S, seed=8, repetitions=2,
                                  warmup_max_rounds=2, grace_s=BUDGET_S)
             took = time.monotonic() - t0
         finally:

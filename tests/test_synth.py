@@ -144,7 +144,7 @@ def test_qwen38_layers_keep_the_hybrid_pattern():
 
 
 def test_qwen38_full_file_size_is_predicted_exactly(vocab_qwen35):
-    # 64 layers, Q4_K: written on the GPU box (lab.measure.gpu_evidence); here only its exact size, from the layout
+    # 64 layers, Q4_K: written on the GPU box (lab.model.standin, `lab run --synth-if-missing`); here only its exact size
     arch, kvs, plan, size = synth.plan_file("qwen3.8-27b", "Q4_K", vocab_qwen35)
     assert size["params"] == 26_895_998_464 + QWEN38_MTP_PARAMS and size["mtp_params"] == QWEN38_MTP_PARAMS
     matrices = sum(t.nbytes for t in plan if t.layout is not synth_shapes.F32)

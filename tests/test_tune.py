@@ -3,13 +3,13 @@ acceptance arithmetic). The measuring runs in notebook 06 (tests/test_suite_06.p
 from dataclasses import replace
 
 from lab.core import profiles
-from lab.measure import speculative, tune
+from lab.measure import speculative, tune, tune_choice, tune_settings
 from lab.measure.loadgen import RequestResult
 
 
 def test_grid_is_one_factor_at_a_time():
     prof = profiles.load("cpu-default")
-    g = tune.grid(prof, n_cores=2)
+    g = tune_settings.grid(prof, n_cores=2)
     base = g[0]
     assert base.dimension == "baseline" and (base.threads, base.kv, base.slots) == (2, "f16", 4)
     dims = {s.dimension for s in g}
@@ -20,18 +20,18 @@ def test_grid_is_one_factor_at_a_time():
                                "prompt_cache_mib", "ctx_checkpoints", "prompt_tokens", "log_verbosity", "context",
                                "spec_n_max")
                    if getattr(s, k) != getattr(base, k)}
-        assert changed and changed <= set(tune.DIM_FIELDS[s.dimension]), (s.name, changed)
+        assert changed and changed <= set(tune_settings.DIM_FIELDS[s.dimension]), (s.name, changed)
     assert len({s.name for s in g}) == len(g)
 
 
 def test_invalid_combinations_say_why():
     prof = profiles.load("cpu-default")
-    base = tune.baseline(prof)
-    assert tune.invalid(base, prof, 2) is None
-    assert "needs -fa on" in tune.invalid(replace(base, kv="q8_0", flash_attn="off"), prof, 2)
-    assert "clamps ub" in tune.invalid(replace(base, batch=256, ubatch=512), prof, 2)
-    assert "cores" in tune.invalid(replace(base, threads=8), prof, 2)
-    assert "tokens per slot" in tune.invalid(replace(base, slots=64), prof, 2)  # 4096 / 64 = 64 < 128 + 64 + 16
+    base = tune_settings.baseline(prof)
+    assert tune_settings.invalid(base, prof, 2) is None
+    assert "needs -fa on" in tune_settings.invalid(replace(base, kv="q8_0", flash_attn="off"), prof, 2)
+    assert "clamps ub" in tune_settings.invalid(replace(base, batch=256, ubatch=512), prof, 2)
+    assert "cores" in tune_settings.invalid(replace(base, threads=8), prof, 2)
+    assert "tokens per slot" in tune_settings.invalid(replace(base, slots=64), prof, 2)  # 4096 / 64 = 64 < 128 + 64 + 16
 
 
 def test_pareto_winner_and_patch():
@@ -39,26 +39,26 @@ def test_pareto_winner_and_patch():
            {"name": "batch: -b 512 -ub 512", "dimension": "batch", "single_decode_tok_s": 99.0, "aggregate_tok_s": 260.0, "concurrency": 4},
            {"name": "slots: -np 2", "dimension": "slots", "single_decode_tok_s": 80.0, "aggregate_tok_s": 300.0, "concurrency": 4},
            {"name": "threads: -t 1", "dimension": "threads", "single_decode_tok_s": 60.0, "aggregate_tok_s": 100.0, "concurrency": 4}]
-    assert set(tune.pareto_front(pts)) == {"baseline (the profile)", "batch: -b 512 -ub 512", "slots: -np 2"}
-    win = tune.choose(pts)
+    assert set(tune_choice.pareto_front(pts)) == {"baseline (the profile)", "batch: -b 512 -ub 512", "slots: -np 2"}
+    win = tune_choice.choose(pts)
     assert win["name"] == "batch: -b 512 -ub 512"  # -np 2 has more throughput but slows one stream by 20 %
     prof = profiles.load("cpu-default")
-    setting = replace(tune.baseline(prof), name=win["name"], dimension="batch", batch=512, ubatch=512)
-    patch = tune.patch_yaml(prof, win, pts[0], setting, "2026-12-01")
+    setting = replace(tune_settings.baseline(prof), name=win["name"], dimension="batch", batch=512, ubatch=512)
+    patch = tune_choice.patch_yaml(prof, win, pts[0], setting, "2026-12-01")
     assert 'server_args: ["-b", "512", "-ub", "512"]' in patch and "+30.0%" in patch
     import yaml
 
     assert yaml.safe_load(patch) == {"server_args": ["-b", "512", "-ub", "512"]}
-    assert "nothing to change" in tune.patch_yaml(prof, pts[0], pts[0], tune.baseline(prof), "now")
+    assert "nothing to change" in tune_choice.patch_yaml(prof, pts[0], pts[0], tune_settings.baseline(prof), "now")
 
 
 def test_server_state_settings_become_flags_and_a_patch():
     prof = profiles.load("h200-x1")
-    both = next(s for s in tune.grid(prof, n_cores=16) if s.name.startswith("server_state: both"))
+    both = next(s for s in tune_settings.grid(prof, n_cores=16) if s.name.startswith("server_state: both"))
     assert both.server_args() == ["--cache-ram", "0", "-ctxcp", "0"]
     pts = [{"name": "baseline (the profile)", "dimension": "baseline", "single_decode_tok_s": 83.0, "aggregate_tok_s": 176.0, "concurrency": 16},
            {"name": both.name, "dimension": "server_state", "single_decode_tok_s": 84.0, "aggregate_tok_s": 352.0, "concurrency": 16}]
-    patch = tune.patch_yaml(prof, tune.choose(pts), pts[0], both, "2026-12-01")
+    patch = tune_choice.patch_yaml(prof, tune_choice.choose(pts), pts[0], both, "2026-12-01")
     import yaml
 
     assert yaml.safe_load(patch) == {"server_args": ["--cache-ram", "0", "-ctxcp", "0"]} and "+100.0%" in patch
@@ -110,15 +110,15 @@ def test_patch_applies_to_the_profile_text():
 
     text = "# a profile\nname: x\nthreads: 8   # cores\nparallel_slots: 16\n"
     patch = "# lab tune on x: winner 'both off'\nserver_args: [\"--cache-ram\", \"0\", \"-ctxcp\", \"0\"]\nthreads: 16\n"
-    out = tune.apply_patch(text, patch)
+    out = tune_choice.apply_patch(text, patch)
     assert yaml.safe_load(out) == {"name": "x", "threads": 16, "parallel_slots": 16,
                                    "server_args": ["--cache-ram", "0", "-ctxcp", "0"]}
     assert out.startswith("# a profile\n") and "# lab tune on x: winner 'both off'" in out
-    assert tune.apply_patch(text, "# the profile's own settings won: nothing to change\n") == text
+    assert tune_choice.apply_patch(text, "# the profile's own settings won: nothing to change\n") == text
     prof = profiles.load("h200-x1")
     from pathlib import Path
 
-    patched = yaml.safe_load(tune.apply_patch(Path(profiles.resolve("h200-x1")).read_text(), patch))
+    patched = yaml.safe_load(tune_choice.apply_patch(Path(profiles.resolve("h200-x1")).read_text(), patch))
     assert profiles.Profile(**patched).server_args == ["--cache-ram", "0", "-ctxcp", "0"] and prof.threads == 8
 
 
@@ -129,22 +129,22 @@ def _pt(name, dim, single, total):
 
 def test_a_gain_within_the_run_to_run_noise_is_not_suggested():
     prof = profiles.load("cpu-default")
-    base, again = _pt(tune.BASELINE_NAME, "baseline", 100.0, 200.0), _pt(tune.REPEAT_NAME, "repeat", 98.0, 220.0)
+    base, again = _pt(tune_settings.BASELINE_NAME, "baseline", 100.0, 200.0), _pt(tune_settings.REPEAT_NAME, "repeat", 98.0, 220.0)
     ctxcp = _pt("server_state: context checkpoints off (-ctxcp 0)", "server_state", 101.0, 215.0)
-    spread = tune.noise([base, ctxcp, again])
+    spread = tune_choice.noise([base, ctxcp, again])
     assert round(spread["aggregate_tok_s"], 4) == round(20 / 210, 4) and round(spread["single_decode_tok_s"], 4) == round(2 / 99, 4)
-    assert tune.choose([base, ctxcp, again])["name"] == ctxcp["name"]  # the repeat is never a candidate
-    assert tune.within_noise(ctxcp, base, spread) is True  # +7.5 % < 9.5 %
-    setting = replace(tune.baseline(prof), name=ctxcp["name"], dimension="server_state", ctx_checkpoints=0)
-    patch = tune.patch_yaml(prof, ctxcp, base, setting, "now", spread)
+    assert tune_choice.choose([base, ctxcp, again])["name"] == ctxcp["name"]  # the repeat is never a candidate
+    assert tune_choice.within_noise(ctxcp, base, spread) is True  # +7.5 % < 9.5 %
+    setting = replace(tune_settings.baseline(prof), name=ctxcp["name"], dimension="server_state", ctx_checkpoints=0)
+    patch = tune_choice.patch_yaml(prof, ctxcp, base, setting, "now", spread)
     import yaml
 
     assert yaml.safe_load(patch) is None and "within the run-to-run noise" in patch and "9.5%" in patch
     big = _pt("server_state: both off", "server_state", 100.0, 400.0)
-    assert tune.within_noise(big, base, spread) is False
-    assert "larger than the run-to-run noise (9.5%" in tune.patch_yaml(prof, big, base, setting, "now", spread)
-    assert "noise not measured" in tune.patch_yaml(prof, big, base, setting, "now", None)
-    assert tune.noise([base, ctxcp]) is None and tune.within_noise(big, base, None) is None
+    assert tune_choice.within_noise(big, base, spread) is False
+    assert "larger than the run-to-run noise (9.5%" in tune_choice.patch_yaml(prof, big, base, setting, "now", spread)
+    assert "noise not measured" in tune_choice.patch_yaml(prof, big, base, setting, "now", None)
+    assert tune_choice.noise([base, ctxcp]) is None and tune_choice.within_noise(big, base, None) is None
 
 
 def test_the_budget_keeps_room_for_the_baseline_repeat(monkeypatch, tmp_path):
@@ -177,16 +177,16 @@ def test_the_budget_keeps_room_for_the_baseline_repeat(monkeypatch, tmp_path):
 def test_isolation_dimensions_in_the_grid():
     """The levers of the served ÷ in-process gap and, for a model with an MTP block, draft-mtp n-max 1-4;
     SmolLM2 has no MTP block, so cpu-default gets no mtp points."""
-    h200 = {s.name: s for s in tune.grid(profiles.load("h200-x1"), n_cores=16)}
+    h200 = {s.name: s for s in tune_settings.grid(profiles.load("h200-x1"), n_cores=16)}
     assert h200["log_level: -lv 3 (llama.cpp's default)"].log_verbosity == 3
     assert h200["context: -c 65536"].context == 65536  # the reporter's -c with -np 16
     assert h200["prompt_length: 32-token prompts (load, not a setting)"].prompt_tokens == 32
     assert h200["slots: -np 8"].slots == 8 and h200["flash_attn: -fa on"].flash_attn == "on"
-    assert h200["sampling: top_k 1 only (samplers: [top_k])"].sampling in tune.SAMPLING
+    assert h200["sampling: top_k 1 only (samplers: [top_k])"].sampling in tune_settings.SAMPLING
     assert [s.spec_n_max for s in h200.values() if s.dimension == "mtp"] == [1, 2, 3, 4]
     assert h200["mtp: --spec-type draft-mtp --spec-draft-n-max 2"].server_args() == [
         "--spec-type", "draft-mtp", "--spec-draft-n-max", "2"]
-    cpu = tune.grid(profiles.load("cpu-default"), n_cores=2)
+    cpu = tune_settings.grid(profiles.load("cpu-default"), n_cores=2)
     assert not [s for s in cpu if s.dimension == "mtp"] and {"log_level", "prompt_length"} <= {s.dimension for s in cpu}
 
 
@@ -195,18 +195,18 @@ def test_a_setting_replaces_its_flags_in_the_command(monkeypatch):
 
     monkeypatch.setattr(engines, "installed_version", lambda profile: None)
     prof = profiles.load("h200-x1")
-    s = replace(tune.baseline(prof), flash_attn="on", log_verbosity=3, context=65536, spec_n_max=2, slots=8)
+    s = replace(tune_settings.baseline(prof), flash_attn="on", log_verbosity=3, context=65536, spec_n_max=2, slots=8)
     argv = list(tune.command_for(prof, s).argv)
     value = {f: argv[argv.index(f) + 1] for f in ("-fa", "-lv", "-c", "-np", "--spec-draft-n-max")}
     assert value == {"-fa": "on", "-lv": "3", "-c": "65536", "-np": "8", "--spec-draft-n-max": "2"}
     assert argv.count("-lv") == 1 and argv.count("-c") == 1
-    base = list(tune.command_for(prof, tune.baseline(prof)).argv)
+    base = list(tune.command_for(prof, tune_settings.baseline(prof)).argv)
     assert base[base.index("-lv") + 1] == "4" and base[base.index("-c") + 1] == "262144"
 
 
 def test_the_method_plans_levels_within_the_slots():
     prof = profiles.load("h200-x1")
-    base = tune.baseline(prof)
+    base = tune_settings.baseline(prof)
     assert tune.Method().plan(prof, base) == [(1, 3, 1, 0), (16, 32, 1, 0)]  # notebook 06's quick sweep
     iso = tune.Method(levels=(1, 8, 16), repetitions=3)
     assert iso.plan(prof, base) == [(1, 3, 3, 3), (8, 24, 3, 3), (16, 48, 3, 3)]  # closed batches, warm-up rounds
@@ -215,22 +215,22 @@ def test_the_method_plans_levels_within_the_slots():
 
 def test_a_load_dimension_is_never_the_winner_and_combined_keeps_each_dimension():
     prof = profiles.load("h200-x1")
-    base = _pt(tune.BASELINE_NAME, "baseline", 80.0, 250.0)
+    base = _pt(tune_settings.BASELINE_NAME, "baseline", 80.0, 250.0)
     short = _pt("prompt_length: 32-token prompts (load, not a setting)", "prompt_length", 80.0, 320.0)
     fa = _pt("flash_attn: -fa on", "flash_attn", 80.0, 260.0)
     lv = _pt("log_level: -lv 3 (llama.cpp's default)", "log_level", 81.0, 270.0)
-    assert tune.choose([base, short, fa, lv])["name"] == lv["name"]
-    settings = {s.name: s for s in tune.grid(prof, n_cores=16)}
-    combo = tune.combined([base, short, fa, lv], settings, prof)
+    assert tune_choice.choose([base, short, fa, lv])["name"] == lv["name"]
+    settings = {s.name: s for s in tune_settings.grid(prof, n_cores=16)}
+    combo = tune_choice.combined([base, short, fa, lv], settings, prof)
     assert (combo.flash_attn, combo.log_verbosity, combo.prompt_tokens) == ("on", 3, None)
-    patch = tune.patch_yaml(prof, _pt(combo.name, "combined", 81.0, 300.0), base, combo, "now")
+    patch = tune_choice.patch_yaml(prof, _pt(combo.name, "combined", 81.0, 300.0), base, combo, "now")
     import yaml
 
     assert yaml.safe_load(patch) == {"server_args": ["--cache-ram", "0", "-ctxcp", "0", "-fa", "on", "-lv", "3"]}
-    ctx = replace(tune.baseline(prof), context=65536)
-    assert yaml.safe_load(tune.patch_yaml(prof, _pt("context", "context", 80.0, 300.0), base, ctx, "now")) == {
+    ctx = replace(tune_settings.baseline(prof), context=65536)
+    assert yaml.safe_load(tune_choice.patch_yaml(prof, _pt("context", "context", 80.0, 300.0), base, ctx, "now")) == {
         "context_tokens": 65536}  # the profile's server_args stay as they are
-    assert tune.merge_args(["--cache-ram", "0", "-ctxcp", "0"], ["-ctxcp", "8", "-bs", "-lv", "3"]) == [
+    assert tune_choice.merge_args(["--cache-ram", "0", "-ctxcp", "0"], ["-ctxcp", "8", "-bs", "-lv", "3"]) == [
         "--cache-ram", "0", "-ctxcp", "8", "-bs", "-lv", "3"]
 
 
@@ -243,7 +243,7 @@ def test_level_rows_give_mean_sd_and_the_ratio_to_the_baseline():
                                                  "values": values}},
                 "warmup": {"steady": True}}
 
-    result = {"points": [_pt(tune.BASELINE_NAME, "baseline", 80.0, 150.0) | {"levels": {8: lv([140.0, 150.0, 160.0])}},
+    result = {"points": [_pt(tune_settings.BASELINE_NAME, "baseline", 80.0, 150.0) | {"levels": {8: lv([140.0, 150.0, 160.0])}},
                          _pt("flash_attn: -fa on", "flash_attn", 80.0, 210.0) | {"levels": {8: lv([200.0, 210.0, 220.0])}}],
               "method": {"levels": (8,)}}
     rows = tune.level_rows(result)

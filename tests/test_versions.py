@@ -4,7 +4,7 @@ import pytest
 from lab.core import versions
 from lab.diagnose import knowledge_base
 from lab.predict import compat_predicates
-from lab.serving import byhand_choices, engines
+from lab.serving import byhand_choices, vllm_command
 
 
 def test_release_numbers():
@@ -27,7 +27,7 @@ def test_tags_count_as_their_release():
 def test_every_caller_uses_the_one_parser():
     """Engine rules, compatibility rules, the by-hand build and troubleshooting conditions once had four
     parsers that read "0.10.1.post1" as (0, 10, 1, 1), (0, 10, 1) or (0, 10, 1) with "+cu126" dropped."""
-    assert engines.at_least is versions.at_least
+    assert vllm_command.at_least is versions.at_least
     assert compat_predicates.version_tuple is versions.version_tuple
     assert byhand_choices.version_tuple is versions.version_tuple
     assert knowledge_base._compare(">=", "0.10.1.post1", "0.10.1") is True

@@ -21,7 +21,7 @@ from lab.model import models
 from lab.predict import kvcache
 from lab.serving import engines, serve
 from lab.serving.server import group_members
-from lab.measure import bench_views, loadgen, metrics, vllm_kv
+from lab.measure import bench_views, load_levels, loadgen, metrics, vllm_kv
 from conftest import wait_for
 
 pytestmark = [pytest.mark.tools, pytest.mark.vllm]
@@ -82,7 +82,7 @@ def test_short_sweep_through_the_lab_client(vllm_server):
     target = loadgen.Target(server.base_url, model=server.command.served_model, max_tokens=16, api_key=server.api_key)
     words, per_word = loadgen.words_for_tokens(server.base_url, 64, server.headers())  # vLLM's /tokenize sizes the prompts
     assert per_word is not None
-    [run] = loadgen.sweep(target, [2], 4, words, warmup_requests=1)
+    [run] = load_levels.sweep(target, [2], 4, words, warmup_requests=1)
     summary = metrics.summarise_run(run)
     print(f"\nconcurrency 2: {bench_views.summary_row(summary)}")
     assert summary["successes"] == 4 and summary["failures"] == 0

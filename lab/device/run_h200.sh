@@ -57,11 +57,11 @@ isolate() {  # MODE=isolate, after set-up and the stand-in (see the top)
 import json, sys
 from pathlib import Path
 from lab.core import profiles
-from lab.measure import tune
+from lab.measure import tune, tune_settings
 from lab.model import llama_batched_bench as bb
 
 prof, run, n_gen = profiles.load(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-argv = list(tune.command_for(prof, tune.baseline(prof)).argv)  # the baseline server's own -fa/-t/-ngl/-ctk/-ctv
+argv = list(tune.command_for(prof, tune_settings.baseline(prof)).argv)  # the baseline server's own -fa/-t/-ngl/-ctk/-ctv
 out = {}
 for n_prompt in (512, 32):
     try:

@@ -20,7 +20,7 @@ import math
 import re
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
@@ -31,7 +31,7 @@ from lab.model import models
 from lab.predict import kvcache
 from lab.serving import engines, serve, shapes
 from lab.diagnose import troubleshoot
-from lab.serving.engines import Command
+from lab.serving.command import Command
 
 REPRO_PROFILE = "cpu-default"  # the embedded model on llama-server, CPU only: seconds on any machine
 REPRO_SUBDIR = "repro"  # under <run>/logs/: lab.diagnose.run_inputs.run_folder_inputs skips it by default
@@ -112,14 +112,7 @@ def _command(port: int, model: str | Path | None = None, set_flags: dict[str, st
     """The default profile's llama-server command on `port` (CPU, embedded model), with the values of
     `set_flags` (e.g. {"-c": "256"}) replacing the profile's, and `extra` words appended as typed."""
     prof = profiles.load(profiles.resolve(REPRO_PROFILE))
-    cmd = engines.build_command(prof, port=port, model_path=model, extra_args=extra)
-    argv = list(cmd.argv)
-    for flag, value in (set_flags or {}).items():
-        if flag in argv[:-1]:
-            argv[argv.index(flag) + 1] = value
-        else:
-            argv += [flag, value]
-    return replace(cmd, argv=tuple(argv))
+    return engines.with_flags(engines.build_command(prof, port=port, model_path=model, extra_args=extra), set_flags or {})
 
 
 def _skipped(rep: Reproduction) -> Reproduction | None:

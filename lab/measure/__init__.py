@@ -1,1 +1,26 @@
-"""Measurements: hardware (inventory, copy bandwidth, checks, PSU sizing), GPU monitoring and links, install checks, benchmarks, parity checks, tuning, multi-GPU."""
+"""Instruments: what the lab measures on this machine and its servers, by kind (one module, one job).
+
+hardware probes      inventory (NVML, host, model file), copy_bandwidth, hardware_checks (pure checks), psu_sizing,
+                     gpumon (VRAM, power, energy while something runs), gpu_links (NVLink/PCIe, GPU-to-GPU copy),
+                     wheel_arch (CUDA architectures in a wheel)
+load and benchmark   loadgen (the client: one streamed request, one run), load_levels (measure these levels against
+                     this server: deadline, warm-up, repetitions, monitor, summary — the sweep, tune, speculative,
+                     multi-GPU and the peer lab client all use it), metrics (the arithmetic), bench (llama-bench
+                     reference, contention), bench_run (notebook 06's steps), bench_source (a local source to time
+                     the client), yardstick (served ÷ in-process rows)
+server sweeps        tune (lab tune: one setting at a time, each point its own server), tune_settings (what a
+                     point is), tune_choice (which point wins, the profile patch), slot_placement (where a tune
+                     point's requests landed; any log's slot blocks against decode speed), speculative (draft model,
+                     n-grams, MTP at one stream), busy_host (busy cores beside the server, placement held equal)
+multi-GPU            multigpu (split modes, two over one), allreduce_bench (NCCL all-reduce at decode sizes)
+KV against engines   kvcache_verify (llama-server's caches against lab.predict.kvcache, each point built by
+                     lab.serving.engines), vllm_kv (vLLM's)
+peer clients         peer_bench (vllm bench serve), peer_clients (llama-benchy, guidellm, aiperf against the lab's
+                     client), peer_tools (those clients: where, command lines, their exports), peer_verdicts
+                     (lab ÷ theirs and why), server_clock (the server's own log as referee between two runs)
+
+Servers are started and stopped by lab.serving.serve (`start`, `measure`), their commands built by
+lab.serving.engines (`build_command`, `with_flags`); whether a server can start here is lab.serving.serve's
+`why_not_startable` / `why_not_flag_sweep`. The notebook views still here (hardware, install, quantize_views,
+bench_views, kv_views) belong to the notebook pages.
+"""

@@ -176,7 +176,7 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
                          f"two rounds within {warm['tolerance']:.0%} (≤ {warm['max_rounds']} rounds)",
                          "" if warm["steady"] else "the speed still moved between warm-up rounds: the first repetition "
                          "may be slower than the rest (compare the repetitions); other work on the machine keeps it moving",
-                         "lab.measure.loadgen.warm_up"))
+                         "lab.measure.load_levels.warm_up"))
     if busy and busy.get("others_cores") is not None:
         quiet = busy["others_cores"] <= 0.1
         out.append(Check("machine quiet during the sweep", "pass" if quiet else "warn",

@@ -17,11 +17,11 @@ from pathlib import Path
 from lab.core import evidence
 from lab.core.checks import Check
 from lab.core.profiles import Profile
-from lab.measure import bench, copy_bandwidth, gpumon, loadgen, metrics, peer_bench, speculative, tune, yardstick
+from lab.measure import bench, copy_bandwidth, gpumon, load_levels, metrics, peer_bench, speculative, tune, yardstick
 from lab.measure.loadgen import RunResult
 from lab.predict import claims, profile_speed
 from lab.serving import engines, serve
-from lab.serving.engines import Command
+from lab.serving.command import Command
 
 # Notebook 06's lab tune and speculative runs send shorter outputs than the sweep: enough tokens for a stable
 # decode speed per setting, few enough that the budget covers more settings.
@@ -101,14 +101,12 @@ def serve_and_sweep(profile: Profile, run_dir: str | Path, log_dir: str | Path,
 
 
 def _sweep(profile: Profile, srv, mon: gpumon.Sampler, run_dir: Path) -> dict:
-    words, tokens_per_word = loadgen.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
-    target = loadgen.Target(srv.base_url, model=serve.model_name(srv), max_tokens=profile.bench_output_tokens,
-                            api_key=srv.api_key)
+    target, words, tokens_per_word = load_levels.against(srv, profile.bench_prompt_tokens, profile.bench_output_tokens)
     levels = sorted(set([1] + profile.bench_levels))
     before = bench.cpu_snapshot(srv.pid)
     # each level: warm-up rounds until steady, then REPETITIONS repetitions sharing the profile's per-level budget
-    runs = loadgen.sweep(target, levels, profile.bench_requests, words, duration_s=profile.bench_duration_s,
-                         monitor=mon, repetitions=loadgen.REPETITIONS, warmup_max_rounds=loadgen.WARMUP_MAX_ROUNDS)
+    runs = load_levels.sweep(target, levels, profile.bench_requests, words, duration_s=profile.bench_duration_s,
+                         monitor=mon, repetitions=load_levels.REPETITIONS, warmup_max_rounds=load_levels.WARMUP_MAX_ROUNDS)
     busy = bench.contention(before, bench.cpu_snapshot(srv.pid))
     peer = peer_bench.run(profile, srv, run_dir / "peer_bench")  # vLLM and endpoint profiles; otherwise it says why not
     return {"prompt_words": words, "tokens_per_word": tokens_per_word, "target": repr(target), "runs": runs,

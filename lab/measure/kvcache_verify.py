@@ -26,7 +26,6 @@ from lab.predict import kvcache
 from lab.model.models import ArchSpec
 from lab.serving import engine_logs
 
-QUANTIZED = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 HYBRID_MODEL = "qwen3.8-27b-4L"  # Qwen3.8-27B's per-layer shape, 4 layers (3 Gated DeltaNet + 1 full attention) + its MTP layer
 HYBRID_SYNTH = {"arch_id": "qwen3.8-27b", "layers": 4}  # the synthetic file behind it (lab.model.synth.cached_file)
 FAILED = "[lab] server failed to start:"  # how a grid point's text says its server never served
@@ -46,30 +45,40 @@ class KvRun:
 
     @property
     def flash_attn(self) -> str:
-        """A quantized V cache needs flash attention in llama.cpp; f16 runs use the default path."""
-        return "on" if self.type_v in QUANTIZED else "off"
+        """-fa as lab.serving.engines decides it for this V cache type (the lab's one rule)."""
+        from lab.serving import engines
+
+        return engines.llama_flash_attn(self.type_v)
 
 
-def _start_llama_server_for_kv(server: Path, model_file: Path, run: KvRun, log_dir: Path, name: str,
+def kv_command(profile, model_file: Path, run: KvRun, threads: int, port: int, n_gpu_layers: int | None = None):
+    """The llama-server command of one grid point: the profile's (lab.serving.engines.build_command: the lab's flags,
+    key and CORS settings; a profile that is not a llama.cpp one is measured on cpu-default's) with the point's
+    context, slots, threads and KV types, and `--no-warmup -fit off` (no warm-up decode, no dry run: only the
+    allocation is read)."""
+    from lab.core import profiles
+    from lab.serving import engines
+
+    if profile is None or profile.engine != "llama.cpp" or getattr(profile, "endpoint_url", None):
+        profile = profiles.load(profiles.resolve("cpu-default"))
+    point = profile.model_copy(update={
+        "context_tokens": run.n_ctx, "parallel_slots": run.n_parallel, "threads": threads, "kv_cache_dtype": run.type_v,
+        "n_gpu_layers": 0 if n_gpu_layers is None else (-1 if n_gpu_layers >= 999 else n_gpu_layers),
+        "server_args": [], "host": "127.0.0.1"})
+    cmd = engines.build_command(point, port=port, model_path=model_file)
+    spec = {"--spec-type": "draft-mtp", "--spec-draft-n-max": str(run.draft_mtp)} if run.draft_mtp else {}
+    return engines.with_flags(cmd, {"-ctk": run.type_k, "-ctv": run.type_v, "--no-warmup": True, "-fit": "off",
+                                    "-kvu": run.kv_unified, **spec})
+
+
+def _start_llama_server_for_kv(profile, model_file: Path, run: KvRun, log_dir: Path, name: str,
                                threads: int, timeout_s: float = 120.0, n_gpu_layers: int | None = None,
                                port: int | None = None) -> str:
     """Start llama-server for one grid point through lab.serving.serve (on `port`, or a free one), wait until it
     serves a token (or fails), stop it; return its log (the whole log of a server that failed to start)."""
     from lab.serving import serve
-    from lab.serving.engines import Command
 
-    port = port or serve.free_port()
-    argv = [str(server), "-m", str(model_file), "--host", "127.0.0.1", "--port", str(port),
-            "-c", str(run.n_ctx), "-np", str(run.n_parallel), "-ctk", run.type_k, "-ctv", run.type_v,
-            "-fa", run.flash_attn, "-t", str(threads), "--no-warmup", "-fit", "off", "-lv", "4"]
-    if run.kv_unified:
-        argv.append("-kvu")
-    if run.draft_mtp:
-        argv += ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(run.draft_mtp)]
-    if n_gpu_layers is not None:  # a GPU profile: the caches go where the layers go (CUDA0 ... buffers)
-        argv += ["-ngl", str(n_gpu_layers)]
-    cmd = Command(engine="llama.cpp", argv=tuple(argv), host="127.0.0.1", port=port, health_path="/health",
-                  served_model=None, notes=())
+    cmd = kv_command(profile, model_file, run, threads, port or serve.free_port(), n_gpu_layers)
     log_path = Path(log_dir) / f"{name}.log"
     try:
         with serve.start(cmd, log_dir=log_dir, name=name, health_timeout_s=timeout_s):
@@ -200,13 +209,14 @@ def run_for_profile(profile, log_dir: Path, skip_reason: str | None = None) -> t
         label, path, run = point
         found[label] = (path, lab_models.from_gguf(path))
         grid.append(run)
-    return run_grid(found, grid, log_dir, server, n_gpu_layers=gpu_layers(profile)), skip
+    return run_grid(found, grid, log_dir, server, n_gpu_layers=gpu_layers(profile), profile=profile), skip
 
 
 def run_grid(models: dict[str, tuple[Path, ArchSpec]], grid: list[KvRun], log_dir: Path, server: Path | None,
-             threads: int | None = None, n_gpu_layers: int | None = None, workers: int = 2) -> list[dict]:
+             threads: int | None = None, n_gpu_layers: int | None = None, workers: int = 2, profile=None) -> list[dict]:
     """Run every grid point whose model is in `models` ({label: (gguf path, ArchSpec)}); rows of `compare`,
-    in grid order. No server (a skipped grid): no rows. `workers` servers start at a time: what a server
+    in grid order. No server (a skipped grid, `grid_setup`): no rows. Each point's command is `kv_command` on
+    `profile` (None: cpu-default's). `workers` servers start at a time: what a server
     allocates depends only on its own flags and model, and starting one is mostly single-threaded loading,
     so two at a time use both cores of a small machine. Each server gets `threads` (default: this machine's
     cores ÷ workers): llama.cpp's compute threads spin while they wait for each other, so two servers of
@@ -243,7 +253,7 @@ def run_grid(models: dict[str, tuple[Path, ArchSpec]], grid: list[KvRun], log_di
             f"_mtp{run.draft_mtp}" if run.draft_mtp else "")
         port = port_for_one()
         try:
-            text = _start_llama_server_for_kv(server, path, run, Path(log_dir), name, threads,
+            text = _start_llama_server_for_kv(profile, path, run, Path(log_dir), name, threads,
                                               n_gpu_layers=n_gpu_layers, port=port)
         finally:
             with lock:

@@ -157,7 +157,7 @@ def summarise(results: list[RequestResult], duration_s: float, slo: dict | None 
 
 def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = Criteria()) -> dict:
     """`summarise` of a RunResult, with its load settings and the client's CPU time. A level measured as
-    repetitions (lab.measure.loadgen.sweep) is summarised as a whole — the validity rule applies to the level, its
+    repetitions (lab.measure.load_levels.sweep) is summarised as a whole — the validity rule applies to the level, its
     fields are over every repetition's requests and their summed duration — plus each repetition's own figures
     (`repetitions`), their mean, sd and range (`spread`), and the warm-up's account (`warmup`)."""
     s = summarise(run.results, run.duration_s, slo, criteria)

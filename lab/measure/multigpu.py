@@ -6,7 +6,7 @@ For each mode — `none` (one GPU: CUDA_VISIBLE_DEVICES=0) and, when two GPUs ar
 
 * llama-bench pp/tg (lab.model.llama_bench) with the mode's -sm/-ts/-mg and CUDA environment
   (lab.serving.engines.llama_gpu_settings, the flags llama-server gets too);
-* llama-server from lab.serving.engines.build_command, swept by lab.measure.loadgen at the given concurrency levels; its
+* llama-server from lab.serving.engines.build_command, swept by lab.measure.load_levels at the given concurrency levels; its
   start-up log, parsed by lab.serving.engine_logs.parse_llama_log, gives the KV and recurrent-state buffers per device,
   compared with lab.predict.kvcache.llama_cpp_device_split.
 
@@ -63,33 +63,35 @@ def bench_mode(profile, model: Path, prompt: int, gen: int, reps: int) -> dict:
 
 def serve_mode(profile, model: Path, logs: Path, mode: str, levels: list[int], output_tokens: int,
                prompt_tokens: int) -> dict:
+    """llama-server in this mode, started and stopped by lab.serving.serve.measure, measured at `levels`
+    (lab.measure.load_levels.measure: two waves a level); raises with the engine's words when it would not serve."""
+    from lab.measure import load_levels
     from lab.serving import engines, serve
-    from lab.measure import loadgen, metrics
 
     cmd = engines.build_command(profile, port=serve.free_port(), model_path=model)
-    t0 = time.perf_counter()
-    server = serve.start(cmd, logs, name=f"llama-server-{mode}", health_timeout_s=180)
-    load_s = time.perf_counter() - t0
-    summaries = []
-    try:
-        words, _ = loadgen.words_for_tokens(server.base_url, prompt_tokens, server.headers())
-        target = loadgen.Target(server.base_url, model=cmd.served_model or "default", max_tokens=output_tokens,
-                                api_key=server.api_key)
-        for k, level in enumerate(levels):
-            n = max(4, 2 * level)  # two waves per level (lab.measure.metrics calls a run of < 4 requests invalid)
-            prompts = loadgen.make_prompts(1 + n, words, seed=200 + k, tag=f"{mode}-{level}")
-            run = loadgen.run_load(target, prompts, loadgen.LoadSpec(concurrency=level, max_requests=n,
-                                                                     warmup_requests=1, seed=200 + k),
-                                   limit=loadgen.level_limit(level, profile.bench_duration_s))
-            summaries.append(metrics.summarise_run(run))
-            print(f"[multigpu] {mode}: {level} stream(s) {summaries[-1]['output_throughput']} tok/s total", flush=True)
-    finally:
-        stopped = server.stop()
-        reported = server.reported()
-        # whether -sm tensor/row reduced through NCCL: a build without it says so once ("NCCL is unavailable")
-        nccl = [ln.strip()[:200] for ln in server.log_text().splitlines() if "NCCL" in ln][:5]
-    return {"command": cmd.to_record(), "load_and_health_s": load_s, "summaries": summaries,
-            "reported": reported, "stop": stopped, "nccl_log_lines": nccl}
+    seen: dict = {}
+
+    def how(server) -> dict:
+        seen["server"] = server
+        target, words, _ = load_levels.against(server, prompt_tokens, output_tokens)
+        # two waves per level (lab.measure.metrics calls a run of < 4 requests invalid)
+        plan = [load_levels.Level(level, max(4, 2 * level)) for level in levels]
+        summaries = []
+        for m in load_levels.measure(target, plan, words, budget_s=profile.bench_duration_s, what="bench_duration_s",
+                                     seed=200, tag=mode):
+            summaries.append(m.summary)
+            print(f"[multigpu] {mode}: {m.run.spec.concurrency} stream(s) {m.summary['output_throughput']} tok/s total",
+                  flush=True)
+        return {"summaries": summaries}
+
+    row = serve.measure(cmd, logs, f"llama-server-{mode}", how, health_timeout_s=180)
+    server = seen.get("server")
+    if row["status"] != "ok":
+        raise RuntimeError(f"llama-server -sm {mode}: {row['error']}\n{row.get('log_tail', '')}")
+    # whether -sm tensor/row reduced through NCCL: a build without it says so once ("NCCL is unavailable")
+    nccl = [ln.strip()[:200] for ln in server.log_text().splitlines() if "NCCL" in ln][:5]
+    return {"command": cmd.to_record(), "load_and_health_s": row["load_s"], "summaries": row["summaries"],
+            "reported": server.reported(), "stop": server.stop(), "nccl_log_lines": nccl}
 
 
 def _step(what: str, fn):

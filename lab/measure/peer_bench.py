@@ -32,7 +32,7 @@ from pathlib import Path
 from lab.core import paths
 from lab.core.checks import Check
 from lab.serving import engines, vllm_env
-from lab.measure import loadgen, metrics
+from lab.measure import load_levels, loadgen, metrics
 
 # 4-8 requests on a 2-core box shared by server and client: differences below this are noise here.
 TOLERANCE = 0.25
@@ -72,7 +72,7 @@ class PeerLoad:
     output_tokens: int
     warmup_requests: int = 1
     seed: int = 0
-    budget_s: float = 30.0  # the lab client's level deadline is this + loadgen.LEVEL_GRACE_S (the profile's bench_duration_s)
+    budget_s: float = 30.0  # the lab client's level deadline is this + load_levels.LEVEL_GRACE_S (the profile's bench_duration_s)
 
     @classmethod
     def for_profile(cls, profile) -> "PeerLoad":
@@ -175,14 +175,13 @@ def run_vllm_bench(argv: list[str], env: dict[str, str], result_path: Path, log_
 
 def run_lab_client(server, load: PeerLoad, endpoint: str = "completions") -> loadgen.RunResult:
     """The lab's client with the same load on the same server (`endpoint` "chat": /v1/chat/completions, for a peer
-    client that speaks only that, lab.measure.peer_clients)."""
-    words, _ = loadgen.words_for_tokens(server.base_url, load.input_tokens, server.headers())
-    target = loadgen.Target(server.base_url, model=server.command.served_model or "default",
-                            max_tokens=load.output_tokens, api_key=server.api_key, endpoint=endpoint)
-    prompts = loadgen.make_prompts(load.warmup_requests + load.num_prompts, words, seed=1000 + load.seed, tag="peer")
-    spec = loadgen.LoadSpec(concurrency=load.concurrency, max_requests=load.num_prompts,
-                            warmup_requests=load.warmup_requests, seed=load.seed)
-    return loadgen.run_load(target, prompts, spec, limit=loadgen.level_limit(load.concurrency, load.budget_s))
+    client that speaks only that, lab.measure.peer_clients): one level of lab.measure.load_levels.measure."""
+    target, words, _ = load_levels.against(server, load.input_tokens, load.output_tokens,
+                                           model=server.command.served_model or "default", endpoint=endpoint)
+    [m] = load_levels.measure(target, [load_levels.Level(load.concurrency, load.num_prompts)], words,
+                              budget_s=load.budget_s, what="bench_duration_s", warmup_requests=load.warmup_requests,
+                              seed=1000 + load.seed, tag="peer")
+    return m.run
 
 
 def run(profile, server, out_dir: str | Path, load: PeerLoad | None = None) -> dict:

@@ -147,19 +147,13 @@ SEED = 20261202
 
 def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens: int | None, monitor) -> dict:
     """`requests` greedy single-stream requests to a running server: decode speed, latency, drafts accepted."""
-    from lab.measure import loadgen, metrics
-    from lab.serving import serve
+    from lab.measure import load_levels
 
-    words, _ = loadgen.words_for_tokens(srv.base_url, profile.bench_prompt_tokens, srv.headers())
-    target = loadgen.Target(srv.base_url, model=serve.model_name(srv),
-                            max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key,
-                            extra_body={"seed": SEED})
-    run = loadgen.run_load(target, loadgen.make_prompts(requests + 1, words, seed=11, tag=variant["kind"]),
-                           loadgen.LoadSpec(concurrency=1, max_requests=requests, warmup_requests=1),
-                           limit=loadgen.level_limit(1, profile.bench_duration_s))
-    if monitor is not None:
-        run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
-    s = metrics.summarise_run(run)
+    target, words, _ = load_levels.against(srv, profile.bench_prompt_tokens, output_tokens or profile.bench_output_tokens,
+                                           extra_body={"seed": SEED})
+    [m] = load_levels.measure(target, [load_levels.Level(1, requests)], words, budget_s=profile.bench_duration_s,
+                              what="bench_duration_s", seed=11, tag=variant["kind"], monitor=monitor)
+    run, s = m.run, m.summary
     decoded = sum(r.output_tokens - 1 for r in run.results if r.success and r.output_tokens)
     out = dict(decode_tok_s=s["stream_decode_tok_s"], server_decode_tok_s=s["server_decode_tok_s"], decoded_tokens=decoded,
                tpot_p50_ms=s["tpot_ms"]["p50"], ttft_p50_ms=s["ttft_ms"]["p50"],
@@ -321,12 +315,12 @@ def draft_for(profile, layers: int | None = None) -> tuple[str | None, str]:
     from pathlib import Path
 
     from lab.model import standin
-
     from lab.serving import serve
 
     spec = getattr(profile, "spec_draft", None)
-    if serve.why_not_flag_sweep(profile):  # nothing will be measured here: write no draft either
-        return None, f"not measured here ({serve.why_not_flag_sweep(profile)})"
+    why = serve.why_not_flag_sweep(profile)  # the one home of "can a server with these flags start here"
+    if why:  # nothing will be measured here: write no draft either
+        return None, f"not measured here ({why})"
     if not spec:
         return None, "the profile names no spec_draft (a draft GGUF, or synth:<layers> for a synthetic one)"
     if spec.startswith("synth:"):

@@ -6,19 +6,13 @@ copy on Qwen3.8-27B), threads, batch/micro-batch (-b/-ub), flash attention (-fa)
 (-np), the sampling path (what the request asks for, and llama-server's experimental backend sampling), the log level
 (-lv), the context (-c), draft-mtp n-max (models with an MTP block) and, as a load rather than a setting, the prompt
 length — and at the end the best value of every dimension together. Every point starts its own server and is
-measured with the lab's client (lab.measure.loadgen) at one stream and at the profile's highest concurrency, or at
+measured with the lab's client (lab.measure.load_levels) at one stream and at the profile's highest concurrency, or at
 `Method.levels` with repetitions (isolating one lever at a time), with lab.measure.gpumon's energy and memory where
 NVML is present. Combinations llama.cpp refuses or that cannot serve the load are skipped with the reason;
 points that do not fit the time budget are listed as not run.
 
-The winner: the highest aggregate throughput at the profile's concurrency among points whose single-stream
-decode is within 5 % of the best single stream (a setting that buys throughput by slowing every user's stream
-is reported, not chosen). When anything else was measured and the budget allows, the profile's own settings are
-measured a second time at the end: the two baseline runs' spread is this box's run-to-run noise, and a winner whose
-gain is within it is reported as noise, not suggested. On the 2-core CI machine (2026-12-01) the profile's own
-settings gave 62.5 to 83.8 tok/s at 4 streams in five runs within ten minutes, and a sweep without the repeat
-suggested `-ctxcp 0` for +27.6 % on SmolLM2, a model with no recurrent layers for context checkpoints to
-matter. The winner is written as a profile patch (YAML) with the measured gain.
+What a point is: lab.measure.tune_settings; which point wins, the noise it must beat and the profile patch:
+lab.measure.tune_choice.
 
     python -m lab tune --profile cpu-default --budget-s 60
 """
@@ -30,308 +24,10 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 
-from lab.core import paths
 from lab.core.profiles import Profile
-
-LLAMA_DEFAULT_BATCH = (2048, 512)  # llama.cpp common/common.h: n_batch 2048, n_ubatch 512
-SINGLE_STREAM_TOLERANCE = 0.95
-BASELINE_NAME = "baseline (the profile)"
-REPEAT_NAME = "baseline (the profile), again"  # dimension "repeat": measures noise, never a candidate
-SOURCE_FA_V = "llama.cpp src/llama-context.cpp: 'quantized V cache requires flash_attn to be enabled'"
-# llama-server keeps finished prompts' state in host RAM (--cache-ram, PR #16391) and, for models whose memory
-# cannot be rolled back (recurrent / Gated DeltaNet hybrids, SWA), copies each slot's state into "context
-# checkpoints" (-ctxcp, PR #15293). For Qwen3.8-27B one state is 149.6 MiB: every request copies it off the
-# GPU, on the server's one loop thread, while the other streams wait.
-SOURCE_SERVER_STATE = ("llama.cpp common/arg.cpp: '-cram, --cache-ram N: set the maximum cache size in MiB (default: "
-                       "8192, -1 - no limit, 0 - disable)', '-ctxcp, --ctx-checkpoints N: max number of context "
-                       "checkpoints to create per slot (default: 32)'; tools/server/server-context.cpp creates "
-                       "checkpoints only when the memory cannot be partially removed (recurrent/hybrid) or uses SWA")
-LLAMA_DEFAULT_VERBOSITY = 3  # common/common.h: verbosity = 3 (LOG_LEVEL_INFO); the lab's servers run -lv 4
-SHORT_PROMPT_TOKENS = 32  # prompt_length's other value: a chat turn's size, where prefill is a small share
-# What each dimension changes in a Setting (the grid varies only these; `combined` carries them over). The "load"
-# dimensions change what the client sends, not the server: measured to explain a gap, never chosen as a winner.
-DIM_FIELDS = {"threads": ("threads",), "batch": ("batch", "ubatch"), "flash_attn": ("flash_attn",),
-              "kv_cache": ("kv", "flash_attn"), "slots": ("slots",), "sampling": ("sampling", "backend_sampling"),
-              "server_state": ("prompt_cache_mib", "ctx_checkpoints"), "log_level": ("log_verbosity",),
-              "context": ("context",), "prompt_length": ("prompt_tokens",), "mtp": ("spec_n_max",)}
-LOAD_DIMENSIONS = ("prompt_length",)
-SAMPLING = {  # request-side variants (llama-server /v1/completions fields); the lab's client asks temperature 0
-    "greedy (temperature 0, default chain)": {},
-    "top_k 1 only (samplers: [top_k])": {"samplers": ["top_k"], "top_k": 1},
-    "temperature 0.8 (default chain)": {"temperature": 0.8},
-}
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One server configuration. batch None = llama.cpp's default; flash_attn as -fa takes it."""
-
-    name: str
-    dimension: str
-    threads: int
-    kv: str
-    slots: int
-    flash_attn: str = "auto"
-    batch: int | None = None
-    ubatch: int | None = None
-    sampling: str = "greedy (temperature 0, default chain)"
-    backend_sampling: bool = False
-    prompt_cache_mib: int | None = None  # --cache-ram; None = llama-server's default (8192 MiB)
-    ctx_checkpoints: int | None = None  # -ctxcp; None = llama-server's default (32 per slot)
-    prompt_tokens: int | None = None  # the load's prompt length; None = the profile's bench_prompt_tokens
-    log_verbosity: int | None = None  # -lv; None = the lab's (lab.serving.engines.LLAMA_LOG_VERBOSITY)
-    context: int | None = None  # -c; None = the profile's context_tokens
-    spec_n_max: int | None = None  # --spec-type draft-mtp --spec-draft-n-max N (the model's MTP block); None = off
-
-    def server_args(self) -> list[str]:
-        """Flags beyond what lab.serving.engines builds from the profile fields (threads, kv, slots); -fa, -lv and -c
-        are already in that command and are replaced there (`measure_point`)."""
-        args = []
-        if self.prompt_cache_mib is not None:
-            args += ["--cache-ram", str(self.prompt_cache_mib)]
-        if self.ctx_checkpoints is not None:
-            args += ["-ctxcp", str(self.ctx_checkpoints)]
-        if self.batch is not None:
-            args += ["-b", str(self.batch)]
-        if self.ubatch is not None:
-            args += ["-ub", str(self.ubatch)]
-        if self.backend_sampling:
-            args += ["-bs"]
-        if self.spec_n_max is not None:
-            args += ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(self.spec_n_max)]
-        return args
-
-    def replaced(self) -> dict[str, str]:
-        """The flags of the profile's command whose value this setting replaces: {flag: value}."""
-        out = {"-fa": self.flash_attn}
-        if self.log_verbosity is not None:
-            out["-lv"] = str(self.log_verbosity)
-        if self.context is not None:
-            out["-c"] = str(self.context)
-        return out
-
-
-def baseline(profile: Profile) -> Setting:
-    kv = "f16" if profile.kv_cache_dtype == "auto" else profile.kv_cache_dtype
-    return Setting(BASELINE_NAME, "baseline", profile.threads, kv, profile.parallel_slots,
-                   "on" if kv in ("q8_0", "q4_0") else "auto")
-
-
-def cores() -> int:
-    return paths.usable_cores()
-
-
-def grid(profile: Profile, n_cores: int | None = None) -> list[Setting]:
-    """The baseline, then each dimension's other values with everything else at the baseline."""
-    n_cores = n_cores or cores()
-    base = baseline(profile)
-    out = [base]
-
-    def vary(dim: str, label: str, **changes):
-        out.append(replace(base, name=f"{dim}: {label}", dimension=dim, **changes))
-
-    # Most telling first, so a short budget still answers it: the server's state copies (prompt cache, context
-    # checkpoints: per request on a hybrid model), the sampling path (the fixed per-token cost inside
-    # llama-server), flash attention, batch sizes, KV type, slots, threads.
-    vary("server_state", "prompt cache off (--cache-ram 0)", prompt_cache_mib=0)
-    vary("server_state", "context checkpoints off (-ctxcp 0)", ctx_checkpoints=0)
-    vary("server_state", "both off (--cache-ram 0 -ctxcp 0)", prompt_cache_mib=0, ctx_checkpoints=0)
-    for label in SAMPLING:
-        if label != base.sampling:
-            vary("sampling", label, sampling=label)
-    vary("sampling", "backend sampling (-bs, experimental)", backend_sampling=True)
-    for fa in ("on", "off"):
-        if fa != base.flash_attn:
-            vary("flash_attn", f"-fa {fa}", flash_attn=fa)
-    for b, ub in ((512, 128), (512, 512), (4096, 1024)):
-        vary("batch", f"-b {b} -ub {ub}", batch=b, ubatch=ub)
-    for kv in ("f16", "q8_0", "q4_0"):
-        if kv != base.kv:
-            vary("kv_cache", f"-ctk/-ctv {kv}", kv=kv, flash_attn="on" if kv != "f16" else base.flash_attn)
-    conc = max(profile.bench_levels)
-    for np_ in sorted({conc, max(1, profile.parallel_slots // 2)} - {profile.parallel_slots}):
-        vary("slots", f"-np {np_}", slots=np_)
-    for t in sorted({1, max(1, profile.threads // 2), n_cores} - {profile.threads}):
-        vary("threads", f"-t {t}", threads=t)
-    # What the lab's own benchmark adds to a plain server (served ÷ in-process): its log level, its
-    # context size, its prompt length. Last, so notebook 06's short budget still answers the ones above first.
-    vary("log_level", f"-lv {LLAMA_DEFAULT_VERBOSITY} (llama.cpp's default)", log_verbosity=LLAMA_DEFAULT_VERBOSITY)
-    if profile.context_tokens // 4 >= profile.parallel_slots:
-        vary("context", f"-c {profile.context_tokens // 4}", context=profile.context_tokens // 4)
-    if profile.bench_prompt_tokens != SHORT_PROMPT_TOKENS:
-        vary("prompt_length", f"{SHORT_PROMPT_TOKENS}-token prompts (load, not a setting)", prompt_tokens=SHORT_PROMPT_TOKENS)
-    for n in mtp_n_max(profile):
-        vary("mtp", f"--spec-type draft-mtp --spec-draft-n-max {n}", spec_n_max=n)
-    return out
-
-
-def mtp_n_max(profile: Profile) -> tuple[int, ...]:
-    """The draft-mtp n-max values to sweep: lab.measure.speculative's when the model has an MTP block, else none."""
-    from lab.measure import speculative
-
-    values = speculative.mtp_n_max_for(profile)
-    return values if values == speculative.MTP_N_MAX else ()
-
-
-def invalid(setting: Setting, profile: Profile, n_cores: int | None = None) -> str | None:
-    """Why llama.cpp would refuse this setting or why it cannot serve the profile's load (None: valid)."""
-    n_cores = n_cores or cores()
-    if setting.kv in ("q8_0", "q4_0") and setting.flash_attn == "off":
-        return f"quantized V cache ({setting.kv}) needs -fa on ({SOURCE_FA_V})"
-    if setting.batch is not None and setting.ubatch is not None and setting.ubatch > setting.batch:
-        return f"-ub {setting.ubatch} > -b {setting.batch}: llama.cpp clamps ub to b, so this is another point's setting"
-    if setting.threads > n_cores:
-        return f"-t {setting.threads} > {n_cores} cores: oversubscribed threads only measure contention"
-    ctx = setting.context or profile.context_tokens
-    per_slot = ctx // setting.slots
-    need = (setting.prompt_tokens or profile.bench_prompt_tokens) + profile.bench_output_tokens + 16
-    if per_slot < need:
-        return (f"-np {setting.slots} leaves {per_slot} tokens per slot (-c {ctx} split), "
-                f"below the {need} a request needs")
-    return None
-
-
-def pareto_front(points: list[dict], x: str = "single_decode_tok_s", y: str = "aggregate_tok_s") -> list[str]:
-    """Names of the points no other point beats on both x and y (higher is better on both)."""
-    ok = [p for p in points if p.get(x) is not None and p.get(y) is not None]
-    front = []
-    for p in ok:
-        if not any(q[x] >= p[x] and q[y] >= p[y] and (q[x] > p[x] or q[y] > p[y]) for q in ok):
-            front.append(p["name"])
-    return front
-
-
-def choose(points: list[dict]) -> dict | None:
-    """The best aggregate among points whose single stream is within SINGLE_STREAM_TOLERANCE of the best one."""
-    ok = [p for p in points if p.get("aggregate_tok_s") is not None and p.get("single_decode_tok_s") is not None
-          and p.get("dimension") not in ("repeat", *LOAD_DIMENSIONS)]
-    if not ok:
-        return None
-    best_single = max(p["single_decode_tok_s"] for p in ok)
-    fair = [p for p in ok if p["single_decode_tok_s"] >= SINGLE_STREAM_TOLERANCE * best_single]
-    return max(fair, key=lambda p: (p["aggregate_tok_s"], p["single_decode_tok_s"]))
-
-
-def noise(points: list[dict]) -> dict | None:
-    """Run-to-run spread of the profile's own settings measured twice (|a − b| ÷ their mean), per quantity;
-    None when the repeat was not measured."""
-    runs = [p for p in points if p.get("dimension") in ("baseline", "repeat") and p.get("status", "ok") == "ok"]
-    if len(runs) < 2:
-        return None
-
-    def spread(key: str) -> float | None:
-        a, b = runs[0].get(key), runs[1].get(key)
-        return None if a is None or b is None or not a + b else abs(a - b) / ((a + b) / 2)
-
-    return {"aggregate_tok_s": spread("aggregate_tok_s"), "single_decode_tok_s": spread("single_decode_tok_s")}
-
-
-def within_noise(winner: dict | None, base: dict | None, spread: dict | None) -> bool | None:
-    """Whether the winner's aggregate gain over the baseline is no larger than the measured noise (None: no
-    winner other than the baseline, or the noise was not measured)."""
-    if not winner or not base or winner.get("dimension") == "baseline" or not spread:
-        return None
-    if spread.get("aggregate_tok_s") is None or not base.get("aggregate_tok_s"):
-        return None
-    return winner["aggregate_tok_s"] / base["aggregate_tok_s"] - 1 <= spread["aggregate_tok_s"]
-
-
-def combined(points: list[dict], settings: dict[str, Setting], profile: Profile) -> Setting | None:
-    """Every dimension's best measured value together (by the same rule as the winner), when that differs from
-    all measured points: one-factor-at-a-time misses interactions, so the combination is measured, not assumed."""
-    base = settings[BASELINE_NAME]
-    chosen = base
-    changed = []
-    for dim, fields in DIM_FIELDS.items():
-        if dim in LOAD_DIMENSIONS:
-            continue
-        cands = [p for p in points if p["dimension"] in (dim, "baseline")]
-        best = choose(cands)
-        if best and best["dimension"] == dim:
-            s = settings[best["name"]]
-            chosen = replace(chosen, **{f: getattr(s, f) for f in fields})  # only what this dimension changed
-            changed.append(best["name"])
-    if len(changed) < 2:
-        return None
-    return replace(chosen, name="combined: " + " + ".join(changed), dimension="combined")
-
-
-def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting: Setting | None, when: str,
-               spread: dict | None = None) -> str:
-    """The winner as lines to paste into params/<profile>.yaml (comments say what was measured); none when its
-    gain is within the run-to-run noise `spread` (from `noise`)."""
-    if not winner or not setting or not base:
-        return f"# lab tune ({when}): nothing measured, no patch\n"
-    gain = winner["aggregate_tok_s"] / base["aggregate_tok_s"] - 1 if base.get("aggregate_tok_s") else None
-    single = (winner["single_decode_tok_s"] / base["single_decode_tok_s"] - 1
-              if base.get("single_decode_tok_s") else None)
-    lines = [f"# lab tune on {profile.name}, {when}: winner '{winner['name']}'",
-             f"# aggregate at {winner['concurrency']} streams: {winner['aggregate_tok_s']:.1f} tok/s"
-             + (f" ({gain:+.1%} vs the profile's settings)" if gain is not None else ""),
-             f"# single-stream decode: {winner['single_decode_tok_s']:.1f} tok/s"
-             + (f" ({single:+.1%})" if single is not None else "")]
-    if winner["name"] == BASELINE_NAME:
-        lines.append("# the profile's own settings won: nothing to change"
-                     + (f" (run-to-run noise {spread['aggregate_tok_s']:.1%})"
-                        if spread and spread.get("aggregate_tok_s") is not None else ""))
-        return "\n".join(lines) + "\n"
-    if within_noise(winner, base, spread):
-        lines.append(f"# that gain is within the run-to-run noise: the profile's own settings measured twice differed "
-                     f"by {spread['aggregate_tok_s']:.1%}: nothing to change")
-        return "\n".join(lines) + "\n"
-    if not spread or spread.get("aggregate_tok_s") is None:
-        lines.append("# run-to-run noise not measured (the repeat of the profile's settings did not fit the time "
-                     "budget): a gain of a few percent may be noise")
-    else:
-        lines.append(f"# larger than the run-to-run noise ({spread['aggregate_tok_s']:.1%} between two runs of the "
-                     "profile's own settings)")
-    if setting.threads != profile.threads:
-        lines.append(f"threads: {setting.threads}")
-    if setting.slots != profile.parallel_slots:
-        lines.append(f"parallel_slots: {setting.slots}")
-    if setting.kv != (profile.kv_cache_dtype if profile.kv_cache_dtype != "auto" else "f16"):
-        lines.append(f"kv_cache_dtype: {setting.kv}")
-    if setting.context is not None and setting.context != profile.context_tokens:
-        lines.append(f"context_tokens: {setting.context}")
-    # a repeated llama.cpp flag takes its last value (common/arg.cpp), so -fa/-lv after the lab's own win
-    extra = (setting.server_args() + (["-fa", setting.flash_attn] if setting.flash_attn != baseline(profile).flash_attn else [])
-             + (["-lv", str(setting.log_verbosity)] if setting.log_verbosity is not None else []))
-    if extra:  # server_args replaces the profile's list: keep its flags, the winner's values override theirs
-        lines.append(f"server_args: {merge_args(list(profile.server_args or []), extra)!r}".replace("'", '"'))
-    if setting.sampling != Setting.sampling:
-        lines.append(f"# sampling: '{setting.sampling}' is what clients should ask for (a request field, not a "
-                     "server setting)")
-    return "\n".join(lines) + "\n"
-
-
-def merge_args(base: list[str], extra: list[str]) -> list[str]:
-    """`base` with `extra`'s flags: a flag already there takes extra's value, a new one is appended (pure). A token
-    starting with '-' followed by one that does not is a flag with its value; otherwise a switch."""
-    out, i = list(base), 0
-    while i < len(extra):
-        flag = extra[i]
-        has_value = i + 1 < len(extra) and not extra[i + 1].startswith("-")
-        value = [extra[i + 1]] if has_value else []
-        if flag in out:
-            j = out.index(flag)
-            if value and j + 1 < len(out) and not out[j + 1].startswith("-"):
-                out[j + 1] = value[0]
-        else:
-            out += [flag, *value]
-        i += 1 + len(value)
-    return out
-
-
-def apply_patch(profile_text: str, patch: str) -> str:
-    """The profile YAML with the patch's keys set (lab.core.profile_file.set_keys); the patch's comment lines go above
-    them, so the copy says what was measured."""
-    import yaml
-
-    from lab.core import profile_file
-
-    return profile_file.set_keys(profile_text, yaml.safe_load(patch) or {},
-                             [ln for ln in patch.splitlines() if ln.startswith("#")])
-
+from lab.measure.tune_choice import apply_patch, choose, combined, noise, pareto_front, patch_yaml, within_noise
+from lab.measure.tune_settings import (BASELINE_NAME, DIM_FIELDS, REPEAT_NAME, SAMPLING, SINGLE_STREAM_TOLERANCE,
+                                       Setting, grid, invalid)
 
 # ---------------------------------------------------------------- measuring (needs llama-server)
 @dataclass
@@ -349,7 +45,7 @@ class Method:
     concurrency (2 × N requests), one warm-up request each — notebook 06's quick sweep. With `levels` (`lab tune
     --levels 1,8,16 --repetitions 3`, isolating one lever at a time): every level warmed up until steady and measured
     `repetitions` times as closed batches of N requests, with the spread recorded — notebook 06's own method
-    (lab.measure.loadgen.sweep), so a setting's gain can be told from the noise of one server."""
+    (lab.measure.load_levels.sweep), so a setting's gain can be told from the noise of one server."""
 
     levels: tuple[int, ...] | None = None
     repetitions: int = 1
@@ -361,7 +57,7 @@ class Method:
         if not self.levels:
             conc = max(profile.bench_levels)
             return [(1, self.requests_single, 1, 0), (conc, 2 * conc, 1, 0)]
-        from lab.measure.loadgen import WARMUP_MAX_ROUNDS as rounds
+        from lab.measure.load_levels import WARMUP_MAX_ROUNDS as rounds
 
         return [(n, n * self.repetitions, self.repetitions, rounds)
                 for n in [n for n in self.levels if n <= setting.slots] or [min(self.levels)]]
@@ -376,10 +72,7 @@ def command_for(profile: Profile, setting: Setting):
                                          "parallel_slots": setting.slots})
     cmd = engines.build_command(variant, installed_version=engines.installed_version(variant), port=serve.free_port(),
                                 extra_args=setting.server_args())
-    argv = list(cmd.argv)
-    for flag, value in setting.replaced().items():
-        argv[argv.index(flag) + 1] = value
-    return replace(cmd, argv=tuple(argv))
+    return engines.with_flags(cmd, setting.replaced())
 
 
 def measure_point(profile: Profile, setting: Setting, log_dir, monitor=None, output_tokens: int | None = None,
@@ -400,22 +93,18 @@ LEVEL_KEYS = ("output_throughput", "stream_decode_tok_s", "decode_tok_s_summed",
 
 
 def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: int | None, method: Method) -> dict:
-    """Every level of `method.plan` against a running server with `setting` (lab.measure.loadgen.sweep: warm-up,
-    repetitions), summarised; the one-stream and top-level figures are the point's headline fields."""
-    from lab.measure import loadgen, metrics, speculative
-    from lab.serving import serve
+    """Every level of `method.plan` against a running server with `setting` (lab.measure.load_levels.measure: warm-up,
+    repetitions, the level's deadline), summarised; the one-stream and top-level figures are the point's headline fields."""
+    from lab.measure import load_levels, speculative
 
-    words, _ = loadgen.words_for_tokens(srv.base_url, setting.prompt_tokens or profile.bench_prompt_tokens, srv.headers())
-    target = loadgen.Target(srv.base_url, model=serve.model_name(srv),
-                            max_tokens=output_tokens or profile.bench_output_tokens, api_key=srv.api_key,
-                            extra_body=SAMPLING[setting.sampling] or None)
-    runs, raw = {}, {}
-    for level, n, reps, rounds in method.plan(profile, setting):
-        run = loadgen.sweep(target, [level], n, words, warmup_requests=1, seed=len(setting.name) * 7 + level,
-                            repetitions=reps, warmup_max_rounds=rounds, budget_s=profile.bench_duration_s)[0]
-        if monitor is not None:
-            run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
-        runs[level], raw[level] = metrics.summarise_run(run), run
+    target, words, _ = load_levels.against(srv, setting.prompt_tokens or profile.bench_prompt_tokens,
+                                           output_tokens or profile.bench_output_tokens,
+                                           extra_body=SAMPLING[setting.sampling] or None)
+    plan = [load_levels.Level(level, n, reps, rounds) for level, n, reps, rounds in method.plan(profile, setting)]
+    measured = load_levels.measure(target, plan, words, budget_s=profile.bench_duration_s, seed=len(setting.name) * 7,
+                                   monitor=monitor)
+    runs = {m.run.spec.concurrency: m.summary for m in measured}
+    raw = {m.run.spec.concurrency: m.run for m in measured}
     one = runs.get(1) or {}
     many = runs.get(max(method.levels or profile.bench_levels)) or {}
     failures = sum(r["failures"] for r in runs.values())
@@ -604,7 +293,7 @@ def build_record(result: dict, fig=None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from lab.core import cli, evidence, profiles
-    from lab.measure import gpumon, loadgen
+    from lab.measure import gpumon, load_levels
 
     ap = cli.parser("python -m lab tune", __doc__.split("\n")[0], "python -m lab tune",
                     "python -m lab tune --profile v100-32g-x1 --budget-s 900",
@@ -616,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--levels", default=None, type=lambda v: tuple(int(n) for n in v.split(",")), help="comma-separated stream counts to measure each point at, each warmed "
                     "up until steady and repeated --repetitions times (default: 1 and the profile's top, once)")
     ap.add_argument("--repetitions", type=int, default=None, help="with --levels: repetitions per level (default: "
-                    "lab.measure.loadgen.REPETITIONS, 3)")
+                    "lab.measure.load_levels.REPETITIONS, 3)")
     ap.add_argument("--output-tokens", type=int, default=None, help="tokens per request (default: the profile's)")
     ap.add_argument("--record", default="06_tune", help="record name in the run folder (default 06_tune)")
     ap.add_argument("--run-dir", default=None, help="run folder to write records/06_tune.json into (default: a new one)")
@@ -630,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     run_dir = evidence.notebook_run_dir(args.run_dir or "", prof.name)
-    method = Method(args.levels, args.repetitions or (loadgen.REPETITIONS if args.levels else 1))
+    method = Method(args.levels, args.repetitions or (load_levels.REPETITIONS if args.levels else 1))
     with gpumon.Sampler() as mon:
         result = run(prof, run_dir / "logs" / args.record, args.budget_s or prof.tune_budget_s,
                      args.dimensions.split(",") if args.dimensions else None, monitor=mon,

@@ -3,9 +3,9 @@ process gets.
 
 `build_command(profile)` is pure apart from looking up where set-up put the llama.cpp tools and the
 embedded model: it returns a `Command` whose every flag carries a `Note(flag, text, source)` taken
-from lab/data/engine_rules.yaml. vLLM flags are chosen by version (the installed one when known, else
-the profile's `engine_version`): `vllm serve` vs the old module path, `--disable-log-requests` vs
-nothing, no `--swap-space`, `--dtype half` below compute capability 8.0.
+from lab/data/engine_rules.yaml. vLLM's command is built by lab.serving.vllm_command (flags chosen by version:
+`vllm serve` vs the old module path, `--disable-log-requests` vs nothing, no `--swap-space`, `--dtype half` below
+compute capability 8.0). A command with some values changed: `with_flags`.
 
 The seeds' commands, corrected for a vLLM version and GPU: lab.serving.seed_commands. What a server said in
 its log once it started: lab.serving.engine_logs.
@@ -14,121 +14,21 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from lab.core import evidence, facts, paths, processes
+from lab.core import evidence, paths, processes
 from lab.core.profiles import Profile
-from lab.core.versions import at_least, compute_capability
+from lab.serving import vllm_command
+# LOOPBACK is lab.serving.command's, named here too for lab.serving.serve (`from lab.serving.engines import LOOPBACK`)
+from lab.serving.command import (LOOPBACK, Command, Note, _host_notes, _model_arg, _note, _venv_fits,  # noqa: F401
+                                 cuda_env, engine_python_path)
 
-Level = Literal["info", "warn", "error"]
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # llama.cpp's log verbosity that shows model/KV/slot set-up without per-token debug lines.
 LLAMA_LOG_VERBOSITY = 4
 # ggml type ids that llama-cpp-python's --type_k/--type_v take (llama_cpp/llama_cpp.py GGML_TYPE_*).
 _GGML_TYPE_IDS = {"f16": 1, "q4_0": 2, "q8_0": 8}
-
-
-# ---------------------------------------------------------------- data shapes
-@dataclass(frozen=True)
-class Note:
-    """Why a flag is (or is not) in the command. `flag` is "" for the command as a whole."""
-
-    flag: str
-    text: str
-    source: str
-    level: Level = "info"
-
-
-@dataclass(frozen=True)
-class Command:
-    """A server command: argv to run, environment to add, and how to reach the server once up.
-
-    `secret_env` maps a variable the server reads (e.g. LLAMA_API_KEY) to the name of the user's
-    variable that holds the key (the profile's api_key_env): the value is looked up only when the
-    process starts, so it is never part of argv, a record or a notebook output.
-    """
-
-    engine: str
-    argv: tuple[str, ...]
-    host: str
-    port: int
-    health_path: str
-    served_model: str | None
-    notes: tuple[Note, ...]
-    env: dict[str, str] = field(default_factory=dict)
-    secret_env: dict[str, str] = field(default_factory=dict)
-    api_key_env: str | None = None
-    engine_version: str | None = None
-    version_source: str = "n/a"  # installed | declared | n/a
-    serialises_requests: bool = False
-    external: bool = False
-    url: str | None = None  # an endpoint profile's server root (profile.endpoint_base): used as is
-
-    @property
-    def base_url(self) -> str:
-        """Where a client on this machine reaches the server (0.0.0.0 is reached via 127.0.0.1)."""
-        if self.url:
-            return self.url
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        host = f"[{host}]" if ":" in host else host
-        return f"http://{host}:{self.port}"
-
-    @property
-    def problems(self) -> list[Note]:
-        """Notes of level `error`: the command will not work as built (e.g. AWQ on a V100)."""
-        return [n for n in self.notes if n.level == "error"]
-
-    def shell(self, multiline: bool = True) -> str:
-        """The command as a user would type it; keys appear as "$VAR", never as values."""
-        if self.external:
-            return f"# external server: nothing to start; the lab connects to {self.base_url}"
-        words = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
-        words += [f'{k}="${src}"' for k, src in self.secret_env.items()]
-        words += [shlex.quote(a) for a in self.argv]
-        if not multiline:
-            return " ".join(words)
-        lines, current = [], []
-        for w in words:
-            if w.startswith("-") and current:
-                lines.append(" ".join(current))
-                current = []
-            current.append(w)
-        lines.append(" ".join(current))
-        return " \\\n    ".join(lines)
-
-    def notes_rows(self) -> list[dict]:
-        """The notes as table rows (flag, level, why, source) for a notebook or a record."""
-        return [{"flag": n.flag or "(command)", "level": n.level, "why": n.text, "source": n.source}
-                for n in self.notes]
-
-    def to_record(self) -> dict:
-        """What a record keeps of the command: argv, the shell form, versions and the notes."""
-        return {"engine": self.engine, "argv": list(self.argv), "shell": self.shell(multiline=False),
-                "env": dict(self.env), "secret_env_names": dict(self.secret_env), "host": self.host,
-                "port": self.port, "base_url": self.base_url, "health_path": self.health_path,
-                "served_model": self.served_model, "engine_version": self.engine_version,
-                "version_source": self.version_source, "serialises_requests": self.serialises_requests,
-                "external": self.external, "notes": self.notes_rows()}
-
-
-# ---------------------------------------------------------------- versions and rules
-def rule(rule_id: str) -> dict:
-    """One entry of lab/data/engine_rules.yaml (text, source, and since/until for vLLM rules)."""
-    for entry in facts.load("engine_rules", "rules")["rules"]:
-        if entry["id"] == rule_id:
-            return entry
-    raise KeyError(f"lab/data/engine_rules.yaml has no rule {rule_id!r}")
-
-
-def _note(rule_id: str, flag: str = "", level: Level = "info", prefix: str = "") -> Note:
-    r = rule(rule_id)
-    text = f"{prefix} {r['text']}".strip() if prefix else r["text"]
-    return Note(flag, text, r["source"], level)
 
 
 # ---------------------------------------------------------------- building commands
@@ -144,7 +44,7 @@ def build_command(profile: Profile, *, installed_version: str | None = None,
     host/port/model_path override the profile (tests use a free port; notebooks keep the profile's).
     """
     builders = {"llama.cpp": _llama_server, "llama-cpp-python": _llama_cpp_python,
-                "vllm": _vllm, "external": _external}
+                "vllm": vllm_command.build, "external": _external}
     if profile.endpoint_url:  # a server the user runs: nothing to start, the URL is where it is
         return _endpoint(profile)
     cc = compute_capability or profile.gpu_compute_capability
@@ -159,33 +59,44 @@ def build_command(profile: Profile, *, installed_version: str | None = None,
     return cmd
 
 
+def _is_value(word: str) -> bool:
+    """Whether an argv word is a flag's value rather than the next flag ("-1" is a value: -ngl -1)."""
+    return not word.startswith("-") or bool(re.fullmatch(r"-\d+(\.\d*)?", word))
+
+
+def with_flags(command: Command | list[str] | tuple[str, ...], flags: dict[str, str | bool | None]):
+    """`command` (a Command, or an argv) with `flags` set: a flag already there takes the new value, a new one is
+    appended with it; True: a switch (appended when missing); None or False: the flag and its value removed. The one way the
+    lab changes a built command's values (lab tune's settings, the KV checks' grid, the troubleshooting
+    reproductions), rather than patching argv by position. Returns what it was given: a Command (with a note naming
+    the caller's values) or an argv list."""
+    argv = list(command.argv if isinstance(command, Command) else command)
+    for flag, value in flags.items():
+        at = argv.index(flag) if flag in argv else None
+        has_value = at is not None and at + 1 < len(argv) and _is_value(argv[at + 1])
+        if value is None or value is False:
+            if at is not None:
+                del argv[at:at + 1 + has_value]
+        elif value is True:
+            if at is None:
+                argv.append(flag)
+        elif at is None:
+            argv += [flag, str(value)]
+        elif has_value:
+            argv[at + 1] = str(value)
+        else:
+            argv.insert(at + 1, str(value))
+    if not isinstance(command, Command):
+        return argv
+    said = " ".join(f if v is True else f"{f} {v}" for f, v in flags.items() if v is not None and v is not False)
+    note = Note(said, "set by the caller", "caller")
+    return _replace(command, argv=tuple(argv), notes=command.notes + ((note,) if said else ()))
+
+
 def _replace(cmd: Command, **changes) -> Command:
     from dataclasses import replace
 
     return replace(cmd, **changes)
-
-
-def _model_arg(profile: Profile, model_path: str | Path | None) -> tuple[str, list[Note]]:
-    if model_path is not None:
-        return str(model_path), []
-    if not profile.model_file:
-        if profile.engine == "vllm":
-            return profile.model_name, []  # a Hugging Face id or a local folder
-        return "MODEL.gguf", [Note("-m", f"profile {profile.name} sets no model_file: give a GGUF path",
-                                   "profile schema (lab/core/profiles.py)", "error")]
-    try:
-        return str(paths.model_path(profile.model_file)), []
-    except (paths.SetupMissing, KeyError) as exc:
-        return profile.model_file, [Note("-m", f"model file not found on this machine ({exc})",
-                                         "lab/core/paths.py", "warn")]
-
-
-def _host_notes(profile: Profile, host: str, rule_id: str) -> list[Note]:
-    if host in LOOPBACK:
-        return [_note(rule_id, "--host")]
-    level: Level = "info" if profile.api_key_env else "error"
-    return [_note(rule_id, "--host", level,
-                  prefix=f"host {host} exposes the server to the network (key from ${profile.api_key_env}).")]
 
 
 def _llama_server(profile: Profile, host: str, port: int, model_path, _installed, _cc_value) -> Command:
@@ -203,7 +114,7 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
         kv = "f16"
     if kv not in ("f16", "bf16", "q8_0", "q4_0"):
         notes.append(_note("llama-kv-type", "-ctk/-ctv", "error", prefix=f"kv_cache_dtype {kv} is not a llama.cpp type."))
-    fa = "on" if kv in ("q8_0", "q4_0") or profile.split_mode == "tensor" else "auto"
+    fa = llama_flash_attn(kv, profile.split_mode)
     ngl = "999" if profile.n_gpu_layers == -1 else str(profile.n_gpu_layers)
     argv = [binary, "-m", model, "-c", str(profile.context_tokens), "-np", str(profile.parallel_slots),
             "-t", str(profile.threads), "-ngl", ngl, "-ctk", kv, "-ctv", kv, "-fa", fa,
@@ -229,17 +140,11 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
                    version_source="installed" if _installed else "declared")
 
 
-def cuda_env(profile: Profile) -> tuple[dict[str, str], list[Note]]:
-    """CUDA_DEVICE_ORDER / CUDA_VISIBLE_DEVICES for a profile with several GPUs (or an explicit GPU list):
-    the engine then numbers the cards as nvidia-smi does."""
-    env, notes = {}, []
-    if profile.gpu_count > 1 or profile.cuda_visible_devices:
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        notes.append(_note("cuda-device-order", "CUDA_DEVICE_ORDER"))
-    if profile.cuda_visible_devices:
-        env["CUDA_VISIBLE_DEVICES"] = profile.cuda_visible_devices
-        notes.append(_note("cuda-visible-devices", "CUDA_VISIBLE_DEVICES"))
-    return env, notes
+def llama_flash_attn(type_v: str, split_mode: str | None = None) -> str:
+    """llama-server's -fa for a V cache type: on for a quantized V cache (llama.cpp refuses one without flash
+    attention: src/llama-context.cpp) and for -sm tensor; else auto (llama.cpp decides per device). The one rule:
+    the profile's command, lab tune's baseline and the KV checks' grid all take it from here."""
+    return "on" if type_v not in ("f16", "bf16", "f32") or split_mode == "tensor" else "auto"
 
 
 def llama_gpu_settings(profile: Profile) -> tuple[list[str], dict[str, str], list[Note]]:
@@ -292,145 +197,6 @@ def _llama_cpp_python(profile: Profile, host: str, port: int, model_path, instal
                    env=env, secret_env=secret, api_key_env=profile.api_key_env,
                    engine_version=installed or profile.engine_version,
                    version_source="installed" if installed else "declared", serialises_requests=True)
-
-
-def engine_python_path(profile: Profile) -> str | None:
-    """The profile's engine_python as the path to run: a relative one (".venv-vllm/bin/python") is
-    relative to the checkout, not to whatever folder the caller runs in (a notebook runs in notebooks/).
-    Kept as written when it does not exist here, or when the venv here is another build (the CPU
-    vLLM of cpu-vllm is not the vLLM a GPU profile plans for): then it names the venv to make there."""
-    if not profile.engine_python:
-        return None
-    path = Path(profile.engine_python).expanduser()
-    if not path.is_absolute() and (paths.ROOT / path).exists() and _venv_fits(profile, paths.ROOT / path):
-        return str(paths.ROOT / path)
-    return str(path)
-
-
-def _venv_fits(profile: Profile, python: Path) -> bool:
-    """Whether the engine venv holding `python` was built for this kind of profile: set-up records in
-    <venv>/lab-vllm.json whether it installed vLLM's CPU build or the CUDA one (lab/setup/vllm.py)."""
-    info = python.parent.parent / "lab-vllm.json"
-    if profile.engine != "vllm" or not info.exists():
-        return True
-    import json
-
-    try:
-        device = json.loads(info.read_text()).get("device")
-    except (OSError, ValueError):
-        return True
-    return device is None or (device == "cpu") == (profile.gpu_count == 0)
-
-
-def _vllm_entry(profile: Profile, version: str, model: str) -> tuple[list[str], Note]:
-    python = engine_python_path(profile)
-    if at_least(version, rule("vllm-serve-cli")["since"]):
-        exe = str(Path(python).parent / "vllm") if python else "vllm"
-        return [exe, "serve", model], _note("vllm-serve-cli", "vllm serve")
-    return ([python or sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model],
-            _note("vllm-serve-cli", "-m vllm.entrypoints.openai.api_server", prefix=f"vLLM {version} predates `vllm serve`."))
-
-
-def _vllm_model(profile: Profile, model_path) -> tuple[str, list[Note]]:
-    """What vLLM serves: an explicit path, else the profile's HF-format model_dir (the embedded GGUF's
-    converted copy for cpu-vllm), else model_file / the Hugging Face id (see `_model_arg`)."""
-    if model_path is not None or not profile.model_dir:
-        return _model_arg(profile, model_path)
-    try:
-        return str(paths.served_model_path(profile)), [_note("vllm-model-dir", "MODEL")]
-    except paths.VllmMissing as exc:
-        return profile.model_dir, [_note("vllm-model-dir", "MODEL", "warn", prefix=f"Not on this machine ({exc}).")]
-
-
-def _vllm_env(profile: Profile) -> tuple[dict[str, str], list[Note]]:
-    """Environment variables of the vLLM process (lab.serving.vllm_env.engine_env), each with its reason."""
-    from lab.serving import vllm_env
-
-    env = vllm_env.engine_env(profile)
-    ids = {"VLLM_TARGET_DEVICE": "vllm-cpu-target-device", "VLLM_CPU_KVCACHE_SPACE": "vllm-cpu-kvcache-space"}
-    return env, [_note(ids[k], k) for k in env if k in ids]
-
-
-def _vllm_dtype(profile: Profile, cc: tuple[int, int] | None) -> tuple[list[str], list[Note]]:
-    if profile.dtype != "auto":
-        if profile.dtype == "bfloat16" and cc and cc < (8, 0):
-            return ["--dtype", "bfloat16"], [_note("vllm-dtype-half", "--dtype", "error")]
-        return ["--dtype", profile.dtype], []
-    if cc and cc < (8, 0):
-        return ["--dtype", "half"], [_note("vllm-dtype-half", "--dtype half")]
-    return [], []
-
-
-def _vllm_kv(profile: Profile, version: str, cc: tuple[int, int] | None) -> tuple[list[str], list[Note]]:
-    kv = profile.kv_cache_dtype
-    if kv in ("f16", "bf16", "auto"):
-        return [], [_note("vllm-kv-dtype-map", "--kv-cache-dtype")]
-    if kv in ("q8_0", "q4_0"):
-        return [], [_note("vllm-kv-dtype-map", "--kv-cache-dtype", "error")]
-    if cc and cc < (8, 9) and at_least(version, rule("vllm-swap-space")["since"]):
-        return ["--kv-cache-dtype", kv], [_note("vllm-fp8-kv", "--kv-cache-dtype", "error")]
-    return ["--kv-cache-dtype", kv], [_note("vllm-kv-dtype-map", "--kv-cache-dtype")]
-
-
-def _vllm_version_notes(profile: Profile, version: str, cc: tuple[int, int] | None) -> list[Note]:
-    notes = []
-    if at_least(version, rule("vllm-log-requests")["since"]):
-        notes.append(_note("vllm-log-requests", "--disable-log-requests", prefix="Not passed."))
-    notes.append(_note("vllm-swap-space", "--swap-space", prefix="Not passed."))
-    if profile.model_quant == "AWQ-INT4" and cc and cc < (7, 5):
-        notes.append(_note("vllm-awq-capability", "AWQ", "error"))
-    elif profile.model_quant in ("AWQ-INT4", "GPTQ-INT4", "GPTQ-INT8"):
-        notes.append(_note("vllm-quantization", "--quantization"))
-    if cc and cc < (7, 5) and at_least(version, rule("vllm-volta-wheels")["since"]):
-        notes.append(_note("vllm-volta-wheels", "", "warn"))
-    return notes
-
-
-def _vllm(profile: Profile, host: str, port: int, model_path, installed, cc_value) -> Command:
-    version = installed or profile.engine_version
-    cc = compute_capability(cc_value)
-    model, notes = _vllm_model(profile, model_path)
-    argv, entry_note = _vllm_entry(profile, version, model)
-    env, env_notes = _vllm_env(profile)
-    notes = [entry_note, *notes, *env_notes]
-    argv += ["--served-model-name", profile.model_name, "--host", host, "--port", str(port),
-             "--max-model-len", str(profile.context_tokens),
-             "--gpu-memory-utilization", str(profile.gpu_memory_utilization)]
-    notes += [_note("vllm-served-name", "--served-model-name"), *_host_notes(profile, host, "vllm-host"),
-              _note("vllm-max-model-len", "--max-model-len"), _note("vllm-gpu-mem", "--gpu-memory-utilization")]
-    if profile.tensor_parallel_size > 1:
-        argv += ["--tensor-parallel-size", str(profile.tensor_parallel_size)]
-        notes.append(_note("vllm-tp", "--tensor-parallel-size"))
-    if profile.pipeline_parallel_size > 1:
-        argv += ["--pipeline-parallel-size", str(profile.pipeline_parallel_size)]
-        notes.append(_note("vllm-pipeline-parallel", "--pipeline-parallel-size"))
-    gpu_env, gpu_notes = cuda_env(profile)
-    env = {**env, **gpu_env}
-    notes += gpu_notes
-    if profile.nccl_p2p_disable:
-        env["NCCL_P2P_DISABLE"] = "1"
-        argv.append("--disable-custom-all-reduce")
-        notes += [_note("nccl-p2p-disable", "NCCL_P2P_DISABLE"),
-                  _note("vllm-disable-custom-all-reduce", "--disable-custom-all-reduce")]
-    for extra, extra_notes in (_vllm_dtype(profile, cc), _vllm_kv(profile, version, cc)):
-        argv += extra
-        notes += extra_notes
-    if profile.parallel_slots > 1:
-        argv += ["--max-num-seqs", str(profile.parallel_slots)]
-        notes.append(_note("vllm-max-num-seqs", "--max-num-seqs"))
-    if profile.enforce_eager:
-        argv.append("--enforce-eager")
-        notes.append(_note("vllm-enforce-eager", "--enforce-eager"))
-    if not at_least(version, rule("vllm-log-requests")["since"]):
-        argv.append("--disable-log-requests")
-        notes.append(_note("vllm-log-requests", "--disable-log-requests"))
-    notes += _vllm_version_notes(profile, version, cc)
-    secret = {"VLLM_API_KEY": profile.api_key_env} if profile.api_key_env else {}
-    if secret:
-        notes.append(_note("vllm-api-key", "VLLM_API_KEY"))
-    return Command("vllm", tuple(argv), host, port, "/health", profile.model_name, tuple(notes), env=env,
-                   secret_env=secret, api_key_env=profile.api_key_env, engine_version=version,
-                   version_source="installed" if installed else "declared")
 
 
 def _external(profile: Profile, host: str, port: int, _model_path, installed, _cc_value) -> Command:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from lab.core import facts, versions  # versions.compute_capability: a parameter here has that name
 from lab.core.profiles import Profile
 from lab.core.versions import at_least, version_tuple
-from lab.serving.engines import LOOPBACK, rule
+from lab.serving.command import LOOPBACK, rule
 
 
 @dataclass(frozen=True)

@@ -205,16 +205,17 @@ def start(command: Command, log_dir: str | Path, name: str = "server",
     return server
 
 
-def measure(command: Command, log_dir: str | Path, name: str, how, monitor=None) -> dict:
+def measure(command: Command, log_dir: str | Path, name: str, how, monitor=None,
+            health_timeout_s: float | None = None) -> dict:
     """Start `command`, hand the server to `how(server)` (it returns the measured fields), stop the server:
-    one row of a sweep over server settings (lab.tune, lab.speculative). A setting the build or the model
-    refuses is a result, not a crash: status "failed", error = what the engine's log says (or the exception),
+    one row of a sweep over server settings (lab.tune, lab.speculative, lab.multigpu's modes). A setting the build or
+    the model refuses is a result, not a crash: status "failed", error = what the engine's log says (or the exception),
     log_tail. Every row has command, status, error, load_s (None if it never served) and seconds."""
     t0 = time.monotonic()
     row = {"command": command.shell(), "status": "ok", "error": None, "load_s": None}
     srv = None
     try:
-        srv = start(command, log_dir=log_dir, name=name)
+        srv = start(command, log_dir=log_dir, name=name, health_timeout_s=health_timeout_s)
         row["load_s"] = round(time.monotonic() - t0, 2)
         if monitor is not None:
             monitor.watch(srv.pid)

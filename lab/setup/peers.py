@@ -12,7 +12,7 @@ venv of their own, like the vLLM engine (lab/setup/vllm.py, whose helpers this m
 Cached and idempotent: uv keeps the wheels under $LAB_CACHE/uv and installs by hard link; a stamp file inside
 the venv names the lock's hash, and a venv without it is rebuilt. Offline-safe: when the install fails (no PyPI,
 no wheelhouse), set-up goes on without the venv and writes why to .venv-peers.missing.json at the checkout's
-root; the peer check then reports "not run" with that reason (lab.measure.peer_clients.skip_reason).
+root; the peer check then reports "not run" with that reason (lab.measure.peer_tools.skip_reason).
 """
 from __future__ import annotations
 
