@@ -175,7 +175,7 @@ def server_record(profile, model: Path, out: Path, levels: list[int], output_tok
             run = loadgen.run_load(target, prompts, loadgen.LoadSpec(concurrency=level, max_requests=n,
                                                                      warmup_requests=1, seed=100 + k),
                                    limit=loadgen.level_limit(level, profile.bench_duration_s))
-            s = metrics.summarise_run(run)
+            s = metrics.summarise_run(run).model_dump()  # a dict: this sweep adds its own keys
             s["facts_total_tok_s"] = FACTS_H200["server_total_tok_s"].get(level)
             s["output_over_facts"] = ratio(s["output_throughput"], s["facts_total_tok_s"], 3)
             summaries.append(s)
