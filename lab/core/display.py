@@ -123,10 +123,10 @@ def human_bytes(n: float) -> str:
     return f"{n:,.0f} B"
 
 
-def fmt(value, key: str = "") -> str:
-    """One cell or summary value as text (not yet HTML-escaped)."""
+def fmt(value, key: str = "", missing: str = "—") -> str:
+    """One cell or summary value as text (not yet HTML-escaped); None reads as `missing`."""
     if value is None:
-        return "—"
+        return missing
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (int, float)) and _is_bytes_key(key):

@@ -24,7 +24,6 @@ matter. The winner is written as a profile patch (YAML) with the measured gain.
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -191,25 +190,38 @@ def invalid(setting: Setting, profile: Profile, n_cores: int | None = None) -> s
     return None
 
 
-def pareto_front(points: list[dict], x: str = "single_decode_tok_s", y: str = "aggregate_tok_s") -> list[str]:
-    """Names of the points no other point beats on both x and y (higher is better on both)."""
-    ok = [p for p in points if p.get(x) is not None and p.get(y) is not None]
-    front = []
-    for p in ok:
-        if not any(q[x] >= p[x] and q[y] >= p[y] and (q[x] > p[x] or q[y] > p[y]) for q in ok):
-            front.append(p["name"])
-    return front
+def at(point: dict, streams, key: str):
+    """A point's figure `key` (the run summary's name, lab/data/fields.yaml) at `streams` streams: None when that
+    level was not measured. Levels are keyed by the count (an int; a str in a record read back)."""
+    levels = point.get("levels") or {}
+    return (levels.get(streams) or levels.get(str(streams)) or {}).get(key)
+
+
+def one_stream(point: dict) -> float | None:
+    """One stream's decode speed: the point's stream_decode_tok_s at 1 stream."""
+    return at(point, 1, "stream_decode_tok_s")
+
+
+def all_streams(point: dict) -> float | None:
+    """All streams' output at the point's concurrency: its output_throughput there (the "aggregate")."""
+    return at(point, point.get("concurrency"), "output_throughput")
+
+
+def pareto_front(points: list[dict]) -> list[str]:
+    """Names of the points no other point beats on both one stream's decode and the total (higher is better)."""
+    ok = [(p["name"], one_stream(p), all_streams(p)) for p in points if one_stream(p) is not None and all_streams(p) is not None]
+    return [n for n, x, y in ok if not any(qx >= x and qy >= y and (qx > x or qy > y) for _, qx, qy in ok)]
 
 
 def choose(points: list[dict]) -> dict | None:
-    """The best aggregate among points whose single stream is within SINGLE_STREAM_TOLERANCE of the best one."""
-    ok = [p for p in points if p.get("aggregate_tok_s") is not None and p.get("single_decode_tok_s") is not None
+    """The best total among points whose single stream is within SINGLE_STREAM_TOLERANCE of the best one."""
+    ok = [p for p in points if all_streams(p) is not None and one_stream(p) is not None
           and p.get("dimension") not in ("repeat", *LOAD_DIMENSIONS)]
     if not ok:
         return None
-    best_single = max(p["single_decode_tok_s"] for p in ok)
-    fair = [p for p in ok if p["single_decode_tok_s"] >= SINGLE_STREAM_TOLERANCE * best_single]
-    return max(fair, key=lambda p: (p["aggregate_tok_s"], p["single_decode_tok_s"]))
+    best_single = max(one_stream(p) for p in ok)
+    fair = [p for p in ok if one_stream(p) >= SINGLE_STREAM_TOLERANCE * best_single]
+    return max(fair, key=lambda p: (all_streams(p), one_stream(p)))
 
 
 def noise(points: list[dict]) -> dict | None:
@@ -219,11 +231,11 @@ def noise(points: list[dict]) -> dict | None:
     if len(runs) < 2:
         return None
 
-    def spread(key: str) -> float | None:
-        a, b = runs[0].get(key), runs[1].get(key)
+    def spread(figure) -> float | None:
+        a, b = figure(runs[0]), figure(runs[1])
         return None if a is None or b is None or not a + b else abs(a - b) / ((a + b) / 2)
 
-    return {"aggregate_tok_s": spread("aggregate_tok_s"), "single_decode_tok_s": spread("single_decode_tok_s")}
+    return {"output_throughput": spread(all_streams), "stream_decode_tok_s": spread(one_stream)}
 
 
 def within_noise(winner: dict | None, base: dict | None, spread: dict | None) -> bool | None:
@@ -231,9 +243,9 @@ def within_noise(winner: dict | None, base: dict | None, spread: dict | None) ->
     winner other than the baseline, or the noise was not measured)."""
     if not winner or not base or winner.get("dimension") == "baseline" or not spread:
         return None
-    if spread.get("aggregate_tok_s") is None or not base.get("aggregate_tok_s"):
+    if spread.get("output_throughput") is None or not all_streams(base):
         return None
-    return winner["aggregate_tok_s"] / base["aggregate_tok_s"] - 1 <= spread["aggregate_tok_s"]
+    return all_streams(winner) / all_streams(base) - 1 <= spread["output_throughput"]
 
 
 def combined(points: list[dict], settings: dict[str, Setting], profile: Profile) -> Setting | None:
@@ -262,28 +274,27 @@ def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting
     gain is within the run-to-run noise `spread` (from `noise`)."""
     if not winner or not setting or not base:
         return f"# lab tune ({when}): nothing measured, no patch\n"
-    gain = winner["aggregate_tok_s"] / base["aggregate_tok_s"] - 1 if base.get("aggregate_tok_s") else None
-    single = (winner["single_decode_tok_s"] / base["single_decode_tok_s"] - 1
-              if base.get("single_decode_tok_s") else None)
+    gain = all_streams(winner) / all_streams(base) - 1 if all_streams(base) else None
+    one = one_stream(winner) / one_stream(base) - 1 if one_stream(base) else None
     lines = [f"# lab tune on {profile.name}, {when}: winner '{winner['name']}'",
-             f"# aggregate at {winner['concurrency']} streams: {winner['aggregate_tok_s']:.1f} tok/s"
+             f"# aggregate at {winner['concurrency']} streams: {all_streams(winner):.1f} tok/s"
              + (f" ({gain:+.1%} vs the profile's settings)" if gain is not None else ""),
-             f"# single-stream decode: {winner['single_decode_tok_s']:.1f} tok/s"
-             + (f" ({single:+.1%})" if single is not None else "")]
+             f"# single-stream decode: {one_stream(winner):.1f} tok/s"
+             + (f" ({one:+.1%})" if one is not None else "")]
     if winner["name"] == BASELINE_NAME:
         lines.append("# the profile's own settings won: nothing to change"
-                     + (f" (run-to-run noise {spread['aggregate_tok_s']:.1%})"
-                        if spread and spread.get("aggregate_tok_s") is not None else ""))
+                     + (f" (run-to-run noise {spread['output_throughput']:.1%})"
+                        if spread and spread.get("output_throughput") is not None else ""))
         return "\n".join(lines) + "\n"
     if within_noise(winner, base, spread):
         lines.append(f"# that gain is within the run-to-run noise: the profile's own settings measured twice differed "
-                     f"by {spread['aggregate_tok_s']:.1%}: nothing to change")
+                     f"by {spread['output_throughput']:.1%}: nothing to change")
         return "\n".join(lines) + "\n"
-    if not spread or spread.get("aggregate_tok_s") is None:
+    if not spread or spread.get("output_throughput") is None:
         lines.append("# run-to-run noise not measured (the repeat of the profile's settings did not fit the time "
                      "budget): a gain of a few percent may be noise")
     else:
-        lines.append(f"# larger than the run-to-run noise ({spread['aggregate_tok_s']:.1%} between two runs of the "
+        lines.append(f"# larger than the run-to-run noise ({spread['output_throughput']:.1%} between two runs of the "
                      "profile's own settings)")
     if setting.threads != profile.threads:
         lines.append(f"threads: {setting.threads}")
@@ -395,13 +406,10 @@ def measure_point(profile: Profile, setting: Setting, log_dir, monitor=None, out
                             "tune_" + "".join(c if c.isalnum() else "_" for c in setting.name)[:60], how, monitor=monitor)}
 
 
-LEVEL_KEYS = ("output_throughput", "stream_decode_tok_s", "decode_tok_s_summed", "server_decode_tok_s",
-              "prefill_tok_s", "requests", "successes", "duration_s", "spread", "warmup", "joules_per_token")
-
-
 def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: int | None, method: Method) -> dict:
     """Every level of `method.plan` against a running server with `setting` (lab.measure.loadgen.sweep: warm-up,
     repetitions), summarised; the one-stream and top-level figures are the point's headline fields."""
+    from lab.core import run_summary
     from lab.measure import loadgen, metrics, speculative
     from lab.serving import serve
 
@@ -416,19 +424,9 @@ def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: 
         if monitor is not None:
             run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
         runs[level], raw[level] = metrics.summarise_run(run), run
-    one = runs.get(1) or {}
-    many = runs.get(max(method.levels or profile.bench_levels)) or {}
     failures = sum(r["failures"] for r in runs.values())
-    out = dict(single_decode_tok_s=one.get("stream_decode_tok_s"), single_server_decode_tok_s=one.get("server_decode_tok_s"),
-               single_tpot_p50_ms=(one.get("tpot_ms") or {}).get("p50"),
-               single_ttft_p50_ms=(one.get("ttft_ms") or {}).get("p50"),
-               aggregate_tok_s=many.get("output_throughput"), tpot_p50_ms=(many.get("tpot_ms") or {}).get("p50"),
-               e2el_p50_ms=(many.get("e2el_ms") or {}).get("p50"), ttft_p50_ms=(many.get("ttft_ms") or {}).get("p50"),
-               failures=failures, joules_per_token=many.get("joules_per_token"),
-               joules_per_token_single=one.get("joules_per_token"),
-               peak_vram_mib=many.get("peak_vram_mib"), peak_host_rss_mib=many.get("peak_host_rss_mib"),
-               levels={n: {k: r.get(k) for k in LEVEL_KEYS} | {"tpot_p50_ms": r["tpot_ms"]["p50"],
-                                                                "ttft_p50_ms": r["ttft_ms"]["p50"]} for n, r in runs.items()},
+    # the headline figures are levels[1] (`single`) and levels[concurrency] (`total`), by the run summary's names
+    out = dict(failures=failures, levels={n: run_summary.level_figures(r) for n, r in runs.items()},
                speculative=({n: speculative.acceptance(r.results) for n, r in raw.items()}
                             if setting.spec_n_max is not None else None))
     if failures:
@@ -442,6 +440,7 @@ def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str
     """The whole sweep within `budget_s` seconds; returns the tune result (points, skipped, winner, patch)."""
     from pathlib import Path
 
+    from lab.core import display
     from lab.serving import serve
 
     log_dir = Path(log_dir)
@@ -480,8 +479,8 @@ def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str
         row = measure_point(profile, s, log_dir, monitor, output_tokens=output_tokens, method=method)
         durations.append(row["seconds"])
         points.append(row)
-        progress(f"[tune] {k}/{total} {s.name}: {row['status']}, 1 stream {_f(row.get('single_decode_tok_s'))} tok/s, "
-                 f"{row['concurrency']} streams {_f(row.get('aggregate_tok_s'))} tok/s ({row['seconds']} s; "
+        progress(f"[tune] {k}/{total} {s.name}: {row['status']}, 1 stream {display.fmt(one_stream(row))} tok/s, "
+                 f"{row['concurrency']} streams {display.fmt(all_streams(row))} tok/s ({row['seconds']} s; "
                  f"{budget.left():.0f} s of budget left)" + (f" — {row['error']}" if row["error"] else ""))
 
     total = len(settings) + 2  # + the combination + the baseline's repeat
@@ -503,27 +502,37 @@ def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str
     return {"profile": profile.name, "budget_s": budget_s, "elapsed_s": round(budget_s - budget.left(), 1),
             "concurrency": max(method.levels or profile.bench_levels), "points": points, "skipped": skipped,
             "pareto_front": pareto_front(candidates), "winner": winner["name"] if winner else None,
-            "winner_vs_baseline": (winner["aggregate_tok_s"] / base_row["aggregate_tok_s"]
-                                   if winner and base_row and base_row.get("aggregate_tok_s") else None),
+            "winner_vs_baseline": (all_streams(winner) / all_streams(base_row)
+                                   if winner and base_row and all_streams(base_row) else None),
             "noise": spread, "winner_within_noise": within_noise(winner, base_row, spread), "method": asdict(method),
             "patch_yaml": patch, "rule": f"best aggregate at the top concurrency among points whose single-stream "
                                          f"decode is ≥ {SINGLE_STREAM_TOLERANCE:.0%} of the best single stream, "
                                          f"and more than the run-to-run noise above the profile's own settings"}
 
 
-def _f(x) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}"
-
-
 # ---------------------------------------------------------------- show and record
+# The table's figures, by the run summary's names (lab/data/fields.yaml), at one stream and at the point's concurrency
+ROW_FIGURES_ONE_STREAM = ("stream_decode_tok_s", "server_decode_tok_s")
+ROW_FIGURES_ALL_STREAMS = ("output_throughput", "tpot_p50_ms", "e2el_p50_ms", "joules_per_token")
+
+
+def _column(key: str, streams) -> str:
+    """A column of the tune table: the figure's label and the level it was measured at."""
+    from lab.core import display
+
+    return f"{display.label(key)}, {streams} stream{'s' if str(streams) != '1' else ''}"
+
+
 def rows(result: dict) -> list[dict]:
+    from lab.core import display
+
     out = []
     for p in result["points"]:
-        out.append({"setting": p["name"], "status": p["status"], "1-stream decode tok/s": _r(p.get("single_decode_tok_s")),
-                    "server decode tok/s": _r(p.get("single_server_decode_tok_s")),
-                    f"{p['concurrency']}-stream total tok/s": _r(p.get("aggregate_tok_s")),
-                    "TPOT p50 ms": _r(p.get("tpot_p50_ms")), "E2E p50 ms": _r(p.get("e2el_p50_ms")),
-                    "J/token": _r(p.get("joules_per_token"), 4), "pareto": p["name"] in result["pareto_front"],
+        n = p["concurrency"]
+        out.append({"setting": p["name"], "status": p["status"],
+                    **{_column(k, 1): display.rounded(at(p, 1, k), k) for k in ROW_FIGURES_ONE_STREAM},
+                    **{_column(k, n): display.rounded(at(p, n, k), k) for k in ROW_FIGURES_ALL_STREAMS},
+                    "pareto": p["name"] in result["pareto_front"],
                     "winner": p["name"] == result["winner"], "error": p.get("error")})
     for s in result["skipped"]:
         out.append({"setting": s["name"], "status": "skip", "error": s["reason"]})
@@ -533,25 +542,25 @@ def rows(result: dict) -> list[dict]:
 def level_rows(result: dict) -> list[dict]:
     """Per point and level (pure): output and summed decode tok/s as mean ± sd over the repetitions (the values
     kept), and each as a fraction of the baseline's at the same level — one lever at a time against the profile."""
+    from lab.core import display
+
     base = next((p for p in result["points"] if p["dimension"] == "baseline" and p["status"] == "ok"), None)
     out = []
     for p in result["points"]:
         for n, lv in sorted((p.get("levels") or {}).items(), key=lambda kv: int(kv[0])):
             b = ((base or {}).get("levels") or {}).get(n) or {}
             row = {"setting": p["name"], "streams": int(n), "status": p["status"]}
-            for key, label in (("output_throughput", "output tok/s"), ("decode_tok_s_summed", "decode summed tok/s")):
+            for key in ("output_throughput", "decode_tok_s_summed"):
+                label = display.label(key)
                 sp = (lv.get("spread") or {}).get(key) or {}
                 mean = sp.get("mean", lv.get(key))
                 bm = ((b.get("spread") or {}).get(key) or {}).get("mean", b.get(key))
-                row |= {label: _r(mean), label + " sd": _r(sp.get("sd")), label + " ÷ baseline":
-                        _r(mean / bm, 3) if mean and bm else None, label + " values": [_r(v) for v in sp.get("values") or []]}
+                row |= {label: display.rounded(mean, key), label + " sd": display.rounded(sp.get("sd"), key),
+                        label + " ÷ baseline": display.rounded(mean / bm) if mean and bm else None,
+                        label + " values": display.rounded(list(sp.get("values") or []), key)}
             row["warm-up steady"] = (lv.get("warmup") or {}).get("steady")
             out.append(row)
     return out
-
-
-def _r(x, nd=1):
-    return None if x is None else round(x, nd)
 
 
 def chart(result: dict, title: str = "lab tune: throughput vs latency per setting"):
@@ -559,20 +568,23 @@ def chart(result: dict, title: str = "lab tune: throughput vs latency per settin
     the Pareto front (by single-stream decode and aggregate) as a line, the winner starred."""
     import plotly.graph_objects as go
 
+    def tpot(p):  # TPOT p50 at the point's concurrency
+        return at(p, p["concurrency"], "tpot_p50_ms")
+
     fig = go.Figure()
-    ok = [p for p in result["points"] if p["status"] == "ok" and p.get("aggregate_tok_s") is not None]
+    ok = [p for p in result["points"] if p["status"] == "ok" and all_streams(p) is not None]
     for dim in dict.fromkeys(p["dimension"] for p in ok):
         pts = [p for p in ok if p["dimension"] == dim]
-        fig.add_trace(go.Scatter(x=[p["tpot_p50_ms"] for p in pts], y=[p["aggregate_tok_s"] for p in pts],
+        fig.add_trace(go.Scatter(x=[tpot(p) for p in pts], y=[all_streams(p) for p in pts],
                                  mode="markers", name=dim, text=[p["name"] for p in pts], marker={"size": 10},
                                  hovertemplate="%{text}<br>TPOT %{x:.1f} ms<br>%{y:.1f} tok/s<extra></extra>"))
-    front = sorted((p for p in ok if p["name"] in result["pareto_front"]), key=lambda p: p["tpot_p50_ms"] or 0)
+    front = sorted((p for p in ok if p["name"] in result["pareto_front"]), key=lambda p: tpot(p) or 0)
     if front:
-        fig.add_trace(go.Scatter(x=[p["tpot_p50_ms"] for p in front], y=[p["aggregate_tok_s"] for p in front],
+        fig.add_trace(go.Scatter(x=[tpot(p) for p in front], y=[all_streams(p) for p in front],
                                  mode="lines", name="Pareto front (1-stream decode × total)", line={"dash": "dot"}))
     win = next((p for p in ok if p["name"] == result["winner"]), None)
     if win:
-        fig.add_trace(go.Scatter(x=[win["tpot_p50_ms"]], y=[win["aggregate_tok_s"]], mode="markers", name="winner",
+        fig.add_trace(go.Scatter(x=[tpot(win)], y=[all_streams(win)], mode="markers", name="winner",
                                  marker={"symbol": "star", "size": 18, "color": "gold", "line": {"width": 1}}))
     fig.update_layout(title=title, xaxis_title=f"TPOT p50 at {result['concurrency']} streams (ms)",
                       yaxis_title=f"total output tok/s at {result['concurrency']} streams", height=450)
