@@ -46,7 +46,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from lab.core import paths
+from lab.core import display, paths
 from lab.core.checks import Check
 from lab.measure import metrics
 from lab.measure.peer_bench import PeerLoad, run_lab_client
@@ -352,8 +352,8 @@ def compare(tool: str, ours: dict, theirs: dict) -> list[dict]:
             why = f"{tool} does not report it"
         elif key == "itl_ms" and sub == "mean" and not within:
             why = _itl_per_chunk(ours, ratio)
-        rows.append({"tool": tool, "metric": name, "lab": _round(a), "theirs": _round(b),
-                     "lab ÷ theirs": _round(ratio, 3), "within ±5 %": within if b is not None else None,
+        rows.append({"tool": tool, "metric": name, "lab": display.rounded(a), "theirs": display.rounded(b),
+                     "lab ÷ theirs": display.rounded(ratio), "within ±5 %": within if b is not None else None,
                      "why they differ": None if within else why})
     return rows
 
@@ -374,10 +374,6 @@ def _itl_per_chunk(ours: dict, ratio: float | None) -> str | None:
     return (f"the lab's ITL is per stream chunk, theirs per token: a chunk carried {per_chunk:.2f} tokens here "
             f"({tokens:.0f} tokens in {gaps} gaps; llama-server sends a token ending inside a UTF-8 character with "
             f"the next), and lab ÷ theirs ÷ that = {ratio / per_chunk:.3f}")
-
-
-def _round(x, nd: int = 2):
-    return None if x is None else round(x, nd)
 
 
 # ---------------------------------------------------------------- orchestrate
@@ -473,7 +469,7 @@ def ratio_spread(record: dict) -> list[dict]:
         why = (rows_[0]["why they differ"] if not xs else EXPLAIN.get((tool, metric))
                or (rows_[0]["why they differ"] if all(x["why they differ"] for x in rows_) else None))
         out.append({"tool": tool, "concurrency": c, "metric": metric, "samples": xs,
-                    "mean": _round(mean, 3), "min": min(xs) if xs else None, "max": max(xs) if xs else None,
+                    "mean": display.rounded(mean), "min": min(xs) if xs else None, "max": max(xs) if xs else None,
                     "within ±5 %": within, "why they differ": None if within else why})
     return out
 
