@@ -52,6 +52,11 @@ def label(key: str) -> str:
         return key
     if key in LABELS:
         return LABELS[key]
+    field = fields.get(key)
+    if field is not None and field.streams is not None:  # a figure at a level: "output_throughput@8"
+        return f"{label(key.partition('@')[0])}, {field.streams} stream{'s' if field.streams != 1 else ''}"
+    if field is not None and field.label and field.stat is None:
+        return field.label
     text = _words(key)
     unit = fields.unit(key)
     # a rate the name does not spell ("output_throughput" → "Output throughput (tok/s)")

@@ -2,8 +2,9 @@
 
 llama-bench gives each output field one name and unit (avg_ts, stddev_ts, n_prompt); the lab does the same: the
 load generator's run summary (lab.core.run_summary), a tune point's levels, a speculative row and the record
-summaries name a figure as here, and lab.core.display labels and rounds it from here. A figure's flat form in a
-table row follows one rule: a latency distribution `ttft_ms`'s statistic `p50` is `ttft_p50_ms`.
+summaries name a figure as here, and lab.core.display labels and rounds it from here. Two rules make the other
+names a table needs, never a new word: a latency distribution `ttft_ms`'s statistic `p50` is `ttft_p50_ms` (`flat`),
+and a figure measured at a given number of streams is `output_throughput@8` (`at`; display labels it "…, 8 streams").
 
 Records written before the schema named some figures differently (`aggregate_tok_s`, `decode_tok_s` …); the
 entries' `old_names` are the one alias map, and `canonical` applies it where old records are read for display
@@ -22,6 +23,7 @@ class Field(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
+    label: str | None = None  # a table's header where the name's words do not say it (display.label)
     unit: str
     sig: int
     decimals: int | None = None  # instead of `sig`: a fixed number of decimals (whole MiB, seconds to 10 ms)
@@ -31,6 +33,7 @@ class Field(BaseModel):
     of: str | None = None  # a selection: the figure it picks, and from what
     old_names: tuple[str, ...] = ()
     stat: str | None = None  # set on a flat statistic ("ttft_p50_ms" → the ttft_ms entry, stat "p50")
+    streams: int | None = None  # set on a figure at a level ("output_throughput@8" → streams 8)
 
 
 @lru_cache(maxsize=None)
@@ -61,6 +64,10 @@ def get(name: str) -> Field | None:
     fields = schema()
     if name in fields:
         return fields[name]
+    if "@" in name:
+        head, _, streams = name.partition("@")
+        base = get(head)
+        return base.model_copy(update={"name": name, "streams": int(streams)}) if base and streams.isdigit() else None
     if name.endswith("_ms"):
         head, _, stat = name[:-3].rpartition("_")
         base = fields.get(f"{head}_ms")
@@ -75,6 +82,13 @@ def flat(name: str, stat: str) -> str:
     if stat not in f.stats:
         raise KeyError(f"{name} has no statistic {stat!r}; it has {', '.join(f.stats)}")
     return f"{name[:-3]}_{stat}_ms"
+
+
+def at(name: str, streams) -> str:
+    """The name of figure `name` measured at `streams` streams: at('output_throughput', 8) → 'output_throughput@8'."""
+    if get(name) is None:
+        raise KeyError(f"{name!r} is not a figure of lab/data/fields.yaml")
+    return f"{name}@{int(streams)}"
 
 
 def unit(name: str) -> str | None:
@@ -97,4 +111,4 @@ def canonical(mapping: dict) -> dict:
     return out
 
 
-__all__ = ["Field", "schema", "old_names", "get", "flat", "unit", "canonical"]
+__all__ = ["Field", "schema", "old_names", "get", "flat", "at", "unit", "canonical"]

@@ -272,14 +272,16 @@ def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting
                spread: dict | None = None) -> str:
     """The winner as lines to paste into params/<profile>.yaml (comments say what was measured); none when its
     gain is within the run-to-run noise `spread` (from `noise`)."""
+    from lab.core import display
+
     if not winner or not setting or not base:
         return f"# lab tune ({when}): nothing measured, no patch\n"
     gain = all_streams(winner) / all_streams(base) - 1 if all_streams(base) else None
     one = one_stream(winner) / one_stream(base) - 1 if one_stream(base) else None
     lines = [f"# lab tune on {profile.name}, {when}: winner '{winner['name']}'",
-             f"# aggregate at {winner['concurrency']} streams: {all_streams(winner):.1f} tok/s"
+             f"# aggregate at {winner['concurrency']} streams: {display.fmt(all_streams(winner))} tok/s"
              + (f" ({gain:+.1%} vs the profile's settings)" if gain is not None else ""),
-             f"# single-stream decode: {one_stream(winner):.1f} tok/s"
+             f"# single-stream decode: {display.fmt(one_stream(winner))} tok/s"
              + (f" ({one:+.1%})" if one is not None else "")]
     if winner["name"] == BASELINE_NAME:
         lines.append("# the profile's own settings won: nothing to change"
@@ -516,22 +518,17 @@ ROW_FIGURES_ONE_STREAM = ("stream_decode_tok_s", "server_decode_tok_s")
 ROW_FIGURES_ALL_STREAMS = ("output_throughput", "tpot_p50_ms", "e2el_p50_ms", "joules_per_token")
 
 
-def _column(key: str, streams) -> str:
-    """A column of the tune table: the figure's label and the level it was measured at."""
-    from lab.core import display
-
-    return f"{display.label(key)}, {streams} stream{'s' if str(streams) != '1' else ''}"
-
-
 def rows(result: dict) -> list[dict]:
-    from lab.core import display
+    """The points as a table: their figures at one stream and at their concurrency ("output_throughput@16", labelled
+    by lab.core.display), rounded as the field schema says."""
+    from lab.core import display, fields
 
     out = []
     for p in result["points"]:
         n = p["concurrency"]
         out.append({"setting": p["name"], "status": p["status"],
-                    **{_column(k, 1): display.rounded(at(p, 1, k), k) for k in ROW_FIGURES_ONE_STREAM},
-                    **{_column(k, n): display.rounded(at(p, n, k), k) for k in ROW_FIGURES_ALL_STREAMS},
+                    **{fields.at(k, 1): display.rounded(at(p, 1, k), k) for k in ROW_FIGURES_ONE_STREAM},
+                    **{fields.at(k, n): display.rounded(at(p, n, k), k) for k in ROW_FIGURES_ALL_STREAMS},
                     "pareto": p["name"] in result["pareto_front"],
                     "winner": p["name"] == result["winner"], "error": p.get("error")})
     for s in result["skipped"]:
