@@ -119,4 +119,11 @@ def level_figures(summary) -> dict:
             | {fields.flat(name, stat): (summary.get(name) or {}).get(stat) for name, stat in LEVEL_STATS})
 
 
-__all__ = ["Latency", "Validity", "Figures", "RunSummary", "LEVEL_FIGURES", "LEVEL_STATS", "level_figures"]
+def at_level(levels: dict | None, streams, key: str):
+    """Figure `key` of the level with `streams` streams in a {streams: level figures} mapping (keyed by int; by str
+    in a record read back); None when that level was not measured."""
+    levels = levels or {}
+    return (levels.get(streams) or levels.get(str(streams)) or {}).get(key)
+
+
+__all__ = ["Latency", "Validity", "Figures", "RunSummary", "LEVEL_FIGURES", "LEVEL_STATS", "level_figures", "at_level"]

@@ -30,7 +30,9 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 
+from lab.core import display, fields
 from lab.core.profiles import Profile
+from lab.core.run_summary import at_level
 
 LLAMA_DEFAULT_BATCH = (2048, 512)  # llama.cpp common/common.h: n_batch 2048, n_ubatch 512
 SINGLE_STREAM_TOLERANCE = 0.95
@@ -191,19 +193,15 @@ def invalid(setting: Setting, profile: Profile, n_cores: int | None = None) -> s
 
 
 def at(point: dict, streams, key: str):
-    """A point's figure `key` (the run summary's name, lab/data/fields.yaml) at `streams` streams: None when that
-    level was not measured. Levels are keyed by the count (an int; a str in a record read back)."""
-    levels = point.get("levels") or {}
-    return (levels.get(streams) or levels.get(str(streams)) or {}).get(key)
+    """A point's figure `key` (the run summary's name) at `streams` streams (lab.core.run_summary.at_level)."""
+    return at_level(point.get("levels"), streams, key)
 
 
-def one_stream(point: dict) -> float | None:
-    """One stream's decode speed: the point's stream_decode_tok_s at 1 stream."""
+def one_stream(point: dict) -> float | None:  # one stream's decode: stream_decode_tok_s at 1 stream
     return at(point, 1, "stream_decode_tok_s")
 
 
-def all_streams(point: dict) -> float | None:
-    """All streams' output at the point's concurrency: its output_throughput there (the "aggregate")."""
+def all_streams(point: dict) -> float | None:  # the "aggregate": output_throughput at the point's concurrency
     return at(point, point.get("concurrency"), "output_throughput")
 
 
@@ -272,8 +270,6 @@ def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting
                spread: dict | None = None) -> str:
     """The winner as lines to paste into params/<profile>.yaml (comments say what was measured); none when its
     gain is within the run-to-run noise `spread` (from `noise`)."""
-    from lab.core import display
-
     if not winner or not setting or not base:
         return f"# lab tune ({when}): nothing measured, no patch\n"
     gain = all_streams(winner) / all_streams(base) - 1 if all_streams(base) else None
@@ -427,7 +423,7 @@ def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: 
             run.resources = monitor.window(run.t0_perf, run.t1_perf, run.output_tokens)
         runs[level], raw[level] = metrics.summarise_run(run), run
     failures = sum(r["failures"] for r in runs.values())
-    # the headline figures are levels[1] (`single`) and levels[concurrency] (`total`), by the run summary's names
+    # the headline figures are levels[1] (`one_stream`) and levels[concurrency] (`all_streams`)
     out = dict(failures=failures, levels={n: run_summary.level_figures(r) for n, r in runs.items()},
                speculative=({n: speculative.acceptance(r.results) for n, r in raw.items()}
                             if setting.spec_n_max is not None else None))
@@ -442,7 +438,6 @@ def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str
     """The whole sweep within `budget_s` seconds; returns the tune result (points, skipped, winner, patch)."""
     from pathlib import Path
 
-    from lab.core import display
     from lab.serving import serve
 
     log_dir = Path(log_dir)
@@ -519,10 +514,7 @@ ROW_FIGURES_ALL_STREAMS = ("output_throughput", "tpot_p50_ms", "e2el_p50_ms", "j
 
 
 def rows(result: dict) -> list[dict]:
-    """The points as a table: their figures at one stream and at their concurrency ("output_throughput@16", labelled
-    by lab.core.display), rounded as the field schema says."""
-    from lab.core import display, fields
-
+    """The points' figures at one stream and at their concurrency ("output_throughput@16"), schema-rounded."""
     out = []
     for p in result["points"]:
         n = p["concurrency"]
@@ -539,8 +531,6 @@ def rows(result: dict) -> list[dict]:
 def level_rows(result: dict) -> list[dict]:
     """Per point and level (pure): output and summed decode tok/s as mean ± sd over the repetitions (the values
     kept), and each as a fraction of the baseline's at the same level — one lever at a time against the profile."""
-    from lab.core import display
-
     base = next((p for p in result["points"] if p["dimension"] == "baseline" and p["status"] == "ok"), None)
     out = []
     for p in result["points"]:
