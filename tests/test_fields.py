@@ -50,6 +50,22 @@ def test_every_figure_the_summaries_tables_and_rows_carry_is_in_the_schema():
     assert [k for k in flat if fields.get(k) is None] == []
 
 
+@pytest.mark.parametrize("record", ["06_benchmark", "06_tune", "06_speculative"])
+def test_every_figure_of_a_notebook_06_summary_is_in_the_schema(record):
+    """The committed H200 run's summaries (older names read as today's), and lab tune's and the speculative
+    summary as the code writes them now."""
+    import json
+
+    from lab.core import profiles
+
+    summary = fields.canonical(json.loads((H200_RUN / "records" / f"{record}.json").read_text())["summary"])
+    assert [k for k in summary if fields.get(k) is None] == []
+    rows = [{"kind": "none", "status": "ok", "stream_decode_tok_s": 100.0}]
+    spec = speculative.build_record(speculative.summarise(rows, profiles.load("cpu-default"), None))["summary"]
+    tuned = tune.build_record({"points": [], "skipped": [], "pareto_front": [], "winner": None, "patch_yaml": ""})
+    assert [k for k in [*spec, *tuned["summary"]] if fields.get(k) is None] == []
+
+
 def test_summarise_run_returns_the_typed_summary_read_like_a_dict():
     s = metrics.summarise_run(_run())
     assert isinstance(s, run_summary.RunSummary)

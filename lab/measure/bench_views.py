@@ -289,7 +289,7 @@ def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | Non
         "served_over_batched_decode": {str(y["concurrency"]): y["served_over_in_process"] for y in yardstick or []
                                        if y["yardstick"].startswith("llama-batched-bench")},
         "output_throughput_spread": {str(x.get("concurrency")): (x.get("spread") or {}).get("output_throughput")
-                                for x in summaries if x.get("spread")},
+                                     for x in summaries if x.get("spread")},
     }
     tables = [evidence.table_entry("Sweep by concurrency", [summary_row(s) for s in summaries]),
               evidence.table_entry("Roofline inputs and outputs", roofline_rows(roofline_result)),
