@@ -26,7 +26,7 @@ class Field(BaseModel):
     label: str | None = None  # a table's header where the name's words do not say it (display.label)
     unit: str
     sig: int
-    decimals: int | None = None  # instead of `sig`: a fixed number of decimals (whole MiB, seconds to 10 ms)
+    decimals: int | None = None  # instead of `sig`: a fixed number of decimals (whole MiB)
     meaning: str
     source: str | None = None
     stats: tuple[str, ...] = ()
