@@ -121,13 +121,13 @@ def test_llama_cpp_180_on_one_v100_is_impossible_and_45_55_is_not():
 
 
 def test_measurement_on_the_claims_hardware_decides():
-    slow = by_id(claims.verdicts(measured={**V100_MEASURED, "single_stream_tok_s": 30.0}))
+    slow = by_id(claims.verdicts(measured={**V100_MEASURED, "stream_decode_tok_s": 30.0}))
     assert slow["s1-llamacpp-45-55"].verdict == "contradicted by measurement"  # 30 < 45 x 0.85
     assert slow["s1-llamacpp-40-60"].verdict == "contradicted by measurement"  # 30 < 40 x 0.85 = 34
     assert slow["s1-context-8k-50"].verdict == "not testable here"  # measured at 640 tokens, not 8K
-    fast = by_id(claims.verdicts(measured={**V100_MEASURED, "single_stream_tok_s": 50.0}))
+    fast = by_id(claims.verdicts(measured={**V100_MEASURED, "stream_decode_tok_s": 50.0}))
     assert fast["s1-llamacpp-45-55"].verdict == "consistent"
-    elsewhere = {**V100_MEASURED, "hardware": {"gpu_name": None, "gpu_count": 0}, "single_stream_tok_s": 140.0}
+    elsewhere = {**V100_MEASURED, "hardware": {"gpu_name": None, "gpu_count": 0}, "stream_decode_tok_s": 140.0}
     assert by_id(claims.verdicts(measured=elsewhere))["s1-llamacpp-45-55"].verdict == "not testable here"
 
 

@@ -110,7 +110,7 @@ def test_busy_host_rows_compare_each_busy_count_with_the_idle_host():
     rows = busy_host.by_busy([run(0, 44.0, 150.0), run(2, 55.0, 120.0), run(0, 46.0, 146.0), run(2, 57.0, 118.0)])
     idle, busy = rows
     assert idle["server_tpot_ms"] == {"mean": 45.0, "min": 44.0, "max": 46.0, "n": 2, "÷ idle": 1.0}
-    assert busy["server_tpot_ms"]["÷ idle"] == round(56.0 / 45.0, 3) and busy["output_tok_s"]["÷ idle"] == round(119 / 148, 3)
+    assert busy["server_tpot_ms"]["÷ idle"] == round(56.0 / 45.0, 3) and busy["output_throughput"]["÷ idle"] == round(119 / 148, 3)
 
 
 def test_slot_blocks_set_the_servers_speed_at_8_streams_on_the_h200():

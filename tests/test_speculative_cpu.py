@@ -76,10 +76,10 @@ def test_draft_mtp_drafts_with_the_synthetic_mtp_layer(tmp_path):
     by_n = {r["n_max"]: r for r in res["rows"] if r["kind"] == "mtp"}
     for n, row in by_n.items():  # every n-max drafts with the MTP layer, at most n tokens a step
         assert row["status"] == "ok", row.get("error")
-        assert row["draft_n"] > 0 and 0 <= row["draft_n_accepted"] <= row["draft_n"] and row["decode_tok_s"] > 0
+        assert row["draft_n"] > 0 and 0 <= row["draft_n_accepted"] <= row["draft_n"] and row["stream_decode_tok_s"] > 0
     steps = {s["n_max"]: s for s in res["mtp_steps"]}
     assert sorted(steps) == [1, 2, 3, 4] and all(0 < s["drafts_per_step"] <= n for n, s in steps.items())
-    assert all(s["ms_per_step"] == pytest.approx(1000 * s["tokens_per_step"] / s["decode_tok_s"]) for s in steps.values())
+    assert all(s["ms_per_step"] == pytest.approx(1000 * s["tokens_per_step"] / s["stream_decode_tok_s"]) for s in steps.values())
     mtp = by_n[3]  # the summary's MTP row is n-max 3, as before the sweep over n
     assert res["mtp"]["draft_n"] == mtp["draft_n"] and res["mtp"]["acceptance_rate_valid_for_real_model"] is False
     rec = speculative.build_record(res)

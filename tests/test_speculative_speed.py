@@ -61,12 +61,12 @@ def test_the_v100_owner_s_published_mtp_speed_is_reproduced():
 
 
 def test_speculative_rows_give_the_step_cost_and_the_model():
-    row = {"kind": "mtp", "n_max": 2, "status": "ok", "decode_tok_s": 55.0, "decoded_tokens": 381, "draft_n": 762,
+    row = {"kind": "mtp", "n_max": 2, "status": "ok", "stream_decode_tok_s": 55.0, "decoded_tokens": 381, "draft_n": 762,
            "draft_n_accepted": 0, "acceptance_rate": 0.0}
     step = speculative.step_cost(row)
     assert step["ms_per_step"] == pytest.approx(18.18, abs=0.01) and step["tokens_per_step"] == 1.0
     assert step["drafts_per_step"] == 2.0
-    accepted = speculative.step_cost(dict(row, decode_tok_s=100.0, draft_n_accepted=127))  # 254 steps, 1.5 tokens each
+    accepted = speculative.step_cost(dict(row, stream_decode_tok_s=100.0, draft_n_accepted=127))  # 254 steps, 1.5 tokens each
     assert accepted["tokens_per_step"] == pytest.approx(1.5) and accepted["ms_per_step"] == pytest.approx(15.0)
     model = speculative.step_model({"baseline_decode_tok_s": H200_PLAIN, "mtp_steps": [step]}, {"tok_s": H200_PP})
     assert model["why"] is None and [r["n_max"] for r in model["rows"]] == [1, 2, 3, 4]

@@ -34,11 +34,17 @@ def test_invalid_combinations_say_why():
     assert "tokens per slot" in tune_settings.invalid(replace(base, slots=64), prof, 2)  # 4096 / 64 = 64 < 128 + 64 + 16
 
 
+def _pt(name, dim, single, total, concurrency=4):
+    """A measured point: one stream's decode at 1 stream, the total output at `concurrency` (lab.measure.tune_choice.at)."""
+    return {"name": name, "dimension": dim, "status": "ok", "concurrency": concurrency,
+            "levels": {1: {"stream_decode_tok_s": single}, concurrency: {"output_throughput": total}}}
+
+
 def test_pareto_winner_and_patch():
-    pts = [{"name": "baseline (the profile)", "dimension": "baseline", "single_decode_tok_s": 100.0, "aggregate_tok_s": 200.0, "concurrency": 4},
-           {"name": "batch: -b 512 -ub 512", "dimension": "batch", "single_decode_tok_s": 99.0, "aggregate_tok_s": 260.0, "concurrency": 4},
-           {"name": "slots: -np 2", "dimension": "slots", "single_decode_tok_s": 80.0, "aggregate_tok_s": 300.0, "concurrency": 4},
-           {"name": "threads: -t 1", "dimension": "threads", "single_decode_tok_s": 60.0, "aggregate_tok_s": 100.0, "concurrency": 4}]
+    pts = [_pt("baseline (the profile)", "baseline", 100.0, 200.0, 4),
+           _pt("batch: -b 512 -ub 512", "batch", 99.0, 260.0, 4),
+           _pt("slots: -np 2", "slots", 80.0, 300.0, 4),
+           _pt("threads: -t 1", "threads", 60.0, 100.0, 4)]
     assert set(tune_choice.pareto_front(pts)) == {"baseline (the profile)", "batch: -b 512 -ub 512", "slots: -np 2"}
     win = tune_choice.choose(pts)
     assert win["name"] == "batch: -b 512 -ub 512"  # -np 2 has more throughput but slows one stream by 20 %
@@ -56,8 +62,8 @@ def test_server_state_settings_become_flags_and_a_patch():
     prof = profiles.load("h200-x1")
     both = next(s for s in tune_settings.grid(prof, n_cores=16) if s.name.startswith("server_state: both"))
     assert both.server_args() == ["--cache-ram", "0", "-ctxcp", "0"]
-    pts = [{"name": "baseline (the profile)", "dimension": "baseline", "single_decode_tok_s": 83.0, "aggregate_tok_s": 176.0, "concurrency": 16},
-           {"name": both.name, "dimension": "server_state", "single_decode_tok_s": 84.0, "aggregate_tok_s": 352.0, "concurrency": 16}]
+    pts = [_pt("baseline (the profile)", "baseline", 83.0, 176.0, 16),
+           _pt(both.name, "server_state", 84.0, 352.0, 16)]
     patch = tune_choice.patch_yaml(prof, tune_choice.choose(pts), pts[0], both, "2026-12-01")
     import yaml
 
@@ -87,9 +93,9 @@ def test_speculative_variants_and_acceptance():
 
 def test_speculative_summary_marks_random_weights():
     prof = profiles.load("cpu-default").model_copy(update={"model_synthetic": True})
-    rows = [{"kind": "none", "status": "ok", "decode_tok_s": 100.0},
-            {"kind": "draft", "status": "ok", "decode_tok_s": 80.0, "acceptance_rate": 0.02},
-            {"kind": "synthetic", "status": "ok", "decode_tok_s": 150.0, "synthetic_length": 2.0},
+    rows = [{"kind": "none", "status": "ok", "stream_decode_tok_s": 100.0},
+            {"kind": "draft", "status": "ok", "stream_decode_tok_s": 80.0, "acceptance_rate": 0.02},
+            {"kind": "synthetic", "status": "ok", "stream_decode_tok_s": 150.0, "synthetic_length": 2.0},
             {"kind": "mtp", "status": "failed", "error": "no MTP layers"}]
     s = speculative.summarise(rows, prof, "d.gguf")
     assert s["acceptance_rate"] == 0.02 and s["acceptance_rate_valid_for_real_model"] is False
@@ -122,17 +128,12 @@ def test_patch_applies_to_the_profile_text():
     assert profiles.Profile(**patched).server_args == ["--cache-ram", "0", "-ctxcp", "0"] and prof.threads == 8
 
 
-def _pt(name, dim, single, total):
-    return {"name": name, "dimension": dim, "status": "ok", "single_decode_tok_s": single, "aggregate_tok_s": total,
-            "concurrency": 4}
-
-
 def test_a_gain_within_the_run_to_run_noise_is_not_suggested():
     prof = profiles.load("cpu-default")
     base, again = _pt(tune_settings.BASELINE_NAME, "baseline", 100.0, 200.0), _pt(tune_settings.REPEAT_NAME, "repeat", 98.0, 220.0)
     ctxcp = _pt("server_state: context checkpoints off (-ctxcp 0)", "server_state", 101.0, 215.0)
     spread = tune_choice.noise([base, ctxcp, again])
-    assert round(spread["aggregate_tok_s"], 4) == round(20 / 210, 4) and round(spread["single_decode_tok_s"], 4) == round(2 / 99, 4)
+    assert round(spread["output_throughput"], 4) == round(20 / 210, 4) and round(spread["stream_decode_tok_s"], 4) == round(2 / 99, 4)
     assert tune_choice.choose([base, ctxcp, again])["name"] == ctxcp["name"]  # the repeat is never a candidate
     assert tune_choice.within_noise(ctxcp, base, spread) is True  # +7.5 % < 9.5 %
     setting = replace(tune_settings.baseline(prof), name=ctxcp["name"], dimension="server_state", ctx_checkpoints=0)
@@ -167,7 +168,7 @@ def test_the_budget_keeps_room_for_the_baseline_repeat(monkeypatch, tmp_path):
     monkeypatch.setattr(tune, "measure_point", point)
     result = tune.run(profiles.load("cpu-default"), tmp_path, budget_s=35, progress=lambda line: None)
     assert [p["dimension"] for p in result["points"]] == ["baseline", "server_state", "repeat"]
-    assert result["noise"] == {"aggregate_tok_s": 0.0, "single_decode_tok_s": 0.0}
+    assert result["noise"] == {"output_throughput": 0.0, "stream_decode_tok_s": 0.0}
     assert any("repeat keeps its time" in s["reason"] for s in result["skipped"])
     clock["t"] = 0.0
     only_base = tune.run(profiles.load("cpu-default"), tmp_path, budget_s=15, progress=lambda line: None)
@@ -247,6 +248,7 @@ def test_level_rows_give_mean_sd_and_the_ratio_to_the_baseline():
                          _pt("flash_attn: -fa on", "flash_attn", 80.0, 210.0) | {"levels": {8: lv([200.0, 210.0, 220.0])}}],
               "method": {"levels": (8,)}}
     rows = tune.level_rows(result)
-    assert rows[1]["output tok/s"] == 210.0 and rows[1]["output tok/s sd"] == 10.0
-    assert rows[1]["output tok/s ÷ baseline"] == 1.4 and rows[1]["output tok/s values"] == [200.0, 210.0, 220.0]
-    assert rows[0]["decode summed tok/s"] is None and rows[0]["warm-up steady"] is True
+    out = "Output throughput (tok/s)"  # the schema's label (lab/data/fields.yaml), rounded to its 3 figures
+    assert rows[1][out] == 210.0 and rows[1][out + " sd"] == 10.0
+    assert rows[1][out + " ÷ baseline"] == 1.4 and rows[1][out + " values"] == [200.0, 210.0, 220.0]
+    assert rows[0]["Decode summed over the streams (tok/s)"] is None and rows[0]["warm-up steady"] is True

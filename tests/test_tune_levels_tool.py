@@ -27,4 +27,4 @@ def test_tune_levels_isolates_one_lever_with_repetitions(tmp_path):
         assert one["spread"]["output_throughput"]["n"] == 2 and one["warmup"]["rounds"], p["name"]
     table = next(t for t in record["tables"] if t["title"].startswith("Per level"))
     assert [r["setting"] for r in table["rows"]][:2] == ["baseline (the profile)", lever["name"]]
-    assert table["rows"][0]["output tok/s ÷ baseline"] == 1.0
+    assert table["rows"][0]["Output throughput (tok/s) ÷ baseline"] == 1.0  # the field schema's label

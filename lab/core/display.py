@@ -1,7 +1,8 @@
 """How the lab shows a table, in a notebook and in report.html: one helper, so both read alike.
 
-Nothing is cut (cells wrap instead of ending in "…"), numbers carry 3 significant figures, byte counts
-read as KiB/MiB/GiB, keys read as words, there is no index column, an empty table is one line ("not on
+Nothing is cut (cells wrap instead of ending in "…"), numbers carry 3 significant figures (or what the field
+schema, lab/data/fields.yaml, gives the figure), byte counts read as KiB/MiB/GiB, keys read as words (a figure of
+the schema with its unit), there is no index column, an empty table is one line ("not on
 this profile"), and a wide table scrolls inside its own box instead of widening the page.
 
 `install()` (called by `lab.core.session.start`) makes every pandas DataFrame a notebook shows go through
@@ -13,6 +14,8 @@ import html
 import json
 import math
 import re
+
+from lab.core import fields
 
 EMPTY = "not on this profile"
 STATUS_COLOURS = {"pass": "#2ca02c", "ok": "#2ca02c", "warn": "#ff7f0e", "fail": "#d62728", "failed": "#d62728",
@@ -49,6 +52,18 @@ def label(key: str) -> str:
         return key
     if key in LABELS:
         return LABELS[key]
+    field = fields.get(key)
+    if field is not None and field.streams is not None:  # a figure at a level: "output_throughput@8"
+        return f"{label(key.partition('@')[0])}, {field.streams} stream{'s' if field.streams != 1 else ''}"
+    if field is not None and field.label and field.stat is None:
+        return field.label
+    text = _words(key)
+    unit = fields.unit(key)
+    # a rate the name does not spell ("output_throughput" → "Output throughput (tok/s)")
+    return f"{text} ({unit})" if unit and "/" in unit and not text.endswith(")") else text
+
+
+def _words(key: str) -> str:
     # llama.cpp type names keep their underscore (q8_0, q4_k_m): protect them before splitting on "_"
     key = re.sub(r"(?i)(?<![a-z])(i?q\d)_(k_[sml]|\d|k|xs|nl)", lambda m: m.group(0).replace("_", "\0"), key)
     words = [w.replace("\0", "_") for w in key.replace("tok_s", "tok/s").replace("gb_s", "GB/s").split("_")]
@@ -66,16 +81,42 @@ def label(key: str) -> str:
     return f"{text} ({unit})" if unit else text
 
 
-def sig3(x: float) -> str:
-    """3 significant figures, without exponents for everyday magnitudes: 141.23 → '141', 0.71428 → '0.714',
-    4227.3 → '4,230'."""
+def _decimals(x: float, sig: int) -> int:
+    """Decimal places that leave `sig` significant figures of x (negative: tens, hundreds …)."""
+    return sig - int(math.floor(math.log10(abs(x)))) - 1
+
+
+def sig3(x: float, sig: int = 3) -> str:
+    """3 (or `sig`) significant figures, without exponents for everyday magnitudes: 141.23 → '141',
+    0.71428 → '0.714', 4227.3 → '4,230'."""
     if x == 0 or not math.isfinite(x):
         return "0" if x == 0 else str(x)
-    digits = 3 - int(math.floor(math.log10(abs(x)))) - 1
+    digits = _decimals(x, sig)
     if abs(x) < 1e-4:
-        return f"{x:.2e}"
+        return f"{x:.{sig - 1}e}"
     rounded = round(x, digits)
     return f"{rounded:,.0f}" if digits <= 0 else f"{rounded:,.{digits}f}"
+
+
+def rounded(value, key: str = "", sig: int | None = None):
+    """A number as a table keeps it: `sig` significant figures, else the field schema's for `key` (lab/data/
+    fields.yaml: its `decimals` or `sig`), else 3; counts (int), lists and dicts element by element, None and text unchanged. The one rounding of the
+    lab's tables (records keep the raw values beside them)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [rounded(v, key, sig) for v in value]
+    if isinstance(value, dict):
+        return {k: rounded(v, k if fields.get(str(k)) else key, sig) for k, v in value.items()}
+    if not isinstance(value, float) or not math.isfinite(value) or value == 0:
+        return value  # counts (int) stay whole
+    field = fields.get(key) if key else None
+    if sig is None and field is not None and field.decimals is not None:
+        digits = field.decimals
+    else:
+        digits = _decimals(value, sig or (field.sig if field else 3))
+    out = round(value, digits)
+    return int(out) if digits <= 0 else out
 
 
 def human_bytes(n: float) -> str:
@@ -87,10 +128,10 @@ def human_bytes(n: float) -> str:
     return f"{n:,.0f} B"
 
 
-def fmt(value, key: str = "") -> str:
-    """One cell or summary value as text (not yet HTML-escaped)."""
+def fmt(value, key: str = "", missing: str = "—") -> str:
+    """One cell or summary value as text (not yet HTML-escaped); None reads as `missing`."""
     if value is None:
-        return "—"
+        return missing
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (int, float)) and _is_bytes_key(key):
@@ -99,7 +140,10 @@ def fmt(value, key: str = "") -> str:
         # counts read with separators; identifiers (ports, process ids) do not
         return str(value) if re.search(r"port|pid|year|index|^id$", str(key)) else f"{value:,}"
     if isinstance(value, float):
-        return sig3(value)
+        field = fields.get(str(key)) if key else None
+        if field is not None and field.decimals is not None:
+            return f"{value:,.{field.decimals}f}"
+        return sig3(value, field.sig if field else 3)
     if isinstance(value, dict):
         return "; ".join(f"{label(k)}: {fmt(v, k)}" for k, v in value.items()) or "—"
     if isinstance(value, (list, tuple)):

@@ -4,8 +4,10 @@ roofline / client-capacity / decode-speed tables, the 06_benchmark record (`buil
 lab.measure.loadgen, lab.measure.metrics, lab.measure.bench and lab.measure.peer_bench)."""
 from __future__ import annotations
 
+from functools import partial
+
 from lab.core import checks as lab_checks
-from lab.core import display, evidence
+from lab.core import display, evidence, fields
 from lab.core.display import sig3
 from lab.measure import gpumon, metrics, peer_bench
 from lab.measure.bench_run import ServedSweep
@@ -52,39 +54,36 @@ def batched_bench_text(result: dict | None, skip_reason: str | None) -> str:
 
 def yardstick_table(rows: list[dict]):
     """Served ÷ in-process per concurrency level (lab.measure.yardstick.rows), rounded for reading."""
-    def r(x, nd=1):
-        return None if x is None else round(x, nd)
-
+    r = display.rounded
     return display.show([{"streams": x["concurrency"], "yardstick": x["yardstick"], "served tok/s": r(x["served_tok_s"]),
-                          "in-process tok/s": r(x["in_process_tok_s"]), "served ÷ in-process": r(x["served_over_in_process"], 3),
+                          "in-process tok/s": r(x["in_process_tok_s"]), "served ÷ in-process": r(x["served_over_in_process"]),
                           "served output tok/s": r(x["served_output_tok_s"]),
                           "in-process output tok/s": r(x["in_process_output_tok_s"]),
-                          "output ratio": r(x["output_ratio"], 3), "extra ms per step": r(x["extra_ms_per_step"], 2),
+                          "output ratio": r(x["output_ratio"]), "extra ms per step": r(x["extra_ms_per_step"]),
                           "limited by": x["limited_by"]} for x in rows], empty="nothing to compare")
+
+
+REPETITION_COLUMNS = ("duration_s", "output_throughput", "stream_decode_tok_s", "decode_tok_s_summed", "ttft_p50_ms")
 
 
 def repetitions_table(summaries: list[dict]):
     """Every repetition of every level (its own figures), then each level's mean ± sd and range, and the warm-up."""
-    def r(x, nd=1):
-        return None if x is None else round(x, nd)
-
+    r = display.rounded
     out = []
     for s in summaries:
         for rep in s.get("repetitions") or []:
             out.append({"streams": s.get("concurrency"), "repetition": rep["repetition"], "requests": rep["requests"],
-                        "duration_s": r(rep["duration_s"], 2), "output tok/s": r(rep["output_throughput"]),
-                        "decode tok/s per stream": r(rep["stream_decode_tok_s"]),
-                        "decode tok/s summed": r(rep["decode_tok_s_summed"]), "TTFT p50 ms": r(rep["ttft_p50_ms"])})
+                        **{k: r(rep[k], k) for k in REPETITION_COLUMNS}})
         sp = (s.get("spread") or {}).get("output_throughput") or {}
         if sp.get("n"):
             warm = s.get("warmup") or {}
             out.append({"streams": s.get("concurrency"), "repetition": "mean ± sd [min–max]", "requests": s["requests"],
-                        "duration_s": r(s["duration_s"], 2),
-                        "output tok/s": f"{sig3(sp['mean'])} ± {sig3(sp['sd']) if sp['sd'] is not None else '—'} "
-                                        f"[{sig3(sp['min'])}–{sig3(sp['max'])}]",
-                        "decode tok/s per stream": r(s["stream_decode_tok_s"]),
-                        "decode tok/s summed": r(s.get("decode_tok_s_summed")),
-                        "TTFT p50 ms": r(s["ttft_ms"]["p50"]),
+                        "duration_s": r(s["duration_s"], "duration_s"),
+                        "output_throughput": f"{sig3(sp['mean'])} ± {sig3(sp['sd']) if sp['sd'] is not None else '—'} "
+                                             f"[{sig3(sp['min'])}–{sig3(sp['max'])}]",
+                        "stream_decode_tok_s": r(s["stream_decode_tok_s"]),
+                        "decode_tok_s_summed": r(s.get("decode_tok_s_summed")),
+                        "ttft_p50_ms": r(s["ttft_ms"]["p50"]),
                         "warm-up": f"{len(warm.get('rounds') or [])} round(s), "
                                    + ("steady" if warm.get("steady") else "not steady") if warm else None})
     return display.show(out, empty="benchmark skipped")
@@ -148,25 +147,27 @@ def checks_chart(found: list, profile):
 
 
 def summary_row(summary: dict) -> dict:
-    """One flat table row of a run's summary (ms and tok/s, rounded for reading)."""
-    def r(x, nd=1):
-        return None if x is None else round(x, nd)
+    """One flat table row of a run's summary, by the schema's names (lab/data/fields.yaml), rounded for reading."""
+    def r(key):
+        return display.rounded(summary.get(key), key)
+
+    def stat(name, which):  # ttft_ms p50 → ttft_p50_ms
+        return {fields.flat(name, which): display.rounded((summary.get(name) or {}).get(which), name)}
 
     v = summary["validity"]
-    return {"concurrency": summary.get("concurrency"), "requests": summary["requests"], "ok": summary["successes"],
-            "errors": summary["failures"], "duration_s": r(summary["duration_s"], 2),
-            "output_tok_s": r(summary["output_throughput"]), "stream_decode_tok_s": r(summary["stream_decode_tok_s"]),
-            "decode_tok_s_summed": r(summary.get("decode_tok_s_summed")),
-            "output_tok_s_sd": r(((summary.get("spread") or {}).get("output_throughput") or {}).get("sd")),
-            "reps": len(summary.get("repetitions") or []) or None,
-            "server_decode_tok_s": r(summary["server_decode_tok_s"]),
-            "ttft_p50_ms": r(summary["ttft_ms"]["p50"]), "ttft_p99_ms": r(summary["ttft_ms"]["p99"]),
-            "tpot_p50_ms": r(summary["tpot_ms"]["p50"]), "itl_p50_ms": r(summary["itl_ms"]["p50"]),
-            "itl_p99_ms": r(summary["itl_ms"]["p99"]), "e2el_p50_ms": r(summary["e2el_ms"]["p50"]),
-            "prompt_tokens": r(summary["prompt_tokens_mean"]), "cached": r(summary["cached_fraction"], 3),
-            "joules_per_token": r(summary.get("joules_per_token"), 4),
-            "peak_vram_mib": None if summary.get("peak_vram_mib") is None else [round(x) for x in summary["peak_vram_mib"] if x is not None],
-            "peak_host_rss_mib": r(summary.get("peak_host_rss_mib"), 0),
+    return {"concurrency": summary.get("concurrency"), "requests": summary["requests"],
+            "successes": summary["successes"], "failures": summary["failures"], "duration_s": r("duration_s"),
+            "output_throughput": r("output_throughput"), "stream_decode_tok_s": r("stream_decode_tok_s"),
+            "decode_tok_s_summed": r("decode_tok_s_summed"),
+            "output_throughput_sd": display.rounded(((summary.get("spread") or {}).get("output_throughput") or {}).get("sd")),
+            "reps": len(summary.get("repetitions") or []) or None, "server_decode_tok_s": r("server_decode_tok_s"),
+            **stat("ttft_ms", "p50"), **stat("ttft_ms", "p99"), **stat("tpot_ms", "p50"), **stat("itl_ms", "p50"),
+            **stat("itl_ms", "p99"), **stat("e2el_ms", "p50"),
+            "prompt_tokens_mean": r("prompt_tokens_mean"), "cached_fraction": r("cached_fraction"),
+            "joules_per_token": r("joules_per_token"),
+            "peak_vram_mib": None if summary.get("peak_vram_mib") is None
+            else [x for x in r("peak_vram_mib") if x is not None],
+            "peak_host_rss_mib": r("peak_host_rss_mib"),
             "valid": v["valid"], "why_not": "; ".join(v["reasons"] + v["warnings"])}
 
 
@@ -287,8 +288,8 @@ def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | Non
         "batched_bench_skipped": batched_skip,
         "served_over_batched_decode": {str(y["concurrency"]): y["served_over_in_process"] for y in yardstick or []
                                        if y["yardstick"].startswith("llama-batched-bench")},
-        "output_tok_s_spread": {str(x.get("concurrency")): (x.get("spread") or {}).get("output_throughput")
-                                for x in summaries if x.get("spread")},
+        "output_throughput_spread": {str(x.get("concurrency")): (x.get("spread") or {}).get("output_throughput")
+                                     for x in summaries if x.get("spread")},
     }
     tables = [evidence.table_entry("Sweep by concurrency", [summary_row(s) for s in summaries]),
               evidence.table_entry("Roofline inputs and outputs", roofline_rows(roofline_result)),
@@ -322,7 +323,7 @@ def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | Non
 def roofline_rows(rl: dict) -> list[dict]:
     """The roofline's inputs and results as (quantity, value, where it comes from) rows."""
     def gb(x):
-        return None if x is None else round(x / 1e9, 4)
+        return None if x is None else display.rounded(x / 1e9)
 
     return [
         {"quantity": "bandwidth (GB/s)", "value": rl.get("bandwidth_gb_s"), "from": rl.get("bandwidth_source") or rl.get("reason")},
@@ -366,7 +367,7 @@ def served_gap_markdown(single: dict | None, in_process_tok_s: float | None) -> 
     cost, _ = metrics.served_cost_s()
     reach = metrics.reachable_ratio(in_process_tok_s)
     lines = [f"In this run: client-measured **{_f(client)}** tok/s, server-reported **{_f(server)}** tok/s, "
-             f"llama-bench **{_f(in_process_tok_s)}** tok/s — served ÷ in-process **{_f(metrics.served_ratio(client, in_process_tok_s), 3)}**."]
+             f"llama-bench **{_f(in_process_tok_s)}** tok/s — served ÷ in-process **{_f(metrics.served_ratio(client, in_process_tok_s))}**."]
     if client and server:
         cost_pct = 100 * (1 - client / server)
         lines.append((f"The client and HTTP path cost {_f(cost_pct)} % (client vs server-reported)" if cost_pct >= 0.5
@@ -374,15 +375,14 @@ def served_gap_markdown(single: dict | None, in_process_tok_s: float | None) -> 
                      + "; the rest of any gap is inside llama-server or taken by other work on the machine.")
     lines.append(f"llama-server spends a fixed ≈ {cost * 1e3:.2f} ms per token outside the compute graph (measured, "
                  f"lab/data/served_overhead.yaml), so at {_f(in_process_tok_s)} tok/s the best reachable ratio is "
-                 f"1 ÷ (1 + {cost * 1e3:.2f} ms × {_f(in_process_tok_s)} tok/s) = **{_f(reach, 3)}**"
+                 f"1 ÷ (1 + {cost * 1e3:.2f} ms × {_f(in_process_tok_s)} tok/s) = **{_f(reach)}**"
                  + (f" — the ≥ {metrics.SERVED_RATIO_TARGET} target applies." if reach >= metrics.SERVED_RATIO_TARGET else
                     f" — below the {metrics.SERVED_RATIO_TARGET} target, which applies only to models slower than "
                     f"{_f(metrics.max_tok_s_for_target())} tok/s (a 27B-class model on a V100, for one)."))
     return " ".join(lines)
 
 
-def _f(x, nd: int = 1) -> str:
-    return "unknown" if x is None else sig3(x)
+_f = partial(display.fmt, missing="unknown")  # a figure in a sentence: lab.core.display's text, "unknown" if missing
 
 
 def what_this_means(record: dict) -> str:

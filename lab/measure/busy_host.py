@@ -103,10 +103,10 @@ def by_busy(runs: list[dict]) -> list[dict]:
         rs = [r for r in runs if r["busy_cores"] == k]
         tpot = [r["server_clock"]["tpot_ms"] for r in rs if r["server_clock"] and r["server_clock"]["tpot_ms"]]
         thr = [r["output_throughput"] for r in rs if r["output_throughput"]]
-        out.append({"busy_cores": k, "runs": len(rs), "server_tpot_ms": _spread(tpot), "output_tok_s": _spread(thr)})
+        out.append({"busy_cores": k, "runs": len(rs), "server_tpot_ms": _spread(tpot), "output_throughput": _spread(thr)})
     idle = out[0] if out and out[0]["busy_cores"] == 0 else None
     for row in out:
-        for key in ("server_tpot_ms", "output_tok_s"):
+        for key in ("server_tpot_ms", "output_throughput"):
             base = (idle or {}).get(key, {}).get("mean")
             row[key]["÷ idle"] = round(row[key]["mean"] / base, 3) if base and row[key]["mean"] else None
     return out
@@ -122,7 +122,7 @@ def text(record: dict) -> str:
              f"≈ {record['load']['input_tokens']}/{record['load']['output_tokens']} tokens, "
              f"{record['repetitions']} repetitions, K busy cores beside the server:"]
     for row in record["by_busy"]:
-        t, o = row["server_tpot_ms"], row["output_tok_s"]
+        t, o = row["server_tpot_ms"], row["output_throughput"]
         lines.append(f"  K={row['busy_cores']}: server decode {t['mean']} ms/token [{t['min']}-{t['max']}] "
                      f"(÷ idle {t['÷ idle']}), client {o['mean']} tok/s [{o['min']}-{o['max']}] (÷ idle {o['÷ idle']})")
     lines += [f"  K={p['busy_cores']}, busy slots in {p['blocks']} run(s): {p['server_tpot_ms']} ms/token "

@@ -47,7 +47,7 @@ def warm_up(target: Target, concurrency: int, prompt_words: int, seed: int = 0, 
         tok_s = tokens / run.duration_s if tokens and run.duration_s > 0 else None
         change = abs(tok_s - previous) / previous if tok_s and previous else None
         rounds.append({"round": k + 1, "requests": len(run.results), "ok": sum(r.success for r in run.results),
-                       "output_tokens": tokens, "duration_s": run.duration_s, "output_tok_s": tok_s, "change": change})
+                       "output_tokens": tokens, "duration_s": run.duration_s, "output_throughput": tok_s, "change": change})
         results += run.results
         if change is not None and change < tolerance:
             break

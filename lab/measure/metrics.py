@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from lab.core import facts
+from lab.core.run_summary import RunSummary
 from lab.measure.loadgen import MIN_VALID_REQUESTS, RequestResult, RunResult
 
 # Interactive use: the first token within 2 s, then at least 10 tokens/s per stream (faster than reading).
@@ -155,8 +156,9 @@ def summarise(results: list[RequestResult], duration_s: float, slo: dict | None 
     return summary
 
 
-def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = Criteria()) -> dict:
-    """`summarise` of a RunResult, with its load settings and the client's CPU time. A level measured as
+def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = Criteria()) -> RunSummary:
+    """`summarise` of a RunResult, with its load settings and the client's CPU time, as the typed RunSummary
+    (lab.core.run_summary: the names of lab/data/fields.yaml). A level measured as
     repetitions (lab.measure.load_levels.sweep) is summarised as a whole — the validity rule applies to the level, its
     fields are over every repetition's requests and their summed duration — plus each repetition's own figures
     (`repetitions`), their mean, sd and range (`spread`), and the warm-up's account (`warmup`)."""
@@ -178,7 +180,7 @@ def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = 
     if odd:
         s["validity"]["warnings"].append(f"{odd} request(s) streamed fields of an unexpected type, not used: "
                                          f"{next(r.findings[0] for r in run.results if r.findings)}")
-    return s
+    return RunSummary.model_validate(s)  # the schema's names only (lab/data/fields.yaml)
 
 
 def decode_summed(stream_decode_tok_s: float | None, concurrency: int | None) -> float | None:

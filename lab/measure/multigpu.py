@@ -29,7 +29,7 @@ import time
 import traceback
 from pathlib import Path
 
-from lab.core import evidence
+from lab.core import display, evidence, fields
 from lab.measure.metrics import ratio
 
 MODES = ("none", "layer", "tensor", "row")  # row last: deprecated upstream, the first to drop when time runs out
@@ -134,18 +134,18 @@ def scaling_rows(results: dict[str, dict], levels: list[int]) -> list[dict]:
     def metrics(r: dict) -> dict:
         b, lv = r.get("bench") or {}, _by_level(r.get("server"))
         out = {"pp_tok_s": (b.get("pp") or {}).get("tok_s"), "tg_tok_s": (b.get("tg") or {}).get("tok_s"),
-               "served_1_stream_decode_tok_s": (lv.get(1) or {}).get("stream_decode_tok_s")}
+               fields.at("stream_decode_tok_s", 1): (lv.get(1) or {}).get("stream_decode_tok_s")}
         for level in levels:
-            out[f"aggregate_{level}_tok_s"] = (lv.get(level) or {}).get("output_throughput")
+            out[fields.at("output_throughput", level)] = (lv.get(level) or {}).get("output_throughput")
         return out
 
     b0, rows = metrics(base), []
     for mode, r in results.items():
         m = metrics(r)
-        row = {"mode": mode, "status": r.get("status"), **{k: round(v, 2) if v is not None else None for k, v in m.items()}}
+        row = {"mode": mode, "status": r.get("status"), **{k: display.rounded(v, k) for k, v in m.items()}}
         if mode != "none":
             for k, v in m.items():
-                row[f"{k.removesuffix('_tok_s')} ×1-GPU"] = ratio(v, b0.get(k), 3)
+                row[f"{k.removesuffix('_tok_s')} ×1-GPU"] = display.rounded(ratio(v, b0.get(k)))
         rows.append(row)
     return rows
 
@@ -282,7 +282,7 @@ def scaling_record(profile, plan: list[dict], results: dict, levels: list[int], 
                "best_two_gpu_tg_mode": best["mode"] if best else None,
                "best_two_gpu_tg_ratio": best["tg ×1-GPU"] if best else None}
     for r in rows:  # stable keys the claims ledger can cite: "<mode>: <metric>" and "<mode>: <metric> ×1-GPU"
-        for key in ("tg_tok_s", "served_1_stream_decode_tok_s", *[f"aggregate_{lv}_tok_s" for lv in levels]):
+        for key in ("tg_tok_s", fields.at("stream_decode_tok_s", 1), *[fields.at("output_throughput", lv) for lv in levels]):
             summary[f"{r['mode']}: {key}"] = r.get(key)
             if r["mode"] != "none":
                 summary[f"{r['mode']}: {key.removesuffix('_tok_s')} ×1-GPU"] = r.get(f"{key.removesuffix('_tok_s')} ×1-GPU")

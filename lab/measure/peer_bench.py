@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from lab.core import paths
+from lab.core import display, paths
 from lab.core.checks import Check
 from lab.serving import engines, vllm_env
 from lab.measure import load_levels, loadgen, metrics
@@ -312,15 +312,11 @@ def comparison_rows(peer: dict) -> list[dict]:
         a, b, c = _get(own, key, sub), _get(as_vllm, key, sub), _get(theirs, key, sub)
         ratio = b / c if b is not None and c else None
         judged = name not in _NOT_JUDGED
-        rows.append({"metric": name, "lab client (lab definitions)": _round(a),
-                     "lab client (vLLM definitions)": _round(b), "vllm bench serve": _round(c),
-                     "lab ÷ vllm (vLLM definitions)": _round(ratio, 3),
+        rows.append({"metric": name, "lab client (lab definitions)": display.rounded(a),
+                     "lab client (vLLM definitions)": display.rounded(b), "vllm bench serve": display.rounded(c),
+                     "lab ÷ vllm (vLLM definitions)": display.rounded(ratio),
                      "agrees": (ratio is not None and abs(ratio - 1) <= TOLERANCE) if judged else None})
     return rows
-
-
-def _round(x, nd: int = 2):
-    return None if x is None else round(x, nd)
 
 
 def checks(peer: dict) -> list[Check]:

@@ -4,9 +4,11 @@ tolerance or why not — a definition named from the tool's code (EXPLAIN), the 
 run) — and the spread over repetitions; `rejudge` applies them again to a record with its server's log."""
 from __future__ import annotations
 
+from lab.core import display
 from lab.measure import metrics, server_clock
 
 TOLERANCE = 0.05  # the issue's target: lab ÷ theirs within 5 %
+RATIO = "lab_over_theirs"  # the ratios' field (lab/data/fields.yaml): 3 decimals, for the ±TOLERANCE judgement
 
 # Why a ratio may leave 1 ± TOLERANCE although both clients measure right: per (tool, metric), from the sources above.
 EXPLAIN = {
@@ -62,9 +64,9 @@ def compare(tool: str, ours: dict, theirs: dict, clock: dict | None = None) -> l
             # definition cannot say by how much, nor in which direction); the definition stays the fallback
             why = server_clock.explain(key, ratio, clock.get("lab"), clock.get("theirs"), TOLERANCE) or why
         srv = server_clock.server_ratio(key, clock.get("lab"), clock.get("theirs"))
-        rows.append({"tool": tool, "metric": name, "lab": _round(a), "theirs": _round(b),
-                     "lab ÷ theirs": _round(ratio, 3), "within ±5 %": within if b is not None else None,
-                     "server: lab run ÷ theirs": _round(srv, 3),
+        rows.append({"tool": tool, "metric": name, "lab": display.rounded(a, key), "theirs": display.rounded(b, key),
+                     "lab ÷ theirs": display.rounded(ratio, RATIO), "within ±5 %": within if b is not None else None,
+                     "server: lab run ÷ theirs": display.rounded(srv, RATIO),
                      "why they differ": None if within else why})
     return rows
 
@@ -92,10 +94,6 @@ def _itl_per_chunk(ours: dict, ratio: float | None) -> str | None:
     return (f"the lab's ITL is per stream chunk, theirs per token: a chunk carried {per_chunk:.2f} tokens here "
             f"({tokens:.0f} tokens in {gaps} gaps; llama-server sends a token ending inside a UTF-8 character with "
             f"the next), and lab ÷ theirs ÷ that = {ratio / per_chunk:.3f}")
-
-
-def _round(x, nd: int = 2):
-    return None if x is None else round(x, nd)
 
 
 def rejudge(record: dict, server_log: str) -> dict:
@@ -142,7 +140,7 @@ def ratio_spread(record: dict) -> list[dict]:
                    or next((x["why they differ"] for x in rows_ if x["why they differ"]), None)
                    if all(x["why they differ"] or x["within ±5 %"] for x in rows_) else None)
         out.append({"tool": tool, "concurrency": c, "metric": metric, "samples": xs,
-                    "mean": _round(mean, 3), "min": min(xs) if xs else None, "max": max(xs) if xs else None,
+                    "mean": display.rounded(mean, RATIO), "min": min(xs) if xs else None, "max": max(xs) if xs else None,
                     "within ±5 %": within, "why they differ": None if within else why})
     return out
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 
+from lab.core import fields
+
 LAUNCH = re.compile(r"slot launch_slot_: id +(\d+) \| task \d+ \| processing task")
 SMOKE_REQUESTS = 1  # lab.serving.serve.wait_until_healthy sends one 1-token completion before the load
 
@@ -50,7 +52,7 @@ def rounds(point: dict, log_text: str, level: int) -> list[dict]:
             start += sum(sizes)
             continue
         tpots = [None] * len(warm) + list(((lv.get("spread") or {}).get("tpot_p50_ms") or {}).get("values") or [])
-        speeds = [r["output_tok_s"] for r in warm] + list(reps.get("values") or [])
+        speeds = [fields.canonical(r)["output_throughput"] for r in warm] + list(reps.get("values") or [])
         if start + sum(sizes) > len(ids):
             return []
         out = []
@@ -58,7 +60,7 @@ def rounds(point: dict, log_text: str, level: int) -> list[dict]:
             slots = sorted(ids[start:start + size])
             start += size
             out.append({"round": k + 1, "kind": "warm-up" if k < len(warm) else "repetition", "slots": slots,
-                        "contiguous": contiguous(slots), "output_tok_s": speed, "tpot_p50_ms": tpot})
+                        "contiguous": contiguous(slots), "output_throughput": speed, "tpot_p50_ms": tpot})
         return out
     return []
 

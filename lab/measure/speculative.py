@@ -102,6 +102,7 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
     the summary the claims judge reads."""
     from pathlib import Path
 
+    from lab.core import display
     from lab.serving import engines, serve
 
     reason = serve.why_not_flag_sweep(profile)
@@ -131,9 +132,8 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
                       monitor=monitor)
         row = {"variant": v["name"], "kind": v["kind"], "synthetic_length": v.get("length"), "n_max": v.get("n_max"),
                **serve.measure(cmd, log_dir, name, how, monitor=monitor)}
-        dec, acc = row.get("decode_tok_s"), row.get("acceptance_rate")
-        progress(f"[spec] {v['name']}: {row['status']}, decode {f'{dec:.1f}' if dec else '—'} tok/s, drafted "
-                 f"{row.get('draft_n')}, acceptance {f'{acc:.3f}' if acc is not None else '—'}"
+        progress(f"[spec] {v['name']}: {row['status']}, decode {display.fmt(row.get('stream_decode_tok_s'))} tok/s, "
+                 f"drafted {row.get('draft_n')}, acceptance {display.fmt(row.get('acceptance_rate'))}"
                  + (f" — {row['error'][:160]}" if row["error"] else ""))
         rows.append(row)
     return summarise(rows, profile, draft)
@@ -155,7 +155,7 @@ def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens:
                               what="bench_duration_s", seed=11, tag=variant["kind"], monitor=monitor)
     run, s = m.run, m.summary
     decoded = sum(r.output_tokens - 1 for r in run.results if r.success and r.output_tokens)
-    out = dict(decode_tok_s=s["stream_decode_tok_s"], server_decode_tok_s=s["server_decode_tok_s"], decoded_tokens=decoded,
+    out = dict(stream_decode_tok_s=s["stream_decode_tok_s"], server_decode_tok_s=s["server_decode_tok_s"], decoded_tokens=decoded,
                tpot_p50_ms=s["tpot_ms"]["p50"], ttft_p50_ms=s["ttft_ms"]["p50"],
                joules_per_token=s.get("joules_per_token"), seed=SEED,
                **acceptance(run.results, variant["kind"] != "none"))
@@ -168,9 +168,9 @@ def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens:
 def summarise(rows: list[dict], profile, draft: str | None) -> dict:
     """Speed-ups over the baseline and the acceptance rates, as the fields the claims judge reads (pure)."""
     base = next((r for r in rows if r["kind"] == "none" and r["status"] == "ok"), None)
-    b = base.get("decode_tok_s") if base else None
+    b = base.get("stream_decode_tok_s") if base else None
     for r in rows:
-        r["speedup"] = r["decode_tok_s"] / b if b and r.get("decode_tok_s") else None
+        r["speedup"] = r["stream_decode_tok_s"] / b if b and r.get("stream_decode_tok_s") else None
     draft_row = next((r for r in rows if r["kind"] == "draft" and r["status"] == "ok"), None)
     mtp = next((r for r in rows if r["kind"] == "mtp" and r.get("n_max") == MTP_N_MAX_DEFAULT),
                next((r for r in rows if r["kind"] == "mtp"), None))
@@ -184,14 +184,14 @@ def summarise(rows: list[dict], profile, draft: str | None) -> dict:
         "draft_speedup": draft_row.get("speedup") if draft_row else None,
         "ngram_speedup": next((r["speedup"] for r in rows if r["kind"] == "ngram" and r["status"] == "ok"), None),
         "ngram_acceptance_rate": next((r.get("acceptance_rate") for r in rows if r["kind"] == "ngram" and r["status"] == "ok"), None),
-        "mtp": {"status": mtp["status"], "speedup": mtp.get("speedup"), "decode_tok_s": mtp.get("decode_tok_s"),
+        "mtp": {"status": mtp["status"], "speedup": mtp.get("speedup"), "stream_decode_tok_s": mtp.get("stream_decode_tok_s"),
                 "draft_n": mtp.get("draft_n"), "draft_n_accepted": mtp.get("draft_n_accepted"),
                 "acceptance_rate": mtp.get("acceptance_rate"),
                 "acceptance_rate_valid_for_real_model": (not synthetic) if mtp["status"] == "ok" else None,
                 "error": mtp.get("error")} if mtp else None,
         "synthetic_length_speedup": {f"{r['synthetic_length']:g}": r["speedup"] for r in rows
                                      if r["kind"] == "synthetic" and r["status"] == "ok"},
-        "synthetic_length_decode_tok_s": {f"{r['synthetic_length']:g}": r["decode_tok_s"] for r in rows
+        "synthetic_length_decode_tok_s": {f"{r['synthetic_length']:g}": r["stream_decode_tok_s"] for r in rows
                                           if r["kind"] == "synthetic" and r["status"] == "ok"},
         "mtp_steps": [step for r in rows if r["kind"] == "mtp" and r["status"] == "ok" and (step := step_cost(r))],
         "model_synthetic": synthetic,
@@ -204,12 +204,12 @@ def step_cost(row: dict) -> dict | None:
     """A draft-mtp row's step (pure): tokens per step = decoded ÷ (decoded − accepted) (each step yields one token
     plus its accepted drafts), ms per step = 1000 × tokens per step ÷ decode tok/s, drafts made per step. At zero
     acceptance ms per step = 1000 ÷ decode tok/s: the cost of n head passes and a verification of n + 1 tokens."""
-    dec, decoded, accepted = row.get("decode_tok_s"), row.get("decoded_tokens"), row.get("draft_n_accepted") or 0
+    dec, decoded, accepted = row.get("stream_decode_tok_s"), row.get("decoded_tokens"), row.get("draft_n_accepted") or 0
     if not dec or not decoded or decoded <= accepted:
         return None
     steps = decoded - accepted
     per_step = decoded / steps
-    return {"n_max": row.get("n_max"), "decode_tok_s": dec, "tokens_per_step": per_step,
+    return {"n_max": row.get("n_max"), "stream_decode_tok_s": dec, "tokens_per_step": per_step,
             "ms_per_step": 1000.0 * per_step / dec, "drafts_per_step": (row.get("draft_n") or 0) / steps,
             "acceptance_rate": row.get("acceptance_rate")}
 
@@ -258,21 +258,21 @@ def step_table(result: dict):
     return display.show(model.get("rows") or [], empty=f"MTP speed model not computed: {model.get('why') or 'not run'}")
 
 
-def table_rows(result: dict) -> list[dict]:
-    def r(x, nd=1):
-        return None if x is None else round(x, nd)
+TABLE_FIGURES = ("stream_decode_tok_s", "server_decode_tok_s", "speedup", "draft_n", "draft_n_accepted",
+                 "acceptance_rate", "joules_per_token")  # by the schema's names (lab/data/fields.yaml)
 
-    return [{"variant": x.get("variant", x["kind"]), "status": x["status"], "decode tok/s": r(x.get("decode_tok_s")),
-             "server decode tok/s": r(x.get("server_decode_tok_s")), "speed-up": r(x.get("speedup"), 3),
-             "drafted": x.get("draft_n"), "accepted": x.get("draft_n_accepted"),
-             "acceptance": r(x.get("acceptance_rate"), 3), "J/token": r(x.get("joules_per_token"), 4),
-             "error": x.get("error")} for x in result["rows"]]
+
+def table_rows(result: dict) -> list[dict]:
+    from lab.core import display
+
+    return [{"variant": x.get("variant", x["kind"]), "status": x["status"],
+             **{k: display.rounded(x.get(k), k) for k in TABLE_FIGURES}, "error": x.get("error")} for x in result["rows"]]
 
 
 def build_record(result: dict) -> dict:
     """records/06_speculative.json. `summary.acceptance_rate` (+ `acceptance_rate_valid_for_real_model`) and
     `summary.synthetic_length_speedup` are the fields lab.predict.claims can read."""
-    from lab.core import evidence
+    from lab.core import display, evidence
     from lab.core.checks import Check
 
     found = []
@@ -282,12 +282,12 @@ def build_record(result: dict) -> dict:
                        "a single-stream decode speed",
                        skipped or ("" if b else "the baseline server did not serve: see the rows' errors"), SOURCE))
     if result["acceptance_rate"] is not None and not result["acceptance_rate_valid_for_real_model"]:
-        found.append(Check("acceptance rate speaks for the real model", "warn", round(result["acceptance_rate"], 3),
+        found.append(Check("acceptance rate speaks for the real model", "warn", display.rounded(result["acceptance_rate"], "acceptance_rate"),
                            "a real target and draft", "both files have random weights (lab synth): their acceptance says "
                            "nothing about the real pair; use the synthetic-length rows, or real GGUFs", "lab.model.standin"))
     mtp = result.get("mtp") or {}
     if mtp.get("acceptance_rate") is not None and not mtp.get("acceptance_rate_valid_for_real_model"):
-        found.append(Check("MTP acceptance speaks for the real model", "warn", round(mtp["acceptance_rate"], 3),
+        found.append(Check("MTP acceptance speaks for the real model", "warn", display.rounded(mtp["acceptance_rate"], "acceptance_rate"),
                            "the real model's MTP weights", f"the MTP layer drafted {mtp['draft_n']} tokens from random "
                            "weights (lab synth): its acceptance and speed-up say nothing about the real model's MTP; "
                            "use the synthetic-length rows, or the real GGUF", "lab.model.standin"))

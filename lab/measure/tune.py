@@ -18,16 +18,18 @@ lab.measure.tune_choice.
 """
 from __future__ import annotations
 
-import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 
+from lab.core import display, fields
 from lab.core.profiles import Profile
-from lab.measure.tune_choice import apply_patch, choose, combined, noise, pareto_front, patch_yaml, within_noise
+from lab.measure.tune_choice import (all_streams, apply_patch, at, choose, combined, noise, one_stream, pareto_front,
+                                     patch_yaml, within_noise)
 from lab.measure.tune_settings import (BASELINE_NAME, DIM_FIELDS, REPEAT_NAME, SAMPLING, SINGLE_STREAM_TOLERANCE,
                                        Setting, grid, invalid)
+
 
 # ---------------------------------------------------------------- measuring (needs llama-server)
 @dataclass
@@ -88,13 +90,10 @@ def measure_point(profile: Profile, setting: Setting, log_dir, monitor=None, out
                             "tune_" + "".join(c if c.isalnum() else "_" for c in setting.name)[:60], how, monitor=monitor)}
 
 
-LEVEL_KEYS = ("output_throughput", "stream_decode_tok_s", "decode_tok_s_summed", "server_decode_tok_s",
-              "prefill_tok_s", "requests", "successes", "duration_s", "spread", "warmup", "joules_per_token")
-
-
 def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: int | None, method: Method) -> dict:
     """Every level of `method.plan` against a running server with `setting` (lab.measure.load_levels.measure: warm-up,
     repetitions, the level's deadline), summarised; the one-stream and top-level figures are the point's headline fields."""
+    from lab.core import run_summary
     from lab.measure import load_levels, speculative
 
     target, words, _ = load_levels.against(srv, setting.prompt_tokens or profile.bench_prompt_tokens,
@@ -105,19 +104,9 @@ def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: 
                                    monitor=monitor)
     runs = {m.run.spec.concurrency: m.summary for m in measured}
     raw = {m.run.spec.concurrency: m.run for m in measured}
-    one = runs.get(1) or {}
-    many = runs.get(max(method.levels or profile.bench_levels)) or {}
     failures = sum(r["failures"] for r in runs.values())
-    out = dict(single_decode_tok_s=one.get("stream_decode_tok_s"), single_server_decode_tok_s=one.get("server_decode_tok_s"),
-               single_tpot_p50_ms=(one.get("tpot_ms") or {}).get("p50"),
-               single_ttft_p50_ms=(one.get("ttft_ms") or {}).get("p50"),
-               aggregate_tok_s=many.get("output_throughput"), tpot_p50_ms=(many.get("tpot_ms") or {}).get("p50"),
-               e2el_p50_ms=(many.get("e2el_ms") or {}).get("p50"), ttft_p50_ms=(many.get("ttft_ms") or {}).get("p50"),
-               failures=failures, joules_per_token=many.get("joules_per_token"),
-               joules_per_token_single=one.get("joules_per_token"),
-               peak_vram_mib=many.get("peak_vram_mib"), peak_host_rss_mib=many.get("peak_host_rss_mib"),
-               levels={n: {k: r.get(k) for k in LEVEL_KEYS} | {"tpot_p50_ms": r["tpot_ms"]["p50"],
-                                                                "ttft_p50_ms": r["ttft_ms"]["p50"]} for n, r in runs.items()},
+    # the headline figures are levels[1] (`one_stream`) and levels[concurrency] (`all_streams`)
+    out = dict(failures=failures, levels={n: run_summary.level_figures(r) for n, r in runs.items()},
                speculative=({n: speculative.acceptance(r.results) for n, r in raw.items()}
                             if setting.spec_n_max is not None else None))
     if failures:
@@ -169,8 +158,8 @@ def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str
         row = measure_point(profile, s, log_dir, monitor, output_tokens=output_tokens, method=method)
         durations.append(row["seconds"])
         points.append(row)
-        progress(f"[tune] {k}/{total} {s.name}: {row['status']}, 1 stream {_f(row.get('single_decode_tok_s'))} tok/s, "
-                 f"{row['concurrency']} streams {_f(row.get('aggregate_tok_s'))} tok/s ({row['seconds']} s; "
+        progress(f"[tune] {k}/{total} {s.name}: {row['status']}, 1 stream {display.fmt(one_stream(row))} tok/s, "
+                 f"{row['concurrency']} streams {display.fmt(all_streams(row))} tok/s ({row['seconds']} s; "
                  f"{budget.left():.0f} s of budget left)" + (f" — {row['error']}" if row["error"] else ""))
 
     total = len(settings) + 2  # + the combination + the baseline's repeat
@@ -192,27 +181,29 @@ def run(profile: Profile, log_dir, budget_s: float = 120.0, dimensions: list[str
     return {"profile": profile.name, "budget_s": budget_s, "elapsed_s": round(budget_s - budget.left(), 1),
             "concurrency": max(method.levels or profile.bench_levels), "points": points, "skipped": skipped,
             "pareto_front": pareto_front(candidates), "winner": winner["name"] if winner else None,
-            "winner_vs_baseline": (winner["aggregate_tok_s"] / base_row["aggregate_tok_s"]
-                                   if winner and base_row and base_row.get("aggregate_tok_s") else None),
+            "winner_vs_baseline": (all_streams(winner) / all_streams(base_row)
+                                   if winner and base_row and all_streams(base_row) else None),
             "noise": spread, "winner_within_noise": within_noise(winner, base_row, spread), "method": asdict(method),
             "patch_yaml": patch, "rule": f"best aggregate at the top concurrency among points whose single-stream "
                                          f"decode is ≥ {SINGLE_STREAM_TOLERANCE:.0%} of the best single stream, "
                                          f"and more than the run-to-run noise above the profile's own settings"}
 
 
-def _f(x) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}"
-
-
 # ---------------------------------------------------------------- show and record
+# The table's figures, by the run summary's names (lab/data/fields.yaml), at one stream and at the point's concurrency
+ROW_FIGURES_ONE_STREAM = ("stream_decode_tok_s", "server_decode_tok_s")
+ROW_FIGURES_ALL_STREAMS = ("output_throughput", "tpot_p50_ms", "e2el_p50_ms", "joules_per_token")
+
+
 def rows(result: dict) -> list[dict]:
+    """The points' figures at one stream and at their concurrency ("output_throughput@16"), schema-rounded."""
     out = []
     for p in result["points"]:
-        out.append({"setting": p["name"], "status": p["status"], "1-stream decode tok/s": _r(p.get("single_decode_tok_s")),
-                    "server decode tok/s": _r(p.get("single_server_decode_tok_s")),
-                    f"{p['concurrency']}-stream total tok/s": _r(p.get("aggregate_tok_s")),
-                    "TPOT p50 ms": _r(p.get("tpot_p50_ms")), "E2E p50 ms": _r(p.get("e2el_p50_ms")),
-                    "J/token": _r(p.get("joules_per_token"), 4), "pareto": p["name"] in result["pareto_front"],
+        n = p["concurrency"]
+        out.append({"setting": p["name"], "status": p["status"],
+                    **{fields.at(k, 1): display.rounded(at(p, 1, k), k) for k in ROW_FIGURES_ONE_STREAM},
+                    **{fields.at(k, n): display.rounded(at(p, n, k), k) for k in ROW_FIGURES_ALL_STREAMS},
+                    "pareto": p["name"] in result["pareto_front"],
                     "winner": p["name"] == result["winner"], "error": p.get("error")})
     for s in result["skipped"]:
         out.append({"setting": s["name"], "status": "skip", "error": s["reason"]})
@@ -228,19 +219,17 @@ def level_rows(result: dict) -> list[dict]:
         for n, lv in sorted((p.get("levels") or {}).items(), key=lambda kv: int(kv[0])):
             b = ((base or {}).get("levels") or {}).get(n) or {}
             row = {"setting": p["name"], "streams": int(n), "status": p["status"]}
-            for key, label in (("output_throughput", "output tok/s"), ("decode_tok_s_summed", "decode summed tok/s")):
+            for key in ("output_throughput", "decode_tok_s_summed"):
+                label = display.label(key)
                 sp = (lv.get("spread") or {}).get(key) or {}
                 mean = sp.get("mean", lv.get(key))
                 bm = ((b.get("spread") or {}).get(key) or {}).get("mean", b.get(key))
-                row |= {label: _r(mean), label + " sd": _r(sp.get("sd")), label + " ÷ baseline":
-                        _r(mean / bm, 3) if mean and bm else None, label + " values": [_r(v) for v in sp.get("values") or []]}
+                row |= {label: display.rounded(mean, key), label + " sd": display.rounded(sp.get("sd"), key),
+                        label + " ÷ baseline": display.rounded(mean / bm) if mean and bm else None,
+                        label + " values": display.rounded(list(sp.get("values") or []), key)}
             row["warm-up steady"] = (lv.get("warmup") or {}).get("steady")
             out.append(row)
     return out
-
-
-def _r(x, nd=1):
-    return None if x is None else round(x, nd)
 
 
 def chart(result: dict, title: str = "lab tune: throughput vs latency per setting"):
@@ -248,20 +237,23 @@ def chart(result: dict, title: str = "lab tune: throughput vs latency per settin
     the Pareto front (by single-stream decode and aggregate) as a line, the winner starred."""
     import plotly.graph_objects as go
 
+    def tpot(p):  # TPOT p50 at the point's concurrency
+        return at(p, p["concurrency"], "tpot_p50_ms")
+
     fig = go.Figure()
-    ok = [p for p in result["points"] if p["status"] == "ok" and p.get("aggregate_tok_s") is not None]
+    ok = [p for p in result["points"] if p["status"] == "ok" and all_streams(p) is not None]
     for dim in dict.fromkeys(p["dimension"] for p in ok):
         pts = [p for p in ok if p["dimension"] == dim]
-        fig.add_trace(go.Scatter(x=[p["tpot_p50_ms"] for p in pts], y=[p["aggregate_tok_s"] for p in pts],
+        fig.add_trace(go.Scatter(x=[tpot(p) for p in pts], y=[all_streams(p) for p in pts],
                                  mode="markers", name=dim, text=[p["name"] for p in pts], marker={"size": 10},
                                  hovertemplate="%{text}<br>TPOT %{x:.1f} ms<br>%{y:.1f} tok/s<extra></extra>"))
-    front = sorted((p for p in ok if p["name"] in result["pareto_front"]), key=lambda p: p["tpot_p50_ms"] or 0)
+    front = sorted((p for p in ok if p["name"] in result["pareto_front"]), key=lambda p: tpot(p) or 0)
     if front:
-        fig.add_trace(go.Scatter(x=[p["tpot_p50_ms"] for p in front], y=[p["aggregate_tok_s"] for p in front],
+        fig.add_trace(go.Scatter(x=[tpot(p) for p in front], y=[all_streams(p) for p in front],
                                  mode="lines", name="Pareto front (1-stream decode × total)", line={"dash": "dot"}))
     win = next((p for p in ok if p["name"] == result["winner"]), None)
     if win:
-        fig.add_trace(go.Scatter(x=[win["tpot_p50_ms"]], y=[win["aggregate_tok_s"]], mode="markers", name="winner",
+        fig.add_trace(go.Scatter(x=[tpot(win)], y=[all_streams(win)], mode="markers", name="winner",
                                  marker={"symbol": "star", "size": 18, "color": "gold", "line": {"width": 1}}))
     fig.update_layout(title=title, xaxis_title=f"TPOT p50 at {result['concurrency']} streams (ms)",
                       yaxis_title=f"total output tok/s at {result['concurrency']} streams", height=450)

@@ -16,30 +16,41 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from lab.core import display
 from lab.core.profiles import Profile
+from lab.core.run_summary import at_level
 from lab.measure.tune_settings import (BASELINE_NAME, DIM_FIELDS, LOAD_DIMENSIONS, SINGLE_STREAM_TOLERANCE, Setting,
                                        baseline)
 
 
-def pareto_front(points: list[dict], x: str = "single_decode_tok_s", y: str = "aggregate_tok_s") -> list[str]:
-    """Names of the points no other point beats on both x and y (higher is better on both)."""
-    ok = [p for p in points if p.get(x) is not None and p.get(y) is not None]
-    front = []
-    for p in ok:
-        if not any(q[x] >= p[x] and q[y] >= p[y] and (q[x] > p[x] or q[y] > p[y]) for q in ok):
-            front.append(p["name"])
-    return front
+def at(point: dict, streams, key: str):
+    """A point's figure `key` (the run summary's name) at `streams` streams (lab.core.run_summary.at_level)."""
+    return at_level(point.get("levels"), streams, key)
+
+
+def one_stream(point: dict) -> float | None:  # one stream's decode: stream_decode_tok_s at 1 stream
+    return at(point, 1, "stream_decode_tok_s")
+
+
+def all_streams(point: dict) -> float | None:  # the "aggregate": output_throughput at the point's concurrency
+    return at(point, point.get("concurrency"), "output_throughput")
+
+
+def pareto_front(points: list[dict]) -> list[str]:
+    """Names of the points no other point beats on both one stream's decode and the total (higher is better)."""
+    ok = [(p["name"], one_stream(p), all_streams(p)) for p in points if one_stream(p) is not None and all_streams(p) is not None]
+    return [n for n, x, y in ok if not any(qx >= x and qy >= y and (qx > x or qy > y) for _, qx, qy in ok)]
 
 
 def choose(points: list[dict]) -> dict | None:
-    """The best aggregate among points whose single stream is within SINGLE_STREAM_TOLERANCE of the best one."""
-    ok = [p for p in points if p.get("aggregate_tok_s") is not None and p.get("single_decode_tok_s") is not None
+    """The best total among points whose single stream is within SINGLE_STREAM_TOLERANCE of the best one."""
+    ok = [p for p in points if all_streams(p) is not None and one_stream(p) is not None
           and p.get("dimension") not in ("repeat", *LOAD_DIMENSIONS)]
     if not ok:
         return None
-    best_single = max(p["single_decode_tok_s"] for p in ok)
-    fair = [p for p in ok if p["single_decode_tok_s"] >= SINGLE_STREAM_TOLERANCE * best_single]
-    return max(fair, key=lambda p: (p["aggregate_tok_s"], p["single_decode_tok_s"]))
+    best_single = max(one_stream(p) for p in ok)
+    fair = [p for p in ok if one_stream(p) >= SINGLE_STREAM_TOLERANCE * best_single]
+    return max(fair, key=lambda p: (all_streams(p), one_stream(p)))
 
 
 def noise(points: list[dict]) -> dict | None:
@@ -49,11 +60,11 @@ def noise(points: list[dict]) -> dict | None:
     if len(runs) < 2:
         return None
 
-    def spread(key: str) -> float | None:
-        a, b = runs[0].get(key), runs[1].get(key)
+    def spread(figure) -> float | None:
+        a, b = figure(runs[0]), figure(runs[1])
         return None if a is None or b is None or not a + b else abs(a - b) / ((a + b) / 2)
 
-    return {"aggregate_tok_s": spread("aggregate_tok_s"), "single_decode_tok_s": spread("single_decode_tok_s")}
+    return {"output_throughput": spread(all_streams), "stream_decode_tok_s": spread(one_stream)}
 
 
 def within_noise(winner: dict | None, base: dict | None, spread: dict | None) -> bool | None:
@@ -61,9 +72,9 @@ def within_noise(winner: dict | None, base: dict | None, spread: dict | None) ->
     winner other than the baseline, or the noise was not measured)."""
     if not winner or not base or winner.get("dimension") == "baseline" or not spread:
         return None
-    if spread.get("aggregate_tok_s") is None or not base.get("aggregate_tok_s"):
+    if spread.get("output_throughput") is None or not all_streams(base):
         return None
-    return winner["aggregate_tok_s"] / base["aggregate_tok_s"] - 1 <= spread["aggregate_tok_s"]
+    return all_streams(winner) / all_streams(base) - 1 <= spread["output_throughput"]
 
 
 def combined(points: list[dict], settings: dict[str, Setting], profile: Profile) -> Setting | None:
@@ -92,28 +103,27 @@ def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting
     gain is within the run-to-run noise `spread` (from `noise`)."""
     if not winner or not setting or not base:
         return f"# lab tune ({when}): nothing measured, no patch\n"
-    gain = winner["aggregate_tok_s"] / base["aggregate_tok_s"] - 1 if base.get("aggregate_tok_s") else None
-    single = (winner["single_decode_tok_s"] / base["single_decode_tok_s"] - 1
-              if base.get("single_decode_tok_s") else None)
+    gain = all_streams(winner) / all_streams(base) - 1 if all_streams(base) else None
+    one = one_stream(winner) / one_stream(base) - 1 if one_stream(base) else None
     lines = [f"# lab tune on {profile.name}, {when}: winner '{winner['name']}'",
-             f"# aggregate at {winner['concurrency']} streams: {winner['aggregate_tok_s']:.1f} tok/s"
+             f"# aggregate at {winner['concurrency']} streams: {display.fmt(all_streams(winner))} tok/s"
              + (f" ({gain:+.1%} vs the profile's settings)" if gain is not None else ""),
-             f"# single-stream decode: {winner['single_decode_tok_s']:.1f} tok/s"
-             + (f" ({single:+.1%})" if single is not None else "")]
+             f"# single-stream decode: {display.fmt(one_stream(winner))} tok/s"
+             + (f" ({one:+.1%})" if one is not None else "")]
     if winner["name"] == BASELINE_NAME:
         lines.append("# the profile's own settings won: nothing to change"
-                     + (f" (run-to-run noise {spread['aggregate_tok_s']:.1%})"
-                        if spread and spread.get("aggregate_tok_s") is not None else ""))
+                     + (f" (run-to-run noise {spread['output_throughput']:.1%})"
+                        if spread and spread.get("output_throughput") is not None else ""))
         return "\n".join(lines) + "\n"
     if within_noise(winner, base, spread):
         lines.append(f"# that gain is within the run-to-run noise: the profile's own settings measured twice differed "
-                     f"by {spread['aggregate_tok_s']:.1%}: nothing to change")
+                     f"by {spread['output_throughput']:.1%}: nothing to change")
         return "\n".join(lines) + "\n"
-    if not spread or spread.get("aggregate_tok_s") is None:
+    if not spread or spread.get("output_throughput") is None:
         lines.append("# run-to-run noise not measured (the repeat of the profile's settings did not fit the time "
                      "budget): a gain of a few percent may be noise")
     else:
-        lines.append(f"# larger than the run-to-run noise ({spread['aggregate_tok_s']:.1%} between two runs of the "
+        lines.append(f"# larger than the run-to-run noise ({spread['output_throughput']:.1%} between two runs of the "
                      "profile's own settings)")
     if setting.threads != profile.threads:
         lines.append(f"threads: {setting.threads}")

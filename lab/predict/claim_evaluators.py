@@ -149,9 +149,9 @@ def _matches(cond: dict, measured: dict | None) -> bool:
 
 def _measured_value(claim: dict, measured: dict) -> float | None:
     if claim["kind"] == "speed_single_stream":
-        return measured.get("single_stream_tok_s")
+        return measured.get("stream_decode_tok_s")
     conc = claim["condition"].get("concurrency")
-    agg = measured.get("aggregate_tok_s") or {}
+    agg = measured.get("output_throughput") or {}
     return agg.get(conc, agg.get(str(conc)))
 
 

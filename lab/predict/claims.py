@@ -34,14 +34,15 @@ def counts(items: list[ClaimVerdict]) -> dict:
     return {v: sum(x.verdict == v for x in items) for v in VERDICTS}
 
 
-def measured_from_sweep(profile, hardware: dict | None, single_stream_tok_s: float | None,
-                        aggregate_tok_s: dict | None, context_tokens: int | None) -> dict:
+def measured_from_sweep(profile, hardware: dict | None, stream_decode_tok_s: float | None,
+                        output_throughput: dict | None, context_tokens: int | None) -> dict:
     """What a benchmark run measured, in the shape `judge` compares with: the GPU seen (name, count),
-    the engine, single-stream decode tok/s, aggregate tok/s by concurrency, and the context it ran at."""
+    the engine, one stream's decode tok/s, output throughput by concurrency (the run summary's names,
+    lab/data/fields.yaml), and the context it ran at."""
     gpus = (hardware or {}).get("gpus") or []
     return {"hardware": {"gpu_name": gpus[0].get("name") if gpus else None, "gpu_count": len(gpus)},
-            "engine": profile.engine, "single_stream_tok_s": single_stream_tok_s,
-            "aggregate_tok_s": dict(aggregate_tok_s or {}), "context_tokens": context_tokens}
+            "engine": profile.engine, "stream_decode_tok_s": stream_decode_tok_s,
+            "output_throughput": dict(output_throughput or {}), "context_tokens": context_tokens}
 
 
 def plan_part(profile) -> dict:

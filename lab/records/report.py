@@ -7,7 +7,8 @@ The page reads answer first: the summary (lab.records.answer) right under the ti
 then one numbered section per notebook that opens with the notebook's own closing text ("what this means",
 each module's `what_this_means(record)`), then its results, checks and charts; skipped checks and tables
 that do not apply to the profile are one line each; run details (notebooks, files, packages) come last.
-Tables go through lab.core.display, the same helper the notebooks use.
+Tables go through lab.core.display, the same helper the notebooks use; figures are labelled, united and rounded by
+the field schema (lab/data/fields.yaml), and a record written before it reads by today's names (`summary_of`).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import importlib
 import json
 from pathlib import Path
 
-from lab.core import display, evidence
+from lab.core import display, evidence, fields
 from lab.records import manifest as manifest_file
 
 # Which module's `what_this_means(record)` closes each notebook's record (one name, one module per record: the one
@@ -194,7 +195,7 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
     if closing:
         parts.append(f"<div class='closing'><h3>What this means</h3>{markdown_html(closing)}</div>")
     parts.append(_command_html(record))
-    summary = record.get("summary")
+    summary = fields.canonical(record.get("summary"))  # an older record's names read as today's
     if isinstance(summary, dict) and summary:
         parts.append("<details><summary>Key results (the record's summary)</summary>"
                      + display.rows_html(display.as_rows(summary)) + "</details>")
@@ -348,7 +349,8 @@ def build(run_dir: str | Path, require_run: bool = False) -> Path:
 
 
 def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
-    """One row per (record, result) with one column per run: many runs' key results side by side."""
+    """One row per (record, result) with one column per run: many runs' key results side by side, by today's names
+    (a run from before the field schema on the same row as a new one)."""
     runs = []
     for rd in run_dirs:
         rd = check_run_dir(rd)
@@ -368,7 +370,7 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
     plan_runs = {label for label, records in runs if any(r.get("mode") == "plan" for r in records.values())}
     for _, records in runs:
         for name, rec in records.items():
-            for k in (rec.get("summary") or {}):
+            for k in summary_of(rec):
                 if (name, k) not in keys:
                     keys.append((name, k))
     rows = [{"record": name, "result": "problem", **{label: recs[name]["problem"] if name in recs else None
@@ -380,10 +382,17 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
     for name, k in keys:
         row = {"record": name, "result": k}
         for label, records in runs:
-            value = (records.get(name, {}).get("summary") or {}).get(k)
+            value = summary_of(records.get(name, {})).get(k)
             row[label] = _plan_value(k, value) if label in plan_runs else value
         rows.append(row)
     return head + rows
+
+
+def summary_of(record: dict) -> dict:
+    """A record's summary by today's names (lab.core.fields.canonical): a run from before the field schema lines up
+    with a new one, row by row."""
+    summary = record.get("summary")
+    return fields.canonical(summary) if isinstance(summary, dict) else {}
 
 
 def _plan_value(key: str, value):
