@@ -52,7 +52,8 @@ def checkout() -> dict:
 
 # ---------------------------------------------------------------- 01 hardware
 def hardware_record(profile) -> dict:
-    from lab.measure import copy_bandwidth, hardware, inventory, psu_sizing
+    from lab.measure import copy_bandwidth, inventory, psu_sizing
+    from lab.pages import hardware  # until this module is retired (issue 24): the suite on the GPU replaces it
 
     inv = inventory.collect(profile)
     bw = copy_bandwidth.measure()
@@ -155,7 +156,8 @@ def bench_record(model: Path, bandwidth_gb_s: float | None, tensor_bytes: int) -
 def server_record(profile, model: Path, out: Path, levels: list[int], output_tokens: int,
                   prompt_tokens: int) -> dict:
     from lab.serving import engines, serve
-    from lab.measure import bench_views, loadgen, metrics
+    from lab.measure import loadgen, metrics
+    from lab.pages import benchmark as bench_views  # until this module is retired (issue 24)
 
     cmd = engines.build_command(profile, port=serve.free_port(), model_path=model)
     argv = list(cmd.argv)

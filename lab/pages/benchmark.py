@@ -1,16 +1,24 @@
-"""Notebook 06's views: the lines printed between its steps, the sweep's tables and charts, the llama-bench /
-roofline / client-capacity / decode-speed tables, the 06_benchmark record (`build_record`) and its closing text
-(`what_this_means`), all from numbers measured elsewhere (lab.measure.bench_run, which runs the steps, over
-lab.measure.loadgen, lab.measure.metrics, lab.measure.bench and lab.measure.peer_bench)."""
+"""Notebook 06's page (benchmarking): the lines printed between its steps, the sweep's tables and charts, the
+llama-bench / roofline / client-capacity / decode-speed tables, the steps' results kept as the cells run them
+(`Steps`), from which the page builds the 06_benchmark record (`Steps.record`), the 06_tune and 06_speculative
+records, and the closing text (`what_this_means`) — all from numbers measured elsewhere (lab.measure.bench_run,
+which runs the steps, over lab.measure.loadgen, metrics, bench, peer_bench, tune and speculative)."""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from lab.core import checks as lab_checks
 from lab.core import display, evidence
 from lab.core.display import sig3
-from lab.measure import gpumon, metrics, peer_bench
+from lab.core.profiles import Profile
+from lab.core.session import Session
+from lab.measure import bench, bench_run, gpumon, metrics, peer_bench, speculative, tune
 from lab.measure.bench_run import ServedSweep
 from lab.measure.loadgen import RunResult
+from lab.pages import session
 from lab.predict import roofline
+
+NAME = "06_benchmark"
 
 
 # ---------------------------------------------------------------- the lines between the steps
@@ -319,6 +327,78 @@ def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | Non
             "queueing": queue, "resources": resources, "batched_bench": batched, "yardstick": yardstick}
 
 
+@dataclass
+class Steps:
+    """What notebook 06's cells measured, kept by the page as each cell runs its step (a cell run again replaces its
+    result), so the page — not a cell wiring variables together — builds the 06_benchmark record (`record`). The
+    profile is the one the latest step ran with (cell 8 adds the request count and time budget to it)."""
+
+    s: Session
+    profile: Profile | None = None
+    rl: dict | None = None
+    served: ServedSweep | None = None
+    llama_bench: tuple = (None, "not run yet")
+    batched: tuple = (None, "not run yet")
+    capacity: dict | None = None
+
+    def roofline(self, profile: Profile) -> dict:
+        self.profile, self.rl = profile, bench_run.roofline(profile, self.s.run_dir)
+        return self.rl
+
+    def serve_and_sweep(self, profile: Profile) -> ServedSweep:
+        self.profile, self.served = profile, bench_run.serve_and_sweep(profile, self.s.run_dir, self.s.logs)
+        return self.served
+
+    def in_process(self) -> tuple[dict | None, str | None]:
+        self.llama_bench = bench_run.in_process(self.profile, self.served.summaries)
+        return self.llama_bench
+
+    def in_process_batched(self) -> tuple[dict | None, str | None]:
+        self.batched = bench_run.in_process_batched(self.profile, self.served, self.s.logs)
+        return self.batched
+
+    def client_capacity(self, **kwargs) -> dict:
+        self.capacity = bench.client_capacity(**kwargs)
+        return self.capacity
+
+    def yardstick(self) -> list[dict]:
+        return bench_run.yardstick_rows(self.served, self.batched[0], self.llama_bench[0])
+
+    def sweep_chart(self):
+        return sweep_chart(self.served.summaries, self.rl["by_concurrency"], self.rl["predicted_decode_tok_s"],
+                           title=f"{self.profile.name}: measured vs roofline by concurrency")
+
+    def energy_chart(self):
+        return energy_chart(self.served.summaries, title=f"{self.profile.name}: energy and memory by concurrency")
+
+    def claim_verdicts(self) -> list:
+        return bench_run.claim_verdicts(self.profile, self.served.summaries)
+
+    def checks(self) -> list:
+        return bench_run.checks(self.profile, self.served, self.llama_bench[0], self.rl, self.capacity, self.queue())
+
+    def queue(self) -> list[dict]:
+        return metrics.queueing(self.served.summaries)
+
+    def record(self) -> dict:
+        """Write records/06_benchmark.json from the steps above, with its closing text; its summary, to show."""
+        (lb, lb_skip), (batched, batched_skip) = self.llama_bench, self.batched
+        self.s.record(NAME, build_record(
+            self.profile, served=self.served, llama_bench_result=lb, llama_bench_skip=lb_skip, roofline_result=self.rl,
+            capacity=self.capacity, verdicts=self.claim_verdicts(), found=self.checks(), queue=self.queue(),
+            sweep_fig=self.sweep_chart(), energy_fig=self.energy_chart(), batched=batched, batched_skip=batched_skip,
+            yardstick=self.yardstick()), closing=closing_text)
+        return self.s.read(NAME)["summary"]
+
+    def record_tune(self, tuned: dict, fig):
+        """records/06_tune.json (lab.measure.tune.build_record: the settings tried and the patch)."""
+        return self.s.record("06_tune", tune.build_record(tuned, fig))
+
+    def record_speculative(self, spec: dict):
+        """records/06_speculative.json (lab.measure.speculative.build_record: one stream with and without it)."""
+        return self.s.record("06_speculative", speculative.build_record(spec))
+
+
 def roofline_rows(rl: dict) -> list[dict]:
     """The roofline's inputs and results as (quantity, value, where it comes from) rows."""
     def gb(x):
@@ -385,7 +465,12 @@ def _f(x, nd: int = 1) -> str:
     return "unknown" if x is None else sig3(x)
 
 
-def what_this_means(record: dict) -> str:
+def what_this_means(s: Session):
+    """The closing text as the record keeps it (written by `Steps.record`), as Markdown for the notebook's last cell."""
+    return session.closing(s, NAME)
+
+
+def closing_text(record: dict) -> str:
     """What the benchmark means for the reader, from the record alone (Markdown, one point per line)."""
     s = record["summary"]
     lines = []
@@ -447,11 +532,3 @@ def _batching_sentence(sweep: list[dict]) -> str:
             f"one stream to **{_f(best['output_throughput'])} tok/s in total at {best['concurrency']} streams** "
             f"(× {_f(best['output_throughput'] / one['output_throughput'])}), each stream getting {_f(per_stream)} tok/s — "
             "that total, not one stream's speed, is the kind of number the seeds' \"280 tok/s\" can only be.")
-
-
-__all__ = ["start_text", "prompt_text", "stop_text", "client_cpu_text", "llama_bench_text", "batched_bench_text",
-           "yardstick_table", "repetitions_table", "draft_text",
-           "model_load_text", "requests_table", "sweep_table", "calibration_table", "decode_speeds_table",
-           "resource_windows", "resources_table", "checks_chart", "summary_row", "sweep_frame", "requests_frame",
-           "sweep_chart", "energy_chart", "build_record", "roofline_rows", "llama_bench_rows", "capacity_rows",
-           "served_gap_markdown", "what_this_means"]

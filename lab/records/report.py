@@ -5,25 +5,19 @@ from a shared run folder without re-running anything (`python -m lab report RUN_
 
 The page reads answer first: the summary (lab.records.answer) right under the title, then a table of contents,
 then one numbered section per notebook that opens with the notebook's own closing text ("what this means",
-each module's `what_this_means(record)`), then its results, checks and charts; skipped checks and tables
+kept in its record as `what_this_means`), then its results, checks and charts; skipped checks and tables
 that do not apply to the profile are one line each; run details (notebooks, files, packages) come last.
 Tables go through lab.core.display, the same helper the notebooks use.
 """
 from __future__ import annotations
 
 import html
-import importlib
 import json
 from pathlib import Path
 
 from lab.core import display, evidence
 from lab.records import manifest as manifest_file
 
-# Which module's `what_this_means(record)` closes each notebook's record (one name, one module per record: the one
-# its notebook's last cell calls).
-CLOSINGS = {"01_hardware": "lab.measure.hardware", "02_install": "lab.measure.install", "03_quantize": "lab.measure.quantize_views",
-            "04_serve": "lab.serving.serve_views", "05_kv_cache": "lab.measure.kv_views", "06_benchmark": "lab.measure.bench_views",
-            "07_endpoint": "lab.diagnose.endpoint_diagnose", "07_troubleshooting": "lab.diagnose.troubleshoot_views"}
 STATUS_COLOURS = display.STATUS_COLOURS
 
 
@@ -105,15 +99,11 @@ def _chart(figure: dict, first: bool) -> str:
 
 
 def closing_text(record: dict) -> str | None:
-    """The notebook's own closing text, from its record (None when the record has no closing function
-    or it cannot read this record: an older record, say)."""
-    module = CLOSINGS.get(record.get("record", ""))
-    if not module:
-        return None
-    try:
-        return importlib.import_module(module).what_this_means(record) or None
-    except Exception as exc:  # a closing that cannot be written must not hide the rest of the evidence
-        return f"(the closing text could not be written from this record: {type(exc).__name__}: {exc})"
+    """The notebook's own closing text, as its page wrote it into the record (`what_this_means`: lab.pages, through
+    lab.core.session.Session.record), so the report shows what the notebook showed and needs no page code; None
+    for a record without one (an older record, 06_tune, 06_speculative)."""
+    text = record.get("what_this_means")
+    return text if isinstance(text, str) and text.strip() else None
 
 
 def _checks_html(checks: list[dict]) -> str:
