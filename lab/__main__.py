@@ -177,10 +177,11 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_report(args) -> int:
+    from lab import pages
     from lab.records import report
 
-    try:
-        print(report.build(args.run_dir, require_run=True))
+    try:  # pages.closing_text: the closing text of a record written before records kept it
+        print(report.build(args.run_dir, require_run=True, closing=pages.closing_text))
     except report.NotARun as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -46,6 +46,7 @@ def test_the_notebooks_session_writes_server_scope_into_every_record_and_keeps_t
     """lab.pages.session: where the server runs is worked out once at start (lab.serving.endpoint.where) and written
     into every record; a page's closing text is built from the record as written and kept in it, which is what the
     notebook's last cell and report.html show (lab.records.report needs no page code)."""
+    from lab import pages
     from lab.pages import session as pages_session
     from lab.records import report
 
@@ -58,6 +59,10 @@ def test_the_notebooks_session_writes_server_scope_into_every_record_and_keeps_t
     assert seen[0]["record"] == "05_kv_cache" and "provenance" in seen[0]  # built from the file, not the dict passed
     assert pages_session.closing(s, "05_kv_cache").data == "n is 3"
     assert report.closing_text(rec) == "n is 3" and report.closing_text({"record": "06_tune"}) is None
+    # a record written before records kept the text: `lab report` passes the pages' closing as the fallback
+    older = {"record": "02_install", "checks": []}
+    assert report.closing_text(older) is None and report.closing_text({"record": "06_tune"}, pages.closing_text) is None
+    assert report.closing_text(older, pages.closing_text).startswith("Everything the profile needs is installed")
     assert "server_scope" not in json.loads(session.start("cpu-default", str(tmp_path / "r2")).record("06_tune", {}).read_text())
     with pytest.raises(FileNotFoundError, match="01_hardware.json: not written yet in this run; run the notebook's record cell"):
         s.read("01_hardware")

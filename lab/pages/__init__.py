@@ -14,3 +14,15 @@ Every notebook starts with lab.pages.session (the session, with where the server
 with `record(s, ...)` (lab.core.session.Session.record: provenance, mode, server_scope, and the closing text built
 from the record as written, kept in it as `what_this_means`); `what_this_means(s)` shows that text from the record.
 """
+
+
+def closing_text(record: dict) -> str | None:
+    """A record's closing text built by its page now, for a record written before records kept it (`lab report` on
+    an older run folder: lab.records.report.closing_text's fallback); None for a record no page closes."""
+    from lab.diagnose import endpoint_diagnose
+    from lab.pages import benchmark, hardware, install, kv_cache, quantize, serve, troubleshoot
+
+    pages = {page.NAME: page.closing_text for page in (hardware, install, quantize, serve, kv_cache, benchmark, troubleshoot)}
+    pages[troubleshoot.ENDPOINT] = endpoint_diagnose.what_this_means
+    closing = pages.get(record.get("record"))
+    return closing(record) if closing else None

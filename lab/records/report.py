@@ -98,12 +98,20 @@ def _chart(figure: dict, first: bool) -> str:
                        config={"displaylogo": False, "responsive": True}, default_width="100%")
 
 
-def closing_text(record: dict) -> str | None:
+def closing_text(record: dict, fallback=None) -> str | None:
     """The notebook's own closing text, as its page wrote it into the record (`what_this_means`: lab.pages, through
-    lab.core.session.Session.record), so the report shows what the notebook showed and needs no page code; None
-    for a record without one (an older record, 06_tune, 06_speculative)."""
+    lab.core.session.Session.record), so the report shows what the notebook showed and needs no page code. A record
+    written before records kept it: `fallback(record)` when the caller passes one (`lab report` passes
+    lab.pages.closing_text, from the layer above), else None (also for 06_tune, 06_speculative)."""
     text = record.get("what_this_means")
-    return text if isinstance(text, str) and text.strip() else None
+    if isinstance(text, str) and text.strip():
+        return text
+    if fallback is None:
+        return None
+    try:
+        return fallback(record) or None
+    except Exception as exc:  # a closing that cannot be written must not hide the rest of the evidence
+        return f"(the closing text could not be written from this record: {type(exc).__name__}: {exc})"
 
 
 def _checks_html(checks: list[dict]) -> str:
@@ -170,7 +178,8 @@ def _command_html(record: dict) -> str:
             "below)</p>" + f"<pre class='cmd'>{html.escape(command['shell'])}</pre>")
 
 
-def record_section(record: dict, plotly_included: bool, number: int | None = None, anchor: str | None = None) -> tuple[str, bool]:
+def record_section(record: dict, plotly_included: bool, number: int | None = None, anchor: str | None = None,
+                   closing=None) -> tuple[str, bool]:
     title = _title(record)
     head = f"{number} · {title}" if number is not None else title
     parts = [f"<h2 id='{html.escape(anchor or record['record'])}'>{html.escape(head)}</h2>",
@@ -180,7 +189,7 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
         parts.append(f"<p class='err'>Problem with this record: {html.escape(str(record['problem']))}</p>")
     if record.get("edited"):
         parts.append(f"<p class='err'>Not the run's evidence as written: {html.escape(str(record['edited']))}</p>")
-    closing = closing_text(record) if not record.get("problem") else None
+    closing = closing_text(record, closing) if not record.get("problem") else None
     if closing:
         parts.append(f"<div class='closing'><h3>What this means</h3>{markdown_html(closing)}</div>")
     parts.append(_command_html(record))
@@ -283,7 +292,7 @@ def plan_banner(manifest: dict) -> str:
             "none measured.</p>")
 
 
-def build(run_dir: str | Path, require_run: bool = False) -> Path:
+def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
     """Write report.html of a run folder; with require_run, a folder that is not a run raises NotARun
     (`lab report` on a typo should not write an empty report into it)."""
     run_dir = check_run_dir(run_dir) if require_run else Path(run_dir)
@@ -297,7 +306,7 @@ def build(run_dir: str | Path, require_run: bool = False) -> Path:
     sections, toc, plotly_included = [], [], False
     for number, record in enumerate(records.values(), start=1):
         anchor = f"s{number}"
-        section, plotly_included = record_section(record, plotly_included, number, anchor)
+        section, plotly_included = record_section(record, plotly_included, number, anchor, closing)
         sections.append(section)
         toc.append(f"<li><a href='#{anchor}'>{html.escape(_title(record))}</a></li>")
     details_n = len(records) + 1
