@@ -44,6 +44,18 @@ def test_a_profile_that_cannot_start_here_goes_through_every_step_as_skipped(tmp
     assert record["server"]["command"] == served.command.shell() and record["resources"]["load"] == served.load_window
     assert [c["title"] for c in record["charts"]][-1] == "Benchmark checks"
     assert benchmark.closing_text(record).startswith(f"- No server was measured here: {served.skip_reason}")
+    # the same steps kept by lab.measure.bench_steps as notebook 06's cells run them; the page builds the record
+    from lab.core import session
+    from lab.measure import bench_steps
+
+    steps = bench_steps.Steps(session.Session(prof, profiles.resolve("v100-32g-x1"), tmp_path))
+    steps.profile, steps.rl, steps.served, steps.llama_bench, steps.batched = prof, rl, served, (lb, lb_skip), (batched, batched_skip)
+    shown = benchmark.record(steps)
+    written = evidence.read_records(tmp_path)["06_benchmark"]
+    assert shown == written["summary"] and written["what_this_means"] == benchmark.closing_text(written)
+    assert written["yardstick"] == yard and [c["name"] for c in written["checks"]] == [c.name for c in found]
+    assert [c["title"] for c in written["charts"]][:2] == ["Throughput and latency by concurrency vs the roofline",
+                                                          "Energy and memory by concurrency"]
 
 
 def test_decode_speeds_are_divided_by_the_in_process_speed():

@@ -5,15 +5,13 @@ records, and the closing text (`what_this_means`) — all from numbers measured 
 which runs the steps, over lab.measure.loadgen, metrics, bench, peer_bench, tune and speculative)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from lab.core import checks as lab_checks
 from lab.core import display, evidence
 from lab.core.display import sig3
-from lab.core.profiles import Profile
 from lab.core.session import Session
-from lab.measure import bench, bench_run, gpumon, metrics, peer_bench, speculative, tune
+from lab.measure import gpumon, metrics, peer_bench, speculative, tune
 from lab.measure.bench_run import ServedSweep
+from lab.measure.bench_steps import Steps
 from lab.measure.loadgen import RunResult
 from lab.pages import session
 from lab.predict import roofline
@@ -327,76 +325,36 @@ def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | Non
             "queueing": queue, "resources": resources, "batched_bench": batched, "yardstick": yardstick}
 
 
-@dataclass
-class Steps:
-    """What notebook 06's cells measured, kept by the page as each cell runs its step (a cell run again replaces its
-    result), so the page — not a cell wiring variables together — builds the 06_benchmark record (`record`). The
-    profile is the one the latest step ran with (cell 8 adds the request count and time budget to it)."""
+def sweep_chart_of(steps: Steps):
+    """The sweep against the roofline (`sweep_chart`), for the steps' profile: the chart shown and kept in the record."""
+    return sweep_chart(steps.served.summaries, steps.rl["by_concurrency"], steps.rl["predicted_decode_tok_s"],
+                       title=f"{steps.profile.name}: measured vs roofline by concurrency")
 
-    s: Session
-    profile: Profile | None = None
-    rl: dict | None = None
-    served: ServedSweep | None = None
-    llama_bench: tuple = (None, "not run yet")
-    batched: tuple = (None, "not run yet")
-    capacity: dict | None = None
 
-    def roofline(self, profile: Profile) -> dict:
-        self.profile, self.rl = profile, bench_run.roofline(profile, self.s.run_dir)
-        return self.rl
+def energy_chart_of(steps: Steps):
+    return energy_chart(steps.served.summaries, title=f"{steps.profile.name}: energy and memory by concurrency")
 
-    def serve_and_sweep(self, profile: Profile) -> ServedSweep:
-        self.profile, self.served = profile, bench_run.serve_and_sweep(profile, self.s.run_dir, self.s.logs)
-        return self.served
 
-    def in_process(self) -> tuple[dict | None, str | None]:
-        self.llama_bench = bench_run.in_process(self.profile, self.served.summaries)
-        return self.llama_bench
+def record(steps: Steps) -> dict:
+    """Write records/06_benchmark.json from what the steps measured (lab.measure.bench_steps), with its closing
+    text; its summary, to show."""
+    (lb, lb_skip), (batched, batched_skip) = steps.llama_bench, steps.batched
+    steps.s.record(NAME, build_record(
+        steps.profile, served=steps.served, llama_bench_result=lb, llama_bench_skip=lb_skip, roofline_result=steps.rl,
+        capacity=steps.capacity, verdicts=steps.claim_verdicts(), found=steps.checks(), queue=steps.queue(),
+        sweep_fig=sweep_chart_of(steps), energy_fig=energy_chart_of(steps), batched=batched, batched_skip=batched_skip,
+        yardstick=steps.yardstick()), closing=closing_text)
+    return steps.s.read(NAME)["summary"]
 
-    def in_process_batched(self) -> tuple[dict | None, str | None]:
-        self.batched = bench_run.in_process_batched(self.profile, self.served, self.s.logs)
-        return self.batched
 
-    def client_capacity(self, **kwargs) -> dict:
-        self.capacity = bench.client_capacity(**kwargs)
-        return self.capacity
+def record_tune(s: Session, tuned: dict, fig):
+    """records/06_tune.json (lab.measure.tune.build_record: the settings tried and the patch)."""
+    return s.record("06_tune", tune.build_record(tuned, fig))
 
-    def yardstick(self) -> list[dict]:
-        return bench_run.yardstick_rows(self.served, self.batched[0], self.llama_bench[0])
 
-    def sweep_chart(self):
-        return sweep_chart(self.served.summaries, self.rl["by_concurrency"], self.rl["predicted_decode_tok_s"],
-                           title=f"{self.profile.name}: measured vs roofline by concurrency")
-
-    def energy_chart(self):
-        return energy_chart(self.served.summaries, title=f"{self.profile.name}: energy and memory by concurrency")
-
-    def claim_verdicts(self) -> list:
-        return bench_run.claim_verdicts(self.profile, self.served.summaries)
-
-    def checks(self) -> list:
-        return bench_run.checks(self.profile, self.served, self.llama_bench[0], self.rl, self.capacity, self.queue())
-
-    def queue(self) -> list[dict]:
-        return metrics.queueing(self.served.summaries)
-
-    def record(self) -> dict:
-        """Write records/06_benchmark.json from the steps above, with its closing text; its summary, to show."""
-        (lb, lb_skip), (batched, batched_skip) = self.llama_bench, self.batched
-        self.s.record(NAME, build_record(
-            self.profile, served=self.served, llama_bench_result=lb, llama_bench_skip=lb_skip, roofline_result=self.rl,
-            capacity=self.capacity, verdicts=self.claim_verdicts(), found=self.checks(), queue=self.queue(),
-            sweep_fig=self.sweep_chart(), energy_fig=self.energy_chart(), batched=batched, batched_skip=batched_skip,
-            yardstick=self.yardstick()), closing=closing_text)
-        return self.s.read(NAME)["summary"]
-
-    def record_tune(self, tuned: dict, fig):
-        """records/06_tune.json (lab.measure.tune.build_record: the settings tried and the patch)."""
-        return self.s.record("06_tune", tune.build_record(tuned, fig))
-
-    def record_speculative(self, spec: dict):
-        """records/06_speculative.json (lab.measure.speculative.build_record: one stream with and without it)."""
-        return self.s.record("06_speculative", speculative.build_record(spec))
+def record_speculative(s: Session, spec: dict):
+    """records/06_speculative.json (lab.measure.speculative.build_record: one stream with and without it)."""
+    return s.record("06_speculative", speculative.build_record(spec))
 
 
 def roofline_rows(rl: dict) -> list[dict]:
@@ -466,7 +424,7 @@ def _f(x, nd: int = 1) -> str:
 
 
 def what_this_means(s: Session):
-    """The closing text as the record keeps it (written by `Steps.record`), as Markdown for the notebook's last cell."""
+    """The closing text as the record keeps it (written by `record`), as Markdown for the notebook's last cell."""
     return session.closing(s, NAME)
 
 
