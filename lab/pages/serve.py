@@ -1,8 +1,8 @@
-"""Notebook 04's page (serve): the views of a started server — the steps as one call each whether or not a server could start here
-(start or say why not, smoke test, ask it, read its log, stop), the lines printed between them, the smoke test as
-rows, the serve checks (started, health time, both routes answer, stopped with nothing left), the 04_serve record
-(`record`) and its closing text (`what_this_means`) — from what lab.serving.serve did and measured (the process, its health, its smoke test, its
-stop) and what its log said (lab.serving.engine_logs)."""
+"""Notebook 04's page (serve): the views of a started server — the steps as one call each whether or not a server
+could start here (start or say why not, smoke test, ask it, read its log, stop), the lines printed between them, the
+smoke test as rows, the serve checks (started, health time, both routes answer, stopped with nothing left), the
+04_serve record (`record`) and its closing text (`what_this_means`) — from what lab.serving.serve did and measured
+(the process, its health, its smoke test, its stop) and what its log said (lab.serving.engine_logs)."""
 from __future__ import annotations
 
 from pathlib import Path

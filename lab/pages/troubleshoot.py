@@ -180,12 +180,12 @@ def endpoint_record(s: Session, result: dict):
     """Write records/07_endpoint.json (lab.diagnose.endpoint_diagnose: what the five requests met) with its closing
     text, and show that text (Markdown)."""
     s.record(ENDPOINT, endpoint_diagnose.build_record(result), closing=endpoint_diagnose.what_this_means)
-    return what_this_means(s, ENDPOINT)
+    return session.closing(s, ENDPOINT)
 
 
-def what_this_means(s: Session, name: str = NAME):
-    """The closing text as the record keeps it (written by `record`, `endpoint_record`), as Markdown for a cell."""
-    return session.closing(s, name)
+def what_this_means(s: Session):
+    """The closing text as the record keeps it (written by `record`), as Markdown for the notebook's last cell."""
+    return session.closing(s, NAME)
 
 
 def closing_text(record: dict) -> str:
