@@ -177,10 +177,11 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_report(args) -> int:
+    from lab import pages
     from lab.records import report
 
-    try:
-        print(report.build(args.run_dir, require_run=True))
+    try:  # pages.closing_text: the closing text of a record written before records kept it
+        print(report.build(args.run_dir, require_run=True, closing=pages.closing_text))
     except report.NotARun as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -220,7 +221,7 @@ def _log_problem(path: Path) -> str | None:
 def _cmd_doctor(args) -> int:
     import time
 
-    from lab.diagnose import troubleshoot, troubleshoot_views
+    from lab.diagnose import doctor, troubleshoot
 
     if not args.log and not args.run and sys.stdin.isatty():
         print("error: give --log FILE, --run DIR, or pipe a log into `python -m lab doctor`", file=sys.stderr)
@@ -254,8 +255,8 @@ def _cmd_doctor(args) -> int:
     if args.json:
         print(json.dumps([f.to_dict() for f in findings], indent=2, ensure_ascii=False))
     else:
-        print(troubleshoot_views.format_findings(findings))
-    return troubleshoot_views.doctor_exit_code(findings, "info" if args.strict else "warn")
+        print(doctor.format_findings(findings))
+    return doctor.doctor_exit_code(findings, "info" if args.strict else "warn")
 
 
 def _cmd_byhand(args) -> int:

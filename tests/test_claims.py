@@ -5,7 +5,8 @@ import re
 import pytest
 
 from lab.core import facts, profiles
-from lab.model import models, quant_formats, quant_ladder, quant_quality, quant_summary, quant_targets, weights
+from lab.model import models, quant_formats, quant_ladder, quant_quality, quant_targets, weights
+from lab.pages import quantize
 from lab.predict import claim_evaluators, claims, claims_ledger, claims_views, kvcache, memory_plan, roofline
 from lab.core.paths import ROOT
 
@@ -47,7 +48,7 @@ def test_each_quote_has_exactly_one_verdict():
 
 def test_the_ledger_is_the_only_judge():
     """One data file, one judge: the size and KV judges that used to disagree are gone."""
-    quant_modules = (quant_formats, quant_targets, quant_ladder, quant_quality, quant_summary)
+    quant_modules = (quant_formats, quant_targets, quant_ladder, quant_quality, quantize)
     assert not any(hasattr(m, "seed_claim_verdicts") for m in quant_modules)
     assert not hasattr(memory_plan, "check_kv_claims")
     assert "seed_claims" not in facts.load("quant_types")

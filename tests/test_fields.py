@@ -10,9 +10,10 @@ from pydantic import ValidationError
 
 from lab.core import display, fields, run_summary
 from lab.core.paths import ROOT
-from lab.measure import (bench_views, busy_host, load_levels, loadgen, metrics, multigpu, peer_verdicts, speculative,
-                         tune, tune_choice, tune_settings)
+from lab.measure import (busy_host, load_levels, loadgen, metrics, multigpu, peer_verdicts, speculative, tune,
+                         tune_choice, tune_settings)
 from lab.measure.loadgen import RequestResult
+from lab.pages import benchmark
 from lab.predict import claims
 from lab.records import report
 
@@ -43,10 +44,10 @@ def test_every_entry_has_a_unit_a_rounding_and_a_meaning():
 def test_every_figure_the_summaries_tables_and_rows_carry_is_in_the_schema():
     names = [*run_summary.RunSummary.model_fields, *run_summary.LEVEL_FIGURES, *metrics.SPREAD_KEYS,
              *speculative.TABLE_FIGURES, *tune.ROW_FIGURES_ONE_STREAM, *tune.ROW_FIGURES_ALL_STREAMS,
-             *bench_views.REPETITION_COLUMNS,
+             *benchmark.REPETITION_COLUMNS,
              *metrics.repetition_figures([_ok(0, 0.1, 1.1, 11)], 1.5, 1)]
     assert [n for n in names if fields.get(n) is None] == []
-    row = bench_views.summary_row(metrics.summarise_run(_run()))
+    row = benchmark.summary_row(metrics.summarise_run(_run()))
     flat = [k for k in row if k not in ("reps", "valid", "why_not", "output_throughput_sd")]
     assert [k for k in flat if fields.get(k) is None] == []
 
@@ -85,7 +86,7 @@ def test_no_module_writes_an_old_name():
     assert old == {"output_tok_s": "output_throughput", "aggregate_tok_s": "output_throughput",
                    "decode_tok_s": "stream_decode_tok_s", "single_decode_tok_s": "stream_decode_tok_s",
                    "output_tok_s_spread": "output_throughput_spread"}
-    for module in (metrics, loadgen, load_levels, tune, tune_choice, tune_settings, speculative, bench_views, multigpu,
+    for module in (metrics, loadgen, load_levels, tune, tune_choice, tune_settings, speculative, benchmark, multigpu,
                    peer_verdicts, busy_host, claims):
         source = inspect.getsource(module)
         assert [n for n in old if re.search(rf"[\"']{n}[\"']|\b{n}=", source)] == [], module.__name__

@@ -9,7 +9,8 @@ import pytest
 
 from lab.core import profiles
 from lab.model import weights
-from lab.measure import copy_bandwidth, gpu_links, hardware, hardware_checks, inventory, psu_sizing
+from lab.measure import copy_bandwidth, gpu_links, hardware_checks, inventory, psu_sizing
+from lab.pages import hardware
 from lab.predict import profile_speed
 from lab.core.checks import worst
 from lab.core.profiles import Profile
@@ -288,7 +289,8 @@ def test_measure_bandwidth_falls_back_to_host_with_a_reason():
 
 
 def test_fake_inventory_round_trips_through_a_record(tmp_path):
-    from lab.core import evidence
+    from lab.core import session
+    from lab.serving import endpoint
 
     inv, prof = fake_inventory(), v100_profile(model_architecture="config:qwen3-32b")  # a stand-in: KV is sized
     links = {"nvml": {"available": True}, "gpus": inv["gpus"], "topo": None, "copy": {"measured": False}, "pairs": []}
@@ -296,13 +298,14 @@ def test_fake_inventory_round_trips_through_a_record(tmp_path):
     with_links = hardware.check_all(inv, GPU_BW, prof, links)  # notebook 01's: the GPU pairs' checks appended
     assert with_links[:-1] == found and with_links[-1] == gpu_links.link_checks(links, prof, inv)[0]
     psu = psu_sizing.advice(inv, prof)
-    body = hardware.build_record(prof, copy.deepcopy(inv), GPU_BW, links, psu, found)
-    rec = json.loads(evidence.write_record(tmp_path, "01_hardware", body).read_text())
+    s = session.Session(prof, profiles.resolve("v100-32g-x1"), tmp_path, endpoint.where(prof))  # as notebooks start it
+    rec = json.loads(hardware.record(s, copy.deepcopy(inv), GPU_BW, links, psu, found).read_text())
     assert rec["server_scope"]["local"] and [t["title"] for t in rec["tables"]][-1] == "PSU arithmetic"
     # the ceiling is the profile's one ceiling (`lab plan`'s: bytes read per token) at the bandwidth measured here
     rl = profile_speed.roofline_for(prof, {"bandwidth": GPU_BW})
     assert rec["summary"]["decode_ceiling_tok_s"] == rl["decode_ceiling_tok_s"]
     assert rec["summary"]["decode_ceiling_tok_s"] == pytest.approx(rl["bandwidth_gb_s"] * 1e9 / rec["summary"]["bytes_read_per_token"])
-    text = hardware.what_this_means(rec)
+    text = hardware.closing_text(rec)
+    assert rec["what_this_means"] == text and hardware.what_this_means(s).data == text  # the record keeps what it shows
     assert "Verdict: pass" in text and "780.0 GB/s" in text and "850 W PSU" in text
     assert text.endswith(f"- GPU pairs: none ({len(inv['gpus'])} GPU seen), so nothing is split across cards on this box.")

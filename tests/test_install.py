@@ -6,6 +6,7 @@ import pytest
 
 from lab.core import profiles
 from lab.measure import install
+from lab.pages import install as page
 
 
 @pytest.mark.tools
@@ -21,7 +22,7 @@ def test_this_machine_has_the_pinned_bindings_and_one_llama_cpp_build(smol_model
     assert checks["bindings and tools share one llama.cpp build"].status == "pass"
     assert all(checks[f"{t} built"].status == "pass" for t in ("llama-server", "llama-bench", "llama-quantize"))
     assert checks["llama.cpp can offload to the GPU"].status == "skip"  # a CPU profile does not need it
-    rows = {r["what"]: r for r in install.versions_rows(versions)}
+    rows = {r["what"]: r for r in page.versions_rows(versions)}
     assert rows["llama-cpp-python"]["version"] == "0.3.36" and rows["llama.cpp tools"]["version"].endswith(
         f"(commit {server['commit']})")
 
@@ -72,7 +73,7 @@ def test_what_this_means_lists_failures_before_warnings():
         {"name": "w", "status": "warn", "observed": "a", "expected": "b", "fix": "f1", "source": "s1"},
         {"name": "ok", "status": "pass", "observed": "", "expected": "", "fix": "", "source": ""},
         {"name": "x", "status": "fail", "observed": "c", "expected": "d", "fix": "f2", "source": "s2"}]}
-    text = install.what_this_means(record)
+    text = page.closing_text(record)
     assert text.startswith("2 thing(s) to fix") and text.index("**fail: x**") < text.index("**warn: w**")
     assert "Fix: f2 *(source: s2)*" in text
-    assert install.what_this_means({"checks": []}).startswith("Everything the profile needs is installed")
+    assert page.closing_text({"checks": []}).startswith("Everything the profile needs is installed")

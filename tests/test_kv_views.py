@@ -1,8 +1,8 @@
-"""lab.measure.kv_views (notebook 05's tables, charts and closing text): the numbers it shows are the KV arithmetic of
+"""lab.pages.kv_cache (notebook 05's tables, charts and closing text): the numbers it shows are the KV arithmetic of
 the architectures themselves — checked here against the per-layer shapes, not against a snapshot of the tables."""
 from lab.core import profiles
 from lab.model import models, weights
-from lab.measure import kv_views
+from lab.pages import kv_cache
 from lab.predict import claims, claims_views, kvcache, memory_plan
 
 GIB = 2**30
@@ -17,7 +17,7 @@ def f16_kv_bytes_per_token(arch) -> int:
 def test_kv_per_dtype_for_the_seeds_model():
     arch = models.stand_in("qwen3.8-27b")
     assert len(arch.global_layers) == 16 and len(arch.linear_layers) == 48  # 1 in 4 layers is full attention
-    table = kv_views.kv_dtype_table(arch, 4096, 1).set_index("kv_dtype")
+    table = kv_cache.kv_dtype_table(arch, 4096, 1).set_index("kv_dtype")
     per_token = f16_kv_bytes_per_token(arch)
     assert per_token == 65_536 and table.loc["f16", "bytes_per_token"] == per_token
     # q8_0: blocks of 32 values in 34 bytes; q4_0: 32 values in 18 bytes
@@ -29,7 +29,7 @@ def test_kv_per_dtype_for_the_seeds_model():
 
 
 def test_the_naive_calculator_overstates_by_query_over_kv_heads():
-    rows = kv_views.stand_in_table().set_index("model")
+    rows = kv_cache.stand_in_table().set_index("model")
     for mid in ("qwen3-32b", "qwen2.5-32b", "llama-3.1-8b"):  # dense GQA: every layer keeps KV
         arch = models.stand_in(mid)
         assert rows.loc[mid, "naive_overstates_32K"] == f"{arch.n_heads / arch.n_kv_heads:.1f}x"
@@ -39,14 +39,14 @@ def test_the_naive_calculator_overstates_by_query_over_kv_heads():
 
 
 def test_the_27b_class_on_one_v100():
-    rows = {(r["model"], r["context_tokens"]): r for r in kv_views.target_rows(V100_BYTES, contexts=(4096, 65536),
+    rows = {(r["model"], r["context_tokens"]): r for r in kv_cache.target_rows(V100_BYTES, contexts=(4096, 65536),
                                                                               kv_dtypes=("f16",))}
     q = rows[("qwen3.8-27b", 4096)]
     assert q["kv_GiB"] == 0.25 and q["recurrent_state_GiB"] == round(149.62 / 1024, 3)  # 4096 × 64 KiB; the state
     assert q["total_GiB"] == round(q["weights_GiB"] + 0.25 + 149.62 / 1024 + q["overhead_GiB"], 2) and q["fits"]
     dense = rows[("qwen3-32b", 65536)]
     assert dense["kv_GiB"] == 16.0 and not dense["fits"] and dense["beyond_trained_context"]  # trained on 40,960
-    table = kv_views.target_max_context_table(V100_BYTES, kv_dtypes=("f16",)).set_index("model")
+    table = kv_cache.target_max_context_table(V100_BYTES, kv_dtypes=("f16",)).set_index("model")
     arch = models.stand_in("qwen3.8-27b")
     wbytes = weights.weights_bytes("Q4_K_M", arch=arch, model_id="qwen3.8-27b")[0]
     over = int(memory_plan.runtime_overhead("llama.cpp-gpu")["bytes"])
@@ -61,11 +61,11 @@ def test_parity_checks_pass_only_identical_caches_and_skip_with_the_reason():
            "cache": "kv", "predicted_mib": 90.0, "reported_mib": 90.0, "predicted_cells": 1024, "reported_cells": 1024,
            "predicted_layers": 30, "reported_layers": 30, "match": True, "error_pct": 0.0}
     off = {**row, "n_parallel": 1, "reported_mib": 91.0, "match": False, "error_pct": 1.1, "log": "logs/x.log"}
-    checks = kv_views.parity_checks([row, off])
+    checks = kv_cache.parity_checks([row, off])
     assert [c.status for c in checks] == ["pass", "fail"] and "-np 4" in checks[0].name and "logs/x.log" in checks[1].fix
-    assert [c.status for c in kv_views.parity_checks([], "no llama-server")] == ["skip"]
-    assert list(kv_views.parity_table([row]).columns) == kv_views.PARITY_COLUMNS
-    fig = kv_views.parity_chart([row, off])
+    assert [c.status for c in kv_cache.parity_checks([], "no llama-server")] == ["skip"]
+    assert list(kv_cache.parity_table([row]).columns) == kv_cache.PARITY_COLUMNS
+    fig = kv_cache.parity_chart([row, off])
     assert [t.name for t in fig.data] == ["smollm2", "identical"] and list(fig.data[0].y) == [90.0, 91.0]
 
 
@@ -75,17 +75,17 @@ def test_summary_and_closing_text_come_from_the_plan_and_the_grid():
     plan = memory_plan.plan_memory(prof, arch)
     grid = [{"match": True, "error_pct": 0.0}, {"match": True, "error_pct": 0.0}, {"match": False, "error_pct": -2.5}]
     kv_claims = claims_views.of_kinds(claims.verdicts(prof), "kv", "layers")
-    s = kv_views.summary(arch, plan, grid, kv_claims, None)
+    s = kv_cache.summary(arch, plan, grid, kv_claims, None)
     assert s["kv_bytes_per_token"] == f16_kv_bytes_per_token(arch) == kvcache.kv_bytes_per_token(arch, "f16")
     assert (s["parity_caches_compared"], s["parity_caches_identical"], s["parity_max_abs_error_pct"]) == (3, 2, 2.5)
     record = {"summary": {**s, "vllm_kv_parity": None}, "claims": [v.to_dict() for v in kv_claims]}
-    text = kv_views.what_this_means(record)
+    text = kv_cache.closing_text(record)
     assert f"{s['kv_bytes_per_token']:,} bytes of KV per token" in text and "**2 of 3** caches" in text
     assert all(f"`{c.id}`: **{c.verdict}**" in text for c in kv_claims)
-    skipped = kv_views.what_this_means({"summary": {**kv_views.summary(arch, plan, [], [], "no tools"),
+    skipped = kv_cache.closing_text({"summary": {**kv_cache.summary(arch, plan, [], [], "no tools"),
                                                     "vllm_kv_parity": None}, "claims": []})
     assert "The llama.cpp parity grid was skipped: no tools" in skipped
-    fig = kv_views.memory_stack_chart(arch, plan)
+    fig = kv_cache.memory_stack_chart(arch, plan)
     names = [t.name for t in fig.data]
     assert names[0] == "weights" and names[-1] == "budget" and fig.data[0].x[-1] == arch.max_context
 
@@ -96,30 +96,30 @@ def test_fit_check_and_record_from_the_plan_and_the_grid():
     prof = profiles.load("cpu-default")
     arch = models.arch_for(prof)
     plan = memory_plan.plan_memory(prof, arch)
-    fit = kv_views.fit_check(plan)
+    fit = kv_cache.fit_check(plan)
     used = plan["weights_bytes_per_device"] + plan["overhead_bytes"] + plan["kv_bytes_per_device"]
     assert (fit.status, fit.observed, fit.fix) == ("pass", f"{used:,} bytes", "") and plan["memory_kind"] in fit.expected
     too_big = {**plan, "fits": False, "findings": [{"severity": "error", "fix": "lower -c"}, {"severity": "info", "fix": "x"}]}
-    assert (kv_views.fit_check(too_big).status, kv_views.fit_check(too_big).fix) == ("fail", "lower -c")
+    assert (kv_cache.fit_check(too_big).status, kv_cache.fit_check(too_big).fix) == ("fail", "lower -c")
 
     row = {"model": "smollm2", "n_ctx": 4096, "n_parallel": 4, "type_k": "f16", "type_v": "f16", "kv_unified": False,
            "cache": "kv", "predicted_mib": 90.0, "reported_mib": 90.0, "predicted_cells": 1024, "reported_cells": 1024,
            "predicted_layers": 30, "reported_layers": 30, "match": True, "error_pct": 0.0}
-    parity = kv_views.parity_checks([row])
-    assert kv_views.parity_text(parity, None) == "1 of 1 caches identical to the prediction"
-    assert kv_views.parity_text([], "no llama-server") == "no llama-server"
+    parity = kv_cache.parity_checks([row])
+    assert kv_cache.parity_text(parity, None) == "1 of 1 caches identical to the prediction"
+    assert kv_cache.parity_text([], "no llama-server") == "no llama-server"
     vllm_skipped = {"skipped": "not a vLLM profile", "rows": []}
-    assert kv_views.vllm_text(vllm_skipped, []) == "skipped: not a vLLM profile"
-    assert kv_views.served_text({"engine_name": "Ollama", "base_url": "http://h:11434"}) == "Ollama at http://h:11434"
-    assert kv_views.served_text(None).startswith("no server reported here")
-    assert kv_views.device_bytes("v100-32g-x1") == V100_BYTES
+    assert kv_cache.vllm_text(vllm_skipped, []) == "skipped: not a vLLM profile"
+    assert kv_cache.served_text({"engine_name": "Ollama", "base_url": "http://h:11434"}) == "Ollama at http://h:11434"
+    assert kv_cache.served_text(None).startswith("no server reported here")
+    assert kv_cache.device_bytes("v100-32g-x1") == V100_BYTES
 
     kv_claims = claims_views.of_kinds(claims.verdicts(prof), "kv", "layers")
-    rec = kv_views.build_record(
+    rec = kv_cache.build_record(
         arch=arch, plan=plan, grid_rows=[row], skip_reason=None, parity=parity, vllm_result=vllm_skipped,
         vllm_parity=[], kv_claims=kv_claims, target=[], target_max=[], plan_vs_server=[], served=None,
         stack_fig=None, target_fig=None, parity_fig=None)
     assert [c["name"] for c in rec["checks"]] == [parity[0].name, "memory plan fits the profile"]
     assert rec["summary"]["parity_caches_identical"] == 1 and rec["summary"]["vllm_kv_parity"]["skipped"] == "not a vLLM profile"
     assert rec["kv_grid"] == [row] and rec["claims"] == [v.to_dict() for v in kv_claims]
-    assert kv_views.what_this_means(rec).startswith(f"- **{arch.name}**")
+    assert kv_cache.closing_text(rec).startswith(f"- **{arch.name}**")

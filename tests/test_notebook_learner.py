@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab.core import profiles
-from lab.measure import kv_views
+from lab.pages import kv_cache
 from lab.model import models, quant_targets
 from lab.predict import memory_plan, profile_speed
 from lab.serving import engines
@@ -129,7 +129,7 @@ def test_notebook_05_try_numbers_are_the_lab_s():
     target = _try_text("05_kv_cache_math", "### The seeds' target")
 
     def qwen(card: str, quant: str) -> dict:
-        t = kv_views.target_max_context_table(kv_views.device_bytes(card), quant, ("f16", "q8_0"))
+        t = kv_cache.target_max_context_table(kv_cache.device_bytes(card), quant, ("f16", "q8_0"))
         return t[t.model == "qwen3.8-27b"].iloc[0].to_dict()
 
     a, b, c = qwen("v100-32g-x1", "Q4_K_M"), qwen("v100-32g-x1", "Q6_K"), qwen("v100-32g-x1", "Q8_0")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lab.core import profiles
-from lab.measure import hardware
+from lab.pages import hardware
 from lab.predict import claims, claims_ledger, plan, roofline
 from lab.serving import byhand, byhand_choices
 

@@ -1,4 +1,4 @@
-"""Notebook 03's quant modules (lab.model.quant_formats, quant_targets, quant_ladder, quant_quality, quant_summary):
+"""Notebook 03's quant modules (lab.model.quant_formats, quant_targets, quant_ladder, quant_quality, lab.pages.quantize):
 exact size arithmetic, llama.cpp's per-tensor choice, output parsers, verdicts (pure); the F16 reference and the real
 llama-quantize ladder (integration)."""
 from fractions import Fraction
@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from lab.core import disk, paths, profiles
-from lab.model import models, quant_formats, quant_ladder, quant_quality, quant_summary, quant_targets
+from lab.model import models, quant_formats, quant_ladder, quant_quality, quant_targets
+from lab.pages import quantize
 from lab.model.quant_formats import TensorSpec
 
 GB = 10**9
@@ -251,7 +252,7 @@ def test_recommendation_rule_picks_q4_k_m_for_a_27b_on_a_v100():
     rows = [{"type": t, "file_mib": m, "kld": k, "top1_pct": 90.0, "ppl_ratio": 1.0, "tg_tok_s": 100.0}
             for t, m, k in (("Q8_0", 138, 0.006), ("Q6_K", 132, 0.012), ("Q5_K_M", 107, 0.15),
                             ("Q4_K_M", 100, 0.077), ("Q4_0", 87, 0.32))]
-    rec = quant_summary.recommend(rows, quant_targets.target_sizes(profile), profile)
+    rec = quantize.recommend(rows, quant_targets.target_sizes(profile), profile)
     assert rec["type"] == "Q4_K_M"   # Qwen3.8-27B: 16.5 GB, 16.6 GiB of 32 left; Q4_0 misses the Δppl bar
     assert "Q4_K_M (100.0 MiB) has lower KLD than Q5_K_M (107.0 MiB)" in rec["text"]
     # Q5_K_M (14.1 GiB left) and Q6_K (11.4 GiB) also leave ≥ 1/3 of 32 GiB: Q4_K_M is the smallest that meets it

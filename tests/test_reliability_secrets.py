@@ -17,7 +17,8 @@ from fake_endpoints import QuietJSONHandler, endpoint_profile, serving
 
 from lab.core import evidence, profiles
 from lab.measure import loadgen, metrics
-from lab.serving import endpoint, engines, serve, serve_views
+from lab.serving import endpoint, engines, serve
+from lab.pages import serve as serve_page
 
 KEY = "lab-test-key-Zq3x9VbN7mKp2Lr8Tw5Y"  # what the lab sends: long, and nothing else in a reply looks like it
 ENV_KEY = "env-only-key-Hj4Ks8Pq2Xw6Nc1D"  # a key the lab only knows as the value of a profile's api_key_env
@@ -112,10 +113,10 @@ def test_a_server_echoing_the_key_leaves_it_in_no_record(tmp_path, monkeypatch):
         prof = _profile(tmp_path, base)
         command = engines.build_command(prof)
         server = serve.Server(command, "echo", api_key=KEY)
-        smoke = serve_views.smoke_test(server)
-        found = serve_views.discover(server)
-        checks = serve_views.serve_checks(None, server, smoke, None)
-        record04 = serve_views.build_record(command, [], None, server, smoke, {}, None, checks, discovery=found)
+        smoke = serve_page.smoke_test(server)
+        found = serve_page.discover(server)
+        checks = serve_page.serve_checks(None, server, smoke, None)
+        record04 = serve_page.build_record(command, [], None, server, smoke, {}, None, checks, discovery=found)
         # the load generator: a 500 body, then streamed error events
         target = loadgen.Target(base, model="m", max_tokens=4, api_key=KEY)
         run = loadgen.run_load(target, loadgen.make_prompts(4, 8, seed=3), loadgen.LoadSpec(concurrency=1, max_requests=3))

@@ -18,7 +18,8 @@ from fake_endpoints import WRONG_PROPS, endpoint_profile, hostile_server
 from lab.core import evidence, profiles
 from lab.measure import loadgen, metrics
 from lab.records import manifest, report
-from lab.serving import engines, serve, serve_views, shapes
+from lab.serving import engines, serve, shapes
+from lab.pages import serve as serve_page
 
 
 
@@ -32,10 +33,10 @@ def test_wrong_types_become_findings_on_the_run_path(variant, tmp_path):
         prof = _profile(tmp_path, base)
         command = engines.build_command(prof)
         server = serve.connect(command, timeout_s=10)  # /v1/models answers (wrongly): healthy
-        smoke = serve_views.smoke_test(server)
-        found = serve_views.discover(server)
-        checks = serve_views.serve_checks(None, server, smoke, None, discovery=found)
-        record = serve_views.build_record(command, [], None, server, smoke, {}, None, checks, discovery=found)
+        smoke = serve_page.smoke_test(server)
+        found = serve_page.discover(server)
+        checks = serve_page.serve_checks(None, server, smoke, None, discovery=found)
+        record = serve_page.build_record(command, [], None, server, smoke, {}, None, checks, discovery=found)
         written = evidence.write_record(tmp_path / "run", "04_serve", record)
         # a run whose 04 failed before its record: the manifest asks the server itself, then the report is built
         bare_run = tmp_path / "bare-run"
@@ -47,8 +48,8 @@ def test_wrong_types_become_findings_on_the_run_path(variant, tmp_path):
         run = loadgen.run_load(loadgen.Target(base, model="m", max_tokens=4), loadgen.make_prompts(3, 8, seed=9),
                                loadgen.LoadSpec(concurrency=1, max_requests=2))
         tokens = loadgen.count_tokens(base, "hello")
-    text = serve_views.discovery_text(found)
-    findings = serve_views.shape_findings(smoke, found)
+    text = serve_page.discovery_text(found)
+    findings = serve_page.shape_findings(smoke, found)
     expected = {  # route → a field of it that must be named in a finding
         "GET /props": "default_generation_settings" if variant == "settings_string" else "default_generation_settings.n_ctx",
         "GET /v1/models": "data.0.meta.n_ctx_train", "GET /slots": "0.is_processing", "GET /version": "version",

@@ -2,7 +2,7 @@
 import plotly.graph_objects as go
 
 from lab.core import evidence
-from lab.measure import bench_views
+from lab.pages import benchmark
 from lab.records import report_charts
 
 
@@ -21,7 +21,7 @@ def test_energy_without_nvml_keeps_the_memory_panel_and_says_why_in_full():
     why = "NVML not available (NVMLError_LibraryNotFound: NVML Shared Library Not Found)"
     summaries = [{"concurrency": c, "joules_per_token": None, "peak_vram_mib": None, "peak_host_rss_mib": 270.0 + c,
                   "energy_not_measured": why} for c in (1, 2, 4)]
-    kind, drawn, notes = report_charts.curate(fig(bench_views.energy_chart(summaries)))
+    kind, drawn, notes = report_charts.curate(fig(benchmark.energy_chart(summaries)))
     assert kind == "chart" and notes == [f"GPU energy not measured: {why}"]
     assert [t["name"] for t in drawn["data"]] == ["peak host RSS, server tree"]
     assert drawn["layout"]["xaxis2"]["domain"] == [0, 1] and "xaxis" not in drawn["layout"]

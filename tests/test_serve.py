@@ -11,9 +11,10 @@ import pytest
 
 from conftest import cmdline
 from lab.core import profiles
-from lab.serving import engines, serve, serve_views
+from lab.serving import engines, serve
 from lab.serving import server as server_process
 from lab.serving.server import group_members
+from lab.pages import serve as serve_page
 from lab.serving.engines import Command
 
 pytestmark = pytest.mark.tools
@@ -63,7 +64,7 @@ def test_server_starts_serves_stops_and_leaves_no_process(smol_model, tmp_path, 
     log = (tmp_path / "logs" / "04_serve.log").read_text()
     assert "n_slots = 4" in log and not list((tmp_path / "logs").glob(".*partial"))
     assert srv.stop() is report  # idempotent
-    checks = serve_views.serve_checks(None, srv, smoke, report)
+    checks = serve_page.serve_checks(None, srv, smoke, report)
     assert [c.status for c in checks] == ["pass"] * 6  # started, health, two routes, shapes, stopped
 
 
@@ -183,15 +184,15 @@ def test_notebook_04_steps_without_a_server_say_so():
     from lab.serving import seed_commands
 
     prof = profiles.load("cpu-default")
-    assert serve_views.smoke_test(None) is None and serve_views.discover(None) is None
-    assert serve_views.reported(None) == {} and serve_views.stop(None) is None
-    assert serve_views.start_text(None, "no GPU here") == "skipped: no GPU here"
-    assert serve_views.discovery_text(None) == "no server to ask"
-    assert serve_views.target_line(prof) == "the lab starts the server itself"
-    assert serve_views.then_and_now_text(prof, []).startswith("engine llama.cpp: the seeds' vLLM commands")
+    assert serve_page.smoke_test(None) is None and serve_page.discover(None) is None
+    assert serve_page.reported(None) == {} and serve_page.stop(None) is None
+    assert serve_page.start_text(None, "no GPU here") == "skipped: no GPU here"
+    assert serve_page.discovery_text(None) == "no server to ask"
+    assert serve_page.target_line(prof) == "the lab starts the server itself"
+    assert serve_page.then_and_now_text(prof, []).startswith("engine llama.cpp: the seeds' vLLM commands")
     corrections = seed_commands.seed_corrections_for(prof)
-    rows = serve_views.corrections_rows(corrections)
+    rows = serve_page.corrections_rows(corrections)
     assert corrections and len(rows) == sum(len(c.rows()) for c in corrections)
     assert {r["command"] for r in rows} == {c.command_id for c in corrections}
-    text = serve_views.corrections_text(corrections)
+    text = serve_page.corrections_text(corrections)
     assert all(f"corrected: {c.to_record()['corrected']}" in text for c in corrections)

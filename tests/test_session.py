@@ -42,6 +42,32 @@ def test_start_takes_a_profile_path_and_refuses_an_invalid_one_naming_it(tmp_pat
     assert not (tmp_path / "run2").exists()  # nothing opened for a profile that cannot run
 
 
+def test_the_notebooks_session_writes_server_scope_into_every_record_and_keeps_the_closing_text(tmp_path, clean_display):
+    """lab.pages.session: where the server runs is worked out once at start (lab.serving.endpoint.where) and written
+    into every record; a page's closing text is built from the record as written and kept in it, which is what the
+    notebook's last cell and report.html show (lab.records.report needs no page code)."""
+    from lab import pages
+    from lab.pages import session as pages_session
+    from lab.records import report
+
+    s = pages_session.start("cpu-default", str(tmp_path / "run"))
+    assert s.server_scope["local"] and not s.server_scope["endpoint"] and s.server_scope["text"].startswith("The lab starts")
+    seen = []
+    path = s.record("05_kv_cache", {"summary": {"n": 3}}, closing=lambda rec: seen.append(rec) or f"n is {rec['summary']['n']}")
+    rec = json.loads(path.read_text())
+    assert rec["server_scope"] == s.server_scope and rec["what_this_means"] == "n is 3"
+    assert seen[0]["record"] == "05_kv_cache" and "provenance" in seen[0]  # built from the file, not the dict passed
+    assert pages_session.closing(s, "05_kv_cache").data == "n is 3"
+    assert report.closing_text(rec) == "n is 3" and report.closing_text({"record": "06_tune"}) is None
+    # a record written before records kept the text: `lab report` passes the pages' closing as the fallback
+    older = {"record": "02_install", "checks": []}
+    assert report.closing_text(older) is None and report.closing_text({"record": "06_tune"}, pages.closing_text) is None
+    assert report.closing_text(older, pages.closing_text).startswith("Everything the profile needs is installed")
+    assert "server_scope" not in json.loads(session.start("cpu-default", str(tmp_path / "r2")).record("06_tune", {}).read_text())
+    with pytest.raises(FileNotFoundError, match="01_hardware.json: not written yet in this run; run the notebook's record cell"):
+        s.read("01_hardware")
+
+
 # ---------------------------------------------------------------- papermill as its docs show it (-f / -p / -y)
 # The injected cell as papermill 2.7 writes it (papermill/translators.py: "# Parameters", then `name = literal`):
 # made here by papermill's own translator, so these tests break if papermill changes what it injects.

@@ -11,7 +11,8 @@ import yaml
 from lab.core import facts as facts_data
 from lab.diagnose import knowledge_base
 from lab.diagnose import troubleshoot as ts
-from lab.diagnose import troubleshoot_views as views
+from lab.diagnose import doctor
+from lab.pages import troubleshoot as views
 
 LOGS = Path(__file__).parent / "troubleshoot_logs"
 INDEX = yaml.safe_load((LOGS / "INDEX.yaml").read_text())
@@ -132,9 +133,9 @@ def test_no_offload_is_only_a_note_without_a_gpu():
     text = (LOGS / "llamacpp-no-gpu-offload__cpu_build_ngl99.txt").read_text()
     on_cpu_box = ts.match_text(text, {"gpus": []})
     assert [f.severity for f in on_cpu_box] == ["info"]
-    assert views.doctor_exit_code(on_cpu_box) == 0 and views.doctor_exit_code(on_cpu_box, "info") == 1
+    assert doctor.doctor_exit_code(on_cpu_box) == 0 and doctor.doctor_exit_code(on_cpu_box, "info") == 1
     on_gpu_box = ts.match_text(text, {"gpus": [{"compute_capability": "7.0"}]})
-    assert [f.severity for f in on_gpu_box] == ["warn"] and views.doctor_exit_code(on_gpu_box) == 1
+    assert [f.severity for f in on_gpu_box] == ["warn"] and doctor.doctor_exit_code(on_gpu_box) == 1
 
 
 def test_no_offload_never_matches_a_profile_that_expects_no_gpu():
@@ -246,7 +247,7 @@ def test_diagnose_run_folder(tmp_path):
     assert where["cuda-oom-startup"].startswith("notebooks/05_kv_cache.ipynb:")
     assert "\x1b" not in next(f for f in found if f.entry_id == "cuda-oom-startup").evidence
     assert "gguf-truncated" in _ids(ts.diagnose(run, include_repro=True))
-    assert views.doctor_exit_code(found) == 1
+    assert doctor.doctor_exit_code(found) == 1
     assert ts.diagnose(str(run)) == found  # a one-line str naming a folder is a path
 
 
@@ -258,7 +259,7 @@ def test_diagnose_run_folder_with_nothing_wrong(tmp_path):
     (run / "records" / "01_hardware.json").write_text(json.dumps({"checks": [
         {"name": "GPU count", "status": "skip", "observed": 0, "expected": 0}]}))
     found = ts.diagnose(run)
-    assert found == [] and views.doctor_exit_code(found) == 0
+    assert found == [] and doctor.doctor_exit_code(found) == 0
 
 
 def test_diagnose_log_file_and_text(tmp_path):
@@ -276,8 +277,8 @@ def test_table_and_text_output():
     table = views.findings_table(found)
     assert list(table["entry_id"]) == ["gguf-truncated"]
     assert {"severity", "evidence", "cause", "fix", "source", "score"} <= set(table.columns)
-    assert "gguf-truncated" in views.format_findings(found) and "sha256sum" in views.format_findings(found)
-    assert views.format_findings([]) == "No known problem found."
+    assert "gguf-truncated" in doctor.format_findings(found) and "sha256sum" in doctor.format_findings(found)
+    assert doctor.format_findings([]) == "No known problem found."
     assert views.findings_table([]).empty
 
 

@@ -10,7 +10,7 @@ import pytest
 from lab.serving import serve
 from lab.diagnose import troubleshoot
 from lab.diagnose import troubleshoot_repro as tr
-from lab.diagnose import troubleshoot_views as views
+from lab.pages import troubleshoot as views
 from lab.diagnose.knowledge_base import derive_facts
 
 LOGS = Path(__file__).parent / "troubleshoot_logs"
@@ -81,7 +81,7 @@ def test_record_checks_and_no_facts_leak_into_doctor():
     # The captured V100 thermal facts must not become this run's facts when `lab doctor --run` reads the record.
     derived = derive_facts({"records": {"07_troubleshooting": record}})
     assert not {"gpu_count", "thermal_throttle", "min_compute_capability", "driver"} & set(derived)
-    assert "NOT recognised as expected: r (got llamacpp-invalid-argument)" in views.what_this_means(record)
+    assert "NOT recognised as expected: r (got llamacpp-invalid-argument)" in views.closing_text(record)
 
 
 def test_run_summary_says_plainly_when_nothing_was_found(tmp_path):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import difflib
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,18 +43,39 @@ class Session:
     profile: Profile
     profile_path: Path
     run_dir: Path
+    # Where the profile's server runs, as this machine sees it (lab.serving.endpoint.where: here, or a server the
+    # user runs elsewhere whose box no check here can see). Computed once at start by the caller that may import
+    # lab.serving (lab.pages.session.start); None for a session started without it (tests, scripts).
+    server_scope: dict | None = None
 
     @property
     def mode(self) -> str:
         """"plan" (the profile's hardware is not here, or --plan-only: lab.core.planmode) or "measure"."""
         return planmode.mode(self.profile)
 
-    def record(self, name: str, data: dict) -> Path:
-        """Write records/<name>.json into this run with provenance and its mode (plan: nothing in it was measured
-        on the profile's hardware, its numbers are predictions)."""
+    def record(self, name: str, data: dict, closing: Callable[[dict], str] | None = None) -> Path:
+        """Write records/<name>.json into this run with provenance, its mode (plan: nothing in it was measured
+        on the profile's hardware, its numbers are predictions) and the session's `server_scope`.
+
+        `closing`: the page's closing text from a record (lab.pages.<page>.closing_text). It is built from the record
+        as written (read back from disk, so it says only what the record holds) and kept in it as `what_this_means`:
+        the notebook's last cell and report.html show that text, and the report needs no page code."""
         why = planmode.reason(self.profile)
         data = {**data, "mode": "plan" if why else "measure", **({"plan_reason": why} if why else {})}
+        if self.server_scope is not None:
+            data["server_scope"] = self.server_scope
+        path = evidence.write_record(self.run_dir, name, data, self.profile_path)
+        if closing is None:
+            return path
+        data["what_this_means"] = closing(evidence.read_record_file(path))
         return evidence.write_record(self.run_dir, name, data, self.profile_path)
+
+    def read(self, name: str) -> dict:
+        """records/<name>.json of this run, or a one-line error saying which cell writes it."""
+        path = self.run_dir / "records" / f"{name}.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: not written yet in this run; run the notebook's record cell above first")
+        return evidence.read_record_file(path)
 
     @property
     def logs(self) -> Path:
@@ -200,11 +221,13 @@ def settings_copy(settings: dict, run_dir: Path, name: str) -> Path:
     return path
 
 
-def start(profile: str | Mapping, run_dir: str = "") -> Session:
+def start(profile: str | Mapping, run_dir: str = "", scope: Callable[[Profile], dict] | None = None) -> Session:
     """Load and validate the profile and open the run folder (a fresh one if run_dir is empty).
 
     `profile`: the notebook's globals (`session.start(globals())`: the profile is decided from its parameters and
-    what papermill injected, see `decide`), or a profile name or path."""
+    what papermill injected, see `decide`), or a profile name or path. `scope`: profile → where its server runs
+    (lab.serving.endpoint.where, which this layer cannot import: lab.pages.session passes it), kept as the
+    session's `server_scope` and written into every record."""
     import plotly.io as pio
 
     from lab.core import display
@@ -220,7 +243,8 @@ def start(profile: str | Mapping, run_dir: str = "") -> Session:
     if choice.settings is not None:
         prof = profile_from_settings(choice.settings)
         folder = evidence.notebook_run_dir(choice.run_dir, prof.name)
-        return Session(prof, settings_copy(choice.settings, folder, prof.name).resolve(), folder)
+        return Session(prof, settings_copy(choice.settings, folder, prof.name).resolve(), folder,
+                       scope(prof) if scope else None)
     path = profiles.resolve(choice.profile)
     prof = profiles.load(path)
-    return Session(prof, path.resolve(), evidence.notebook_run_dir(choice.run_dir, prof.name))
+    return Session(prof, path.resolve(), evidence.notebook_run_dir(choice.run_dir, prof.name), scope(prof) if scope else None)

@@ -9,8 +9,8 @@ matches it:
   the executed notebooks (lab.diagnose.run_inputs). Logs under logs/repro/ are errors reproduced on
   purpose (notebook 07) and are skipped unless `include_repro=True`.
 
-Long logs are scanned in blocks by lab.diagnose.log_scan; lab.diagnose.troubleshoot_views shows and
-judges the findings.
+Long logs are scanned in blocks by lab.diagnose.log_scan; lab.diagnose.doctor (`lab doctor`) and
+lab.pages.troubleshoot (notebook 07) show and judge the findings.
 """
 from __future__ import annotations
 

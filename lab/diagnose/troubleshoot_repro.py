@@ -9,7 +9,7 @@ as the run's own problems.
 
     port = port_conflict(run_dir)        # two: the lab's pre-check, and llama-server's own bind error
     truncated = truncated_gguf(run_dir)
-    print(troubleshoot_views.explain(truncated))
+    print(lab.pages.troubleshoot.explain(truncated))
 
 The GPU-only pitfalls cannot be produced on a CPU box; `diagnose_captured()` diagnoses real texts of
 them kept in lab/data/captured_errors.yaml (excerpts of tests/troubleshoot_logs/, each with its source).

@@ -2,12 +2,13 @@
 
 hardware probes      inventory (NVML, host, model file), copy_bandwidth, hardware_checks (pure checks), psu_sizing,
                      gpumon (VRAM, power, energy while something runs), gpu_links (NVLink/PCIe, GPU-to-GPU copy),
-                     wheel_arch (CUDA architectures in a wheel)
+                     wheel_arch (CUDA architectures in a wheel), install (what is installed: versions, machine facts)
 load and benchmark   loadgen (the client: one streamed request, one run), load_levels (measure these levels against
                      this server: deadline, warm-up, repetitions, monitor, summary — the sweep, tune, speculative,
                      multi-GPU and the peer lab client all use it), metrics (the arithmetic), bench (llama-bench
-                     reference, contention), bench_run (notebook 06's steps), bench_source (a local source to time
-                     the client), yardstick (served ÷ in-process rows)
+                     reference, contention), bench_run (notebook 06's steps), bench_steps (each step's result
+                     kept for the page), bench_source (a local source to time the client), yardstick (served ÷
+                     in-process rows)
 server sweeps        tune (lab tune: one setting at a time, each point its own server), tune_settings (what a
                      point is), tune_choice (which point wins, the profile patch), slot_placement (where a tune
                      point's requests landed; any log's slot blocks against decode speed), speculative (draft model,
@@ -21,6 +22,6 @@ peer clients         peer_bench (vllm bench serve), peer_clients (llama-benchy, 
 
 Servers are started and stopped by lab.serving.serve (`start`, `measure`), their commands built by
 lab.serving.engines (`build_command`, `with_flags`); whether a server can start here is lab.serving.serve's
-`why_not_startable` / `why_not_flag_sweep`. The notebook views still here (hardware, install, quantize_views,
-bench_views, kv_views) belong to the notebook pages.
+`why_not_startable` / `why_not_flag_sweep`. What a notebook shows of these (tables, charts, its record and closing
+text) is in its page, lab.pages.
 """

@@ -3,7 +3,7 @@ model and threads), the client's own capacity (against lab.measure.bench_source)
 machine, and the benchmark's verdicts over all of it (`bench_checks`).
 
 The load is lab.measure.loadgen, its arithmetic lab.measure.metrics, the tables, charts, record and closing
-text lab.measure.bench_views.
+text lab.pages.benchmark.
 """
 from __future__ import annotations
 

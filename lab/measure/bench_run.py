@@ -7,7 +7,7 @@ at the depth the served requests decoded at; `tune_settings` and `speculative_va
 speculative-decoding variants, each watched by its own NVML sampler; `roofline` uses notebook 01's bandwidth when
 this run has it; `claim_verdicts` hands the sweep to the claims judge and `checks` gives every verdict of the
 benchmark. What the notebook shows of all this — texts, tables, charts, the record and its closing text — is
-lab.measure.bench_views.
+lab.pages.benchmark.
 """
 from __future__ import annotations
 

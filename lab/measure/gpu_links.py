@@ -339,7 +339,7 @@ def pair_table(survey_: dict):
 
 def pairs_text(record: dict) -> str:
     """Markdown lines about the GPU pairs, built only from notebook 01's record ("" when it has none); the second
-    part of notebook 01's closing text (lab.measure.hardware.what_this_means)."""
+    part of notebook 01's closing text (lab.pages.hardware.closing_text)."""
     links = record.get("gpu_links") or {}
     if not links.get("pairs"):
         n = len(links.get("gpus") or [])

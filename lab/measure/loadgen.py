@@ -5,7 +5,7 @@
               or time budget → a `RunResult` holding every request.
 
 The arithmetic over those records (percentiles, TTFT/TPOT/ITL, goodput, validity) is lab.measure.metrics; the
-tables, charts and notebook 06's record are lab.measure.bench_views (vLLM's several-hundred-line `benchmark()`
+tables, charts and notebook 06's record are lab.pages.benchmark (vLLM's several-hundred-line `benchmark()`
 that does all of it in one function is the counter-example).
 
 Definitions follow `vllm bench serve` (vllm/benchmarks/serve.py `calculate_metrics`): TTFT = send →

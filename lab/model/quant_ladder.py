@@ -10,7 +10,7 @@
 4. `measure_speed`: `llama-bench -o json`, prompt processing and generation.
 
 Quality against the reference is lab.model.quant_quality's (it runs its deterministic tool through
-`cached_tool`, like the ladder's files); the summary, recommendation and checks are lab.model.quant_summary's.
+`cached_tool`, like the ladder's files); the summary, recommendation and checks are lab.pages.quantize's.
 """
 from __future__ import annotations
 

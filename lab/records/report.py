@@ -5,7 +5,7 @@ from a shared run folder without re-running anything (`python -m lab report RUN_
 
 The page reads answer first: the summary (lab.records.answer) right under the title, then a table of contents,
 then one numbered section per notebook that opens with the notebook's own closing text ("what this means",
-each module's `what_this_means(record)`), then its results, checks and charts; skipped checks and tables
+kept in its record as `what_this_means`), then its results, checks and charts; skipped checks and tables
 that do not apply to the profile are one line each; run details (notebooks, files, packages) come last.
 Tables go through lab.core.display, the same helper the notebooks use; figures are labelled, united and rounded by
 the field schema (lab/data/fields.yaml), and a record written before it reads by today's names (`summary_of`).
@@ -13,18 +13,12 @@ the field schema (lab/data/fields.yaml), and a record written before it reads by
 from __future__ import annotations
 
 import html
-import importlib
 import json
 from pathlib import Path
 
 from lab.core import display, evidence, fields
 from lab.records import manifest as manifest_file
 
-# Which module's `what_this_means(record)` closes each notebook's record (one name, one module per record: the one
-# its notebook's last cell calls).
-CLOSINGS = {"01_hardware": "lab.measure.hardware", "02_install": "lab.measure.install", "03_quantize": "lab.measure.quantize_views",
-            "04_serve": "lab.serving.serve_views", "05_kv_cache": "lab.measure.kv_views", "06_benchmark": "lab.measure.bench_views",
-            "07_endpoint": "lab.diagnose.endpoint_diagnose", "07_troubleshooting": "lab.diagnose.troubleshoot_views"}
 STATUS_COLOURS = display.STATUS_COLOURS
 
 
@@ -105,14 +99,18 @@ def _chart(figure: dict, first: bool) -> str:
                        config={"displaylogo": False, "responsive": True}, default_width="100%")
 
 
-def closing_text(record: dict) -> str | None:
-    """The notebook's own closing text, from its record (None when the record has no closing function
-    or it cannot read this record: an older record, say)."""
-    module = CLOSINGS.get(record.get("record", ""))
-    if not module:
+def closing_text(record: dict, fallback=None) -> str | None:
+    """The notebook's own closing text, as its page wrote it into the record (`what_this_means`: lab.pages, through
+    lab.core.session.Session.record), so the report shows what the notebook showed and needs no page code. A record
+    written before records kept it: `fallback(record)` when the caller passes one (`lab report` passes
+    lab.pages.closing_text, from the layer above), else None (also for 06_tune, 06_speculative)."""
+    text = record.get("what_this_means")
+    if isinstance(text, str) and text.strip():
+        return text
+    if fallback is None:
         return None
     try:
-        return importlib.import_module(module).what_this_means(record) or None
+        return fallback(record) or None
     except Exception as exc:  # a closing that cannot be written must not hide the rest of the evidence
         return f"(the closing text could not be written from this record: {type(exc).__name__}: {exc})"
 
@@ -181,7 +179,8 @@ def _command_html(record: dict) -> str:
             "below)</p>" + f"<pre class='cmd'>{html.escape(command['shell'])}</pre>")
 
 
-def record_section(record: dict, plotly_included: bool, number: int | None = None, anchor: str | None = None) -> tuple[str, bool]:
+def record_section(record: dict, plotly_included: bool, number: int | None = None, anchor: str | None = None,
+                   closing=None) -> tuple[str, bool]:
     title = _title(record)
     head = f"{number} · {title}" if number is not None else title
     parts = [f"<h2 id='{html.escape(anchor or record['record'])}'>{html.escape(head)}</h2>",
@@ -191,7 +190,7 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
         parts.append(f"<p class='err'>Problem with this record: {html.escape(str(record['problem']))}</p>")
     if record.get("edited"):
         parts.append(f"<p class='err'>Not the run's evidence as written: {html.escape(str(record['edited']))}</p>")
-    closing = closing_text(record) if not record.get("problem") else None
+    closing = closing_text(record, closing) if not record.get("problem") else None
     if closing:
         parts.append(f"<div class='closing'><h3>What this means</h3>{markdown_html(closing)}</div>")
     parts.append(_command_html(record))
@@ -294,7 +293,7 @@ def plan_banner(manifest: dict) -> str:
             "none measured.</p>")
 
 
-def build(run_dir: str | Path, require_run: bool = False) -> Path:
+def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
     """Write report.html of a run folder; with require_run, a folder that is not a run raises NotARun
     (`lab report` on a typo should not write an empty report into it)."""
     run_dir = check_run_dir(run_dir) if require_run else Path(run_dir)
@@ -308,7 +307,7 @@ def build(run_dir: str | Path, require_run: bool = False) -> Path:
     sections, toc, plotly_included = [], [], False
     for number, record in enumerate(records.values(), start=1):
         anchor = f"s{number}"
-        section, plotly_included = record_section(record, plotly_included, number, anchor)
+        section, plotly_included = record_section(record, plotly_included, number, anchor, closing)
         sections.append(section)
         toc.append(f"<li><a href='#{anchor}'>{html.escape(_title(record))}</a></li>")
     details_n = len(records) + 1

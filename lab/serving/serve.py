@@ -21,7 +21,7 @@ What it guarantees:
   secrets redacted, to `<log_dir>/<name>.log` when it stops (the partial file is then removed).
 A server the user runs (an endpoint profile's `endpoint_url`, or the older `engine: external` with host and
 port) is not started: `connect` only checks that it answers; lab.serving.endpoint asks it what it is.
-Notebook 04's checks, record and closing text over all of this: lab.serving.serve_views.
+Notebook 04's checks, record and closing text over all of this: lab.pages.serve.
 """
 from __future__ import annotations
 

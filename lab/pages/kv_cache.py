@@ -1,4 +1,4 @@
-"""Notebook 05's views (KV-cache math): its tables, charts, checks, the 05_kv_cache record (`build_record`) and its
+"""Notebook 05's page (KV-cache math): its tables, charts, checks, the 05_kv_cache record (`record`) and its
 closing text (`what_this_means`), built from lab.predict.kvcache / lab.predict.memory_plan predictions and the
 llama.cpp grid (lab.measure.kvcache_verify) and vLLM (lab.measure.vllm_kv) measurements, so the notebook's cells
 stay one call each."""
@@ -7,13 +7,16 @@ from __future__ import annotations
 from lab.core.units import GB, GIB, MIB
 from lab.core import evidence, profiles
 from lab.core.checks import Check
+from lab.core.session import Session
 from lab.model import models
 from lab.model import weights as weights_mod
 from lab.model.models import ArchSpec
 from lab.measure import vllm_kv
 from lab.predict import claims_views, kvcache, memory_plan
+from lab.pages import session
 from lab.serving import endpoint
 
+NAME = "05_kv_cache"
 PARITY_SOURCE = ("llama.cpp src/llama-kv-cache.cpp (the size line), src/llama-context.cpp (n_ctx padding, "
                  "per-slot split), src/llama-kv-cache-iswa.cpp (SWA cache size)")
 
@@ -314,7 +317,17 @@ def build_record(*, arch: ArchSpec, plan: dict, grid_rows: list[dict], skip_reas
     }
 
 
-def what_this_means(record: dict) -> str:
+def record(s: Session, **parts):
+    """Write records/05_kv_cache.json (`build_record(**parts)`) with its closing text; its path."""
+    return s.record(NAME, build_record(**parts), closing=closing_text)
+
+
+def what_this_means(s: Session):
+    """The closing text as the record keeps it (written by `record`), as Markdown for the notebook's last cell."""
+    return session.closing(s, NAME)
+
+
+def closing_text(record: dict) -> str:
     """A few sentences of Markdown from the written record."""
     s = record["summary"]
     kv_mib = s["kv_bytes_total"] / MIB

@@ -1,7 +1,8 @@
-"""Notebook 06's views: the lines printed between its steps, the sweep's tables and charts, the llama-bench /
-roofline / client-capacity / decode-speed tables, the 06_benchmark record (`build_record`) and its closing text
-(`what_this_means`), all from numbers measured elsewhere (lab.measure.bench_run, which runs the steps, over
-lab.measure.loadgen, lab.measure.metrics, lab.measure.bench and lab.measure.peer_bench)."""
+"""Notebook 06's page (benchmarking): the lines printed between its steps, the sweep's tables and charts, the
+llama-bench / roofline / client-capacity / decode-speed tables, the steps' results kept as the cells run them
+(`Steps`), from which the page builds the 06_benchmark record (`Steps.record`), the 06_tune and 06_speculative
+records, and the closing text (`what_this_means`) — all from numbers measured elsewhere (lab.measure.bench_run,
+which runs the steps, over lab.measure.loadgen, metrics, bench, peer_bench, tune and speculative)."""
 from __future__ import annotations
 
 from functools import partial
@@ -9,10 +10,15 @@ from functools import partial
 from lab.core import checks as lab_checks
 from lab.core import display, evidence, fields
 from lab.core.display import sig3
-from lab.measure import gpumon, metrics, peer_bench
+from lab.core.session import Session
+from lab.measure import gpumon, metrics, peer_bench, speculative, tune
 from lab.measure.bench_run import ServedSweep
+from lab.measure.bench_steps import Steps
 from lab.measure.loadgen import RunResult
+from lab.pages import session
 from lab.predict import roofline
+
+NAME = "06_benchmark"
 
 
 # ---------------------------------------------------------------- the lines between the steps
@@ -320,6 +326,38 @@ def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | Non
             "queueing": queue, "resources": resources, "batched_bench": batched, "yardstick": yardstick}
 
 
+def sweep_chart_of(steps: Steps):
+    """The sweep against the roofline (`sweep_chart`), for the steps' profile: the chart shown and kept in the record."""
+    return sweep_chart(steps.served.summaries, steps.rl["by_concurrency"], steps.rl["predicted_decode_tok_s"],
+                       title=f"{steps.profile.name}: measured vs roofline by concurrency")
+
+
+def energy_chart_of(steps: Steps):
+    return energy_chart(steps.served.summaries, title=f"{steps.profile.name}: energy and memory by concurrency")
+
+
+def record(steps: Steps) -> dict:
+    """Write records/06_benchmark.json from what the steps measured (lab.measure.bench_steps), with its closing
+    text; its summary, to show."""
+    (lb, lb_skip), (batched, batched_skip) = steps.llama_bench, steps.batched
+    steps.s.record(NAME, build_record(
+        steps.profile, served=steps.served, llama_bench_result=lb, llama_bench_skip=lb_skip, roofline_result=steps.rl,
+        capacity=steps.capacity, verdicts=steps.claim_verdicts(), found=steps.checks(), queue=steps.queue(),
+        sweep_fig=sweep_chart_of(steps), energy_fig=energy_chart_of(steps), batched=batched, batched_skip=batched_skip,
+        yardstick=steps.yardstick()), closing=closing_text)
+    return steps.s.read(NAME)["summary"]
+
+
+def record_tune(s: Session, tuned: dict, fig):
+    """records/06_tune.json (lab.measure.tune.build_record: the settings tried and the patch)."""
+    return s.record("06_tune", tune.build_record(tuned, fig))
+
+
+def record_speculative(s: Session, spec: dict):
+    """records/06_speculative.json (lab.measure.speculative.build_record: one stream with and without it)."""
+    return s.record("06_speculative", speculative.build_record(spec))
+
+
 def roofline_rows(rl: dict) -> list[dict]:
     """The roofline's inputs and results as (quantity, value, where it comes from) rows."""
     def gb(x):
@@ -385,7 +423,12 @@ def served_gap_markdown(single: dict | None, in_process_tok_s: float | None) -> 
 _f = partial(display.fmt, missing="unknown")  # a figure in a sentence: lab.core.display's text, "unknown" if missing
 
 
-def what_this_means(record: dict) -> str:
+def what_this_means(s: Session):
+    """The closing text as the record keeps it (written by `record`), as Markdown for the notebook's last cell."""
+    return session.closing(s, NAME)
+
+
+def closing_text(record: dict) -> str:
     """What the benchmark means for the reader, from the record alone (Markdown, one point per line)."""
     s = record["summary"]
     lines = []
@@ -447,11 +490,3 @@ def _batching_sentence(sweep: list[dict]) -> str:
             f"one stream to **{_f(best['output_throughput'])} tok/s in total at {best['concurrency']} streams** "
             f"(× {_f(best['output_throughput'] / one['output_throughput'])}), each stream getting {_f(per_stream)} tok/s — "
             "that total, not one stream's speed, is the kind of number the seeds' \"280 tok/s\" can only be.")
-
-
-__all__ = ["start_text", "prompt_text", "stop_text", "client_cpu_text", "llama_bench_text", "batched_bench_text",
-           "yardstick_table", "repetitions_table", "draft_text",
-           "model_load_text", "requests_table", "sweep_table", "calibration_table", "decode_speeds_table",
-           "resource_windows", "resources_table", "checks_chart", "summary_row", "sweep_frame", "requests_frame",
-           "sweep_chart", "energy_chart", "build_record", "roofline_rows", "llama_bench_rows", "capacity_rows",
-           "served_gap_markdown", "what_this_means"]

@@ -1,5 +1,5 @@
-"""Notebook 01's hardware checks put together and shown: every check, the tables, the chart, the summary,
-the 01_hardware record (`build_record`) and its closing text (`what_this_means`), built from lab.measure.inventory
+"""Notebook 01's page (hardware checks): every check put together, the tables, the chart, the summary,
+the 01_hardware record (`record`) and its closing text (`what_this_means`), built from lab.measure.inventory
 (what the box has), lab.measure.copy_bandwidth (how fast its memory is), lab.measure.hardware_checks (whether it is
 healthy for the profile), lab.measure.gpu_links (how its GPUs are joined) and lab.measure.psu_sizing (the power
 supply it needs).
@@ -9,10 +9,13 @@ from __future__ import annotations
 from lab.core import checks, evidence, planmode
 from lab.core.checks import Check, worst
 from lab.core.profiles import Profile
+from lab.core.session import Session
 from lab.measure import gpu_links, hardware_checks, psu_sizing
 from lab.measure.hardware_checks import gib
+from lab.pages import session
 from lab.predict import profile_speed
-from lab.serving import endpoint
+
+NAME = "01_hardware"
 
 
 def check_all(inv: dict, bw: dict | None, profile: Profile, links: dict | None = None) -> list[Check]:
@@ -126,7 +129,7 @@ def summary(inv: dict, bw: dict, found: list[Check], psu: dict, profile: Profile
 
 def build_record(profile: Profile, inv: dict, bw: dict, links: dict, psu: dict, found: list[Check]) -> dict:
     """The 01_hardware record: summary, checks, the tables and charts shown, the raw inventory, bandwidth samples,
-    GPU-pair survey and PSU arithmetic, and what this notebook can see of the server (lab.serving.endpoint.where)."""
+    GPU-pair survey and PSU arithmetic (what this notebook can see of the server, `server_scope`, the session adds)."""
     plan = planmode.reason(profile, [g.get("name") for g in inv.get("gpus") or []])
     summ = summary(inv, bw, found, psu, profile)
     if plan:  # this machine says nothing about the profile's box: its values stay in the record's inventory only
@@ -134,7 +137,7 @@ def build_record(profile: Profile, inv: dict, bw: dict, links: dict, psu: dict, 
                 "expected_hardware": expected_hardware(profile), "psu_recommended_w": summ["psu_recommended_w"],
                 "decode_ceiling_tok_s": None}
     return {
-        "title": "Hardware checks", "server_scope": endpoint.where(profile),
+        "title": "Hardware checks",
         "summary": summ,
         "checks": [c.to_dict() for c in found],
         "tables": [evidence.table_entry("GPUs (NVML)", gpu_table(inv)),
@@ -150,8 +153,18 @@ def build_record(profile: Profile, inv: dict, bw: dict, links: dict, psu: dict, 
     }
 
 
-def what_this_means(record: dict) -> str:
-    """Markdown for the notebook's last cell, built only from the written record: the box, then its GPU pairs."""
+def record(s: Session, inv: dict, bw: dict, links: dict, psu: dict, found: list[Check]):
+    """Write records/01_hardware.json (`build_record`) with its closing text; its path."""
+    return s.record(NAME, build_record(s.profile, inv, bw, links, psu, found), closing=closing_text)
+
+
+def what_this_means(s: Session):
+    """The closing text as the record keeps it (written by `record`), as Markdown for the notebook's last cell."""
+    return session.closing(s, NAME)
+
+
+def closing_text(record: dict) -> str:
+    """Markdown built only from the written record: the box, then its GPU pairs."""
     if record["summary"].get("plan_mode"):  # this machine's GPU pairs say nothing about the profile's box
         return _plan_text(record)
     pairs = gpu_links.pairs_text(record)

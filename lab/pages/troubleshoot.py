@@ -1,16 +1,20 @@
-"""Findings shown and judged: the table, the terminal text and the exit code of `lab doctor`, and notebook
-07's views of the reproductions (what happened, rows, the severity chart, the checks, the record and the
-closing text)."""
+"""Notebook 07's page (troubleshooting): this run's findings as a table, the reproductions (what happened, rows),
+the severity chart, the checks, the 07_troubleshooting and 07_endpoint records and their closing texts. `lab doctor`'s
+terminal text and exit code are lab.diagnose.doctor's; the diagnosis itself lab.diagnose.troubleshoot's."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from lab.core import evidence
 from lab.core.checks import Check
-from lab.diagnose import run_inputs
-from lab.diagnose.knowledge_base import SEVERITIES, SEVERITY_RANK, load_kb
+from lab.core.session import Session
+from lab.diagnose import endpoint_diagnose, run_inputs
+from lab.diagnose.knowledge_base import SEVERITIES, load_kb
 from lab.diagnose.troubleshoot import Finding
 from lab.diagnose.troubleshoot_repro import SOURCE, Reproduction
+from lab.pages import session
+
+NAME, ENDPOINT = "07_troubleshooting", "07_endpoint"
 
 
 def findings_table(findings: list[Finding]):
@@ -21,43 +25,6 @@ def findings_table(findings: list[Finding]):
             "score", "matched_by", "confirmed_by"]
     rows = [{**f.to_dict(), "commands": "\n".join(f.commands), "source": "\n".join(f.source)} for f in findings]
     return pd.DataFrame(rows, columns=cols)
-
-
-def format_findings(findings: list[Finding]) -> str:
-    """Plain text for a terminal (`lab doctor`)."""
-    if not findings:
-        return "No known problem found."
-    blocks = []
-    for i, f in enumerate(findings, 1):
-        lines = [f"{i}. [{f.severity}] {f.title}  ({f.entry_id})",
-                 f"   seen: {f.evidence}" + (f"  [{f.where}]" if f.where else "") + (f"  (x{f.count})" if f.count > 1 else ""),
-                 f"   cause: {f.cause}", f"   fix: {f.fix}"]
-        lines += [f"     $ {c}" for c in f.commands]
-        if f.confirmed_by and f.matched_by == "log":
-            lines.append(f"   confirmed by: {f.confirmed_by}")
-        lines += [f"   source: {s}" for s in f.source]
-        blocks.append("\n".join(_wrap(line) for line in lines))
-    return "\n\n".join(blocks)
-
-
-def _wrap(line: str, width: int = 100) -> str:
-    """A prose line wrapped to the terminal's 100 columns under its label; a command ('$ ...') stays whole so it
-    pastes as it is."""
-    import textwrap
-
-    if len(line) <= width or line.lstrip().startswith("$ "):
-        return line
-    indent = " " * (len(line) - len(line.lstrip()) + 3)
-    return "\n".join(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False))
-
-
-def doctor_exit_code(findings: list[Finding], min_severity: str = "warn") -> int:
-    """0 when nothing at or above `min_severity` matched, 1 when something did.
-
-    The default ignores "info" findings (notes such as "vLLM disabled its custom all-reduce", or
-    "no GPU offload" on a machine that has no GPU); pass min_severity="info" to count them too."""
-    limit = SEVERITY_RANK[min_severity]
-    return 1 if any(SEVERITY_RANK[f.severity] <= limit for f in findings) else 0
 
 
 def explain(reps: Reproduction | list[Reproduction]) -> str:
@@ -201,7 +168,27 @@ def build_record(findings: list[Finding], reps: list[Reproduction], captured: li
             "captured": captured}
 
 
-def what_this_means(record: dict) -> str:
+def record(s: Session, findings: list[Finding], reps: list[Reproduction], captured: list[dict]):
+    """Write records/07_troubleshooting.json with its closing text; its checks as the table the notebook shows."""
+    from lab.core import checks
+
+    s.record(NAME, build_record(findings, reps, captured), closing=closing_text)
+    return checks.table(checks.from_dicts(s.read(NAME)["checks"]))
+
+
+def endpoint_record(s: Session, result: dict):
+    """Write records/07_endpoint.json (lab.diagnose.endpoint_diagnose: what the five requests met) with its closing
+    text, and show that text (Markdown)."""
+    s.record(ENDPOINT, endpoint_diagnose.build_record(result), closing=endpoint_diagnose.what_this_means)
+    return session.closing(s, ENDPOINT)
+
+
+def what_this_means(s: Session):
+    """The closing text as the record keeps it (written by `record`), as Markdown for the notebook's last cell."""
+    return session.closing(s, NAME)
+
+
+def closing_text(record: dict) -> str:
     """What notebook 07 means for the user, from its record (Markdown, one point per line)."""
     s = record["summary"]
     lines = []

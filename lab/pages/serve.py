@@ -1,8 +1,8 @@
-"""Notebook 04's views of a started server: the steps as one call each whether or not a server could start here
-(start or say why not, smoke test, ask it, read its log, stop), the lines printed between them, the smoke test as
-rows, the serve checks (started, health time, both routes answer, stopped with nothing left), the 04_serve record
-and its closing text — from what lab.serving.serve did and measured (the process, its health, its smoke test, its
-stop) and what its log said (lab.serving.engine_logs)."""
+"""Notebook 04's page (serve): the views of a started server — the steps as one call each whether or not a server
+could start here (start or say why not, smoke test, ask it, read its log, stop), the lines printed between them, the
+smoke test as rows, the serve checks (started, health time, both routes answer, stopped with nothing left), the
+04_serve record (`record`) and its closing text (`what_this_means`) — from what lab.serving.serve did and measured
+(the process, its health, its smoke test, its stop) and what its log said (lab.serving.engine_logs)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,9 +10,13 @@ from pathlib import Path
 from lab.core import evidence
 from lab.core.checks import Check
 from lab.core.profiles import Profile
+from lab.core.session import Session
+from lab.pages import session
 from lab.serving import endpoint, engine_logs, seed_commands, serve
 from lab.serving.engines import Command
 from lab.serving.serve import DEFAULT_HEALTH_TIMEOUT_S, Server, health_timeout_for
+
+NAME = "04_serve"
 
 
 # ---------------------------------------------------------------- the notebook's steps, with or without a server
@@ -201,7 +205,18 @@ def build_record(command: Command, corrections: list, skip_reason: str | None, s
             "log": str(server.log_path) if server and server.log_path else None}
 
 
-def what_this_means(record: dict) -> str:
+def record(s: Session, *args, **kwargs) -> dict:
+    """Write records/04_serve.json (`build_record(*args, **kwargs)`) with its closing text; its summary, to show."""
+    s.record(NAME, build_record(*args, **kwargs), closing=closing_text)
+    return s.read(NAME)["summary"]
+
+
+def what_this_means(s: Session):
+    """The closing text as the record keeps it (written by `record`), as Markdown for the notebook's last cell."""
+    return session.closing(s, NAME)
+
+
+def closing_text(record: dict) -> str:
     """What notebook 04 means for the user, from its record (Markdown, one point per line)."""
     s = record["summary"]
     if s["skipped"]:

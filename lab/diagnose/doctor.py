@@ -1,0 +1,43 @@
+"""`lab doctor`'s output: the findings as terminal text and its exit code (the diagnosis is
+lab.diagnose.troubleshoot's; notebook 07 shows the same findings as a table, lab.pages.troubleshoot)."""
+from __future__ import annotations
+
+from lab.diagnose.knowledge_base import SEVERITY_RANK
+from lab.diagnose.troubleshoot import Finding
+
+
+def format_findings(findings: list[Finding]) -> str:
+    """Plain text for a terminal (`lab doctor`)."""
+    if not findings:
+        return "No known problem found."
+    blocks = []
+    for i, f in enumerate(findings, 1):
+        lines = [f"{i}. [{f.severity}] {f.title}  ({f.entry_id})",
+                 f"   seen: {f.evidence}" + (f"  [{f.where}]" if f.where else "") + (f"  (x{f.count})" if f.count > 1 else ""),
+                 f"   cause: {f.cause}", f"   fix: {f.fix}"]
+        lines += [f"     $ {c}" for c in f.commands]
+        if f.confirmed_by and f.matched_by == "log":
+            lines.append(f"   confirmed by: {f.confirmed_by}")
+        lines += [f"   source: {s}" for s in f.source]
+        blocks.append("\n".join(_wrap(line) for line in lines))
+    return "\n\n".join(blocks)
+
+
+def _wrap(line: str, width: int = 100) -> str:
+    """A prose line wrapped to the terminal's 100 columns under its label; a command ('$ ...') stays whole so it
+    pastes as it is."""
+    import textwrap
+
+    if len(line) <= width or line.lstrip().startswith("$ "):
+        return line
+    indent = " " * (len(line) - len(line.lstrip()) + 3)
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False))
+
+
+def doctor_exit_code(findings: list[Finding], min_severity: str = "warn") -> int:
+    """0 when nothing at or above `min_severity` matched, 1 when something did.
+
+    The default ignores "info" findings (notes such as "vLLM disabled its custom all-reduce", or
+    "no GPU offload" on a machine that has no GPU); pass min_severity="info" to count them too."""
+    limit = SEVERITY_RANK[min_severity]
+    return 1 if any(SEVERITY_RANK[f.severity] <= limit for f in findings) else 0
