@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Helpers beside this file (fake servers, what a split file's tiers share) get pytest's assertion messages too.
+pytest.register_assert_rewrite("fake_endpoints", *sorted(p.stem for p in Path(__file__).parent.glob("shared_*.py")))
 
 
 # Every notebook run of the suite carries planted secrets in its environment (as a user's shell would: a
@@ -86,7 +88,7 @@ def profile_copy(name: str, folder: Path, **changes) -> Path:
 # Notebook 06's benchmark plan in the tests' cpu-default run. What its tests assert (every level served, lengths
 # from usage, llama-bench at the served depth, the roofline, the ledger) needs neither the shipped 8 requests ×
 # 64 tokens per level nor tune's and speculative decoding's 20 s budgets (they run their baseline; the other
-# settings and variants are listed as not run; tests/test_speculative_cpu.py measures the variants themselves).
+# settings and variants are listed as not run; tests/tools/test_speculative_cpu.py measures the variants themselves).
 # Each level must still pass the lab's validity rule (lab.measure.metrics.criteria_for: >= 3 s and >= 4 successes),
 # or test_suite_07's `lab doctor` rightly reports invalid runs. A plan that stops by COUNT lands near the 3 s floor
 # on a fast or idle machine (6 × 32 tokens once ran "6/6 ok in 3.0 s", i.e. 2.9x s): this one stops by DURATION
@@ -119,19 +121,21 @@ def cpu_default_run(tmp_path_factory, cpu_default_profile) -> Path:
 
 
 def vllm_skip_reason() -> str | None:
-    """Why the vLLM integration cannot run here (None when it can): `make test` sets it all up."""
+    """Why the vLLM integration cannot run here (None when it can): `make test-all` sets it all up."""
     from lab.core import profiles
     from lab.core import paths
     from lab.serving import vllm_env
 
     if os.environ.get("LAB_VLLM") != "1":
-        return "LAB_VLLM is not 1: `make test` sets it (and sets the vLLM engine up); by hand, export LAB_VLLM=1"
+        return ("opt-in: LAB_VLLM is not 1: `make test-all` sets it (and sets the vLLM engine up); by hand, "
+                "`python3 -m lab.setup --engine vllm --profile cpu-vllm` and export LAB_VLLM=1")
     try:
         profile = profiles.load("cpu-vllm")
         vllm_env.engine_python(profile)
         paths.served_model_path(profile)
     except paths.VllmMissing as exc:
-        return f"no vLLM engine venv: {exc}"
+        return (f"set-up missing: no vLLM engine venv: {exc} "
+                "(run `python3 -m lab.setup --engine vllm --profile cpu-vllm`)")
     return None
 
 
@@ -246,8 +250,8 @@ def _vllm_server_done() -> None:
 def vllm_server(_vllm_early):
     """(profile, server, group): the cpu-vllm profile's real vLLM server, started once for the whole session by
     lab.serving.serve with exactly the command the notebooks run; `group` is its process group right after
-    start-up (API server, EngineCore, worker, resource tracker). Shared by tests/test_vllm_cpu.py (the lab's own
-    path) and tests/test_endpoint_vllm.py (to a `lab run` subprocess it is a server the lab did not start, as a
+    start-up (API server, EngineCore, worker, resource tracker). Shared by tests/tools/test_vllm_cpu.py (the lab's own
+    path) and tests/notebooks/test_endpoint_vllm.py (to a `lab run` subprocess it is a server the lab did not start, as a
     user's is). vLLM's start-up is most of their time, so it happens once, in the background (_vllm_early);
     the tests that use it run together right after the unit tier, the one marked `stops_vllm_server` last."""
     reason = vllm_skip_reason()
@@ -259,7 +263,7 @@ def vllm_server(_vllm_early):
 
 
 # The cpu-vllm notebooks' benchmark plan in the tests: params/cpu-vllm.yaml on a free port with 4 requests × 16
-# tokens per level instead of 8 × 64. What tests/test_suite_vllm.py asserts (every level served, output lengths from
+# tokens per level instead of 8 × 64. What tests/notebooks/test_suite_vllm.py asserts (every level served, output lengths from
 # usage, the peer check within its sanity bound) needs no more; the shipped plan took ~1 of its 3 minutes.
 CPU_VLLM_PLAN = {"bench_requests": 4, "bench_output_tokens": 16}
 
@@ -277,7 +281,7 @@ def _start_cpu_vllm_run() -> None:
 @pytest.fixture(scope="session")
 def cpu_vllm_run(_vllm_early) -> Path:
     """The run folder of `lab run --profile cpu-vllm --only 04,05,06` (CPU_VLLM_PLAN), run in the background beside
-    other tests (see _vllm_early) and shared by the tests of tests/test_suite_vllm.py."""
+    other tests (see _vllm_early) and shared by the tests of tests/notebooks/test_suite_vllm.py."""
     reason = vllm_skip_reason()
     if reason:
         pytest.skip(reason)
@@ -293,20 +297,69 @@ def pytest_runtest_teardown(item, nextitem):
 
 
 # ---------------------------------------------------------------- tiers
-# Every test is in one tier, a marker the hook below adds (pyproject registers them; README "Testing" says how to
-# run each): `notebooks` (whole notebooks executed: `lab run` or papermill), `tools` (real processes: llama.cpp's
-# tools, the vLLM server, the lab's CLI, Jupyter, Chromium) and `unit` (pure logic in this process; everything not
-# marked otherwise). A test file says `pytestmark = pytest.mark.tools` (or `notebooks`); `integration` is the older
-# name of `tools` and still read. A unit test that starts a process fails, naming the process: `-m unit` stays fast.
+# Every test is in one tier, and its file sits in that tier's folder: tests/unit (pure logic in this process),
+# tests/tools (real processes: llama.cpp's tools, the vLLM server, the lab's CLI, Jupyter, Chromium, peer clients),
+# tests/notebooks (whole notebooks executed: `lab run` or papermill). The folder gives the marker (pyproject registers
+# them; README "Testing" says how to run each), so `pytest tests/tools` and `pytest -m tools` are the same tests; a
+# test marked for another tier than its folder's (`tools`, `integration` or `vllm` mean tools) stops the run,
+# naming it: .ci/tier_tests.py moves it. Helpers shared by several files stay here or in tests/*.py beside this
+# file (fake_endpoints.py, shared_*.py). A unit test that starts a process fails, naming the process: the unit
+# tier stays fast. In CI (CI=true) a test whose set-up is missing fails instead of skipping: see setup_missing.
 TIERS = ("unit", "tools", "notebooks")
+TESTS = Path(__file__).resolve().parent
 
 
-def tier_of(item) -> str:
+def marked_tier(item) -> str | None:
+    """The tier a test's markers name (None when unmarked)."""
     if item.get_closest_marker("notebooks"):
         return "notebooks"
     if any(item.get_closest_marker(m) for m in ("tools", "integration", "vllm")):
         return "tools"
-    return "unit"
+    return "unit" if item.get_closest_marker("unit") else None
+
+
+def folder_tier(item) -> str | None:
+    """The tier of the folder a test's file sits in (None outside tests/<tier>/)."""
+    folder = Path(item.path).parent
+    return folder.name if folder.parent == TESTS and folder.name in TIERS else None
+
+
+def tier_of(item) -> str:
+    return folder_tier(item) or marked_tier(item) or "unit"
+
+
+# Test files left out of `make test` (the feedback loop, <= 10 min on 2 cores) and run by `make test-all` (CI): the
+# costliest checks of a path `make test` reaches another way. Named here, not in the files, so that a file split
+# again by .ci/tier_tests.py keeps it. Seconds: fresh-clone `make test`s on the 2-core CI machine (outputs/loop/).
+SLOW = {
+    "test_papermill_native.py": "papermill by hand on 01 (27-44 s); make test runs every notebook through `lab run`",
+    "test_endpoint_llama.py": "two `lab run`s against a llama-server the lab did not start (~60 s); make test keeps "
+                              "the endpoint probes against it (tests/tools/test_endpoint_llama_tools.py)",
+    "test_speculative_cpu.py": "speculative decoding's variants on the real server (32-73 s); make test's notebook 06 "
+                               "runs the baselines",
+    "test_synth_tools.py": "the synthesized GGUFs in llama-bench, the bindings and llama-server (26-37 s); make "
+                           "test's notebook 05 serves the synthesized Qwen3.8 hybrid in its KV grid",
+}
+
+
+def in_ci() -> bool:
+    """CI services (and .ci/run) export CI=true."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+# Skips that stay skips in CI: a test not meant for this machine or not asked for. Any other skip of a tools or
+# notebooks test fails in CI (pytest_runtest_makereport below): there it means a broken set-up.
+SKIP_IN_CI = ("opt-in", "not for this machine")
+
+
+def setup_missing(what: str, command: str | None = None) -> None:
+    """A test cannot run because `what` is not set up (the message, or `command`, says what sets it up): a skip
+    for a developer without the tools, a failure in CI, where set-up ran just before (a broken build must not
+    pass as skips). The tools and notebooks tiers' other skips are held to the same rule in CI (SKIP_IN_CI)."""
+    message = f"set-up missing: {what}" + (f" (run `{command}`)" if command else "")
+    if in_ci():
+        pytest.fail(f"{message}; in CI (CI={os.environ['CI']}) `make test-all` sets it up first", pytrace=False)
+    pytest.skip(message)
 
 
 def pytest_configure(config):
@@ -320,7 +373,7 @@ def pytest_configure(config):
                                        "other test that uses it)")
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """Tier markers first (see TIERS). Then the order: the unit tier first (fast answers, and the session's vLLM
     server starts in the background meanwhile), then the tests of that server together, the one that stops it
     (`stops_vllm_server`) last of them, then the tools tier (the cpu-vllm notebooks run beside it, see _vllm_early),
@@ -329,9 +382,17 @@ def pytest_collection_modifyitems(items):
             and (item.get_closest_marker("tools") or item.get_closest_marker("integration"))]
     if both:  # `-m tools` would select them too: each test is in one tier
         raise pytest.UsageError(f"marked both notebooks and tools (mark the tests, not their module): {both}")
+    astray = [f"{item.nodeid} (marked {marked_tier(item)})" for item in items
+              if marked_tier(item) and folder_tier(item) != marked_tier(item)]
+    if astray and os.environ.get("LAB_TIER_TESTS") != "1":  # .ci/tier_tests.py collects to put them in place
+        more = f" and {len(astray) - 5} more" if len(astray) > 5 else ""
+        raise pytest.UsageError(f"tests outside their tier's folder tests/<tier>/: {astray[:5]}{more}; run "
+                                "`.venv/bin/python .ci/tier_tests.py move` then `split` (or move them by hand)")
     for item in items:
         tier = tier_of(item)
         item.add_marker(tier)
+        if Path(item.path).name in SLOW:
+            item.add_marker("slow")
         if tier != "unit":
             item.add_marker("integration")  # `-m "not integration"` keeps meaning the unit tier
 
@@ -346,6 +407,19 @@ def pytest_collection_modifyitems(items):
         return 3 if tier == "tools" else 4
 
     items.sort(key=rank)  # stable: the order within each group is pytest's own
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In CI, a tools or notebooks test that skipped for any reason but SKIP_IN_CI failed: its set-up is broken."""
+    outcome = yield
+    report = outcome.get_result()
+    if not (report.skipped and in_ci() and tier_of(item) != "unit") or hasattr(report, "wasxfail"):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if not reason.removeprefix("Skipped: ").startswith(SKIP_IN_CI):
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI (CI={os.environ.get('CI')}), where every set-up ran: {reason}"
 
 
 def pytest_collection_finish(session):
@@ -386,12 +460,15 @@ def _unit_tests_start_no_process(request, monkeypatch):
 FIGURES: list[tuple[str, int, int, str]] = []
 
 
-# The peer-client check's one line (lab ÷ llama-benchy, guidellm per metric: tests/test_peer_clients.py), printed the same way.
+# The peer-client check's one line (lab ÷ llama-benchy, guidellm per metric: tests/unit/test_peer_clients.py), printed the same way.
 PEER_LINES: list[str] = []
 
 
 def record_figure(name: str, tried: int, handled: int, note: str = "") -> None:
-    FIGURES.append((name, tried, handled, note))
+    """One line of the summary; the same figure recorded twice (a module-level tally shared by a file's tiers,
+    e.g. tests/shared_reliability_exposure.py's, ends once per file) is shown once."""
+    if (name, tried, handled, note) not in FIGURES:
+        FIGURES.append((name, tried, handled, note))
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -430,14 +507,14 @@ def v100_x2_vllm():
 
 @pytest.fixture(scope="module")
 def smol_model():
-    """The embedded SmolLM2 GGUF, or a skip that says what set-up is missing (tier-2 tests of the real server)."""
+    """The embedded SmolLM2 GGUF, or a skip that says what set-up is missing (a failure in CI: setup_missing)."""
     from lab.core import paths
 
     try:
         paths.tool("llama-server")
         return paths.embedded_model("smollm2")
     except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
+        setup_missing(str(exc))
 
 
 def cmdline(pid: int) -> list[str]:
