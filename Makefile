@@ -11,11 +11,11 @@ PROFILE ?= cpu-default
 ARGS ?=
 # JupyterLab listens on loopback only; the token is printed in its start-up log.
 LAB_PORT ?= 8888
-# 1: `make test` sets up .venv-vllm and runs the vLLM tests (tests/test_vllm_cpu.py, tests/test_suite_vllm.py)
+# 1: `make test` sets up .venv-vllm and runs the vLLM tests (tests/tools/test_vllm_cpu.py, tests/notebooks/test_suite_vllm.py)
 LAB_VLLM ?= 1
 # 1: `make test` also sets up .venv-peers (aiperf, llama-benchy, guidellm: lab/setup/peers.py; ≈ 85 s in a fresh
 # checkout with the uv cache warm, nothing once made) and runs the peer-client check with llama-benchy and guidellm
-# (tests/test_peer_clients.py, ~3-5 min on 2 busy cores). aiperf is left out of it: on the 2-core CI machine its
+# (tests/unit/test_peer_clients.py, ~3-5 min on 2 busy cores). aiperf is left out of it: on the 2-core CI machine its
 # timing manager kept a core busy and its requests stalled ("Server disconnected"), 14 of 16 done after 6 min.
 LAB_PEERS ?= 1
 
@@ -37,7 +37,7 @@ test: browser
 	@$(PYTHON) -m lab.setup $(if $(filter 1,$(LAB_VLLM)),--engine vllm --profile cpu-vllm) $(if $(filter 1,$(LAB_PEERS)),--peers)
 	LAB_VLLM=$(LAB_VLLM) LAB_PEERS=$(LAB_PEERS) $(PY) -m pytest -q -ra $(ARGS)
 
-# Headless Chromium for tests/test_report_browser.py (report.html checked as a person would see it):
+# Headless Chromium for tests/tools/test_report_browser.py (report.html checked as a person would see it):
 # skipped when installed; as root with apt (CI) it installs Debian's package, otherwise it says how.
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \

@@ -2,7 +2,7 @@
 
 These two engines cannot run on this machine (no Ollama or LM Studio binary, no network to fetch one), so
 their HTTP answers are rebuilt here from their documentation. Nothing here measures anything: the real
-llama-server and vLLM are tested as endpoints in tests/test_endpoint_llama.py and tests/test_endpoint_vllm.py.
+llama-server and vLLM are tested as endpoints in tests/notebooks/test_endpoint_llama.py and tests/notebooks/test_endpoint_vllm.py.
 
 Documented responses copied in shape (values are examples):
 * Ollama   GET /api/version       https://docs.ollama.com/api/version             {"version": "0.12.6"}
@@ -155,7 +155,7 @@ def fake_server(kind: str, token_s: float = 0.002):
 
 
 # ---------------------------------------------------------------- hostile servers (deadlines and shapes)
-# FAKE servers that misbehave the ways issue-style probes found (tests/test_reliability_deadlines.py):
+# FAKE servers that misbehave the ways issue-style probes found (tests/unit/test_reliability_deadlines.py):
 #   "trickle"    every route answers 200 and then sends its body one byte every TRICKLE_S, never ending it: a
 #                per-read timeout is reset by each byte, so only an overall deadline ends the wait;
 #   "trickle_headers" the same with the headers: a status line, then one byte of a header every TRICKLE_S;

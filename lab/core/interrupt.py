@@ -103,7 +103,7 @@ class CutWatch(logging.Filter):
 # ---------------------------------------------------------------- named cut points (tests)
 # LAB_TEST_CUT_AT=<point> makes `lab run` send LAB_TEST_CUT_SIGNAL (SIGINT, SIGTERM or SIGHUP; default SIGINT) to
 # itself when it reaches that point, so tests cut a run at every place that matters, each on purpose, instead of
-# at a clock-seeded random second (tests/test_reliability_interrupts.py). The runner writes its pid into
+# at a clock-seeded random second (tests/notebooks/test_reliability_interrupts.py). The runner writes its pid into
 # LAB_TEST_CUT_PID, which its notebook kernels inherit: a point inside a kernel (server start, mid-benchmark)
 # signals the runner, as a Ctrl-C would. Unset (every real run) a point costs one dictionary look-up.
 CUT_AT_ENV, CUT_SIGNAL_ENV, CUT_PID_ENV = "LAB_TEST_CUT_AT", "LAB_TEST_CUT_SIGNAL", "LAB_TEST_CUT_PID"

@@ -3,7 +3,7 @@ put in it (the llama.cpp tools and the embedded models, read from .venv/lab-path
 the HF-format model folder it serves, .venv-vllm/lab-vllm.json), and how many cores this process may use.
 
 Standard library only at import: `python3 -m lab.setup` imports it with the system python before any venv exists
-(tests/test_layout.py), so set-up and the lab read the same locations from one place.
+(tests/unit/test_layout.py), so set-up and the lab read the same locations from one place.
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ import yaml
 from lab.core import evidence, planmode, profiles
 from lab.core.profiles import Profile, ProfileError
 
-# The notebooks' own parameters (the cell tagged `parameters`: tests/test_notebooks_hygiene.py, runner.py), and
+# The notebooks' own parameters (the cell tagged `parameters`: tests/unit/test_notebooks_hygiene.py, runner.py), and
 # the two papermill itself injects with --inject-paths (--inject-input-path / --inject-output-path).
 NOTEBOOK_PARAMETERS = ("profile", "run_dir")
 PAPERMILL_OWN = ("PAPERMILL_INPUT_PATH", "PAPERMILL_OUTPUT_PATH")

@@ -1,6 +1,6 @@
 """Whether this box is healthy enough for the profile: pure checks, (inventory dict, profile) -> `Check`s.
 
-The inventory is lab.measure.inventory.collect's dict; unit tests feed fake ones (tests/test_hardware.py).
+The inventory is lab.measure.inventory.collect's dict; unit tests feed fake ones (tests/unit/test_hardware.py).
 Each check names what it saw, what the profile expects, the fix, and its source.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ run works; the suite's full runs, tests/test_suite_*.py, follow with the same pl
 
 The cuts are injected, not timed: LAB_TEST_CUT_AT=<point> makes the run signal itself there, so every point is
 covered on every run of the suite, whatever the machine's load. One cut per point, the three signals spread over
-them (the runner handles all three with one handler; tests/test_interrupt.py checks each signal's handler).
+them (the runner handles all three with one handler; tests/unit/test_interrupt.py checks each signal's handler).
 The points inside a notebook cut real notebooks (04, 06: kernel, server, load); the runner's own points after a
 notebook (its end, the manifest, the report, the Chromium check) cut a real `lab run` whose notebook execution is
 an instant stand-in (STAND_IN): what they cut is the runner's work, and a real notebook 04 there costs ~10-40 s

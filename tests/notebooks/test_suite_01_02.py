@@ -4,12 +4,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import CPU_DEFAULT_NOTEBOOKS, CPU_DEFAULT_PLAN, notebook_record
+from conftest import CPU_DEFAULT_NOTEBOOKS, CPU_DEFAULT_PLAN, ROOT, notebook_record
 
 from lab.core import evidence, paths
 
 pytestmark = pytest.mark.notebooks
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import pytest
 from conftest import notebook_record
 
 pytestmark = pytest.mark.notebooks
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import pytest
 from conftest import CPU_DEFAULT_PLAN, notebook_record
 
 pytestmark = pytest.mark.notebooks
-ROOT = Path(__file__).resolve().parent.parent
 OUTPUT_TOKENS = CPU_DEFAULT_PLAN["bench_output_tokens"]
 
 

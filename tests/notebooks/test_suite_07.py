@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import notebook_record
+from conftest import ROOT, notebook_record
 
 pytestmark = pytest.mark.notebooks
-ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = {"port-conflict-precheck": "port-in-use", "port-conflict-llama-server": "port-in-use",
             "truncated-gguf": "gguf-truncated", "rejected-flag": "llamacpp-invalid-argument",
             "context-overflow": "llamacpp-context-exceeded", "kv-cache-too-big": "llamacpp-kv-alloc-failed"}

@@ -17,7 +17,6 @@ from lab.serving.server import group_members
 from conftest import CPU_VLLM_PLAN
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.vllm]
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_for
+from conftest import ROOT, wait_for
 from lab.setup import jupyter
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.tools
 
 

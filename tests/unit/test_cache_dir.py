@@ -9,7 +9,7 @@ from lab import setup
 from lab.core import paths
 from lab.records import manifest
 
-LAB = Path(__file__).resolve().parent.parent / "lab"
+LAB = Path(__file__).resolve().parents[2] / "lab"
 
 
 def test_lab_cache_is_read_in_one_place():

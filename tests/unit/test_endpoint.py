@@ -1,6 +1,6 @@
 """Endpoint profiles, discovery and diagnosis: pure logic, and FAKE Ollama / LM Studio servers built from their
 documented responses (tests/fake_endpoints.py says which page each answer comes from). The real llama-server and
-vLLM are measured as endpoints in tests/test_endpoint_llama.py and tests/test_endpoint_vllm.py."""
+vLLM are measured as endpoints in tests/notebooks/test_endpoint_llama.py and tests/notebooks/test_endpoint_vllm.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,7 +16,7 @@ from lab.serving import endpoint, engines, serve
 from lab.measure import bench, load_levels, loadgen, metrics
 from lab.diagnose import endpoint_diagnose
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "params" / "endpoint-example.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "params" / "endpoint-example.yaml"
 
 
 def write_profile(tmp_path: Path, **changes) -> Path:

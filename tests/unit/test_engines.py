@@ -8,7 +8,7 @@ from lab.core import facts
 from lab.serving import engine_logs, engines, seed_commands
 from lab.core.profiles import Profile
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 V100X2 = dict(name="v100-test", description="two V100 32G with NVLink", gpu_name_pattern="V100", gpu_count=2,
               gpu_vram_mib=32768, gpu_compute_capability="7.0", gpu_memory_bandwidth_gb_s=900,

@@ -3,8 +3,8 @@ import tomllib
 from pathlib import Path
 
 import yaml
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _pins(items):

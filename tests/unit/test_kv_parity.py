@@ -8,6 +8,7 @@ from lab.predict import kvcache
 from lab.measure import kvcache_verify as kv
 from lab.serving import engine_logs
 
+
 SAMPLE_LOG = """\
 llama_kv_cache:        CPU KV buffer size =     0.00 MiB
 llama_kv_cache: size =   67.50 MiB (  1024 cells,  30 layers,  3/3 seqs), K (f16):   33.75 MiB, V (f16):   33.75 MiB
@@ -104,33 +105,6 @@ def test_draft_mtp_adds_state_rows_and_the_mtp_context_cache():
     no_mtp = dataclasses.replace(arch, mtp_layers=0)
     with pytest.raises(kvcache.KvCacheError, match="no MTP layers"):
         kvcache.llama_cpp_kv_prediction(no_mtp, 2048, 1, draft_mtp=3)
-
-
-@pytest.fixture(scope="module")
-def grid_rows(cpu_default_run):
-    """The rows of notebook 05's grid (kvcache_verify.run_for_profile: `default_grid` on the embedded models and the
-    4-layer hybrid, each point a real llama-server start) in the session's one `lab run` on cpu-default: the same
-    grid this file used to run a second time."""
-    from conftest import notebook_record
-
-    record = notebook_record(cpu_default_run, "05_kv_cache_math", "05_kv_cache")
-    if record["summary"]["parity_skipped"]:
-        pytest.skip(record["summary"]["parity_skipped"])
-    return record["kv_grid"]
-
-
-@pytest.mark.notebooks
-@pytest.mark.parametrize("model,runs,caches", [("smollm2", 6, {"kv"}), ("gemma3-270m", 6, {"global", "swa"}),
-                                               (kv.HYBRID_MODEL, 6, {"kv", "recurrent", "mtp"})])
-def test_llama_cpp_reports_exactly_the_prediction(grid_rows, model, runs, caches):
-    rows = [r for r in grid_rows if r["model"] == model]
-    assert len({(r["n_ctx"], r["n_parallel"], r["type_k"], r["kv_unified"]) for r in rows}) == runs
-    bad = [r for r in rows if not r["match"]]
-    assert not bad, bad
-    assert all(r["error_pct"] == 0 for r in rows)
-    # Gemma reports a global and an SWA cache per run; the hybrid a KV cache (its full-attention layer) and
-    # the recurrent state of its Gated DeltaNet layers, and with --spec-type draft-mtp the MTP context's cache
-    assert {r["cache"] for r in rows} == caches
 
 
 # What the real llama-server (CPU build of llama-cpp-python 0.3.36's llama.cpp) printed on 2026-12-01 for the

@@ -4,8 +4,8 @@ import statistics
 
 import pytest
 
-from lab.core import paths
 from lab.model import llama_bench
+
 
 ROW = {"model_filename": "a.gguf", "model_size": 1000, "n_prompt": 0, "n_gen": 32, "n_depth": 0, "n_threads": 2,
        "flash_attn": True, "avg_ts": 153.0, "stddev_ts": 86.0,
@@ -49,21 +49,6 @@ def test_command_places_every_setting(monkeypatch, tmp_path):
                      "-fa": "0,1", "-sm": "row"}
 
 
-@pytest.mark.tools
-def test_a_real_run_on_the_embedded_model(smol_model, tmp_path):
-    try:
-        paths.tool("llama-bench")
-    except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
-    log = tmp_path / "llama-bench.log"
-    result = llama_bench.run(smol_model, threads=2, n_prompt=16, n_gen=8, reps=2, timeout_s=300, log=log)
-    assert [t["test"] for t in result["tests"]] == ["pp16", "tg8"]
-    assert result["pp"]["test"] == "pp16" and result["tg"]["test"] == "tg8"
-    tg = result["tg"]
-    assert len(tg["samples_tok_s"]) == 2 and tg["tok_s"] == statistics.median(tg["samples_tok_s"]) > 0
-    assert log.read_text().startswith("$ " + " ".join(result["command"]))
-
-
 # ---------------------------------------------------------------- llama-batched-bench (lab.model.llama_batched_bench)
 # two rows of its README's JSONL example (tools/batched-bench/README.md), the second at B = 2, and a repetition of B = 1
 JSONL = """llama_model_loader: loaded meta data
@@ -95,14 +80,3 @@ def test_batched_bench_takes_the_server_s_shared_settings():
     assert bb.shared_flags(argv) == ["-t", "8", "-ngl", "999", "-ctk", "f16", "-ctv", "f16", "-fa", "auto",
                                      "-ub", "512", "--no-mmap"]
     assert bb.context_for(512, 256, [1, 4, 8, 16]) == 16 * 768
-
-
-@pytest.mark.tools
-def test_batched_bench_runs_on_the_embedded_model(tmp_path):
-    from lab.model import llama_batched_bench as bb
-
-    res = bb.run(paths.embedded_model("smollm2"), n_prompt=16, n_gen=8, n_parallel=[1, 2], reps=2, flags=["-t", "2"],
-                 log=tmp_path / "bb.log")
-    assert res["command"][res["command"].index("-npl") + 1] == "1,2,1,2"
-    assert [r["pl"] for r in res["rows"]] == [1, 2, 1, 2] and all(r["pp"] == 16 and r["tg"] == 8 for r in res["rows"])
-    assert res["by_parallel"][2]["reps"] == 2 and res["by_parallel"][2]["speed_tg"] > 0

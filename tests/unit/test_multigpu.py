@@ -1,22 +1,15 @@
 """Several GPUs: profile settings, the commands they give, the per-device KV split, the scaling script on
 this CPU (its GPU modes skipped with the reason) and the all-reduce benchmark on gloo."""
 import dataclasses
-import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import v100_x2_vllm
+from conftest import ROOT, v100_x2_vllm
 from lab.core import processes, profiles
 from lab.model import models
 from lab.predict import kvcache
 from lab.serving import engine_logs, engines
 from lab.measure import multigpu
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---------------------------------------------------------------- profiles and commands
@@ -154,53 +147,6 @@ def test_mode_plan_says_why_a_mode_does_not_run():
     plan = multigpu.mode_plan(profiles.load("h200-x2"), 1, list(multigpu.MODES))
     assert [p["run"] for p in plan] == [True, False, False, False]
     assert "1 GPU(s) visible" in plan[1]["why"]
-
-
-# ---------------------------------------------------------------- the script on this CPU
-@pytest.mark.tools
-def test_multigpu_cli_on_cpu_measures_one_device_and_skips_the_splits(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "lab", "multigpu", "--profile", "cpu-default", "--out", str(tmp_path),
-                           "--levels", "1", "--prompt-tokens", "32", "--output-tokens", "8", "--reps", "1"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rec = json.loads((tmp_path / "records" / "08_multigpu_scaling.json").read_text())
-    assert rec["summary"]["modes_run"] == ["none"]
-    assert set(rec["summary"]["modes_skipped"]) == {"layer", "row", "tensor"}
-    none = rec["results"]["none"]
-    assert none["bench"]["tg"]["tok_s"] > 0 and none["server"]["summaries"][0]["successes"] >= 4
-    kv = next(t for t in rec["tables"] if t["title"].startswith("KV cache"))["rows"][0]
-    assert kv["KV match"] is True  # the CPU buffer llama-server printed = lab.predict.kvcache's prediction
-    tp = json.loads((tmp_path / "records" / "08_tp_model.json").read_text())
-    paper = tp["tables"][1]["rows"]
-    assert any("v100-sxm2-nvlink2" in r["set-up"] for r in paper) and any("ethernet-10g" in r["set-up"] for r in paper)
-    from lab.records import report
-
-    assert "Two GPUs against one" in report.build(tmp_path).read_text()
-
-
-def _torch_python() -> str | None:
-    for python in (sys.executable, str(ROOT / ".venv-vllm" / "bin" / "python")):
-        if Path(python).exists() and subprocess.run([python, "-c", "import torch.distributed as d; "
-                                                     "assert d.is_gloo_available()"], capture_output=True).returncode == 0:
-            return python
-    return None
-
-
-@pytest.mark.tools
-def test_allreduce_bench_runs_on_gloo(tmp_path):
-    python = _torch_python()
-    if python is None:
-        pytest.skip("no Python with PyTorch here (the lab venv has none; `LAB_VLLM=1 make setup` makes .venv-vllm, which does)")
-    proc = subprocess.run([python, "-m", "lab.measure.allreduce_bench", "--backend", "gloo", "--arch", "qwen3.5-27b",
-                           "--batches", "1", "--sizes", "4096", "--samples", "2", "--iters", "2", "--out", str(tmp_path)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    rec = json.loads((tmp_path / "records" / "08_allreduce.json").read_text())
-    rows = rec["tables"][0]["rows"]
-    assert [r["bytes"] for r in rows] == [20480, 10240, 4096]  # 5120 × f32, 5120 × bf16, the sweep size
-    assert all(r["correct_sum"] for r in rows)
-    assert rows[0]["allreduces_per_step"] == 129
-    assert rec["summary"]["fit_latency_at_bytes"] == 4096
 
 
 def test_tp_prediction_sits_beside_the_measured_tensor_split():

@@ -14,7 +14,7 @@ from lab.model import models, quant_targets
 from lab.predict import memory_plan, profile_speed
 from lab.serving import engines
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 MIB, GIB = 2**20, 2**30
 
 # notebook → section heading (start of its markdown cell) → the learner values its first code cell starts with

@@ -10,8 +10,8 @@ import pytest
 from lab.core import paths, profiles
 from lab.model import gguf_file, weights
 from lab.predict import memory_plan, plan as plan_mod, profile_speed
+from conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PROFILES = sorted(p.stem for p in (ROOT / "params").glob("*.yaml"))
 
 

@@ -11,6 +11,7 @@ from lab.model import models, quant_formats, quant_ladder, quant_quality, quant_
 from lab.pages import quantize
 from lab.model.quant_formats import TensorSpec
 
+
 GB = 10**9
 GIB = 1 << 30
 
@@ -257,79 +258,6 @@ def test_recommendation_rule_picks_q4_k_m_for_a_27b_on_a_v100():
     assert "Q4_K_M (100.0 MiB) has lower KLD than Q5_K_M (107.0 MiB)" in rec["text"]
     # Q5_K_M (14.1 GiB left) and Q6_K (11.4 GiB) also leave ≥ 1/3 of 32 GiB: Q4_K_M is the smallest that meets it
     assert {r["type"] for r in rec["table"] if r["meets_rule"]} == {"Q4_K_M", "Q5_K_M", "Q6_K"}
-
-
-# ---------------------------------------------------------------- integration: the real files and tools
-@pytest.fixture(scope="module")
-def ladder():
-    profile = profiles.load("cpu-default")
-    ref = quant_ladder.f16_reference(profile, progress=False)
-    return quant_ladder.build_ladder(ref, progress=False)
-
-
-@pytest.mark.tools
-def test_f16_reference_keeps_every_metadata_key(ladder):
-    import gguf
-    import numpy as np
-    from gguf import GGUFReader
-
-    ref = ladder.reference
-    src, out = GGUFReader(ref.source), GGUFReader(ref.path)
-    assert set(src.fields) == set(out.fields)
-    for key, field in src.fields.items():
-        if key.startswith("GGUF.") or key == "general.file_type":
-            continue
-        assert out.fields[key].contents() == field.contents(), key
-    assert out.fields["general.file_type"].contents() == int(gguf.LlamaFileType.MOSTLY_F16)
-    assert [(t.name, list(t.shape)) for t in src.tensors] == [(t.name, list(t.shape)) for t in out.tensors]
-    s, o = src.tensors[2], out.tensors[2]        # a Q4_1 matrix: the reference holds its exact values in F16
-    assert s.tensor_type.name == "Q4_1" and o.tensor_type.name == "F16"
-    want = gguf.quants.dequantize(s.data, s.tensor_type).astype(np.float16)
-    assert np.array_equal(np.asarray(o.data).reshape(want.shape), want)
-
-
-@pytest.mark.tools
-def test_ladder_files_load_and_are_ordered_by_size(ladder):
-    import llama_cpp
-
-    assert [f.qtype for f in ladder.files] == list(quant_ladder.DEFAULT_LADDER)
-    sizes = [f.bytes for f in ladder.files]
-    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes)
-    assert ladder.reference.bytes > sizes[0]
-    for f in ladder.files:
-        assert quant_formats.gguf_info(f.path).tensor_bytes == f.tensor_bytes
-        llm = llama_cpp.Llama(model_path=str(f.path), vocab_only=True, verbose=False)
-        assert llm.n_vocab() == 49152
-        del llm
-    small = llama_cpp.Llama(model_path=str(ladder.files[-1].path), n_ctx=32, n_threads=2, verbose=False)
-    small.eval(small.tokenize(b"Hello"))     # one real forward pass on the smallest file
-    assert small.n_tokens > 0
-
-
-@pytest.mark.tools
-def test_llama_quantize_choices_are_reproduced_exactly(ladder):
-    sizes = quant_ladder.size_check(ladder)
-    assert all(not bad for bad in sizes.mismatches.values()), sizes.mismatches
-    assert all(r["predicted_equals_file"] for r in sizes.rows)
-
-
-@pytest.mark.notebooks
-def test_notebook_03_writes_its_record(cpu_default_run):
-    """Notebook 03 in the session's one `lab run` on cpu-default (conftest.cpu_default_run): the record, not only
-    that it ran."""
-    from conftest import notebook_record
-
-    rec = notebook_record(cpu_default_run, "03_quantize")
-    assert {"title", "summary", "checks", "tables", "charts", "ladder", "claims", "vllm_plan"} <= set(rec)
-    assert {c["name"]: c["status"] for c in rec["checks"]}["llama.cpp's per-tensor types reproduced"] == "pass"
-    assert all(c["status"] in ("pass", "warn") for c in rec["checks"])
-    kinds = [r["type"] for r in rec["ladder"]["quality"]["rows"]]
-    assert kinds[1:] == list(quant_ladder.DEFAULT_LADDER) and kinds[0].startswith("shipped")
-    assert all(r["agree"] for r in rec["ladder"]["crosscheck"])
-    # the size claims come from the one ledger (lab.predict.claims), with its vocabulary of verdicts
-    assert {v["id"]: v["verdict"] for v in rec["claims"]}["s1-fp16-weights-54gb"] == "consistent"
-    assert rec["recommendation"]["type"] == "Q4_K_M"
-    assert rec["charts"][0]["figure"]["data"]
 
 
 # ---------------------------------------------------------------- Qwen3.8-27B: the downloads users pick

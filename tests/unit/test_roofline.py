@@ -145,7 +145,7 @@ def test_per_token_model_fit_recovers_a_known_model():
     fast = [dict(p, datasheet_gb_s=1000) for p in pts]
     with pytest.raises(ValueError, match="datasheet"):
         roofline.fit_per_token(fast)
-    # the lab's model: H200 points + the public rows (tests/test_public_speed.py checks the fitted values)
+    # the lab's model: H200 points + the public rows (tests/unit/test_public_speed.py checks the fitted values)
     h = roofline.per_token_model()
     assert set(h.fixed_ms_by_family) == {"qwen35", "dense"} and "fitted on 22 measured points" in h.how
 

@@ -11,10 +11,10 @@ import pytest
 
 from lab.measure import peer_clients, server_clock
 from lab.serving import engine_logs
+from conftest import ROOT
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "outputs" / "peer_clients-h200" / "20261202T053002Z_54fe515"
 
 # Lines as llama-server (the pinned llama.cpp, -lv 4) wrote them on the H200 (peer_clients.log.xz above), one request

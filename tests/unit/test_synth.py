@@ -7,27 +7,9 @@ import numpy as np
 import pytest
 
 from lab.core import paths
-from lab.model import gguf_file, llama_bench, models, synth, synth_metadata, synth_shapes
+from lab.model import models, synth, synth_metadata, synth_shapes
 from lab.model.models import ArchSpec
-
-TINY = ArchSpec(name="tiny", family="llama", source="tests/test_synth.py", n_layers=2, n_heads=4, n_kv_heads=2,
-                head_dim_k=64, head_dim_v=64, hidden_size=256, ffn_size=768, vocab_size=151936, max_context=4096)
-
-
-@pytest.fixture(scope="module")
-def vocab():
-    try:
-        return synth_metadata.default_vocab_path()
-    except synth_shapes.SynthError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
-def vocab_qwen35():
-    try:
-        return synth_metadata.default_vocab_path(synth_metadata.QWEN35_VOCAB)
-    except synth_shapes.SynthError as exc:
-        pytest.skip(str(exc))
+from shared_synth import QWEN35_ATTN, QWEN35_MTP, TINY, vocab, vocab_qwen35
 
 
 # ---------------------------------------------------------------- pure: shapes and sizes
@@ -64,23 +46,11 @@ def test_refuses_what_llama_cannot_express():
         synth_shapes.tensor_plan(TINY, "Q3_K")
     with pytest.raises(synth_shapes.SynthError, match="multiple of Q4_K's block"):
         synth_shapes.tensor_plan(ArchSpec(**{**TINY.to_dict(), "hidden_size": 320}))
-
-
-# ---------------------------------------------------------------- the Qwen3.5 hybrid as llama.cpp's qwen35
-# llama.cpp src/models/qwen35.cpp load_arch_tensors (trunk layers), names from src/llama-arch.cpp
-QWEN35_ATTN = {"attn_norm.weight": (5120,), "post_attention_norm.weight": (5120,),
-               "attn_q.weight": (5120, 24 * 256 * 2), "attn_k.weight": (5120, 4 * 256), "attn_v.weight": (5120, 4 * 256),
-               "attn_output.weight": (24 * 256, 5120), "attn_q_norm.weight": (256,), "attn_k_norm.weight": (256,),
-               "ffn_gate.weight": (5120, 17408), "ffn_down.weight": (17408, 5120), "ffn_up.weight": (5120, 17408)}
 QWEN35_LINEAR = {"attn_norm.weight": (5120,), "post_attention_norm.weight": (5120,),
                  "attn_qkv.weight": (5120, 2 * 16 * 128 + 48 * 128), "attn_gate.weight": (5120, 48 * 128),
                  "ssm_conv1d.weight": (4, 10240), "ssm_dt.bias": (48,), "ssm_a": (48,), "ssm_beta.weight": (5120, 48),
                  "ssm_alpha.weight": (5120, 48), "ssm_norm.weight": (128,), "ssm_out.weight": (48 * 128, 5120),
                  "ffn_gate.weight": (5120, 17408), "ffn_down.weight": (17408, 5120), "ffn_up.weight": (5120, 17408)}
-# src/models/qwen35.cpp load_block_mtp: a full-attention block of the trunk's shape + the nextn tensors
-# (nextn.embed_tokens and nextn.shared_head_head are TENSOR_NOT_REQUIRED, and absent from Qwen's conversion)
-QWEN35_MTP = {**QWEN35_ATTN, "nextn.eh_proj.weight": (2 * 5120, 5120), "nextn.enorm.weight": (5120,),
-              "nextn.hnorm.weight": (5120,), "nextn.shared_head_norm.weight": (5120,)}
 # the MTP block's parameters: attention 5120 × (12288 + 1024 + 1024) + 6144 × 5120 = 104,857,600, q/k norms 512,
 # FFN 3 × 5120 × 17408 = 267,386,880, 2 norms 10,240, eh_proj 10240 × 5120 = 52,428,800, 3 nextn norms 15,360
 QWEN38_MTP_PARAMS = 104_857_600 + 512 + 267_386_880 + 10_240 + 52_428_800 + 15_360
@@ -153,7 +123,7 @@ def test_qwen38_full_file_size_is_predicted_exactly(vocab_qwen35):
     # MTP block: matrices 424,673,280 weights × 144/256 bytes (Q4_K) + 26,112 F32 norm weights × 4
     assert size["mtp_bytes"] == 424_673_280 * 144 // 256 + 26_112 * 4 == 238_983_168
     # without it: the trunk's 15,138,093,056 tensor bytes (14.10 GiB) and the 15,146,290,240-byte file that the
-    # H200 runs and tests/test_kv_parity.py's full-model log measured (written before synth had --mtp)
+    # H200 runs and tests/unit/test_kv_parity.py's full-model log measured (written before synth had --mtp)
     assert size["tensor_bytes"] - size["mtp_bytes"] == 15_138_093_056
     assert round(size["tensor_bytes"] / 2**30, 2) == 14.32
     *_, trunk_only = synth.plan_file("qwen3.8-27b", "Q4_K", vocab_qwen35, mtp=0)
@@ -230,24 +200,6 @@ def test_q4_k_scales_decode_as_packed():
     assert set(sc.tolist()) <= set(range(4, 9)) and np.array_equal(m, np.rint(sc * 7.5))
 
 
-# ---------------------------------------------------------------- the vocabulary
-@pytest.mark.tools
-def test_vocab_parser_matches_gguf_reader(vocab):
-    from gguf import GGUFReader
-
-    ours = {kv.key: kv for kv in synth_metadata.vocab_kvs(vocab)}
-    reader = GGUFReader(str(vocab))
-    theirs = {k: f for k, f in reader.fields.items() if k.startswith("tokenizer.")}
-    assert set(ours) == set(theirs)
-    for key, field in theirs.items():
-        assert ours[key].vtype == field.types[0]
-        assert ours[key].value == field.contents(), key
-    # the same reader (lab.model.gguf_file) answers the lab's other GGUF questions: lengths agree
-    header = gguf_file.read_gguf_header(vocab)
-    assert header.array_lengths["tokenizer.ggml.tokens"] == len(ours["tokenizer.ggml.tokens"].value)
-    assert [k for k in header.keys if k.startswith("tokenizer.")] == list(ours)
-
-
 def test_vocab_missing_from_the_cache_is_copied_by_setup(monkeypatch, tmp_path, vocab_qwen35):
     """One extraction (lab.setup.llama_source.copy_vocabs) for set-up and for synth: an empty cache with the sdist
     gets the file."""
@@ -295,108 +247,3 @@ def test_cli_refuses_when_the_disk_is_too_small(vocab, monkeypatch, capsys, tmp_
     assert synth.main(["--arch", "qwen3-32b", "--out", str(out), "--vocab", str(vocab), "--no-progress"]) == 1
     assert "GiB) are. Free some space, or choose another --out" in capsys.readouterr().err and not out.exists()
     assert not list(tmp_path.iterdir())
-
-
-# ---------------------------------------------------------------- integration: the real llama.cpp
-@pytest.fixture(scope="module")
-def tiny_file(vocab, tmp_path_factory):
-    path = tmp_path_factory.mktemp("synth") / "tiny-Q4_K.gguf"
-    _, kvs, plan, size = synth.plan_file(TINY, "Q4_K", vocab)
-    synth.write_file(path, TINY, kvs, plan, size, progress=False)
-    return path, size
-
-
-@pytest.mark.tools
-def test_tiny_file_size_and_header_are_as_predicted(tiny_file):
-    path, size = tiny_file
-    assert path.stat().st_size == size["total_bytes"]
-    header = gguf_file.read_gguf_header(path)
-    assert header.tensor_bytes == size["tensor_bytes"] and header.n_params == size["params"]
-    assert header.metadata["lab.synthetic"] is True and "garbage" in header.metadata["lab.synthetic.note"]
-    arch = models.from_gguf(path)
-    assert (arch.n_layers, arch.n_heads, arch.n_kv_heads, arch.head_dim_k, arch.hidden_size, arch.ffn_size,
-            arch.vocab_size) == (2, 4, 2, 64, 256, 768, 151936)
-
-
-@pytest.mark.tools
-def test_llama_bench_runs_the_tiny_file(tiny_file):
-    try:
-        paths.tool("llama-bench")
-    except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
-    path, size = tiny_file
-    result = llama_bench.run(path, threads=2, n_prompt=32, n_gen=8, reps=1, timeout_s=300)
-    rows = result["rows"]
-    assert [(r["n_prompt"], r["n_gen"]) for r in rows] == [(32, 0), (0, 8)]
-    assert all(t["tok_s"] > 0 for t in result["tests"]) and [t["test"] for t in result["tests"]] == ["pp32", "tg8"]
-    assert rows[0]["model_size"] == size["tensor_bytes"] and rows[0]["model_n_params"] == size["params"]
-
-
-@pytest.mark.tools
-def test_llama_cpp_generates_tokens_from_the_tiny_file(tiny_file):
-    llama_cpp = pytest.importorskip("llama_cpp")
-    path, _ = tiny_file
-    llm = llama_cpp.Llama(str(path), n_ctx=256, n_threads=2, verbose=False)
-    out = llm.create_completion("Hello, world", max_tokens=8, temperature=0)
-    assert out["usage"]["completion_tokens"] == 8 and out["usage"]["prompt_tokens"] >= 3
-    assert llm.metadata["lab.synthetic"] == "true"
-
-
-# ---------------------------------------------------------------- integration: a 4-layer Qwen3.8-27B served by llama-server
-@pytest.fixture(scope="module")
-def qwen38_4_layers(vocab_qwen35, tmp_path_factory):
-    """Qwen3.8-27B's real per-layer shape, 4 layers (3 Gated DeltaNet + 1 full attention) + its MTP block (blk.4),
-    real vocab size: a 2.5 GB file, ~10-40 s to write here."""
-    path = tmp_path_factory.mktemp("synth35") / "qwen3.8-27b-4L-Q4_K.gguf"
-    arch, kvs, plan, size = synth.plan_file("qwen3.8-27b", "Q4_K", vocab_qwen35, layers=4)
-    synth.write_file(path, arch, kvs, plan, size, progress=False)
-    return path, size
-
-
-@pytest.mark.tools
-def test_qwen38_file_reads_back_as_the_hybrid(qwen38_4_layers):
-    path, size = qwen38_4_layers
-    assert path.stat().st_size == size["total_bytes"]
-    header = gguf_file.read_gguf_header(path)
-    assert header.tensor_bytes == size["tensor_bytes"] and header.n_params == size["params"]
-    assert header.metadata["qwen35.block_count"] == 5 and header.metadata["qwen35.nextn_predict_layers"] == 1
-    assert header.mtp_tensor_bytes == size["mtp_bytes"] == 238_983_168
-    assert gguf_file.gguf_weights_bytes(path) == size["tensor_bytes"] - size["mtp_bytes"]  # what llama.cpp loads
-    arch = models.from_gguf(path)
-    full = models.stand_in("qwen3.8-27b")
-    assert (arch.family, arch.n_layers, arch.mtp_layers, arch.global_layers, arch.linear_layers) == \
-        ("qwen35", 4, 1, (3,), (0, 1, 2))
-    assert arch.linear_state_bytes_per_layer == full.linear_state_bytes_per_layer == 3_268_608
-    assert (arch.n_heads, arch.n_kv_heads, arch.head_dim_k, arch.vocab_size) == (24, 4, 256, 248_320)
-
-
-@pytest.mark.tools
-def test_llama_server_serves_the_qwen35_file(qwen38_4_layers, tmp_path):
-    """The real llama-server (CPU build) loads the hybrid and answers a completion; its log shows both the
-    attention KV cache (1 layer) and the recurrent state (3 layers). Without --spec-type draft-mtp it skips
-    exactly the MTP block's tensors, by name and size (src/llama-model-loader.cpp "model has unused tensor")."""
-    import httpx
-
-    from lab.serving import serve
-    from lab.serving.engines import Command
-
-    try:
-        server_bin = paths.tool("llama-server")
-    except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
-    path, size = qwen38_4_layers
-    port = serve.free_port()
-    cmd = Command(engine="llama.cpp", argv=(str(server_bin), "-m", str(path), "--host", "127.0.0.1", "--port",
-                                            str(port), "-c", "2048", "-np", "1", "-t", "2", "--no-warmup", "-lv", "4"),
-                  host="127.0.0.1", port=port, health_path="/health", served_model=None, notes=())
-    with serve.start(cmd, log_dir=tmp_path, name="qwen35", health_timeout_s=180) as srv:
-        reply = httpx.post(srv.base_url + "/completion", json={"prompt": "Hello, world", "n_predict": 8,
-                                                               "temperature": 0},
-                           headers=srv.headers(), timeout=120).json()  # the lab's servers take a per-run key
-        log = srv.log_text()
-    assert reply["tokens_predicted"] == 8 and isinstance(reply["content"], str)
-    assert "llama_kv_cache: size =" in log and "llama_memory_recurrent: size =" in log
-    unused = dict(re.findall(r"model has unused tensor (\S+) \(size = (\d+) bytes\)", log))
-    assert set(unused) == {f"blk.4.{n}" for n in QWEN35_MTP}
-    assert sum(int(b) for b in unused.values()) == size["mtp_bytes"]
-    assert re.search(r"n_layer\s+= 4\b", log) and re.search(r"n_layer_all\s+= 5\b", log)

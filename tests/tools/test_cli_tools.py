@@ -1,0 +1,52 @@
+"""The tools tier of tests/unit/test_cli.py (split from it by .ci/tier_tests.py).
+
+`python -m lab validate | plan | report | compare`: exit status 0 (all good), 1 (a problem found in what was
+given: an invalid profile, a plan that does not fit, a folder that is not a run — one clear message naming the
+file and the field, no traceback), 2 (bad usage: argparse's message). In-process through conftest.cli_output;
+one real subprocess shows that the exit status a shell sees is the same. The many bad-profile and bad-record
+cases are in tests/unit/test_reliability_profiles.py and tests/unit/test_reliability_untrusted.py; this file is the
+contract, one case per verb and status."""
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, cli_output
+
+from lab.core import evidence
+
+
+def _run_folder(path):
+    evidence.write_record(path, "01_hardware", {"title": "Hardware", "summary": {"bandwidth_gb_s": 27.4},
+                                                "checks": [{"name": "RAM", "status": "pass"}]})
+    (path / "manifest.json").write_text(json.dumps({"run_id": path.name, "profile": {"name": "cpu-default"},
+                                                    "notebooks": [], "status": "ok"}))
+    return path
+
+
+@pytest.mark.tools
+def test_report_0_for_a_run_folder_1_naming_what_is_not_one(tmp_path):
+    run = _run_folder(tmp_path / "run")
+    rc, text = cli_output(["report", str(run)])
+    assert rc == 0 and (run / "report.html").exists() and str(run / "report.html") in text, text
+    for not_run in (tmp_path / "nope", run / "manifest.json"):
+        rc, text = cli_output(["report", str(not_run)])
+        assert rc == 1 and str(not_run) in text and "Traceback" not in text, text
+
+
+@pytest.mark.tools
+def test_compare_0_for_run_folders_1_naming_what_is_not_one(tmp_path):
+    a, b = _run_folder(tmp_path / "a"), _run_folder(tmp_path / "b")
+    rc, text = cli_output(["compare", str(a), str(b)])
+    assert rc == 0 and "27.4" in text and "Traceback" not in text, text
+    rc, text = cli_output(["compare", str(a), str(tmp_path / "nope")])
+    assert rc == 1 and str(tmp_path / "nope") in text and "Traceback" not in text, text
+
+
+@pytest.mark.tools
+def test_a_shell_sees_the_same_exit_statuses():
+    def status(*argv):
+        return subprocess.run([sys.executable, "-m", "lab", *argv], capture_output=True, text=True, cwd=ROOT,
+                              timeout=120).returncode
+
+    assert (status("validate", "cpu-default"), status("validate", "no-such-profile"), status("validate")) == (0, 1, 2)

@@ -1,0 +1,59 @@
+"""The tools tier of tests/unit/test_peer_clients.py (split from it by .ci/tier_tests.py).
+
+The lab's client against llama-benchy, guidellm and aiperf (lab.measure.peer_clients, set up by lab/setup/peers.py).
+
+Unit tier: their exports, captured from real runs on the embedded SmolLM2 (tests/data/peer_*), parsed into the lab's
+metric names; the comparison's verdicts and spread over repetitions; the command lines carry the load. Tools tier:
+the whole comparison on a real CPU llama-server with llama-benchy and guidellm: what does not depend on the machine's
+load is asserted (every request accounted for, exactly the output tokens asked for), the timing ratios are recorded
+and printed, each within the tolerance or carrying the definition that explains it, else a warning (a shared CPU).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import PEER_LINES
+from lab.measure import peer_clients, peer_tools
+from lab.measure.peer_bench import PeerLoad
+
+
+TEST_LOAD = PeerLoad(num_prompts=8, concurrency=1, input_tokens=128, output_tokens=32)
+
+
+@pytest.mark.tools
+def test_lab_client_agrees_with_llama_benchy_and_guidellm_on_a_real_server(tmp_path):
+    if os.environ.get("LAB_PEERS") != "1":
+        pytest.skip("opt-in: `make test LAB_PEERS=1`")
+    why = peer_tools.skip_reason()
+    if why:
+        pytest.skip(why)
+    # One repetition of a light load (~3-5 min on the loaded 2-core CI box): the repeated measurement, with the spread,
+    # is `python -m lab.measure.peer_clients --profile cpu-default ... --repetitions 3` (outputs/peer_clients-cpu/).
+    record = peer_clients.run_on_smollm2(tmp_path, load=TEST_LOAD, repetitions=1)
+    print(peer_clients.text(record))
+    PEER_LINES.append(peer_clients.headline(record) + f" ({tmp_path / 'peer_clients' / 'peer_clients.json'})")
+    n, o = record["load"]["num_prompts"], record["load"]["output_tokens"]
+    assert {(r["tool"], r["concurrency"]) for r in record["results"]} == {(t, c) for t in peer_clients.DEFAULT_TOOLS
+                                                                          for c in peer_clients.LEVELS}
+    for r in record["results"]:
+        assert r["run"]["error"] is None, r["run"]["error"]
+        # what does not depend on the machine's load: every request accounted for, exactly O tokens out
+        assert r["lab"]["successes"] == n and r["lab"]["output_tokens_mean"] == o, r["lab"]
+        assert r["theirs"]["successes"] + r["theirs"]["failures"] == n, r["theirs"]
+        assert r["theirs"]["successes"] >= 1
+        if r["tool"] == "guidellm":
+            assert r["theirs"]["output_tokens_mean"] == o and r["theirs"]["failures"] == 0
+    for row in record["ratios"]:
+        print(row)
+        # a ratio beyond ±5 % without a definition behind it is a warning (the clients ran back to back on a shared
+        # CPU), not a failure; each one that a definition explains says which
+        if peer_clients.verdict(row) == "definition" and "per stream chunk" not in row["why they differ"]:
+            assert row["why they differ"] == peer_clients.EXPLAIN[(row["tool"], row["metric"])], row
+    for r in record["results"]:  # the referee: the server's own log found each run's requests, O tokens each
+        for side in ("lab", "theirs"):
+            assert r["server_clock"][side]["requests"] == n and r["server_clock"][side]["output_tokens"] == n * o, r
+    statuses = {c.status for c in peer_clients.checks(record)}
+    assert "fail" not in statuses
+    assert (tmp_path / "peer_clients" / "peer_clients.json").exists()
