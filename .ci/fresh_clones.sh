@@ -5,12 +5,14 @@
 #
 #   .ci/fresh_clones.sh 5            # five clones, none loaded
 #   BUSY=3 .ci/fresh_clones.sh 5     # the third under load
+#   TARGET=test-all .ci/fresh_clones.sh 1   # what CI runs (.ci/run: CI=true make test-all); default: make test
 #
 # Each clone goes to $WORK/clone-<i> (default WORK=/tmp/fresh-clones) and is removed after a green run; a red one
 # is kept for reading, and the script goes on to the next (the count of green runs is what it reports).
 set -uo pipefail
 N=${1:?how many clones, e.g. 5}
 BUSY=${BUSY:-0}
+TARGET=${TARGET:-test}
 WORK=${WORK:-/tmp/fresh-clones}
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
 SHA="$(git -C "$SRC" rev-parse HEAD)"
@@ -29,14 +31,14 @@ for i in $(seq "$N"); do
   fi
   load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
   start=$(date +%s)
-  ( cd "$dir" && make test ARGS="--junitxml=$WORK/junit-$i.xml" ) > "$WORK/log-$i.txt" 2>&1
+  ( cd "$dir" && if [ "$TARGET" = test-all ]; then export CI=true; fi && make "$TARGET" ARGS="--junitxml=$WORK/junit-$i.xml" ) > "$WORK/log-$i.txt" 2>&1
   rc=$?
   wall=$(( $(date +%s) - start ))
   [ -n "$burner" ] && kill "$burner" 2>/dev/null
   note="fresh clone $i of $N of ${SHA:0:7}, warm cache, exit $rc, load average before: $load_before"
   [ -n "$burner" ] && note="$note, one core kept busy by another process (sh busy loop) for the whole run"
   if [ -s "$WORK/junit-$i.xml" ]; then
-    python3 "$SRC/.ci/loop_record.py" "$WORK/junit-$i.xml" --wall-s "$wall" --sha "$SHA" --note "$note" \
+    python3 "$SRC/.ci/loop_record.py" "$WORK/junit-$i.xml" --wall-s "$wall" --sha "$SHA" --note "$note" --what "make $TARGET" \
       --out "$SRC/outputs/loop"
   fi
   echo "clone $i: exit $rc in ${wall}s$([ -n "$burner" ] && echo ' (one core busy)'): $(tail -1 "$WORK/log-$i.txt")"

@@ -31,7 +31,7 @@ def per_file(junit: Path) -> tuple[dict, dict]:
     suite = root if root.tag == "testsuite" else root.find("testsuite")
     seconds: Counter = Counter()
     for case in suite.iter("testcase"):
-        seconds[case.get("classname", "").split(".")[-1] + ".py"] += float(case.get("time") or 0)
+        seconds[case.get("classname", "").split(".")[-1] + ".py"] += float(case.get("time") or 0)  # unique names: tests/unit/test_tiers.py
     counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
     started = datetime.fromisoformat(suite.get("timestamp"))  # pytest's start time (with its offset)
     utc = started.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -65,6 +65,8 @@ def main() -> None:
     ap.add_argument("--wall-s", type=float, required=True, help="wall seconds of the whole make command (set-up included)")
     ap.add_argument("--sha", default=None, help="git sha that ran (default: this checkout's HEAD)")
     ap.add_argument("--note", default="", help="how it ran: fresh clone or not, cache, the load average seen")
+    ap.add_argument("--what", default=None, help="the command measured, for a JUnit XML: `make test` (default) or "
+                    "`make test-all` (the file is then make-test-all-<UTC>.json)")
     ap.add_argument("--out", type=Path, default=ROOT / "outputs" / "loop")
     args = ap.parse_args()
     sha = args.sha or subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
@@ -72,7 +74,8 @@ def main() -> None:
     if args.source.is_dir():
         what, (counts, parts), parts_key, started = "make run", per_notebook(args.source), "per_notebook_s", "run_started_utc"
     else:
-        what, (counts, parts), parts_key, started = "make test", per_file(args.source), "per_file_s", "pytest_started_utc"
+        what, (counts, parts), parts_key, started = args.what or "make test", per_file(args.source), "per_file_s", \
+            "pytest_started_utc"
     record = {"schema_version": 1, "what": what, "git_sha": sha, "host": host(), "wall_s": round(args.wall_s, 1),
               **counts, "note": args.note, parts_key: parts}
     args.out.mkdir(parents=True, exist_ok=True)

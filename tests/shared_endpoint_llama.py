@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, setup_missing
 
 from lab.core import paths
 from lab.serving import serve
@@ -22,7 +22,7 @@ def llama_server_tool():
     try:
         return paths.tool("llama-server"), paths.embedded_model("smollm2")
     except paths.SetupMissing as exc:
-        pytest.skip(f"llama.cpp is not set up: {exc}")
+        setup_missing(f"llama.cpp is not set up: {exc}")
 
 
 def start_outside_the_lab(tool, model, log: Path, *, slots: int, ctx: int, key: str | None = None):

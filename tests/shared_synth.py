@@ -1,6 +1,7 @@
 """What the tiers of tests/unit/test_synth.py share (split by .ci/tier_tests.py): fixtures and helpers
 used by tests in more than one tier, defined once."""
 import pytest
+from conftest import setup_missing
 
 from lab.model import synth_metadata, synth_shapes
 from lab.model.models import ArchSpec
@@ -15,7 +16,7 @@ def vocab():
     try:
         return synth_metadata.default_vocab_path()
     except synth_shapes.SynthError as exc:
-        pytest.skip(str(exc))
+        setup_missing(str(exc))
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def vocab_qwen35():
     try:
         return synth_metadata.default_vocab_path(synth_metadata.QWEN35_VOCAB)
     except synth_shapes.SynthError as exc:
-        pytest.skip(str(exc))
+        setup_missing(str(exc))
 
 
 # ---------------------------------------------------------------- the Qwen3.5 hybrid as llama.cpp's qwen35

@@ -34,7 +34,8 @@ Definitions, as each tool's own code states them (read in the pinned wheels):
 
 The clients run back to back, not at once, and the server's speed can move between the two runs: each run is also
 timed on the server's own clock (its log, lab.measure.server_clock), and a ratio the server's speed accounts for is
-said to be so ("the server ran at another speed"), with the figures. The timing ratios are recorded, never asserted; what a run must get exactly right — requests done, output tokens — is (tests/unit/test_peer_clients.py).
+said to be so ("the server ran at another speed"), with the figures. The timing ratios are recorded, never asserted;
+what a run must get exactly right — requests done, output tokens — is (tests/tools/test_peer_clients_tools.py).
 """
 from __future__ import annotations
 

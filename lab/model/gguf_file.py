@@ -5,7 +5,7 @@ gguf.GGUFReader is exact but turns every vocabulary string into a numpy view: 17
 tokens on a busy 2-core box (and ~12 s for Qwen's 151,936 tokens and 151,387 merges). The lab walks the
 header itself (GGUF v2/v3, little-endian; the gguf package's type codes) and skips long arrays by length,
 unless the caller asks for some in full (`keep_prefix`: the synthetic writer copies a tokenizer's
-`tokenizer.*` arrays). tests/unit/test_models.py checks the result against GGUFReader.
+`tokenizer.*` arrays). tests/tools/test_models_tools.py checks the result against GGUFReader.
 """
 from __future__ import annotations
 

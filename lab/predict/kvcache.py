@@ -280,7 +280,7 @@ def llama_cpp_kv_prediction(arch: ArchSpec, n_ctx: int, n_parallel: int = 1, kv_
     cells (src/llama-kv-cache-iswa.cpp). Hybrid models (Qwen3.5 / Qwen3.8: Gated DeltaNet + full attention)
     get a "kv" cache over the full-attention layers only and a "recurrent" state (`llama_cpp_recurrent`;
     its K/V columns are R, the conv state, and S, the delta-net state), checked against llama-server in
-    tests/unit/test_kv_parity.py.
+    tests/notebooks/test_kv_parity_notebooks.py.
 
     `draft_mtp` = N is `--spec-type draft-mtp --spec-draft-n-max N` on a model with MTP layers (arch.mtp_layers):
     the target context keeps N more recurrent-state rows per cell (common/common.cpp: cparams.n_rs_seq =

@@ -37,7 +37,7 @@ def test_notebook_04_serves_the_default_profile(cpu_default_run):
 
 def test_notebook_04_shows_a_gpu_command_and_skips_starting_on_a_cpu_machine(tmp_path):
     if serve.evidence.gpu_summary()["gpus"]:
-        pytest.skip("this machine has a GPU")
+        pytest.skip("not for this machine: it has a GPU")
     prof = {**profiles.load("cpu-default").model_dump(), "name": "v100-x2", "gpu_name_pattern": "V100",
             "gpu_count": 2, "gpu_vram_mib": 32768, "gpu_compute_capability": "7.0", "gpu_memory_bandwidth_gb_s": 900,
             "engine": "vllm", "engine_version": "0.18.0", "model_file": None, "model_name": "Qwen/Qwen3-32B-GPTQ",

@@ -1,7 +1,5 @@
 """Notebooks tier: notebook 05 (KV-cache math) in the session's one `lab run` on cpu-default (conftest.cpu_default_run);
 assertions on its record."""
-from pathlib import Path
-
 import pytest
 from conftest import notebook_record
 

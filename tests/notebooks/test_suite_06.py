@@ -1,7 +1,6 @@
 """Notebooks tier: notebook 06 (benchmarking) in the session's one `lab run` on cpu-default (conftest.cpu_default_run);
 assertions on its record."""
 import statistics
-from pathlib import Path
 
 import pytest
 from conftest import CPU_DEFAULT_PLAN, notebook_record

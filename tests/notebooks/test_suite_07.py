@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT, notebook_record
 
 pytestmark = pytest.mark.notebooks
+
 EXPECTED = {"port-conflict-precheck": "port-in-use", "port-conflict-llama-server": "port-in-use",
             "truncated-gguf": "gguf-truncated", "rejected-flag": "llamacpp-invalid-argument",
             "context-overflow": "llamacpp-context-exceeded", "kv-cache-too-big": "llamacpp-kv-alloc-failed"}

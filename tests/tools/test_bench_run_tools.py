@@ -14,7 +14,7 @@ from lab.predict import profile_speed
 @pytest.mark.tools  # asks the installed engine for its version (a process), as the notebook does
 def test_a_profile_that_cannot_start_here_goes_through_every_step_as_skipped(tmp_path):
     if evidence.gpu_summary()["gpus"]:
-        pytest.skip("this machine has a GPU: the V100 profile might start")
+        pytest.skip("not for this machine: it has a GPU, the V100 profile might start")
     prof = profiles.load("v100-32g-x1")
     served = bench_run.serve_and_sweep(prof, tmp_path, tmp_path / "logs")
     assert served.skip_reason and served.started is None and served.stop_report is None and served.reported == {}

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import setup_missing
 
 from lab.core import profiles
 from lab.serving import byhand, byhand_choices
@@ -21,7 +22,7 @@ def _help_flags() -> set[str]:
     try:
         server = paths.tool("llama-server")
     except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
+        setup_missing(str(exc))
     out = subprocess.run([str(server), "--help"], capture_output=True, text=True, timeout=60)
     return set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", out.stdout + out.stderr))
 
@@ -56,7 +57,7 @@ def test_cmake_options_exist_in_the_pinned_llama_cpp_source():
 
     sdist = paths.sdist_file(paths.cache_dir())
     if not sdist.exists():
-        pytest.skip(f"{sdist} missing: run `make setup`")
+        setup_missing(f"{sdist} is missing", "make setup")
     with tarfile.open(sdist) as tar:
         cmake = tar.extractfile(f"llama_cpp_python-{paths.LLAMA_CPP_PYTHON_VERSION}/vendor/llama.cpp/ggml/CMakeLists.txt")
         options = set(re.findall(r"option\((\w+)", cmake.read().decode()))
@@ -128,7 +129,7 @@ def test_bench_flags_exist_in_the_pinned_llama_bench(name):
     try:
         bench = paths.tool("llama-bench")
     except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
+        setup_missing(str(exc))
     out = subprocess.run([str(bench), "--help"], capture_output=True, text=True, timeout=60)
     flags = set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", out.stdout + out.stderr))
     used = [w for w in shlex.split(_step(name, "Measure").commands[-1]) if w.startswith("-")]
@@ -182,7 +183,7 @@ def test_ssh_accepts_the_tunnel_lines():
     import shutil
 
     if not shutil.which("ssh"):
-        pytest.skip("no ssh client here")
+        setup_missing("no ssh client here", "sudo apt-get install -y openssh-client")
     for cmd in _step("v100-32g-x1", "From your laptop").commands:
         if cmd.startswith("ssh "):
             out = subprocess.run(["ssh", "-G", *shlex.split(cmd)[1:]], capture_output=True, text=True, timeout=30)

@@ -5,6 +5,7 @@ mean beside it), the command it builds; and one real run of the tool on the embe
 import statistics
 
 import pytest
+from conftest import setup_missing
 
 from lab.core import paths
 from lab.model import llama_bench
@@ -15,7 +16,7 @@ def test_a_real_run_on_the_embedded_model(smol_model, tmp_path):
     try:
         paths.tool("llama-bench")
     except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
+        setup_missing(str(exc))
     log = tmp_path / "llama-bench.log"
     result = llama_bench.run(smol_model, threads=2, n_prompt=16, n_gen=8, reps=2, timeout_s=300, log=log)
     assert [t["test"] for t in result["tests"]] == ["pp16", "tg8"]

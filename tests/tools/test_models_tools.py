@@ -2,6 +2,7 @@
 
 Architecture specs from config.json and GGUF; the shipped stand-in configs."""
 import pytest
+from conftest import setup_missing
 
 from lab.model import gguf_file, models
 
@@ -12,7 +13,7 @@ def _embedded(key):
     try:
         return paths.embedded_model(key)
     except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
+        setup_missing(str(exc))
 
 
 @pytest.mark.tools

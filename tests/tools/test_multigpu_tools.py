@@ -3,14 +3,16 @@
 Several GPUs: profile settings, the commands they give, the per-device KV split, the scaling script on
 this CPU (its GPU modes skipped with the reason) and the all-reduce benchmark on gloo."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from lab.measure import multigpu
+
+from conftest import ROOT, setup_missing
 
 
 # ---------------------------------------------------------------- the script on this CPU
@@ -47,7 +49,10 @@ def _torch_python() -> str | None:
 def test_allreduce_bench_runs_on_gloo(tmp_path):
     python = _torch_python()
     if python is None:
-        pytest.skip("no Python with PyTorch here (the lab venv has none; `LAB_VLLM=1 make setup` makes .venv-vllm, which does)")
+        if os.environ.get("LAB_VLLM") != "1":
+            pytest.skip("opt-in: no Python with PyTorch here (the lab venv has none; .venv-vllm has: `make test-all`)")
+        setup_missing("no Python with PyTorch here (the lab venv has none; .venv-vllm has)",
+                      "python3 -m lab.setup --engine vllm --profile cpu-vllm")
     proc = subprocess.run([python, "-m", "lab.measure.allreduce_bench", "--backend", "gloo", "--arch", "qwen3.5-27b",
                            "--batches", "1", "--sizes", "4096", "--samples", "2", "--iters", "2", "--out", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from conftest import PEER_LINES
+from conftest import PEER_LINES, setup_missing
 from lab.measure import peer_clients, peer_tools
 from lab.measure.peer_bench import PeerLoad
 
@@ -25,10 +25,10 @@ TEST_LOAD = PeerLoad(num_prompts=8, concurrency=1, input_tokens=128, output_toke
 @pytest.mark.tools
 def test_lab_client_agrees_with_llama_benchy_and_guidellm_on_a_real_server(tmp_path):
     if os.environ.get("LAB_PEERS") != "1":
-        pytest.skip("opt-in: `make test LAB_PEERS=1`")
+        pytest.skip("opt-in: LAB_PEERS is not 1 (`make test` sets it)")
     why = peer_tools.skip_reason()
     if why:
-        pytest.skip(why)
+        setup_missing(why)
     # One repetition of a light load (~3-5 min on the loaded 2-core CI box): the repeated measurement, with the spread,
     # is `python -m lab.measure.peer_clients --profile cpu-default ... --repetitions 3` (outputs/peer_clients-cpu/).
     record = peer_clients.run_on_smollm2(tmp_path, load=TEST_LOAD, repetitions=1)

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import setup_missing
 
 from lab.core import evidence, profiles
 from lab.core.paths import ROOT
@@ -24,7 +25,7 @@ def chromium():
     try:
         return browser.ensure_chromium()
     except browser.ChromiumMissing as exc:
-        pytest.skip(str(exc))
+        setup_missing(str(exc))
 
 
 def _run_folder(tmp_path):

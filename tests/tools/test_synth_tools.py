@@ -5,6 +5,7 @@ that the real llama.cpp loads and generates from (integration, needs `make setup
 import re
 
 import pytest
+from conftest import setup_missing
 
 from lab.core import paths
 from lab.model import gguf_file, llama_bench, models, synth, synth_metadata
@@ -55,7 +56,7 @@ def test_llama_bench_runs_the_tiny_file(tiny_file):
     try:
         paths.tool("llama-bench")
     except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
+        setup_missing(str(exc))
     path, size = tiny_file
     result = llama_bench.run(path, threads=2, n_prompt=32, n_gen=8, reps=1, timeout_s=300)
     rows = result["rows"]
@@ -115,7 +116,7 @@ def test_llama_server_serves_the_qwen35_file(qwen38_4_layers, tmp_path):
     try:
         server_bin = paths.tool("llama-server")
     except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
+        setup_missing(str(exc))
     path, size = qwen38_4_layers
     port = serve.free_port()
     cmd = Command(engine="llama.cpp", argv=(str(server_bin), "-m", str(path), "--host", "127.0.0.1", "--port",

@@ -3,11 +3,10 @@ warmed up and measured twice, the per-level table with its spread in the record 
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import ROOT
 
+from conftest import ROOT
 
 
 @pytest.mark.tools

@@ -1,10 +1,9 @@
 """environment.yml (conda) and pyproject.toml (pip/uv) must pin the same packages at the same versions."""
 import tomllib
-from pathlib import Path
 
 import yaml
-from conftest import ROOT
 
+from conftest import ROOT
 
 
 def _pins(items):

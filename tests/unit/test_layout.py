@@ -9,6 +9,7 @@ import importlib
 from pathlib import Path
 
 import pytest
+
 from conftest import ROOT
 
 

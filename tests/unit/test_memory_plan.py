@@ -1,5 +1,6 @@
 """The memory plan of a profile and the seeds' KV claims (pure arithmetic over the shipped data)."""
 import pytest
+from conftest import setup_missing
 
 from lab.core import profiles
 from lab.model import models
@@ -62,7 +63,7 @@ def test_cpu_default_uses_host_ram():
     try:
         paths.embedded_model("smollm2")
     except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
+        setup_missing(str(exc))
     plan = memory_plan.plan_memory(profiles.load("cpu-default"))
     assert plan["memory_kind"] == "host RAM" and plan["fits"]
     assert plan["kv_bytes_total"] == 90 * (1 << 20)  # -c 4096 -np 4: 4 × 1024 cells × 30 layers × 384 B × 2

@@ -4,12 +4,14 @@ import dataclasses
 
 import pytest
 
-from conftest import ROOT, v100_x2_vllm
+from conftest import v100_x2_vllm
 from lab.core import processes, profiles
 from lab.model import models
 from lab.predict import kvcache
 from lab.serving import engine_logs, engines
 from lab.measure import multigpu
+
+from conftest import ROOT
 
 
 # ---------------------------------------------------------------- profiles and commands

@@ -10,8 +10,8 @@ import pytest
 from lab.core import paths, profiles
 from lab.model import gguf_file, weights
 from lab.predict import memory_plan, plan as plan_mod, profile_speed
-from conftest import ROOT
 
+from conftest import ROOT, setup_missing
 PROFILES = sorted(p.stem for p in (ROOT / "params").glob("*.yaml"))
 
 
@@ -20,7 +20,7 @@ def real_gguf() -> Path:
     try:
         return paths.embedded_model("smollm2")
     except paths.SetupMissing as exc:
-        pytest.skip(str(exc))
+        setup_missing(str(exc))
 
 
 def three_answers(prof) -> dict:

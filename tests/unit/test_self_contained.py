@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
 
+from conftest import ROOT
 OUTSIDE = re.compile(r"shared/|FACTS\.md|FIELD\.md|ARCHITECTURE\.md|\bissues? \d+\b(?! *[)\]]? *\(?#)", re.IGNORECASE)
 PENDING: set[str] = set()  # files another change is still rewriting (none now)
 FILES = sorted(p for pattern in ("lab/**/*.py", "lab/data/*.yaml", "lab/data/*.txt", "notebooks/*.ipynb", "params/*.yaml",

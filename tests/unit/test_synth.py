@@ -5,6 +5,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import setup_missing
 
 from lab.core import paths
 from lab.model import models, synth, synth_metadata, synth_shapes
@@ -208,7 +209,7 @@ def test_vocab_missing_from_the_cache_is_copied_by_setup(monkeypatch, tmp_path, 
 
     sdist = llama_source.sdist_path(paths.cache_dir())
     if not sdist.is_file():
-        pytest.skip(f"{sdist} is not a cached sdist")
+        setup_missing(f"{sdist} is not a cached sdist", "make setup")
     monkeypatch.setenv("LAB_CACHE", str(tmp_path))
     (tmp_path / "sdist").mkdir()
     (tmp_path / "sdist" / sdist.name).symlink_to(sdist)
