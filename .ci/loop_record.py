@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--sha", default=None, help="git sha that ran (default: this checkout's HEAD)")
     ap.add_argument("--note", default="", help="how it ran: fresh clone or not, cache, the load average seen")
     ap.add_argument("--what", default=None, help="the command measured, for a JUnit XML: `make test` (default) or "
-                    "`make test-all` (the file is then make-test-all-<UTC>.json)")
+                    "`make test-quick` (the file is then make-test-quick-<UTC>.json)")
     ap.add_argument("--out", type=Path, default=ROOT / "outputs" / "loop")
     args = ap.parse_args()
     sha = args.sha or subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,

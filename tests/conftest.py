@@ -121,13 +121,13 @@ def cpu_default_run(tmp_path_factory, cpu_default_profile) -> Path:
 
 
 def vllm_skip_reason() -> str | None:
-    """Why the vLLM integration cannot run here (None when it can): `make test-all` sets it all up."""
+    """Why the vLLM integration cannot run here (None when it can): `make test` sets it all up."""
     from lab.core import profiles
     from lab.core import paths
     from lab.serving import vllm_env
 
     if os.environ.get("LAB_VLLM") != "1":
-        return ("opt-in: LAB_VLLM is not 1: `make test-all` sets it (and sets the vLLM engine up); by hand, "
+        return ("opt-in: LAB_VLLM is not 1: `make test` sets it (and sets the vLLM engine up); by hand, "
                 "`python3 -m lab.setup --engine vllm --profile cpu-vllm` and export LAB_VLLM=1")
     try:
         profile = profiles.load("cpu-vllm")
@@ -328,17 +328,18 @@ def tier_of(item) -> str:
     return folder_tier(item) or marked_tier(item) or "unit"
 
 
-# Test files left out of `make test` (the feedback loop, <= 10 min on 2 cores) and run by `make test-all` (CI): the
-# costliest checks of a path `make test` reaches another way. Named here, not in the files, so that a file split
-# again by .ci/tier_tests.py keeps it. Seconds: fresh-clone `make test`s on the 2-core CI machine (outputs/loop/).
+# Test files left out of `make test-quick` (the feedback loop) and run by `make test` (CI): the costliest checks of a
+# path `make test-quick` reaches another way. Named here, not in the files, so that a file split again by
+# .ci/tier_tests.py keeps it. Seconds: fresh-clone `make test`s on the 2-core CI machine (outputs/loop/).
 SLOW = {
-    "test_papermill_native.py": "papermill by hand on 01 (27-44 s); make test runs every notebook through `lab run`",
-    "test_endpoint_llama.py": "two `lab run`s against a llama-server the lab did not start (~60 s); make test keeps "
-                              "the endpoint probes against it (tests/tools/test_endpoint_llama_tools.py)",
-    "test_speculative_cpu.py": "speculative decoding's variants on the real server (32-73 s); make test's notebook 06 "
-                               "runs the baselines",
+    "test_papermill_native.py": "papermill by hand on 01 (27-44 s); make test-quick runs every notebook through "
+                                "`lab run`",
+    "test_endpoint_llama.py": "two `lab run`s against a llama-server the lab did not start (~60 s); make test-quick "
+                              "keeps the endpoint probes against it (tests/tools/test_endpoint_llama_tools.py)",
+    "test_speculative_cpu.py": "speculative decoding's variants on the real server (32-73 s); make test-quick's "
+                               "notebook 06 runs the baselines",
     "test_synth_tools.py": "the synthesized GGUFs in llama-bench, the bindings and llama-server (26-37 s); make "
-                           "test's notebook 05 serves the synthesized Qwen3.8 hybrid in its KV grid",
+                           "test-quick's notebook 05 serves the synthesized Qwen3.8 hybrid in its KV grid",
 }
 
 
@@ -358,7 +359,7 @@ def setup_missing(what: str, command: str | None = None) -> None:
     pass as skips). The tools and notebooks tiers' other skips are held to the same rule in CI (SKIP_IN_CI)."""
     message = f"set-up missing: {what}" + (f" (run `{command}`)" if command else "")
     if in_ci():
-        pytest.fail(f"{message}; in CI (CI={os.environ['CI']}) `make test-all` sets it up first", pytrace=False)
+        pytest.fail(f"{message}; in CI (CI={os.environ['CI']}) `make test` sets it up first", pytrace=False)
     pytest.skip(message)
 
 

@@ -49,7 +49,7 @@ def test_measured_as_an_endpoint_with_its_key(keyed_server, tmp_path, monkeypatc
     assert [x["successes"] for x in b["sweep"]] == [4, 4] and b["summary"]["tokens_counted_from"] == ["usage"]
     assert all(r["tokens_from"] == "usage" and r["output_tokens"] == 16 for x in b["runs"] for r in x["results"])
     assert [q["concurrency"] for q in b["queueing"]] == [1, 2]
-    if (ROOT / ".venv-vllm" / "bin" / "vllm").exists():  # `make test-all` sets it up: vLLM's client against llama-server
+    if (ROOT / ".venv-vllm" / "bin" / "vllm").exists():  # `make test` sets it up: vLLM's client against llama-server
         peer = b["peer_check"]
         assert peer["skipped"] is None and peer["vllm_bench"]["returncode"] == 0 and peer["rows"], peer.get("vllm_bench")
 

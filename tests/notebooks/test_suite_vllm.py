@@ -3,7 +3,7 @@ then assertions on the records it wrote: vLLM started and stopped by lab.serving
 to what vLLM reports, to the block (05), the sweep through the lab's client and the peer check against
 `vllm bench serve` (06), and no process left behind.
 
-Part of `make test-all` (LAB_VLLM=1 and the vLLM engine set up); about 3 minutes on 2 cores, three vLLM starts, run
+Part of `make test` (LAB_VLLM=1 and the vLLM engine set up); about 3 minutes on 2 cores, three vLLM starts, run
 in the background beside the tools tier (conftest.cpu_vllm_run). The profile is params/cpu-vllm.yaml on a free port
 with a smaller benchmark plan (conftest.CPU_VLLM_PLAN).
 """

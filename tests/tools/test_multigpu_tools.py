@@ -50,7 +50,7 @@ def test_allreduce_bench_runs_on_gloo(tmp_path):
     python = _torch_python()
     if python is None:
         if os.environ.get("LAB_VLLM") != "1":
-            pytest.skip("opt-in: no Python with PyTorch here (the lab venv has none; .venv-vllm has: `make test-all`)")
+            pytest.skip("opt-in: no Python with PyTorch here (the lab venv has none; .venv-vllm has: `make test`)")
         setup_missing("no Python with PyTorch here (the lab venv has none; .venv-vllm has)",
                       "python3 -m lab.setup --engine vllm --profile cpu-vllm")
     proc = subprocess.run([python, "-m", "lab.measure.allreduce_bench", "--backend", "gloo", "--arch", "qwen3.5-27b",

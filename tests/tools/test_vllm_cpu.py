@@ -5,7 +5,7 @@ tests/conftest.py, shared with tests/notebooks/test_endpoint_vllm.py); a greedy 
 log and /metrics) equal to the prediction, to the block; a short sweep through the lab's client; nothing left
 running.
 
-Part of `make test-all` (which sets the engine up and exports LAB_VLLM=1; `make test LAB_VLLM=1` adds it to the loop);
+Part of `make test` (which sets the engine up and exports LAB_VLLM=1; `make test-quick` leaves it out);
 about a minute on 2 cores, most of it vLLM's start-up. By hand:
     python3 -m lab.setup --engine vllm && LAB_VLLM=1 .venv/bin/python -m pytest -m vllm -q
 """

@@ -24,7 +24,7 @@ def _section(title: str) -> str:
 def _latest(kind: str) -> tuple[Path, dict]:
     """The newest GREEN record of `kind` (what the README quotes as the time it takes); red runs stay in
     outputs/loop/ as evidence, listed in its README with what failed."""
-    files = sorted((ROOT / "outputs" / "loop").glob(f"{kind}-2*.json"))  # make-run-<UTC>.json: the name sorts by time (make-test-all-*: CI's)
+    files = sorted((ROOT / "outputs" / "loop").glob(f"{kind}-2*.json"))  # make-run-<UTC>.json sorts by time; not make-test-quick-*
     green = [(f, r) for f in files if not ((r := json.loads(f.read_text())).get("failures") or r.get("errors"))]
     assert green, f"no green outputs/loop/{kind}-*.json"
     return green[-1]

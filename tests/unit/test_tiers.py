@@ -23,5 +23,5 @@ def test_every_test_file_sits_in_one_tiers_folder_under_its_own_name():
 
 
 def test_every_slow_file_exists():
-    """conftest.SLOW names files: a name that matches none would quietly put its tests back into `make test`."""
+    """conftest.SLOW names files: a name that matches none would quietly put its tests back into `make test-quick`."""
     assert set(SLOW) <= {p.name for p in TESTS.rglob("test_*.py")}, set(SLOW) - {p.name for p in TESTS.rglob("test_*.py")}
