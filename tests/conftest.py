@@ -96,6 +96,19 @@ def profile_copy(name: str, folder: Path, **changes) -> Path:
 # than a busy CI box misses it (one overloaded to load 9 on 2 cores did: 9 s a request), which test_suite_07 then
 # does not count against the run (SPEED_DEPENDENT there: a true finding about that machine, not its subject).
 CPU_DEFAULT_PLAN = {"bench_requests": 500, "bench_duration_s": 6, "bench_output_tokens": 16, "tune_budget_s": 1}
+# The checks whose verdict is the machine's speed, not the lab's behaviour: a level's validity rule (>= 3 s and
+# >= 4 successes), tune's and speculative decoding's baselines inside their 1 s test budgets. On an overloaded box
+# they fail truthfully (the record says why); the suite's tests then accept them, and only them, as failed.
+SPEED_DEPENDENT_CHECKS = re.compile(r"^(run at concurrency \d+ valid|tuning measured the baseline|"
+                                    r"speculative decoding: baseline measured)$")
+
+
+def failed_checks(run_dir: Path) -> list[str]:
+    """The names of every failed check in a run folder's records."""
+    from lab.core import evidence
+
+    return [c["name"] for r in evidence.read_records(run_dir).values() for c in r.get("checks") or []
+            if isinstance(c, dict) and c.get("status") == "fail"]
 
 
 @pytest.fixture(scope="session")
@@ -113,7 +126,12 @@ def cpu_default_run(tmp_path_factory, cpu_default_profile) -> Path:
     server, the report and its Chromium check), shared by the tests of each notebook (test_suite_*.py,
     test_quantize.py's notebook 03, test_kv_parity.py's grid): they assert on the
     records it wrote, each after `notebook_record` checked its notebook's status. Executing the same notebooks
-    on the same profile once per test file measured nothing more; it took ~1.5x the time of one run."""
+    on the same profile once per test file measured nothing more; it took ~1.5x the time of one run.
+    Never beside the background cpu-vllm notebook run: the two together, with one core kept busy by another process,
+    starved llama-server to 0.7 tok/s and the deadlines cut notebook 06's levels (fresh clone of 27547dd,
+    2026-12-02 07:20, red in test_suite_06 and test_suite_01_02); it waits for that run to end first."""
+    if "cpu_vllm_run" in _SESSION:
+        _SESSION["cpu_vllm_run"].done.wait()
     return lab_run(tmp_path_factory.mktemp("runs"), str(cpu_default_profile), CPU_DEFAULT_NOTEBOOKS, timeout=3600,
                    require_ok=False)
 

@@ -171,8 +171,8 @@ def check_model_file(command: Command) -> None:
 
 
 # ---------------------------------------------------------------- process control
-def _pdeathsig_preexec():
-    """A preexec_fn that makes the kernel send SIGTERM to the server if this process dies (Linux).
+def _pdeathsig_preexec(sig: int = signal.SIGTERM):
+    """A preexec_fn that makes the kernel send `sig` to the server if this process dies (Linux).
     libc is loaded here, before fork; the child only makes one system call."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -181,9 +181,19 @@ def _pdeathsig_preexec():
     pr_set_pdeathsig = 1
 
     def preexec():
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+        libc.prctl(pr_set_pdeathsig, sig)
 
     return preexec
+
+
+def death_signal(command: engines.Command) -> int:
+    """What an orphaned server gets when the Python process that started it dies. llama-server: SIGKILL. The kernel
+    sends the death signal each time the server's parent *thread* exits, so a killed multi-threaded kernel can send
+    it twice; llama-server's second SIGTERM calls exit() inside its signal handler, which deadlocks when the first
+    one's shutdown was inside free() (seen 2026-12-02 on a loaded CI clone: gdb showed signal_handler → exit →
+    free waiting on the malloc lock held by the interrupted ~llama_vocab; the orphan lived on). It has nothing to
+    save, so it is killed outright. Python engines (vLLM) get SIGTERM: they stop their engine processes on it."""
+    return signal.SIGKILL if command.engine == "llama.cpp" else signal.SIGTERM
 
 
 def _group_members(pgid: int) -> list[int]:
@@ -368,7 +378,8 @@ def start(command: Command, log_dir: str | Path, name: str = "server",
         with os.fdopen(fd, "wb") as log_fh:
             process = subprocess.Popen(list(command.argv), stdin=subprocess.DEVNULL, stdout=log_fh,
                                        stderr=subprocess.STDOUT, env=engines.env_with_secrets(command, api_key=api_key),
-                                       start_new_session=True, preexec_fn=_pdeathsig_preexec(), close_fds=True)
+                                       start_new_session=True, preexec_fn=_pdeathsig_preexec(death_signal(command)),
+                                       close_fds=True)
     except FileNotFoundError as exc:
         Path(raw).unlink(missing_ok=True)
         raise StartupFailed(f"cannot start {command.argv[0]!r}: {exc.strerror}. Fix: run `make setup` "
