@@ -7,6 +7,7 @@
 #   BUSY=3 .ci/fresh_clones.sh 5     # the third under load
 #   TARGET=test-quick .ci/fresh_clones.sh 1   # the feedback loop; default: make test (what CI runs, .ci/run)
 #
+# Never edit this file while a loop runs it: bash reads a script as it goes (write a new file and rename it).
 # Each clone goes to $WORK/clone-<i> (default WORK=/tmp/fresh-clones) and is removed after a green run; a red one
 # is kept for reading, and the script goes on to the next (the count of green runs is what it reports).
 set -uo pipefail
@@ -20,7 +21,9 @@ mkdir -p "$WORK"
 green=0
 burner=""
 # the busy loop must not outlive the script (a killed loop left it running into the next one's clone)
-trap '[ -n "$burner" ] && kill "$burner" 2>/dev/null' EXIT INT TERM HUP
+# and a signal ends the loop (a trap that only cleaned up left a killed loop cloning on beside the next one)
+trap '[ -n "$burner" ] && kill "$burner" 2>/dev/null' EXIT
+trap 'exit 143' INT TERM HUP
 for i in $(seq "$N"); do
   dir="$WORK/clone-$i"; rm -rf "$dir"
   git clone -q "$SRC" "$dir" && git -C "$dir" checkout -q "$SHA" || { echo "clone $i: git clone failed"; continue; }

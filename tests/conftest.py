@@ -97,7 +97,41 @@ def profile_copy(name: str, folder: Path, **changes) -> Path:
 # concurrency 1: 16 tokens took ~0.5 s a request here, so only a machine 3x slower
 # than a busy CI box misses it (one overloaded to load 9 on 2 cores did: 9 s a request), which test_suite_07 then
 # does not count against the run (SPEED_DEPENDENT there: a true finding about that machine, not its subject).
-CPU_DEFAULT_PLAN = {"bench_requests": 500, "bench_duration_s": 6, "bench_output_tokens": 16, "tune_budget_s": 1}
+# One llama.cpp thread: with `-t 2` on these 2 cores and one core kept busy by another process, every node of the
+# graph waits at a barrier for the second thread's time slice: llama-server decoded 2,791 ms a token where it does
+# ~30 (fresh clone of c1fb32f, 2026-12-02, outputs/loop/make-test-20261202T091729Z.json), notebook 06's deadlines
+# cut its levels; `-t 1` held 32 tok/s under the same load (the CPU peer check's SERVER_THREADS). The shipped
+# profile keeps 2 (both cores of an idle machine); the tests measure the lab's behaviour, not the second core.
+CPU_DEFAULT_PLAN = {"bench_requests": 500, "bench_duration_s": 6, "bench_output_tokens": 16, "tune_budget_s": 1,
+                    "threads": 1}
+# The checks whose verdict is the machine's speed, not the lab's behaviour: a level's validity rule (>= 3 s and
+# >= 4 successes), tune's and speculative decoding's baselines inside their 1 s test budgets. On an overloaded box
+# they fail truthfully (the record says why); the suite's tests then accept them, and only them, as failed.
+SPEED_DEPENDENT_CHECKS = re.compile(r"^(run at concurrency \d+ valid|tuning measured the baseline|"
+                                    r"speculative decoding: baseline measured)$")
+
+
+def speed_cut_levels(record: dict) -> set[int]:
+    """The concurrency levels of a 06_benchmark record that an overloaded box cut at their deadlines or left invalid
+    (the machine's speed: SPEED_DEPENDENT_CHECKS), after asserting the record says why for each. Tests of figures
+    skip these levels' numbers and assert the rest."""
+    cut = set()
+    for level in record.get("sweep") or []:
+        reps = level.get("repetitions") or []
+        if not (level.get("validity") or {}).get("valid") or not reps or not all(r.get("successes") for r in reps):
+            why = level.get("cut") or (level.get("validity") or {}).get("reasons") or level["validity"].get("warnings")
+            assert why, level
+            print(f"level {level['concurrency']} cut or not valid on this machine:", why)
+            cut.add(level["concurrency"])
+    return cut
+
+
+def failed_checks(run_dir: Path) -> list[str]:
+    """The names of every failed check in a run folder's records."""
+    from lab.core import evidence
+
+    return [c["name"] for r in evidence.read_records(run_dir).values() for c in r.get("checks") or []
+            if isinstance(c, dict) and c.get("status") == "fail"]
 
 
 @pytest.fixture(scope="session")
@@ -115,7 +149,12 @@ def cpu_default_run(tmp_path_factory, cpu_default_profile) -> Path:
     server, the report and its Chromium check), shared by the tests of each notebook (test_suite_*.py,
     test_quantize.py's notebook 03, test_kv_parity.py's grid): they assert on the
     records it wrote, each after `notebook_record` checked its notebook's status. Executing the same notebooks
-    on the same profile once per test file measured nothing more; it took ~1.5x the time of one run."""
+    on the same profile once per test file measured nothing more; it took ~1.5x the time of one run.
+    Never beside the background cpu-vllm notebook run: the two together, with one core kept busy by another process,
+    starved llama-server to 0.7 tok/s and the deadlines cut notebook 06's levels (fresh clone of 27547dd,
+    2026-12-02 07:20, red in test_suite_06 and test_suite_01_02); it waits for that run to end first."""
+    if "cpu_vllm_run" in _SESSION:
+        _SESSION["cpu_vllm_run"].done.wait()
     return lab_run(tmp_path_factory.mktemp("runs"), str(cpu_default_profile), CPU_DEFAULT_NOTEBOOKS, timeout=3600,
                    require_ok=False)
 

@@ -67,7 +67,8 @@ def run(server, load: PeerLoad = LOAD, busy: tuple[int, ...] = BUSY, repetitions
 def placed(tasks: list[dict]) -> list[dict]:
     """Each request of a run: its slot, the runs of consecutive slot ids busy while it decoded, its decode ms a token
     (the server's log)."""
-    return [{"slot": t["slot"], "blocks": server_clock._blocks(t, tasks), "tpot_ms": t["tpot_ms"]} for t in tasks]
+    return [{"slot": t["slot"], "blocks": slot_placement.blocks(slot_placement.busy_slots(t, tasks)),
+             "tpot_ms": t["tpot_ms"]} for t in tasks]
 
 
 def attach_requests(record: dict, log_text: str) -> dict:

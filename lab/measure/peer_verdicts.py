@@ -147,8 +147,11 @@ def ratio_spread(record: dict) -> list[dict]:
 
 def verdict(row: dict) -> str:
     """A compared figure's verdict: "within" (±TOLERANCE), "definition" (a named or counted definition explains
-    it), "server clock" (the server's own log accounts for it: lab.measure.server_clock) or "unexplained"."""
+    it), "server clock" (the server's own log accounts for it: lab.measure.server_clock), "unexplained", or "not
+    compared" (the tool does not report the figure)."""
     why = row["why they differ"]
+    if row["within ±5 %"] is None:
+        return "not compared"  # the tool does not report it
     if row["within ±5 %"]:
         return "within"
     if not why:

@@ -66,19 +66,13 @@ def figures(tasks: list[dict]) -> dict | None:
     span = max(t["end_s"] for t in tasks) - min(t["start_s"] for t in tasks)
     tpots = [t["tpot_ms"] for t in tasks if t["tpot_ms"] is not None]
     out = sum(t["output_tokens"] for t in tasks)
-    return {"requests": len(tasks), "slot_blocks": round(mean(_blocks(t, tasks) for t in tasks), 2),
+    blocks = [slot_placement.blocks(slot_placement.busy_slots(t, tasks)) for t in tasks]
+    return {"requests": len(tasks), "slot_blocks": round(mean(blocks), 2),
             "prompt_ms": mean(t["prompt_ms"] for t in tasks),
             "tpot_ms": mean(tpots) if tpots else None,
             "e2el_ms": mean(t["prompt_ms"] + t["decode_ms"] for t in tasks), "output_tokens": out,
             "span_s": span, "output_throughput": out / span if span > 0 else None,
             "request_throughput": len(tasks) / span if span > 0 else None}
-
-
-def _blocks(t: dict, tasks: list[dict]) -> int:
-    """Runs of consecutive slot ids among the slots busy while `t` decoded (slot_placement.blocks): llama.cpp decodes
-    a hybrid model's streams slower the more runs they are split into (llama.cpp issue #25840; slot_placement)."""
-    decode_start = t["start_s"] + t["prompt_ms"] / 1000
-    return slot_placement.blocks([u["slot"] for u in tasks if u["start_s"] < t["end_s"] and u["end_s"] > decode_start])
 
 
 def server_ratio(key: str, lab: dict | None, theirs: dict | None) -> float | None:

@@ -71,6 +71,12 @@ def blocks(slots: list[int]) -> int:
     return (1 + sum(1 for a, b in zip(s, s[1:]) if b != a + 1)) if s else 0
 
 
+def busy_slots(t: dict, tasks: list[dict]) -> list[int]:
+    """The slots of `tasks` busy while request `t` decoded (itself included)."""
+    decode_start = t["start_s"] + t["prompt_ms"] / 1000
+    return [u["slot"] for u in tasks if u["start_s"] < t["end_s"] and u["end_s"] > decode_start]
+
+
 def by_blocks(tasks: list[dict], streams: int, min_tokens: int = 16) -> list[dict]:
     """Requests of a log (lab.serving.engine_logs.request_timings) decoded beside about `streams` busy slots
     (streams to streams + 2, counting itself), grouped by the blocks those slots formed: per block count, the
@@ -79,12 +85,11 @@ def by_blocks(tasks: list[dict], streams: int, min_tokens: int = 16) -> list[dic
     done = [t for t in tasks if t["output_tokens"] >= min_tokens and t["tpot_ms"] is not None]
     groups: dict[int, list[float]] = {}
     for t in done:
-        decode_start = t["start_s"] + t["prompt_ms"] / 1000
-        busy = [u["slot"] for u in done if u["start_s"] < t["end_s"] and u["end_s"] > decode_start]
+        busy = busy_slots(t, done)
         if streams <= len(busy) <= streams + 2:
             groups.setdefault(blocks(busy), []).append(t["tpot_ms"])
     return [{"blocks": k, "requests": len(v), "server_tpot_ms": round(sum(v) / len(v), 1),
              "min": round(min(v), 1), "max": round(max(v), 1)} for k, v in sorted(groups.items())]
 
 
-__all__ = ["LAUNCH", "launched", "contiguous", "rounds", "blocks", "by_blocks"]
+__all__ = ["LAUNCH", "launched", "contiguous", "rounds", "blocks", "busy_slots", "by_blocks"]

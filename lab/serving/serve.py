@@ -41,7 +41,7 @@ from lab.core import deadline, evidence, interrupt
 from lab.core.deadline import Deadline
 from lab.serving import engine_logs, engines, shapes
 from lab.serving.engines import LOOPBACK, Command
-from lab.serving.server import Server, pdeathsig_preexec, track
+from lab.serving.server import Server, death_signal, pdeathsig_preexec, track
 from lab.core.profiles import Profile
 
 DEFAULT_HEALTH_TIMEOUT_S = 120.0  # a 27B GGUF from a cold disk takes tens of seconds; SmolLM2 ~1-3 s
@@ -189,7 +189,8 @@ def start(command: Command, log_dir: str | Path, name: str = "server",
         with os.fdopen(fd, "wb") as log_fh:
             process = subprocess.Popen(list(command.argv), stdin=subprocess.DEVNULL, stdout=log_fh,
                                        stderr=subprocess.STDOUT, env=engines.env_with_secrets(command, api_key=api_key),
-                                       start_new_session=True, preexec_fn=pdeathsig_preexec(), close_fds=True)
+                                       start_new_session=True, preexec_fn=pdeathsig_preexec(death_signal(command)),
+                                       close_fds=True)
     except FileNotFoundError as exc:
         Path(raw).unlink(missing_ok=True)
         raise StartupFailed(f"cannot start {command.argv[0]!r}: {exc.strerror}. Fix: run `make setup` "

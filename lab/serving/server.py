@@ -22,8 +22,8 @@ _LIVE: "weakref.WeakSet[Server]" = weakref.WeakSet()
 _ATEXIT = {"registered": False}
 
 
-def pdeathsig_preexec():
-    """A preexec_fn that makes the kernel send SIGTERM to the server if this process dies (Linux).
+def pdeathsig_preexec(sig: int = signal.SIGTERM):
+    """A preexec_fn that makes the kernel send `sig` to the server if this process dies (Linux).
     libc is loaded here, before fork; the child only makes one system call."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -32,9 +32,19 @@ def pdeathsig_preexec():
     pr_set_pdeathsig = 1
 
     def preexec():
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+        libc.prctl(pr_set_pdeathsig, sig)
 
     return preexec
+
+
+def death_signal(command: Command) -> int:
+    """What an orphaned server gets when the Python process that started it dies. llama-server: SIGKILL. The kernel
+    sends the death signal each time the server's parent *thread* exits, so a killed multi-threaded kernel can send
+    it twice; llama-server's second SIGTERM calls exit() inside its signal handler, which deadlocks when the first
+    one's shutdown was inside free() (seen 2026-12-02 on a loaded CI clone: gdb showed signal_handler → exit →
+    free waiting on the malloc lock held by the interrupted ~llama_vocab; the orphan lived on). It has nothing to
+    save, so it is killed outright. Python engines (vLLM) get SIGTERM: they stop their engine processes on it."""
+    return signal.SIGKILL if command.engine == "llama.cpp" else signal.SIGTERM
 
 
 def group_members(pgid: int) -> list[int]:

@@ -3,7 +3,7 @@ assertions on its record."""
 import statistics
 
 import pytest
-from conftest import CPU_DEFAULT_PLAN, notebook_record
+from conftest import CPU_DEFAULT_PLAN, failed_checks, notebook_record, speed_cut_levels
 
 pytestmark = pytest.mark.notebooks
 OUTPUT_TOKENS = CPU_DEFAULT_PLAN["bench_output_tokens"]
@@ -18,7 +18,8 @@ def test_sweep_ran_on_the_real_server(record):
     s = record["summary"]
     assert s["benchmark_skipped"] is None and s["llama_bench_skipped"] is None
     assert [x["concurrency"] for x in record["sweep"]] == [1, 2, 4]
-    assert all(x["successes"] > 0 and x["output_throughput"] > 0 for x in record["sweep"])
+    cut = speed_cut_levels(record)
+    assert all(x["successes"] > 0 and x["output_throughput"] > 0 for x in record["sweep"] if x["concurrency"] not in cut)
     assert record["server"]["stop"]["left_running"] == []
     for run in record["runs"]:
         done = [r for r in run["results"] if r["success"]]
@@ -32,8 +33,12 @@ def test_in_process_ratio_and_roofline_are_recorded(record):
     tg = record["llama_bench"]["tg"]
     assert tg["test"].startswith(f"tg{OUTPUT_TOKENS}@d") and len(tg["samples_tok_s"]) == 3
     assert s["llama_bench_tg_tok_s"] == tg["tok_s"] == statistics.median(tg["samples_tok_s"]) > 0  # the median
-    assert s["served_over_in_process"] == pytest.approx(s["served_single_stream_decode_tok_s"] / tg["tok_s"])
-    assert s["decode_ceiling_tok_s"] is not None and s["served_single_stream_decode_tok_s"] < s["decode_ceiling_tok_s"]
+    assert s["decode_ceiling_tok_s"] is not None
+    if s["served_single_stream_decode_tok_s"] is None:  # one stream served nothing in its budget: no ratio, said so
+        assert 1 in speed_cut_levels(record) and s["served_over_in_process"] is None
+    else:
+        assert s["served_over_in_process"] == pytest.approx(s["served_single_stream_decode_tok_s"] / tg["tok_s"])
+        assert s["served_single_stream_decode_tok_s"] < s["decode_ceiling_tok_s"]
     assert record["roofline"]["bandwidth_kind"] == "copy"
     assert any(c["title"].startswith("Throughput and latency by concurrency") for c in record["charts"])
 
@@ -58,9 +63,12 @@ def test_each_level_is_warmed_up_then_measured_three_times(record):
         assert sum(shares) == budget and max(shares) - min(shares) <= 1  # the level's budget, shared (500 = 167+167+166)
         assert all(1 <= rep["requests"] <= rep["max_requests"] for rep in run["repetitions"])
         assert sorted({r["repetition"] for r in run["results"]}) == [1, 2, 3]
+        assert len(level["repetitions"]) == 3
+        if n in speed_cut_levels(record):
+            continue  # the machine's speed (conftest.SPEED_DEPENDENT_CHECKS), said in the record; not this test's subject
         rounds = level["warmup"]["rounds"]
         assert 2 <= len(rounds) <= 3 and all(x["requests"] == n and x["ok"] == n for x in rounds)
-        assert len(level["repetitions"]) == 3 and level["spread"]["output_throughput"]["n"] == 3
+        assert level["spread"]["output_throughput"]["n"] == 3
         sp = level["spread"]["output_throughput"]
         assert sp["min"] <= sp["mean"] <= sp["max"] and sp["sd"] is not None
         assert level["duration_s"] == pytest.approx(sum(rep["duration_s"] for rep in run["repetitions"]))
@@ -74,14 +82,20 @@ def test_batched_bench_yardstick_per_level(record):
     assert s["batched_bench_skipped"] is None and sorted(bb["by_parallel"]) == ["1", "2", "4"]
     assert all(r["tg"] == OUTPUT_TOKENS and r["pl"] in (1, 2, 4) for r in bb["rows"])
     assert sorted(s["served_over_batched_decode"]) == ["1", "2", "4"]
-    assert all(v > 0 for v in s["served_over_batched_decode"].values())
+    cut = speed_cut_levels(record)
+    assert all(v > 0 if int(n) not in cut else v is None or v > 0 for n, v in s["served_over_batched_decode"].items())
     rows = record["yardstick"]
-    assert rows[0]["yardstick"].startswith("llama-bench tg") and rows[0]["served_over_in_process"] == pytest.approx(
-        s["served_over_in_process"])
+    assert rows[0]["yardstick"].startswith("llama-bench tg")
+    assert rows[0]["served_over_in_process"] == (pytest.approx(s["served_over_in_process"])
+                                                 if s["served_over_in_process"] is not None else None)
     assert all(r["limited_by"] and not r["limited_by"].startswith("not measured") for r in rows)
 
 
 def test_speculative_record_has_the_verification_batches(cpu_default_run):
     spec = notebook_record(cpu_default_run, "06_benchmarking", "06_speculative")
+    if "speculative decoding: baseline measured" in failed_checks(cpu_default_run):
+        # the machine's speed (conftest.SPEED_DEPENDENT_CHECKS): the baseline did not serve inside its 1 s test budget
+        print("speculative baseline not measured here:", spec["summary"].get("baseline_decode_tok_s"))
+        return
     assert sorted(spec["summary"]["verification_batch_tok_s"]) == ["1", "2", "3", "4", "5"]
     assert any(t["title"].startswith("Verification batches") for t in spec["tables"])

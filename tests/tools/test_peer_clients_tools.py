@@ -52,7 +52,8 @@ def test_lab_client_agrees_with_llama_benchy_and_guidellm_on_a_real_server(tmp_p
         if peer_clients.verdict(row) == "definition" and "per stream chunk" not in row["why they differ"]:
             assert row["why they differ"] == peer_clients.EXPLAIN[(row["tool"], row["metric"])], row
     for r in record["results"]:  # the referee: the server's own log found each run's requests, O tokens each
-        for side in ("lab", "theirs"):
+        # (theirs only when every one of their requests finished: llama-benchy's "Server disconnected" ones do not)
+        for side in ("lab", "theirs") if not r["theirs"]["failures"] else ("lab",):
             assert r["server_clock"][side]["requests"] == n and r["server_clock"][side]["output_tokens"] == n * o, r
     statuses = {c.status for c in peer_clients.checks(record)}
     assert "fail" not in statuses

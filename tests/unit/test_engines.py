@@ -296,3 +296,16 @@ def test_one_flash_attention_rule():
     assert [engines.llama_flash_attn(t) for t in ("f16", "bf16", "q8_0", "q4_0", "q5_1")] == [
         "auto", "auto", "on", "on", "on"]
     assert engines.llama_flash_attn("f16", "tensor") == "on"
+
+
+def test_an_orphaned_llama_server_is_killed_outright_a_python_engine_asked_to_stop():
+    """The kernel sends the death signal once per exiting parent thread; llama-server's second SIGTERM deadlocked its
+    handler in free() (lab.serving.server.death_signal), so it gets SIGKILL; vLLM stops its engine on SIGTERM."""
+    import dataclasses
+    import signal
+
+    from lab.serving.server import death_signal
+
+    assert death_signal(engines.build_command(profile(CPU), model_path="/m.gguf")) == signal.SIGKILL
+    llama = engines.build_command(profile(CPU), model_path="/m.gguf")
+    assert death_signal(dataclasses.replace(llama, engine="vllm")) == signal.SIGTERM

@@ -141,3 +141,15 @@ def test_busy_cores_beside_the_server_change_nothing_at_equal_placement():
     assert rows[(0, 1)] == 36.8
     assert all(abs(rows[(k, b)] / rows[(0, b)] - 1) < 0.05 for k, b in rows if (0, b) in rows)
     assert json.loads((folder / "records" / "busy_host.json").read_text())["by_placement"] == busy_host.by_placement(raw["runs"])
+
+
+def test_every_named_definition_in_the_h200_records_is_the_tables():
+    """What the CPU peer check asserts of its own record (tests/test_peer_clients.py), on both committed H200 records:
+    a figure not reported is "not compared", and a verdict "definition" that is no counted per-chunk ITL is EXPLAIN's."""
+    for folder in (H200, H200.parent / "20261202T073617Z_893f270"):
+        record = json.loads((folder / "records" / "peer_clients.json").read_text())
+        for row in record["ratios"]:
+            if row["within ±5 %"] is None:
+                assert peer_clients.verdict(row) == "not compared", row
+            elif peer_clients.verdict(row) == "definition" and "per stream chunk" not in row["why they differ"]:
+                assert row["why they differ"] == peer_clients.EXPLAIN[(row["tool"], row["metric"])], row
