@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `.ci/run` in N fresh clones of this checkout's HEAD, one after another, each recorded in outputs/loop/ by
-# .ci/loop_record.py (a timing is evidence, not a test). With BUSY=K, clone number K runs while another process
+# .ci/loop_record.py (a timing is evidence, not a test); CI=true, as .ci/run sets it. With BUSY=K, clone number K runs while another process
 # keeps one core busy the whole time (a loaded CI machine: the suite must not depend on an idle core).
 #
 #   .ci/fresh_clones.sh 5            # five clones, none loaded
@@ -34,7 +34,8 @@ for i in $(seq "$N"); do
   fi
   load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
   start=$(date +%s)
-  ( cd "$dir" && make "$TARGET" ARGS="--junitxml=$WORK/junit-$i.xml" ) > "$WORK/log-$i.txt" 2>&1
+  # CI=true as .ci/run exports it (a missing set-up fails instead of skipping)
+  ( cd "$dir" && CI=true make "$TARGET" ARGS="--junitxml=$WORK/junit-$i.xml" ) > "$WORK/log-$i.txt" 2>&1
   rc=$?
   wall=$(( $(date +%s) - start ))
   [ -n "$burner" ] && kill "$burner" 2>/dev/null
