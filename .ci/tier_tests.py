@@ -230,8 +230,10 @@ def split(path: Path, tiers: dict[str, set[str]]) -> list[Path]:
             path.write_text(doc_text + module(imports, rest))
             continue
         quote = doc_text.lstrip()[:3] if doc_text else '"""'
-        head = (f'{quote}The {t} tier of tests/{folder}/{path.name} (split from it by .ci/tier_tests.py).\n\n'
-                + doc_text.lstrip()[3:]) if doc_text else f'"""The {t} tier of tests/{folder}/{path.name}."""\n'
+        # the docstring stays in the source file only: a copy in each tier's file would be two texts to keep true
+        head = (f'{quote}The {t} tier of tests/{folder}/{path.name} (split from it by .ci/tier_tests.py): what these '
+                f'tests check, and\nwhy, is that file\'s docstring.{quote}\n') if doc_text else \
+            f'"""The {t} tier of tests/{folder}/{path.name}."""\n'
         targets[t].write_text(head + module(imports, rest))
         made.append(targets[t])
     return made

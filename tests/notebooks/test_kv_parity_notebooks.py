@@ -1,6 +1,5 @@
-"""The notebooks tier of tests/unit/test_kv_parity.py (split from it by .ci/tier_tests.py).
-
-Parity with the real engine: llama-server's reported KV buffers equal lab.predict.kvcache's prediction exactly."""
+"""The notebooks tier of tests/unit/test_kv_parity.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import pytest
 
 from lab.measure import kvcache_verify as kv

@@ -1,9 +1,5 @@
-"""The notebooks tier of tests/unit/test_planmode.py (split from it by .ci/tier_tests.py).
-
-Plan mode (lab.core.planmode): a GPU profile on a machine without its GPUs, or `lab run --plan-only`, measures
-nothing, lists the checks it would make as not-run, judges the declared software, predicts speeds with their
-uncertainty, and says so in its records, manifest, report and `lab compare`; `lab run`'s exit codes tell a failed
-notebook from a failed check."""
+"""The notebooks tier of tests/unit/test_planmode.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import json
 import subprocess
 import sys

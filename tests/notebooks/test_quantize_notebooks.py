@@ -1,8 +1,5 @@
-"""The notebooks tier of tests/unit/test_quantize.py (split from it by .ci/tier_tests.py).
-
-Notebook 03's quant modules (lab.model.quant_formats, quant_targets, quant_ladder, quant_quality, lab.pages.quantize):
-exact size arithmetic, llama.cpp's per-tensor choice, output parsers, verdicts (pure); the F16 reference and the real
-llama-quantize ladder (integration)."""
+"""The notebooks tier of tests/unit/test_quantize.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import pytest
 
 from lab.model import quant_ladder

@@ -1,9 +1,5 @@
-"""The notebooks tier of tests/unit/test_run_batch.py (split from it by .ci/tier_tests.py).
-
-`lab run --profile all` (or a,b,c): one run folder per profile, progress across the batch, an invalid profile
-reported and skipped, the fleet table (`lab compare` of the runs) and an exit status that says how many profiles
-failed (10 + N), or that only checks failed (3). The orchestration in-process with `runner.run` stood in for (unit); one real batch of
-notebook 01 (notebooks tier)."""
+"""The notebooks tier of tests/unit/test_run_batch.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import json
 import subprocess
 import sys

@@ -1,8 +1,5 @@
-"""The tools tier of tests/unit/test_bench_run.py (split from it by .ci/tier_tests.py).
-
-lab.measure.bench_run (notebook 06's steps, one call each) and the views notebook 06 shows between them
-(lab.pages.benchmark): a profile that cannot start here goes through every step as skipped, saying why, and
-the record and closing text are built from that; the decode-speed table divides by llama-bench's speed."""
+"""The tools tier of tests/unit/test_bench_run.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import pytest
 
 from lab.core import evidence, profiles

@@ -1,7 +1,5 @@
-"""The tools tier of tests/unit/test_bench.py (split from it by .ci/tier_tests.py).
-
-The load generator: metric arithmetic on hand-made traces (exact), stream parsing, load shapes
-against a local source, and a real llama-server killed mid-sweep (integration)."""
+"""The tools tier of tests/unit/test_bench.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import asyncio
 import os
 import random

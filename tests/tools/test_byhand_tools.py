@@ -1,6 +1,5 @@
-"""The tools tier of tests/unit/test_byhand.py (split from it by .ci/tier_tests.py).
-
-lab.serving.byhand: the commands a GPU owner types, generated from the profile and the lab's data, each tested."""
+"""The tools tier of tests/unit/test_byhand.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import re
 import shlex
 from pathlib import Path

@@ -1,11 +1,5 @@
-"""The tools tier of tests/unit/test_cli.py (split from it by .ci/tier_tests.py).
-
-`python -m lab validate | plan | report | compare`: exit status 0 (all good), 1 (a problem found in what was
-given: an invalid profile, a plan that does not fit, a folder that is not a run — one clear message naming the
-file and the field, no traceback), 2 (bad usage: argparse's message). In-process through conftest.cli_output;
-one real subprocess shows that the exit status a shell sees is the same. The many bad-profile and bad-record
-cases are in tests/unit/test_reliability_profiles.py and tests/unit/test_reliability_untrusted.py; this file is the
-contract, one case per verb and status."""
+"""The tools tier of tests/unit/test_cli.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import json
 import subprocess
 import sys

@@ -1,11 +1,5 @@
-"""The tools tier of tests/notebooks/test_endpoint_llama.py (split from it by .ci/tier_tests.py).
-
-The real llama-server as an endpoint: started OUTSIDE the lab (a plain subprocess on its own free port, as a
-user would start it), then measured by `lab run --profile <endpoint profile> --only 04,06`, with and without
---api-key. Nothing is faked: the engine, its answers and its refusals are llama.cpp's own.
-
-About three minutes on 2 cores (notebook 06 measures the client's own capacity too); bench sizes are tiny.
-"""
+"""The tools tier of tests/notebooks/test_endpoint_llama.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 from __future__ import annotations
 
 import pytest

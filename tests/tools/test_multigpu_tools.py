@@ -1,7 +1,5 @@
-"""The tools tier of tests/unit/test_multigpu.py (split from it by .ci/tier_tests.py).
-
-Several GPUs: profile settings, the commands they give, the per-device KV split, the scaling script on
-this CPU (its GPU modes skipped with the reason) and the all-reduce benchmark on gloo."""
+"""The tools tier of tests/unit/test_multigpu.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import json
 import os
 import subprocess

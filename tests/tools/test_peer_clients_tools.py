@@ -1,13 +1,5 @@
-"""The tools tier of tests/unit/test_peer_clients.py (split from it by .ci/tier_tests.py).
-
-The lab's client against llama-benchy, guidellm and aiperf (lab.measure.peer_clients, set up by lab/setup/peers.py).
-
-Unit tier: their exports, captured from real runs on the embedded SmolLM2 (tests/data/peer_*), parsed into the lab's
-metric names; the comparison's verdicts and spread over repetitions; the command lines carry the load. Tools tier:
-the whole comparison on a real CPU llama-server with llama-benchy and guidellm: what does not depend on the machine's
-load is asserted (every request accounted for, exactly the output tokens asked for), the timing ratios are recorded
-and printed, each within the tolerance or carrying the definition that explains it, else a warning (a shared CPU).
-"""
+"""The tools tier of tests/unit/test_peer_clients.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 from __future__ import annotations
 
 import os

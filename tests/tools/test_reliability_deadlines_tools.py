@@ -1,12 +1,5 @@
-"""The tools tier of tests/unit/test_reliability_deadlines.py (split from it by .ci/tier_tests.py).
-
-Deadlines: a FAKE server (tests/fake_endpoints.py hostile_server, in a thread) that trickles bytes, streams and
-never sends [DONE], or freezes (what a SIGSTOPped llama-server looks like from the client) cannot hold the lab past
-the wait's overall deadline: the health wait, discovery, the manifest's discovery, the smoke test, /tokenize, one
-load-generator request, a sweep level and the levels that count requests (a lab tune point, a speculative run, the
-peer check's lab client) each end within their budget (2 s here) plus a small allowance, and say
-why. The bug gave 300 s per request, 1,557 s for notebook 06 against a 20 s budget; the bound asserted is 30 s, which
-a loaded 2-core machine does not reach by chance. Figure: waits tried / ended by their deadline."""
+"""The tools tier of tests/unit/test_reliability_deadlines.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 from __future__ import annotations
 
 import time

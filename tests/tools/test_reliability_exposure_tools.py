@@ -1,10 +1,5 @@
-"""The tools tier of tests/unit/test_reliability_exposure.py (split from it by .ci/tier_tests.py).
-
-Exposure: who can reach what the lab starts. Servers bind 127.0.0.1 unless the profile asks; 0.0.0.0
-needs a strong key; the lab's own servers always have a key (the per-run one on loopback), CORS limited to
-local origins, a minimal environment; the real llama-server answers 401 without the key (the real vLLM
-server: tests/tools/test_vllm_cpu.py); JupyterLab listens on loopback with a token. Figure: checks tried /
-checks holding."""
+"""The tools tier of tests/unit/test_reliability_exposure.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import os
 import re
 import subprocess

@@ -1,8 +1,5 @@
-"""The tools tier of tests/unit/test_reliability_profiles.py (split from it by .ci/tier_tests.py).
-
-Bad profiles, as a hostile but fair user writes them: every one is refused by `lab validate`, `lab plan`
-and `lab run` alike with exit 1, a message naming the file and the field (or what the file is), and never
-a traceback. Figures: kinds tried / kinds handled."""
+"""The tools tier of tests/unit/test_reliability_profiles.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import os
 import subprocess
 import sys

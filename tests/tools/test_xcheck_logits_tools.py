@@ -1,6 +1,5 @@
-"""The tools tier of tests/unit/test_xcheck_logits.py (split from it by .ci/tier_tests.py).
-
-lab.model.xcheck_logits: llama-cpp-python's logits come from a child process, and a child that dies says how."""
+"""The tools tier of tests/unit/test_xcheck_logits.py (split from it by .ci/tier_tests.py): what these tests check, and
+why, is that file's docstring."""
 import numpy as np
 import pytest
 
