@@ -29,7 +29,9 @@
 # MODE=peers (carry [".device", ".device-peers"]; no suite; python3 -m lab.setup.device_prep --peers fills .device-peers/):
 # the lab's client against llama-benchy and guidellm (lab.measure.peer_clients) on the profile's llama-server with the
 # stand-in, at 1, 8 and 16 streams (PEER_LEVELS), PEER_REPS repetitions (3), PEER_REQUESTS requests a level (16; at
-# least 2 a stream), PEER_INPUT/PEER_OUTPUT tokens (512/128) — into $WORK/peers-run/peer_clients/, packed like a suite run;
+# least 2 a stream), PEER_INPUT/PEER_OUTPUT tokens (512/128), the clients through the wire clock's proxy unless
+# PEER_WIRE=0 (lab.measure.wire_clock: TTFT of every request of both runs on one clock) — into
+# $WORK/peers-run/peer_clients/, packed like a suite run;
 # then the busy-host check (lab.measure.busy_host: the lab's client at 8 streams with BUSY_CORES cores kept busy,
 # default 0,2,8; empty = skip) into $WORK/peers-run/busy_host/.
 # Environment: PROFILE (default h200-x1), LAB_RUN_ARGS (more `lab run` flags, e.g. "--only 01,06"),
@@ -122,7 +124,7 @@ PY
   LAB_PEERS_INFO="$run/lab-peers.json" .venv/bin/python -m lab.measure.peer_clients \
     --profile "$run/profile-$PROFILE-synthetic.yaml" --run-dir "$run" --levels "${PEER_LEVELS:-1,8,16}" \
     --requests "${PEER_REQUESTS:-16}" --input-tokens "${PEER_INPUT:-512}" --output-tokens "${PEER_OUTPUT:-128}" \
-    --repetitions "${PEER_REPS:-3}"
+    --repetitions "${PEER_REPS:-3}" $([ "${PEER_WIRE:-1}" = 1 ] && echo --wire)
   cp "$run/peer_clients/peer_clients.json" "$run/records/" 2>/dev/null
   # does a busy host slow the server? (guidellm's clients burned 1-1.5 cores; lab.measure.busy_host)
   if [ -n "${BUSY_CORES-0,2,8}" ]; then

@@ -18,7 +18,8 @@ KV against engines   kvcache_verify (llama-server's caches against lab.predict.k
                      lab.serving.engines), vllm_kv (vLLM's)
 peer clients         peer_bench (vllm bench serve), peer_clients (llama-benchy, guidellm, aiperf against the lab's
                      client), peer_tools (those clients: where, command lines, their exports), peer_verdicts
-                     (lab ÷ theirs and why), server_clock (the server's own log as referee between two runs)
+                     (lab ÷ theirs and why), server_clock (the server's own log as referee between two runs),
+                     wire_clock (a timing proxy between clients and server: every request of both runs on one clock)
 
 Servers are started and stopped by lab.serving.serve (`start`, `measure`), their commands built by
 lab.serving.engines (`build_command`, `with_flags`); whether a server can start here is lab.serving.serve's

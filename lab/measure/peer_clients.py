@@ -45,7 +45,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from lab.core.checks import Check
-from lab.measure import metrics, server_clock
+from lab.measure import metrics, server_clock, wire_clock
 from lab.measure.peer_verdicts import (COMPARED, EXPLAIN, TOLERANCE, _itl_per_chunk, compare,  # noqa: F401
                                       ratio_spread, rejudge, verdict)
 from lab.measure.peer_bench import PeerLoad, run_lab_client
@@ -77,8 +77,22 @@ def lab_metrics(summary: dict) -> dict:
 
 
 # ---------------------------------------------------------------- orchestrate
-def _one_level(tool: str, server, load: PeerLoad, tokenizer: str, out_dir: Path) -> dict:
+class Via:
+    """`server` as the clients see it through the wire clock's proxy: its base_url is the proxy's; everything else
+    (the command, the key, the log the server clock reads) is the server's."""
+
+    def __init__(self, server, wire: wire_clock.Wire):
+        self._server, self.base_url = server, wire.base_url
+
+    def __getattr__(self, name):
+        return getattr(self._server, name)
+
+
+def _one_level(tool: str, server, load: PeerLoad, tokenizer: str, out_dir: Path,
+               wire: wire_clock.Wire | None = None) -> dict:
     model = server.command.served_model or "default"
+    direct, server = server, (Via(server, wire) if wire else server)
+    their_wire = wire.mark() if wire else None
     level_dir = out_dir / f"{tool}-c{load.concurrency}"
     level_dir.mkdir(parents=True, exist_ok=True)
     their_mark = server_clock.mark(server)
@@ -122,20 +136,29 @@ def _one_level(tool: str, server, load: PeerLoad, tokenizer: str, out_dir: Path)
         endpoint = "chat"
     else:
         raise ValueError(f"unknown peer client {tool!r}: one of aiperf, guidellm, llama-benchy")
-    clock = {"theirs": server_clock.since(server, their_mark, load.num_prompts)}
-    lab_mark = server_clock.mark(server)
+    clock = {"theirs": server_clock.since(direct, their_mark, load.num_prompts)}
+    on_wire = {"theirs": wire.run_figures(their_wire, load.num_prompts)} if wire else None
+    lab_mark, lab_wire = server_clock.mark(direct), (wire.mark() if wire else None)
     lab_run = run_lab_client(server, load, endpoint=endpoint)
-    clock["lab"] = server_clock.since(server, lab_mark, load.num_prompts)
+    clock["lab"] = server_clock.since(direct, lab_mark, load.num_prompts)
+    if wire:
+        on_wire["lab"] = wire.run_figures(lab_wire, load.num_prompts)
     ours = lab_metrics(metrics.summarise(lab_run.results, lab_run.duration_s))
     return {"tool": tool, "concurrency": load.concurrency, "endpoint": endpoint, "run": ran, "raw": raw,
             "theirs": theirs, "lab": ours, "lab_duration_s": lab_run.duration_s, "lab_client_cpu_s": lab_run.client_cpu_s,
-            "server_clock": clock, "rows": compare(tool, ours, theirs, clock) if theirs else []}
+            "lab_ttft_samples_ms": sorted(round(r.ttft_s * 1000, 1) for r in lab_run.results
+                                          if r.success and r.ttft_s is not None),
+            "server_clock": clock, **({"wire_clock": on_wire} if wire else {}),
+            "rows": compare(tool, ours, theirs, clock, on_wire) if theirs else []}
+
 
 
 def run(server, out_dir: str | Path, tools: tuple[str, ...] = DEFAULT_TOOLS,
-        levels: tuple[int, ...] = LEVELS, load: PeerLoad = LOAD, repetitions: int = 1) -> dict:
+        levels: tuple[int, ...] = LEVELS, load: PeerLoad = LOAD, repetitions: int = 1,
+        wire: wire_clock.Wire | None = None) -> dict:
     """Each tool at each level, then the lab's client with the same load, on `server`, `repetitions` times over
-    (tool by tool, level by level, so a repetition's pair stays back to back): the whole record."""
+    (tool by tool, level by level, so a repetition's pair stays back to back): the whole record. With `wire`, every
+    client talks to the server through that proxy, and each run is timed on its clock too."""
     record = {"skipped": skip_reason(), "tolerance": TOLERANCE, "load": asdict(load), "levels": list(levels),
               "tools": list(tools), "repetitions": repetitions, "versions": (peers_info() or {}).get("tools"),
               "sources": SOURCES, "results": [], "ratios": []}
@@ -152,15 +175,15 @@ def run(server, out_dir: str | Path, tools: tuple[str, ...] = DEFAULT_TOOLS,
                 # llama-benchy's fresh prompts had 4.6 s, 2026-12-02)
                 level = replace(load, concurrency=c, num_prompts=max(load.num_prompts, 2 * c),
                                 seed=load.seed + 1000 * rep + c)
-                one = _one_level(tool, server, level, tokenizer, out_dir / f"rep{rep + 1}")
+                one = _one_level(tool, server, level, tokenizer, out_dir / f"rep{rep + 1}", wire)
                 record["results"].append({"repetition": rep + 1, **one})
     record["ratios"] = ratio_spread(record)
     return record
 
 
-def run_on_profile(prof, run_dir: str | Path, **kw) -> dict:
+def run_on_profile(prof, run_dir: str | Path, wire: bool = False, **kw) -> dict:
     """`run` on a llama-server of its own for profile `prof` (started, run, stopped) into run_dir/peer_clients/
-    (exports, logs, peer_clients.json)."""
+    (exports, logs, peer_clients.json); `wire`: the clients go through lab.measure.wire_clock's proxy."""
     from lab.serving import engines, serve
 
     out_dir = Path(run_dir) / "peer_clients"
@@ -168,10 +191,14 @@ def run_on_profile(prof, run_dir: str | Path, **kw) -> dict:
         return run(None, out_dir, **kw)
     out_dir.mkdir(parents=True, exist_ok=True)
     srv = serve.start(engines.build_command(prof, port=serve.free_port()), log_dir=out_dir, name="peer_clients")
+    on_wire = wire_clock.Wire("127.0.0.1", srv.command.port).start() if wire else None
     try:
-        record = run(srv, out_dir, **kw)
+        record = run(srv, out_dir, wire=on_wire, **kw)
     finally:
+        if on_wire:
+            on_wire.stop()
         srv.stop()
+    record["wire"] = bool(wire)
     record["server"] = {"profile": prof.name, "model": prof.model_file, "threads": prof.threads,
                         "parallel_slots": prof.parallel_slots, "argv": list(srv.command.argv)}
     record["provenance"] = provenance()
@@ -243,13 +270,17 @@ def text(record: dict) -> str:
     judged = [r for r in record.get("ratios") or [] if r["within ±5 %"] is not None]
     kinds = [verdict(r) for r in judged]
     ok, by_server, explained = kinds.count("within"), kinds.count("server clock"), kinds.count("definition")
+    by_wire = kinds.count("wire clock")
     load = record["load"]
     return (f"{', '.join(f'{k} {v}' for k, v in (record['versions'] or {}).items() if k in record['tools'])}; "
             f"load per level: {load['num_prompts']} requests, ≈ {load['input_tokens']} prompt and "
             f"{load['output_tokens']} output tokens, concurrency {record['levels']}, {record.get('repetitions', 1)} "
             f"repetition(s).\n{ok} of {len(judged)} compared figures (mean over repetitions) within ±{TOLERANCE:.0%}; "
             f"{explained} more differ by definition (explained); {by_server} more by what the server did between "
-            f"the two runs (its own log accounts for them); {kinds.count('unexplained')} unexplained.\n"
+            f"the two runs (its own log accounts for them); "
+            + (f"{by_wire} more by when the server sent the first tokens (the wire's clock accounts for them); "
+               if record.get("wire") else "")
+            + f"{kinds.count('unexplained')} unexplained.\n"
             + headline(record))
 
 
@@ -301,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--input-tokens", type=int, default=LOAD.input_tokens)
     ap.add_argument("--output-tokens", type=int, default=LOAD.output_tokens)
     ap.add_argument("--repetitions", type=int, default=3)
+    ap.add_argument("--wire", action="store_true", help="clients talk through a timing proxy (lab.measure.wire_clock): "
+                    "TTFT and latency of every request of both runs on one clock between them")
     args = ap.parse_args(argv)
     tools = tuple(t for t in args.tools.split(",") if t)
     bad = [t for t in tools if t not in MODULES]
@@ -308,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--tools: unknown {', '.join(bad)}; choose from {', '.join(MODULES)}")
     load = replace(LOAD, num_prompts=args.requests, input_tokens=args.input_tokens, output_tokens=args.output_tokens)
     record = run_on_profile(profiles.load(args.profile), args.run_dir, tools=tools, load=load,
-                            levels=tuple(int(x) for x in args.levels.split(",")), repetitions=args.repetitions)
+                            levels=tuple(int(x) for x in args.levels.split(",")), repetitions=args.repetitions,
+                            wire=args.wire)
     print(text(record), flush=True)
     for r in runs(record):
         print(f"{r['tool']} rep {r['repetition']} c={r['concurrency']}: exit {r['exit']} in {r['seconds']} s"

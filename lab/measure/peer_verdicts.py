@@ -5,7 +5,7 @@ run) — and the spread over repetitions; `rejudge` applies them again to a reco
 from __future__ import annotations
 
 from lab.core import display
-from lab.measure import metrics, server_clock
+from lab.measure import metrics, server_clock, wire_clock
 
 TOLERANCE = 0.05  # the issue's target: lab ÷ theirs within 5 %
 RATIO = "lab_over_theirs"  # the ratios' field (lab/data/fields.yaml): 3 decimals, for the ±TOLERANCE judgement
@@ -42,11 +42,13 @@ def _get(d: dict, key: str, sub: str | None):
     return v.get(sub) if sub and isinstance(v, dict) else v
 
 
-def compare(tool: str, ours: dict, theirs: dict, clock: dict | None = None) -> list[dict]:
+def compare(tool: str, ours: dict, theirs: dict, clock: dict | None = None, wire: dict | None = None) -> list[dict]:
     """Metric by metric: lab, theirs, lab ÷ theirs, within TOLERANCE, and the reason where they differ — a definition
     (EXPLAIN, the ITL per chunk), or the server's own clock (`clock`: lab.measure.server_clock figures of each run,
-    {"lab": ..., "theirs": ...}) showing the server ran at another speed during one of the two runs."""
-    clock = clock or {}
+    {"lab": ..., "theirs": ...}) showing the server ran at another speed during one of the two runs, or the wire's
+    (`wire`: lab.measure.wire_clock figures of each run, when the clients went through its proxy) showing the server
+    delivered the first tokens later in one run (TTFT and request latency, medians included)."""
+    clock, wire = clock or {}, wire or {}
     rows = []
     for key, sub in COMPARED:
         name = f"{key} {sub}" if sub else key
@@ -63,10 +65,15 @@ def compare(tool: str, ours: dict, theirs: dict, clock: dict | None = None) -> l
             # measured beats named: when the server's own clock accounts for the ratio, that is the reason (a named
             # definition cannot say by how much, nor in which direction); the definition stays the fallback
             why = server_clock.explain(key, ratio, clock.get("lab"), clock.get("theirs"), TOLERANCE) or why
+        if not within and b is not None and (why is None or sub == "p50"):
+            # the wire keeps every request: it referees a median too (the server log's per-run means cannot)
+            why = wire_clock.explain(key, sub, ratio, wire.get("lab"), wire.get("theirs"), TOLERANCE) or why
         srv = server_clock.server_ratio(key, clock.get("lab"), clock.get("theirs"))
+        on_wire = wire_clock.wire_ratio(key, sub, wire.get("lab"), wire.get("theirs"))
         rows.append({"tool": tool, "metric": name, "lab": display.rounded(a, key), "theirs": display.rounded(b, key),
                      "lab ÷ theirs": display.rounded(ratio, RATIO), "within ±5 %": within if b is not None else None,
                      "server: lab run ÷ theirs": display.rounded(srv, RATIO),
+                     **({"wire: lab run ÷ theirs": display.rounded(on_wire, RATIO)} if wire else {}),
                      "why they differ": None if within else why})
     return rows
 
@@ -129,12 +136,18 @@ def ratio_spread(record: dict) -> list[dict]:
         within = None if mean is None else abs(mean - 1) <= TOLERANCE
         srv = [x.get("server: lab run ÷ theirs") for x in rows_]
         srv_mean = sum(srv) / len(srv) if srv and None not in srv else None
+        on_wire = [x.get("wire: lab run ÷ theirs") for x in rows_]
+        wire_mean = sum(on_wire) / len(on_wire) if on_wire and None not in on_wire else None
         if mean is not None and srv_mean and not metric.endswith("p50") and not metric.startswith("itl_ms") \
                 and abs(mean / srv_mean - 1) <= TOLERANCE:
             named = EXPLAIN.get((tool, metric))
             why = (f"{server_clock.SAYS}: over the repetitions its figure during the lab's runs ÷ "
                    f"during theirs was {srv_mean:.3f} on average ({', '.join(f'{v:.3f}' for v in srv)}); lab ÷ theirs ÷ "
                    f"that = {mean / srv_mean:.3f}" + (f" (the definition behind it: {named})" if named else ""))
+        elif mean is not None and wire_mean and abs(mean / wire_mean - 1) <= TOLERANCE:
+            why = (f"{wire_clock.SAYS}: over the repetitions its figure during the lab's runs ÷ during theirs was "
+                   f"{wire_mean:.3f} on average ({', '.join(f'{v:.3f}' for v in on_wire)}); lab ÷ theirs ÷ that = "
+                   f"{mean / wire_mean:.3f}")
         else:
             why = (rows_[0]["why they differ"] if not xs else EXPLAIN.get((tool, metric))
                    or next((x["why they differ"] for x in rows_ if x["why they differ"]), None)
@@ -147,8 +160,9 @@ def ratio_spread(record: dict) -> list[dict]:
 
 def verdict(row: dict) -> str:
     """A compared figure's verdict: "within" (±TOLERANCE), "definition" (a named or counted definition explains
-    it), "server clock" (the server's own log accounts for it: lab.measure.server_clock), "unexplained", or "not
-    compared" (the tool does not report the figure)."""
+    it), "server clock" (the server's own log accounts for it: lab.measure.server_clock), "wire clock" (the proxy
+    between clients and server does: lab.measure.wire_clock), "unexplained", or "not compared" (the tool does not
+    report the figure)."""
     why = row["why they differ"]
     if row["within ±5 %"] is None:
         return "not compared"  # the tool does not report it
@@ -156,4 +170,6 @@ def verdict(row: dict) -> str:
         return "within"
     if not why:
         return "unexplained"
+    if why.startswith(wire_clock.SAYS):
+        return "wire clock"
     return "server clock" if why.startswith(server_clock.SAYS) else "definition"
