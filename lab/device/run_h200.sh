@@ -27,7 +27,7 @@
 # prompts against the profile (ISO_BUDGET_S, default 950 s), then draft-mtp n-max 1-3 at one stream (MTP_BUDGET_S,
 # default 150 s; 0 = skip) — into $WORK/isolate-run, packed like a suite run. ISO_OUTPUT: tokens per request (128).
 # MODE=peers (carry [".device", ".device-peers"]; no suite; python3 -m lab.setup.device_prep --peers fills .device-peers/):
-# the lab's client against llama-benchy and guidellm (lab.measure.peer_clients) on the profile's llama-server with the
+# the lab's client against llama-benchy and guidellm (PEER_TOOLS; lab.measure.peer_clients) on the profile's llama-server with the
 # stand-in, at 1, 8 and 16 streams (PEER_LEVELS), PEER_REPS repetitions (3), PEER_REQUESTS requests a level (16; at
 # least 2 a stream), PEER_INPUT/PEER_OUTPUT tokens (512/128), the clients through the wire clock's proxy unless
 # PEER_WIRE=0 (lab.measure.wire_clock: TTFT of every request of both runs on one clock) — into
@@ -124,7 +124,7 @@ PY
   LAB_PEERS_INFO="$run/lab-peers.json" .venv/bin/python -m lab.measure.peer_clients \
     --profile "$run/profile-$PROFILE-synthetic.yaml" --run-dir "$run" --levels "${PEER_LEVELS:-1,8,16}" \
     --requests "${PEER_REQUESTS:-16}" --input-tokens "${PEER_INPUT:-512}" --output-tokens "${PEER_OUTPUT:-128}" \
-    --repetitions "${PEER_REPS:-3}" $([ "${PEER_WIRE:-1}" = 1 ] && echo --wire)
+    --repetitions "${PEER_REPS:-3}" --tools "${PEER_TOOLS:-llama-benchy,guidellm}" $([ "${PEER_WIRE:-1}" = 1 ] && echo --wire)
   cp "$run/peer_clients/peer_clients.json" "$run/records/" 2>/dev/null
   # does a busy host slow the server? (guidellm's clients burned 1-1.5 cores; lab.measure.busy_host)
   if [ -n "${BUSY_CORES-0,2,8}" ]; then
