@@ -117,7 +117,7 @@ def rejudge(record: dict, server_log: str) -> dict:
         n = r["lab"]["successes"]
         theirs, ours = runs[2 * i], runs[2 * i + 1]
         r["server_clock"] = {"theirs": server_clock.figures(theirs[-n:]), "lab": server_clock.figures(ours[-n:])}
-        r["rows"] = compare(r["tool"], r["lab"], r["theirs"], r["server_clock"]) if r["theirs"] else []
+        r["rows"] = compare(r["tool"], r["lab"], r["theirs"], r["server_clock"], r.get("wire_clock")) if r["theirs"] else []
     record["ratios"] = ratio_spread(record)
     return record
 

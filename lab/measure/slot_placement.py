@@ -73,7 +73,7 @@ def blocks(slots: list[int]) -> int:
 
 def busy_slots(t: dict, tasks: list[dict]) -> list[int]:
     """The slots of `tasks` busy while request `t` decoded (itself included)."""
-    decode_start = t["start_s"] + t["prompt_ms"] / 1000
+    decode_start = t["start_s"] + (t.get("queued_ms", 0.0) + t["prompt_ms"]) / 1000
     return [u["slot"] for u in tasks if u["start_s"] < t["end_s"] and u["end_s"] > decode_start]
 
 

@@ -272,8 +272,9 @@ def kv_cache_report_from_log(text: str) -> dict | None:
 
 
 # What llama-server says when a request ends (tools/server/server-context.cpp print_timings; the figures are
-# server-common.h's server_slot_stats): "prompt eval time" runs from the slot's start to its prompt's last batch,
-# "eval time" from there to the last token, and its ms per token is over n_gen − 1 decode steps (the first token
+# server-common.h's server_slot_stats): "prompt eval time" runs from its prompt's first batch ("new prompt", which
+# can come after the slot took the request: queued_ms below) to the first token's sampling, "eval time" from there
+# to the last token, and its ms per token is over n_gen − 1 decode steps (the first token
 # comes from the prompt's logits) — TPOT's definition, on the server's clock. Each line starts with the log's time
 # stamp (minutes.seconds.milliseconds.microseconds since the server started: common/log.cpp), then slot and task:
 #   0.03.121.260 I slot print_timing: id 15 | task 0 | prompt eval time =      20.58 ms /     1 tokens (...)
@@ -287,8 +288,10 @@ _EVAL_TIME = re.compile(r"^ *eval time = +([\d.]+) ms / +(\d+) tokens")
 
 def request_timings(text: str) -> list[dict]:
     """Every request llama-server finished in `text` (a log or a slice of one), in the order they started: task,
-    slot, start and end (seconds since the server started), prompt ms and tokens, decode ms, output tokens and
-    tpot_ms (decode ms ÷ (output tokens − 1); None below 2 tokens). A request still running has no end: left out."""
+    slot, start and end (seconds since the server started), queued ms (from the slot taking the request to its
+    prompt's first batch: with many prompts at once, a 2048-token batch holds four 512-token prompts and the rest
+    wait; 0 when the log has no "new prompt" line), prompt ms and tokens, decode ms, output tokens and tpot_ms
+    (decode ms ÷ (output tokens − 1); None below 2 tokens). A request still running has no end: left out."""
     tasks: dict[int, dict] = {}
     for line in text.splitlines():
         m = LLAMA_TASK_LINE.match(line)
@@ -299,6 +302,8 @@ def request_timings(text: str) -> list[dict]:
         rest = m["rest"]
         if "processing task" in rest:
             task["start_s"] = t
+        elif rest.startswith("new prompt"):
+            task["prompt_start_s"] = t
         elif p := _PROMPT_TIME.search(rest):
             task["prompt_ms"], task["prompt_tokens"] = float(p[1]), int(p[2])
         elif e := _EVAL_TIME.search(rest):
@@ -308,6 +313,9 @@ def request_timings(text: str) -> list[dict]:
     done = [d for d in tasks.values() if {"start_s", "end_s", "prompt_ms", "decode_ms"} <= d.keys()]
     for d in done:
         d["tpot_ms"] = d["decode_ms"] / (d["output_tokens"] - 1) if d["output_tokens"] > 1 else None
+        # the slot took the request at start_s; its prompt got room in a batch at prompt_start_s (prompt eval time
+        # counts from there: server-common.h update_prompt_start), so the first token came queued + prompt ms later
+        d["queued_ms"] = max(0.0, (d.pop("prompt_start_s", d["start_s"]) - d["start_s"]) * 1000)
     return sorted(done, key=lambda d: (d["start_s"], d["task"]))
 
 

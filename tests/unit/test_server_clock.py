@@ -40,13 +40,14 @@ def test_request_timings_reads_llama_servers_own_lines():
     assert t["task"] == 5082 and t["slot"] == 8
     assert t["start_s"] == pytest.approx(60 + 42.231042) and t["end_s"] == pytest.approx(60 + 50.7634)
     assert (t["prompt_ms"], t["prompt_tokens"], t["decode_ms"], t["output_tokens"]) == (701.76, 524, 7829.79, 128)
+    assert t["queued_ms"] == pytest.approx(0.712)  # "processing task" to "new prompt": its prompt's first batch
     # the server's ms per token is over n_gen − 1 decode steps (server-common.h n_gen_steps): its own 61.65
     assert t["tpot_ms"] == pytest.approx(7829.79 / 127) and round(t["tpot_ms"], 2) == 61.65
 
 
 def _task(start, end, prompt_ms, decode_ms, out=65, slot=0):
-    return {"slot": slot, "start_s": start, "end_s": end, "prompt_ms": prompt_ms, "decode_ms": decode_ms, "output_tokens": out,
-            "tpot_ms": decode_ms / (out - 1)}
+    return {"slot": slot, "start_s": start, "end_s": end, "queued_ms": 0.0, "prompt_ms": prompt_ms, "decode_ms": decode_ms,
+            "output_tokens": out, "tpot_ms": decode_ms / (out - 1)}
 
 
 def test_figures_and_the_ratio_the_server_accounts_for():

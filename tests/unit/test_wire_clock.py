@@ -69,3 +69,36 @@ def test_a_median_the_wire_accounts_for_gets_its_verdict():
     flat = {"lab": _ttft(1500.0, 2000.0), "theirs": _ttft(1500.0, 2000.0)}  # the wire saw no difference
     rows = {r["metric"]: r for r in peer_verdicts.compare("guidellm", ours, theirs, None, flat)}
     assert rows["ttft_ms p50"]["why they differ"] is None
+
+
+def test_the_h200_records_through_the_wire():
+    """The two H200 runs through the wire (outputs/peer_clients-h200/20261202T1120*, 1124*): every figure agrees, is a
+    definition or is accounted for (none unexplained); each client's mean TTFT is the wire's plus what the client adds
+    (guidellm ≤ 3 ms, the lab ≤ 20 ms); at 16 streams the server's log shows the prompts' wait for room in a batch."""
+    import json
+    import lzma
+
+    from conftest import ROOT
+
+    from lab.measure import server_clock
+    from lab.serving import engine_logs
+
+    base = ROOT / "outputs" / "peer_clients-h200"
+    for name, streams, queued in (("20261202T112014Z_fb35c7e", 16, (540, 580)), ("20261202T112402Z_fb35c7e", 8, (0, 160))):
+        record = json.loads((base / name / "records" / "peer_clients.json").read_text())
+        kinds = [peer_verdicts.verdict(r) for r in record["ratios"] if r["within ±5 %"] is not None]
+        print(name, {k: kinds.count(k) for k in set(kinds)})
+        assert "unexplained" not in kinds and kinds.count("wire clock") == 1
+        for r in record["results"]:
+            assert r["concurrency"] == streams
+            for side, most in (("theirs", 3.0), ("lab", 20.0)):
+                added = r[side]["ttft_ms"]["mean"] - r["wire_clock"][side]["ttft_ms"]["mean"]
+                assert 0 <= added <= most, (name, side, added)
+                assert queued[0] <= r["server_clock"][side]["queued_ms"] <= queued[1]
+        # the record's server figures are the log's, read again
+        log = lzma.open(base / name / "peer_clients" / "peer_clients.log.xz", "rt").read()
+        runs = server_clock.runs_in_log(log)
+        assert len(runs) == 2 * len(record["results"])
+        first = record["results"][0]["server_clock"]["theirs"]
+        assert server_clock.figures(runs[0][-first["requests"]:])["first_token_ms"] == pytest.approx(first["first_token_ms"])
+        assert engine_logs.request_timings(log)[0]["queued_ms"] >= 0
