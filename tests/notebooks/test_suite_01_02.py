@@ -47,7 +47,7 @@ def test_executed_notebooks_have_no_cell_timings(run_dir):
 
 def test_hardware_record(run_dir):
     rec = notebook_record(run_dir, "01_hardware_checks", "01_hardware")
-    assert rec["schema_version"] == 1
+    assert rec["schema_version"] == evidence.SCHEMA_VERSION
     gpu_checks = [c for c in rec["checks"] if c["name"].lower().startswith("gpu")]
     assert gpu_checks and all(c["status"] == "skip" for c in gpu_checks)  # no GPU on cpu-default
     assert rec["gpu_links"]["pairs"] == [] and "GPU pair link" in {c["name"] for c in gpu_checks}

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from lab.core import display, fields, run_summary
 from lab.core.paths import ROOT
-from lab.measure import (busy_host, load_levels, loadgen, metrics, multigpu, peer_verdicts, speculative, tune,
+from lab.measure import (busy_host, gpumon, load_levels, loadgen, metrics, multigpu, peer_verdicts, speculative, tune,
                          tune_choice, tune_settings)
 from lab.measure.loadgen import RequestResult
 from lab.pages import benchmark
@@ -85,8 +85,9 @@ def test_no_module_writes_an_old_name():
     old = fields.old_names()
     assert old == {"output_tok_s": "output_throughput", "aggregate_tok_s": "output_throughput",
                    "decode_tok_s": "stream_decode_tok_s", "single_decode_tok_s": "stream_decode_tok_s",
-                   "output_tok_s_spread": "output_throughput_spread"}
+                   "output_tok_s_spread": "output_throughput_spread", "peak_vram_mib_total": "peak_vram_mib"}
     for module in (metrics, loadgen, load_levels, tune, tune_choice, tune_settings, speculative, benchmark, multigpu,
+                   gpumon,
                    peer_verdicts, busy_host, claims):
         source = inspect.getsource(module)
         assert [n for n in old if re.search(rf"[\"']{n}[\"']|\b{n}=", source)] == [], module.__name__

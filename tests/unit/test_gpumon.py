@@ -9,18 +9,20 @@ def test_window_energy_from_counter_and_joules_per_token():
     inside = [Sample(1.0, [2000.0], [300.0], [6_000.0], 250.0), Sample(2.0, [4000.0], [350.0], [306_000.0], 300.0),
               Sample(3.0, [3000.0], [320.0], [656_000.0], 280.0)]
     w = gpumon.summarise_window(inside, before, 1.0, 3.0, output_tokens=100, gpu_names=["NVIDIA H200"])
-    assert w["peak_vram_mib"] == [4000.0] and w["peak_vram_mib_total"] == 4000.0
+    assert w["peak_vram_mib_per_gpu"] == [4000.0] and w["peak_vram_mib"] == 4000.0
     assert w["energy_j"] == 651.0  # (656000 - 5000) mJ: from the sample before the window to the last inside
     assert w["energy_how"].startswith("NVML total-energy counter")
     assert w["joules_per_token"] == 6.51 and round(w["tokens_per_joule"], 4) == round(100 / 651, 4)
-    assert w["mean_power_w"] == [(300 + 350 + 320) / 3] and w["peak_host_rss_mib"] == 300.0
+    assert w["mean_power_w_per_gpu"] == [(300 + 350 + 320) / 3] and w["mean_power_w"] == (300 + 350 + 320) / 3
+    assert w["peak_host_rss_mib"] == 300.0
 
 
 def test_window_integrates_power_without_counter():
     inside = [Sample(0.0, [10.0, 20.0], [100.0, 200.0], [None, None]), Sample(2.0, [11.0, 22.0], [100.0, 200.0], [None, None])]
     w = gpumon.summarise_window(inside, None, 0.0, 2.0, output_tokens=60)
     assert w["energy_j"] == 600.0 and "integrated" in w["energy_how"] and w["joules_per_token"] == 10.0
-    assert w["peak_vram_mib_total"] == 33.0
+    assert w["peak_vram_mib"] == 33.0 and w["peak_vram_mib_per_gpu"] == [11.0, 22.0]  # the peak of the sum
+    assert w["mean_power_w"] == 300.0 and w["mean_power_w_per_gpu"] == [100.0, 200.0]
 
 
 def test_no_gpu_is_not_measured_never_zero():
