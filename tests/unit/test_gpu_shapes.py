@@ -1,9 +1,7 @@
 """GPU-shaped figures through the real pipeline, without a GPU (issue 32): a window of NVML samples from one GPU and
 from two goes through gpumon.summarise_window → metrics.summarise_run → the typed RunSummary, a tune level and the
-records' shape check; a record of schema_version 1 (lists under the totals' names) reads as today's."""
-import json
-from pathlib import Path
-
+records' shape check; a record of schema_version 1 (lists under the totals' names) reads as today's (the committed
+records: tests/unit/test_committed_runs.py)."""
 import pytest
 
 from lab.core import evidence, fields
@@ -11,8 +9,6 @@ from lab.core.run_summary import RunSummary, level_figures
 from lab.measure import gpumon, metrics
 from lab.measure.gpumon import Sample
 from lab.measure.loadgen import LoadSpec, RequestResult, RunResult
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(window: dict) -> RunResult:
@@ -73,17 +69,3 @@ def test_a_version_1_record_reads_as_today():
                                "mean_power_w_per_gpu": [100.0, 200.0]}
     assert new["peak_vram_mib_load"] == 7.0 and new["peak_vram_mib_load_per_gpu"] == [7.0]
     assert fields.gpu_shape_problems(old) and fields.gpu_shape_problems(new) == []
-
-
-def committed_records():
-    return sorted(ROOT.glob("outputs/**/records/*.json"))
-
-
-@pytest.mark.parametrize("path", committed_records(), ids=lambda p: str(p.relative_to(ROOT / "outputs")))
-def test_every_committed_record_validates(path):
-    """Each record under outputs/ has its GPU figures in the schema's shape: as written (schema_version 2), or read
-    through the documented migration (version 1, lab.core.fields.canonical)."""
-    record = json.loads(path.read_text())
-    version = record.get("schema_version") if isinstance(record, dict) else None
-    assert version in (None, 1, evidence.SCHEMA_VERSION), version
-    assert fields.gpu_shape_problems(record if version == evidence.SCHEMA_VERSION else fields.canonical(record)) == []
