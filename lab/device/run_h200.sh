@@ -34,12 +34,28 @@
 # $WORK/peers-run/peer_clients/, packed like a suite run;
 # then the busy-host check (lab.measure.busy_host: the lab's client at 8 streams with BUSY_CORES cores kept busy,
 # default 0,2,8; empty = skip) into $WORK/peers-run/busy_host/.
+# MODE=smoke (carry [".device"] alone; kind nvidia-h200): the GPU smoke a change to measurement, records, pages or the
+# schema runs before it is called done (README "Contributing"). Set-up (the same llama.cpp build for the GPU's arch, from
+# the cache when there) and the stand-in as above, no pre-tune, no SmolLM2 (01, 04 and 06 do not use it), then
+# `lab run --profile $PROFILE --synth-if-missing
+# --only 01,04,06` on the copy's profile with bench_concurrency: [1] (notebook 06 always measures level 1, so its sweep
+# is that one level) and tune_budget_s: 1 (lab tune and speculative decoding measure their baselines only); LAB_RUN_ARGS
+# is not used. Target: one call, ≤ 10 min of device time on a fresh machine (a target, not a measurement). The last line
+# is `SMOKE PASS` (exit 0) or `SMOKE FAIL: <what>` (exit 1) — PASS: set-up and the stand-in ok, notebooks 01, 04 and 06
+# ok, measure mode (not plan) with llama.cpp built for the GPU's compute capability, manifest status ok (0 failed
+# checks, no errors), 06's sweep exactly level 1 with every request answered, nothing cut and the level valid, and no
+# ValidationError in the manifest, the 06 record or the three notebooks' outputs. A call that ends first prints
+# `SMOKE PENDING: ...` (exit 75): call again, the same command. $OUT gets pipeline.log, status.txt (with the verdict),
+# manifest.json, 06_benchmark.json and run.tar.xz (in parts as above; past 8 files in all, packed again without the
+# executed notebooks and report.html). The call after a verdict starts a fresh smoke (build and stand-in from the
+# cache). Here, no GPU: `bash -n lab/device/run_h200.sh` (syntax), and
+# `bash lab/device/run_h200.sh --smoke-verdict RUN_DIR` judges a run folder the same way (no set-up step to judge).
 # Environment: PROFILE (default h200-x1), LAB_RUN_ARGS (more `lab run` flags, e.g. "--only 01,06"),
-# WAIT_S (default 540: a call must end inside the tool's 600 s), WORK (default /root/lab-device),
-# LAB_GIT_SHA / LAB_GIT_DIRTY (the commit, recorded in every record: the copy there has no .git).
+# WAIT_S (default 540: a call must end inside the tool's 600 s), WORK (default /root/lab-device; MODE=smoke:
+# /root/lab-smoke), LAB_GIT_SHA / LAB_GIT_DIRTY (the commit, recorded in every record: the copy there has no .git).
 set -uo pipefail
 PROFILE=${PROFILE:-h200-x1}
-WORK=${WORK:-/root/lab-device}
+if [ "${MODE:-suite}" = smoke ]; then WORK=${WORK:-/root/lab-smoke}; else WORK=${WORK:-/root/lab-device}; fi
 WAIT_S=${WAIT_S:-540}
 OUT=${OUT:-$WORK/out}
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }
@@ -138,6 +154,145 @@ PY
   echo "run folder: $run"
 }
 
+smoke() {  # MODE=smoke, after set-up and the stand-in (see the top)
+  local f="params/$PROFILE.yaml" kv key
+  # the copy's profile (this tree's params/ is untouched): one benchmark level, tune and speculative at their baselines
+  for kv in "bench_concurrency: [1]" "tune_budget_s: 1"; do
+    key=${kv%%:*}
+    if grep -q "^$key:" "$f"; then sed -i "s|^$key:.*|$kv  # MODE=smoke|" "$f"
+    else [ -n "$(tail -c1 "$f")" ] && echo >> "$f"; echo "$kv  # MODE=smoke" >> "$f"; fi
+  done
+  say "smoke profile: $(grep -E '^(bench_concurrency|bench_requests|bench_duration_s|bench_output_tokens|tune_budget_s):' "$f" | sed 's/ *#.*//' | tr '\n' ' ')"
+  .venv/bin/python -m lab run --profile "$PROFILE" --synth-if-missing --only 01,04,06
+}
+
+smoke_verdict() {  # RUN_DIR RC WORK: the one SMOKE PASS / SMOKE FAIL line; exit 0 / 1 (RC, WORK empty: the folder alone)
+  local line rc tmp; tmp=$(mktemp)
+  python3 - "$@" > "$tmp" <<'PY'
+import json, re, sys
+from pathlib import Path
+
+run_arg, rc, work = sys.argv[1], sys.argv[2], sys.argv[3]
+NOTEBOOKS = ("01_hardware_checks", "04_serve", "06_benchmarking")
+fails = []
+
+
+def done():
+    line = "SMOKE PASS" if not fails else "SMOKE FAIL: " + "; ".join(dict.fromkeys(fails))
+    print(line[:600].replace("\n", " "))
+    sys.exit(1 if fails else 0)
+
+
+def read_json(path, what):
+    try:
+        data = json.loads(path.read_text(errors="replace"))
+    except (OSError, ValueError) as exc:
+        fails.append(f"{what}: unreadable ({type(exc).__name__}: {str(exc)[:100]})")
+        return None
+    if not isinstance(data, dict):
+        fails.append(f"{what}: a JSON {type(data).__name__}, not an object")
+        return None
+    return data
+
+
+if work:  # a device run: the pipeline's own steps first
+    wdir = Path(work)
+    log = (wdir / "pipeline.log").read_text(errors="replace") if (wdir / "pipeline.log").exists() else ""
+    for needle, what in (("pip install of .device/whl failed", "set-up: pip install of .device/whl failed"),
+                         ("lab.setup failed", "set-up: python3 -m lab.setup failed (the llama.cpp build?)")):
+        if needle in log:
+            fails.append(f"{what} (pipeline.log)")
+            done()
+    st = (wdir / "standin.rc").read_text().strip() if (wdir / "standin.rc").exists() else "missing"
+    if st != "0":
+        fails.append(f"stand-in: lab.model.standin rc={st} (standin.log)")
+run = Path(run_arg) if run_arg else None
+if run is not None and not run.is_absolute() and work:
+    run = Path(work) / "repo" / run
+if run is None or not (run / "manifest.json").is_file():
+    errs = [l.strip() for l in (log if work else "").splitlines() if re.search(r"(Error|error|failed)\b", l)]
+    fails.append(f"lab run: no run folder with a manifest.json (rc={rc or '?'}"
+                 + (f"; last error line: {errs[-1][:200]}" if errs else "") + ")")
+    done()
+m = read_json(run / "manifest.json", "manifest.json") or {}
+by_name = {n.get("notebook"): n for n in m.get("notebooks") or [] if isinstance(n, dict)}
+for nb in NOTEBOOKS:
+    n = by_name.get(nb)
+    if n is None:
+        fails.append(f"{nb}: not run")
+    elif n.get("status") != "ok":
+        fails.append(f"{nb}: {n.get('status')} ({str(n.get('error'))[:200]})")
+if m.get("mode") != "measure":
+    fails.append(f"manifest: mode {m.get('mode')!r}, not 'measure' ({m.get('plan_reason')})")
+gpus = m.get("gpus") or []
+cc = str((gpus[0] if gpus and isinstance(gpus[0], dict) else {}).get("compute_capability") or "").replace(".", "")
+arch = str((m.get("llama_cpp_build") or {}).get("cuda_arch") or "")
+if not cc:
+    fails.append("manifest: no GPU seen")
+elif arch != cc:
+    fails.append(f"llama.cpp build: cuda_arch {arch or 'none (a CPU build)'}, the GPU is sm_{cc}")
+rec_path = run / "records" / "06_benchmark.json"
+r = read_json(rec_path, "06 record") if rec_path.is_file() else None
+if not rec_path.is_file():
+    fails.append("06 record: records/06_benchmark.json missing")
+if isinstance(r, dict):
+    skipped = (r.get("summary") or {}).get("benchmark_skipped")
+    if skipped:
+        fails.append(f"06 sweep: skipped ({str(skipped)[:150]})")
+    sweep = r.get("sweep")
+    if not isinstance(sweep, list) or not sweep:
+        fails.append("06 sweep: no level in the record")
+    else:
+        levels = [lv.get("concurrency") for lv in sweep if isinstance(lv, dict)]
+        if levels != [1]:
+            fails.append(f"06 sweep: levels {levels}; the smoke measures one, [1] (bench_concurrency: [1])")
+        for lv in (x for x in sweep if isinstance(x, dict)):
+            c = lv.get("concurrency")
+            if not isinstance(lv.get("failures"), int):
+                fails.append(f"06 sweep level {c}: no 'failures' count")
+            elif lv["failures"]:
+                fails.append(f"06 sweep level {c}: {lv['failures']} of {lv.get('requests')} requests failed "
+                             f"({str(lv.get('errors'))[:150]})")
+            if not lv.get("successes"):
+                fails.append(f"06 sweep level {c}: no request answered")
+            if lv.get("cut"):
+                fails.append(f"06 sweep level {c}: cut ({str(lv['cut'])[:150]})")
+            validity = lv.get("validity") or {}
+            if validity.get("valid") is not True:
+                why = "; ".join(map(str, validity.get("reasons") or []))
+                fails.append(f"06 sweep level {c}: not valid ({why[:150]})")
+texts = {"manifest.json": json.dumps(m), "06 record": json.dumps(r) if r is not None else ""}
+for nb in NOTEBOOKS:  # the executed notebooks' outputs: text and tracebacks, not their source or embedded scripts
+    p = run / "notebooks" / f"{nb}.ipynb"
+    cells = ((read_json(p, f"{nb}.ipynb") or {}) if p.is_file() else {}).get("cells") or []
+    outs = [o for c in cells if isinstance(c, dict) for o in c.get("outputs") or [] if isinstance(o, dict)]
+    texts[nb] = json.dumps([{k: v for k, v in o.items() if k != "data"} for o in outs]
+                           + [{k: v for k, v in (o.get("data") or {}).items() if k in ("text/plain", "text/markdown")}
+                              for o in outs])
+fails += [f"{what}: ValidationError" for what, text in texts.items() if "ValidationError" in text]
+failed_checks = []
+for f in sorted((run / "records").glob("*.json")):
+    rec = read_json(f, f"records/{f.name}")
+    for chk in (rec.get("checks") or []) if isinstance(rec, dict) else []:
+        if isinstance(chk, dict) and chk.get("status") == "fail":
+            failed_checks.append(f"{f.stem}: {chk.get('name')}")
+if failed_checks:
+    fails.append(f"{len(failed_checks)} failed check(s): " + ", ".join(failed_checks[:6]))
+if m.get("status") != "ok":
+    fails.append(f"manifest: status {m.get('status')!r}" + (f" ({'; '.join(map(str, m['errors']))[:150]})"
+                                                            if m.get("errors") else ""))
+if rc not in ("", "0") and not fails:
+    fails.append(f"lab run: exit {rc}")
+done()
+PY
+  rc=$?; line=$(tail -1 "$tmp"); rm -f "$tmp"
+  case "$rc:$line" in  # a verdict that crashed is a FAIL too, never a silent PASS
+    "0:SMOKE PASS" | "1:SMOKE FAIL: "*) ;;
+    *) line="SMOKE FAIL: the smoke's own verdict (python3 exit $rc: ${line:0:200})"; rc=1 ;;
+  esac
+  echo "$line"; return "$rc"
+}
+
 pipeline() {  # runs detached, in $WORK/repo
   cd "$WORK/repo" || exit 1
   export PATH="/usr/local/cuda/bin:$PATH" PYTHONUNBUFFERED=1 LAB_WHEELS="$PWD/.device/whl" \
@@ -156,6 +311,7 @@ pipeline() {  # runs detached, in $WORK/repo
   wait "$synth_pid"; say "standin rc=$(cat "$WORK/standin.rc"): $(tail -1 "$WORK/standin.log")"
   if [ "${MODE:-suite}" = isolate ]; then isolate; return; fi
   if [ "${MODE:-suite}" = peers ]; then peers; return; fi
+  if [ "${MODE:-suite}" = smoke ]; then smoke; return; fi
   local smol; smol="$(python3 -c 'from lab.core import paths; from lab.setup import models; print(paths.models_dir(paths.cache_dir()) / models.SMOLLM2_FILE)')"
   for _ in $(seq 24); do [ -e "$smol" ] && break; sleep 5; done
   say "embedded SmolLM2: $([ -e "$smol" ] && echo "there ($smol)" || echo "missing: notebook 03 fails, 05 runs without it")"
@@ -176,7 +332,22 @@ if [ "${1:-}" = "--pipeline" ]; then
   pipeline; rc=$?
   say "pipeline rc=$rc"; echo "$rc" > "$WORK/DONE"; exit "$rc"
 fi
+if [ "${1:-}" = "--smoke-verdict" ]; then  # here, no GPU: MODE=smoke's verdict on a run folder (see the top)
+  [ -d "${2:-}" ] || { echo "usage: bash lab/device/run_h200.sh --smoke-verdict RUN_DIR (a run folder)"; exit 2; }
+  smoke_verdict "$2" "" ""; exit $?
+fi
 
+if [ "${MODE:-suite}" = smoke ]; then
+  if ! [ -d .device/whl ] || ! [ -e .device/llama-src.tar.xz ]; then
+    echo "SMOKE FAIL: set-up: no .device/ here (python3 -m lab.setup.device_prep on your machine; carry [\".device\"])"
+    exit 1
+  fi
+  # the call after a verdict starts a fresh smoke (the same command for the next change); build and stand-in stay cached
+  if [ -e "$WORK/REPORTED" ]; then
+    rm -rf "$WORK/repo" "$WORK/started" "$WORK/DONE" "$WORK/seen" "$WORK/REPORTED" "$WORK/pipeline.log" \
+      "$WORK/standin.log" "$WORK/standin.rc" "$WORK/out"
+  fi
+fi
 mkdir -p "$WORK" "$OUT"
 # this call's share of the embedded model (see the top): kept there, joined once every part has come
 [ -d .device-models ] && python3 -m lab.setup.device_prep --assemble .device-models --store "$WORK/model-parts"
@@ -194,6 +365,10 @@ while :; do
   if [ "$n" -gt "$seen" ]; then sed -n "$((seen + 1)),${n}p" "$WORK/pipeline.log" | cut -c1-300; seen=$n; echo "$seen" > "$WORK/seen"; fi
   [ -e "$WORK/DONE" ] && break
   if [ $(( $(date +%s) - t0 )) -ge "$WAIT_S" ]; then
+    if [ "${MODE:-suite}" = smoke ]; then
+      echo "SMOKE PENDING: still running after $(( $(date +%s) - $(cat "$WORK/started") )) s: call again now (same command)"
+      exit 75
+    fi
     say "still running after $(( $(date +%s) - $(cat "$WORK/started") )) s: call again now (same command)"; exit 0
   fi
   sleep 5
@@ -216,3 +391,16 @@ if [ -n "$run_dir" ] && [ -d "$run_dir" ]; then
   say "packed $(du -ch "$OUT"/run.tar.xz* | tail -1 | cut -f1) into \$OUT/run.tar.xz*"
 fi
 say "PIPELINE DONE rc=$rc"
+if [ "${MODE:-suite}" = smoke ]; then
+  [ -n "$run_dir" ] && cp "$run_dir/manifest.json" "$run_dir/records/06_benchmark.json" "$OUT/" 2>/dev/null
+  if [ "$(find "$OUT" -maxdepth 1 -type f | wc -l)" -gt 8 ]; then  # the tool brings back 8 files: the archive shrinks
+    rm -f "$OUT"/run.tar.xz*
+    XZ_OPT=-T0 tar cJf "$OUT/run.tar.xz" -C "$(dirname "$run_dir")" --exclude='*.gguf' --exclude='*.ipynb' \
+      --exclude='report.html' "$(basename "$run_dir")"
+    say "run.tar.xz without the executed notebooks and report.html (≤ 8 files in \$OUT)"
+  fi
+  verdict=$(smoke_verdict "$run_dir" "$rc" "$WORK"); smoke_rc=$?
+  echo "$verdict" >> "$OUT/status.txt"
+  touch "$WORK/REPORTED"
+  echo "$verdict"; exit "$smoke_rc"
+fi
