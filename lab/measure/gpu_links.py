@@ -48,17 +48,21 @@ def _rates(kind: str) -> dict:
 
 def link_line_rate_gb_s(pair: dict, gpu: dict | None = None) -> tuple[float | None, str]:
     """The line rate (GB/s, one direction) of the link a pair's copy goes over, and how it was worked out.
-    NVLink: active links of GPU a x the per-link rate of their version. PCIe: the narrower of the pair's
-    maximum generation x width (idle GPUs drop their current generation, so the maximum is the link's)."""
+    NVLink: the active links of GPU a that end at GPU b (`nvlink_links_to_b`; all of a's active links only where NVML
+    names no far end) x the per-link rate of their version: a V100 SXM2 has six links, of which one or two join a
+    given pair. PCIe: the narrower of the pair's maximum generation x width (idle GPUs drop their current
+    generation, so the maximum is the link's)."""
     if pair.get("kind") == "nvlink":
-        links = [l for l in pair.get("nvlink_links_a") or [] if l.get("active")]
+        to_b = pair.get("nvlink_links_to_b")
+        links = to_b if to_b is not None else [l for l in pair.get("nvlink_links_a") or [] if l.get("active")]
         versions = {l.get("version") for l in links if l.get("version")}
         if links and len(versions) == 1:
             v = versions.pop()
             rate = _rates("nvlink")["gb_s_per_link_per_direction"].get(v)
             if rate:
                 name = _rates("nvlink")["versions"].get(v, v)
-                return rate * len(links), f"{len(links)} NVLink {name} links x {rate} GB/s"
+                whose = "to GPU b" if to_b is not None else "of GPU a, far ends not reported"
+                return rate * len(links), f"{len(links)} NVLink {name} links ({whose}) x {rate} GB/s"
         return None, "NVLink links or version not reported"
     gen, width = (gpu or {}).get("pcie_gen_max"), (gpu or {}).get("pcie_width_max")
     rate = _rates("pcie")["gb_s_per_lane_per_direction"].get(gen) if gen else None
@@ -92,6 +96,9 @@ def _p2p(nv, h1, h2) -> dict:
     out = {}
     for cap in P2P_CAPS:
         index = getattr(nv, f"NVML_P2P_CAPS_INDEX_{cap.upper()}")
+        # nvidia-ml-py (13.615.71 included) defines `NVML_P2P_CAPS_INDEX_READ = 0,`: a one-element tuple, which
+        # ctypes cannot pass ("Don't know how to convert parameter 3"), so the read capability was never asked
+        index = index[0] if isinstance(index, tuple) else index
         status, why = nvml_call(nv.nvmlDeviceGetP2PStatus, h1, h2, index)
         out[cap] = None if status is None else status == nv.NVML_P2P_STATUS_OK
         if status not in (None, nv.NVML_P2P_STATUS_OK):
@@ -228,11 +235,21 @@ def pair_kind(pair: dict, gpus: list[dict], topo: dict | None) -> tuple[str, str
     return "unknown", "neither NVML nor nvidia-smi reported the path"
 
 
+def _links_between(a: dict, b: dict) -> list[dict] | None:
+    """GPU a's active NVLink links whose far end is GPU b; None when no link of a names its far end."""
+    links = [l for l in a.get("nvlink_links") or [] if l.get("active")]
+    if not b.get("bus_id") or not any(l.get("remote_bus_id") for l in links):
+        return None
+    return [l for l in links if (l.get("remote_bus_id") or "").lower() == b["bus_id"].lower()]
+
+
 def classify(pair: dict, gpus: list[dict], topo: dict | None, copy: dict | None) -> dict:
     """A pair with its link kind, the NVLink details of both ends, its line rate and measured copies."""
     kind, evidence = pair_kind(pair, gpus, topo)
+    a, b = gpus[pair["a"]], gpus[pair["b"]]
     out = {**pair, "kind": kind, "evidence": evidence,
-           "nvlink_links_a": gpus[pair["a"]].get("nvlink_links"), "nvlink_links_b": gpus[pair["b"]].get("nvlink_links")}
+           "nvlink_links_a": a.get("nvlink_links"), "nvlink_links_b": b.get("nvlink_links"),
+           "nvlink_links_to_b": _links_between(a, b)}
     out["copies"] = [c for c in (copy or {}).get("copies", []) if {c["src"], c["dst"]} == {pair["a"], pair["b"]}]
     return out
 
