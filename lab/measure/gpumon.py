@@ -241,8 +241,10 @@ def offload_check(reported: dict, profile) -> dict:
                      "all layers offloaded", "the server log has no offload line: a CPU-only build? check notebook 02",
                      src).to_dict()
     asked = off["of"] if profile.n_gpu_layers < 0 else min(profile.n_gpu_layers, off["of"])
+    # host memory: "CPU" buffers, and the pinned host buffers older CUDA builds name "CUDA_Host" (--no-kv-offload;
+    # ggml-org/llama.cpp#6787)
     host_kv = {dev: mib for dev, mib in (reported.get("kv_buffers_mib") or {}).items()
-               if dev.upper().startswith("CPU") and mib > 0}
+               if (dev.upper().startswith("CPU") or dev.upper().endswith("_HOST")) and mib > 0}
     problems = []
     if off["layers"] < asked:
         problems.append(f"only {off['layers']} of {off['of']} layers offloaded, {asked} asked")

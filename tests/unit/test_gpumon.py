@@ -58,3 +58,5 @@ def test_offload_check():
     c = gpumon.offload_check(short, h200)
     assert c["status"] == "warn" and "only 40 of 65" in c["fix"] and "CPU 4192 MiB" in c["fix"]
     assert gpumon.offload_check({}, profiles.load("cpu-default"))["status"] == "skip"
+    pinned = {"offloaded": {"layers": 65, "of": 65}, "kv_buffers_mib": {"CUDA_Host": 8192.0}}  # --no-kv-offload
+    assert gpumon.offload_check(pinned, h200)["status"] == "warn"
