@@ -34,11 +34,12 @@ def arch_table(arch: ArchSpec):
 
 
 def kv_dtype_table(arch: ArchSpec, tokens: int, n_seqs: int, tensor_parallel: int = 1,
-                   dtypes: tuple[str, ...] = ("f16", "q8_0", "q4_0", "fp8")):
-    """Per KV dtype: bytes per token (inside / beyond the window) and the cache for n_seqs × tokens."""
+                   dtypes: tuple[str, ...] = ("f16", "q8_0", "q4_0", "fp8"), split_by: str = "heads"):
+    """Per KV dtype: bytes per token (inside / beyond the window) and the cache for n_seqs × tokens, per device
+    as the plan divides it (`split_by`: the memory plan's, heads or layers)."""
     rows = []
     for d in dtypes:
-        b = kvcache.kv_cache_breakdown(arch, tokens, n_seqs, d, tensor_parallel)
+        b = kvcache.kv_cache_breakdown(arch, tokens, n_seqs, d, tensor_parallel, split_by)
         rows.append({"kv_dtype": d, "bytes_per_element": kvcache.bytes_per_element(d),
                      "bytes_per_token": kvcache.kv_bytes_per_token(arch, d),
                      "bytes_per_token_beyond_window": kvcache.kv_bytes_per_token(arch, d, "global"),
@@ -96,7 +97,7 @@ def memory_stack_chart(arch: ArchSpec, plan: dict, contexts: list[int] | None = 
     rows = kvcache.memory_stack(arch, contexts, weights_bytes=plan["weights_bytes"], device_bytes=plan["device_bytes"],
                                 n_seqs=plan["parallel_slots"], kv_dtype=plan["kv_dtype"],
                                 utilization=plan["utilization"], overhead_bytes=plan["overhead_bytes"],
-                                tensor_parallel=plan["devices"])
+                                tensor_parallel=plan["devices"], split_by=plan.get("split_by", "heads"))
     fig = go.Figure()
     parts = [("weights_bytes", "weights"), ("overhead_bytes", "runtime overhead"), ("kv_global_bytes", "KV, global layers"),
              ("kv_local_bytes", "KV, sliding-window layers"), ("linear_state_bytes", "linear-attention state")]
@@ -298,7 +299,8 @@ def build_record(*, arch: ArchSpec, plan: dict, grid_rows: list[dict], skip_reas
         "summary": {**summary(arch, plan, grid_rows, kv_claims, skip_reason), "vllm_kv_parity": vllm_kv.summary(vllm_result)},
         "checks": [c.to_dict() for c in found],
         "tables": [evidence.table_entry("KV per token and for the profile's context", kv_dtype_table(
-                       arch, plan["context_tokens_per_sequence"], plan["parallel_slots"], plan["devices"])),
+                       arch, plan["context_tokens_per_sequence"], plan["parallel_slots"], plan["devices"],
+                       split_by=plan.get("split_by", "heads"))),
                    evidence.table_entry("Real configs: KV per token and per sequence (f16) vs a naive calculator",
                                         stand_in_table()),
                    evidence.table_entry("Memory plan", plan_table(plan)),

@@ -108,14 +108,26 @@ def _kv_heads_per_gpu(arch: ArchSpec, tensor_parallel: int) -> int:
 
 
 def kv_cache_breakdown(arch: ArchSpec, tokens: int, n_seqs: int = 1, kv_dtype: str = "f16",
-                       tensor_parallel: int = 1) -> dict:
+                       tensor_parallel: int = 1, split_by: str = "heads") -> dict:
     """Where the cache's bytes go, per GPU and in total, for `n_seqs` sequences of `tokens` tokens each.
 
     Keys: global_bytes, local_bytes, linear_state_bytes, per_gpu_bytes (what each GPU holds; KV heads
     are split across tensor-parallel ranks, or replicated when there are fewer heads than ranks),
-    total_bytes (all GPUs together), plus the inputs."""
+    total_bytes (all GPUs together), plus the inputs.
+
+    split_by "layers" (llama.cpp's -sm layer / row over `tensor_parallel` GPUs): each GPU holds whole layers with
+    their cache, an even share of each part rounded up; no head count needs to divide the GPUs (SmolLM2's 3 KV heads
+    on two cards). Card by card, as llama.cpp places the layers: llama_cpp_device_split."""
     _positive_int("tokens", tokens)
     _positive_int("n_seqs", n_seqs)
+    if split_by == "layers":
+        n = _positive_int("tensor_parallel", tensor_parallel)
+        whole = kv_cache_breakdown(arch, tokens, n_seqs, kv_dtype, 1)
+        parts = {k: math.ceil(whole[k] / n) for k in ("global_bytes", "local_bytes", "linear_state_bytes")}
+        return {**whole, **parts, "tensor_parallel": n, "split_by": "layers",
+                "per_gpu_bytes": sum(parts.values()), "total_bytes": whole["total_bytes"]}
+    if split_by != "heads":
+        raise KvCacheError(f"split_by {split_by!r}: expected heads (tensor parallel) or layers (llama.cpp -sm layer)")
     heads = _kv_heads_per_gpu(arch, tensor_parallel)
     per_layer_token = row_bytes(kv_dtype, heads * arch.head_dim_k) + row_bytes(kv_dtype, heads * arch.head_dim_v)
     global_b = per_layer_token * len(arch.global_layers) * tokens * n_seqs
@@ -124,7 +136,7 @@ def kv_cache_breakdown(arch: ArchSpec, tokens: int, n_seqs: int = 1, kv_dtype: s
     state_b = math.ceil(arch.linear_state_bytes_per_seq / tensor_parallel) * n_seqs
     per_gpu = global_b + local_b + state_b
     return {"model": arch.name, "tokens": tokens, "n_seqs": n_seqs, "kv_dtype": kv_dtype,
-            "tensor_parallel": tensor_parallel, "kv_heads_per_gpu": heads,
+            "tensor_parallel": tensor_parallel, "split_by": "heads", "kv_heads_per_gpu": heads,
             "global_bytes": global_b, "local_bytes": local_b, "linear_state_bytes": state_b,
             "per_gpu_bytes": per_gpu, "total_bytes": per_gpu * tensor_parallel}
 
@@ -190,12 +202,12 @@ def fit(arch: ArchSpec, *, weights_bytes: int, device_bytes: int, context_tokens
 
 def memory_stack(arch: ArchSpec, contexts: list[int], *, weights_bytes: int, device_bytes: int, n_seqs: int = 1,
                  kv_dtype: str = "f16", utilization: float = 0.9, overhead_bytes: int = 0,
-                 tensor_parallel: int = 1) -> list[dict]:
+                 tensor_parallel: int = 1, split_by: str = "heads") -> list[dict]:
     """One row per context length: weights, overhead, global KV, local KV and linear state per device,
     the total and the budget (the data of a stacked-area chart against context)."""
     rows = []
     for ctx in contexts:
-        b = kv_cache_breakdown(arch, ctx, n_seqs, kv_dtype, tensor_parallel)
+        b = kv_cache_breakdown(arch, ctx, n_seqs, kv_dtype, tensor_parallel, split_by)
         weights = math.ceil(weights_bytes / tensor_parallel)
         total = weights + overhead_bytes + b["per_gpu_bytes"]
         budget = int(device_bytes * utilization)

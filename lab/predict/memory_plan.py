@@ -234,6 +234,9 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         "model": arch.name, "architecture": profile.model_architecture, "engine": profile.engine,
         "memory_kind": "host RAM" if on_host else "GPU VRAM", "device_bytes": device_bytes,
         "utilization": utilization, "budget_bytes": budget, "devices": split,
+        # how the cache divides over the devices: llama.cpp places whole layers (-sm layer / row), tensor parallelism
+        # (vLLM, llama.cpp -sm tensor) splits the KV heads
+        "split_by": "layers" if llama and split > 1 and (profile.split_mode or "layer") != "tensor" else "heads",
         "weights_bytes": weights, "weights_basis": weights_basis, "weights_bytes_per_device": weights_dev,
         "weights_host_bytes": host_weights,
         "weights_file_bytes": parts["file_bytes"] if parts else weights,

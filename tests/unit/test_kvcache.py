@@ -1,4 +1,6 @@
 """KV-cache arithmetic (pure): hand-computed cases for real configs, llama.cpp sizing rules, bad inputs."""
+import dataclasses
+
 import pytest
 
 from lab.model import models
@@ -228,3 +230,18 @@ def test_bad_fit_inputs(llama31_8b):
         kvcache.llama_cpp_context(100, 300)
     with pytest.raises(KvCacheError, match="layers must be"):
         kvcache.kv_bytes_per_token(llama31_8b, "f16", "some")
+
+
+def test_a_layer_split_needs_no_head_count_that_divides_the_gpus(qwen3_32b, qwen38_27b):
+    """llama.cpp's -sm layer puts whole layers on each GPU: SmolLM2's 3 KV heads on two cards are fine there, and
+    notebook 05 crashed on them (found by tests/notebooks/test_gpu_replay.py, two V100s replayed)."""
+    three = dataclasses.replace(qwen3_32b, n_kv_heads=3, name="3 KV heads")
+    with pytest.raises(KvCacheError, match="cannot be split over tensor_parallel=2"):
+        kvcache.kv_cache_breakdown(three, 4096, 1, "f16", tensor_parallel=2)  # vLLM refuses it too
+    whole = kvcache.kv_cache_breakdown(three, 4096, 1, "f16")
+    b = kvcache.kv_cache_breakdown(three, 4096, 1, "f16", tensor_parallel=2, split_by="layers")
+    assert b["per_gpu_bytes"] == whole["total_bytes"] // 2 and b["total_bytes"] == whole["total_bytes"]
+    # where the heads divide, both splits hold the same bytes per GPU (the hybrid's state included)
+    for arch in (qwen3_32b, qwen38_27b):
+        heads = kvcache.kv_cache_breakdown(arch, 32_768, 4, "q8_0", tensor_parallel=2)
+        assert kvcache.kv_cache_breakdown(arch, 32_768, 4, "q8_0", 2, "layers")["per_gpu_bytes"] == heads["per_gpu_bytes"]
