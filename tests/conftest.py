@@ -34,13 +34,15 @@ def leaked_secrets(run_dir: Path, secrets: dict | None = None) -> tuple[int, lis
     return len(files), leaks
 
 
-def lab_run(out: Path, profile: str, only: str, timeout: int = 900, require_ok: bool = True) -> Path:
+def lab_run(out: Path, profile: str, only: str, timeout: int = 900, require_ok: bool = True,
+            env: dict | None = None) -> Path:
     """`python -m lab run --profile P --only N --out OUT` with planted secrets in the environment; assert it
     succeeded (with require_ok=False: that it made a run folder; each notebook's status is then asserted by
-    `notebook_record`) and that no file of the run folder holds a planted secret; return the run folder."""
+    `notebook_record`) and that no file of the run folder holds a planted secret; return the run folder. `env`: more
+    environment for the run and its kernels (the replayed GPU of test_gpu_replay.py)."""
     proc = subprocess.run([sys.executable, "-m", "lab", "run", "--profile", profile, "--only", only,
                            "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=timeout,
-                          env={**os.environ, **PLANTED_SECRETS})
+                          env={**os.environ, **PLANTED_SECRETS, **(env or {})})
     said = proc.stdout[-3000:] + proc.stderr[-3000:]
     # 0: notebooks ok, no check failed; 3: notebooks ok, a check failed (the tests assert the checks they expect);
     # 1: a notebook failed (lab.records.runner EXIT_*)
