@@ -33,7 +33,8 @@ class Field(BaseModel):
     stats: tuple[str, ...] = ()
     of: str | None = None  # a selection: the figure it picks, and from what
     old_names: tuple[str, ...] = ()
-    gpus: Literal["total", "per_gpu"] | None = None  # a GPU figure's shape: one number over the GPUs, or a list
+    gpus: Literal["total", "per_gpu", "per_device"] | None = None  # a GPU figure's shape: one number over the GPUs,
+    # a list by NVML index, or a mapping by the engine's device name
     stat: str | None = None  # set on a flat statistic ("ttft_p50_ms" → the ttft_ms entry, stat "p50")
     streams: int | None = None  # set on a figure at a level ("output_throughput@8" → streams 8)
 
@@ -152,7 +153,7 @@ def migrate_gpus(name: str, values: list) -> tuple[str, float | None]:
 
 def gpu_shape_problems(record, where: str = "") -> list[str]:
     """Where a record's GPU figures do not have their schema shape (lab/data/fields.yaml `gpus:`): a total that is not
-    a number, a per-GPU figure that is not a list. [] when every one does. Read a version-1 record through
+    a number, a per-GPU figure that is not a list, a per-device figure that is not a mapping. [] when every one does. Read a version-1 record through
     `canonical` first (its lists under the totals' names are the shape it had then)."""
     problems: list[str] = []
     if isinstance(record, list):
@@ -169,6 +170,9 @@ def gpu_shape_problems(record, where: str = "") -> list[str]:
             elif shape == "per_gpu" and not (v is None or isinstance(v, list)):
                 problems.append(f"{path}: a per-GPU figure is a list, one value per GPU (fields.yaml gpus: per_gpu), "
                                 f"not {type(v).__name__} {v!r:.60}")
+            elif shape == "per_device" and not (v is None or isinstance(v, dict)):
+                problems.append(f"{path}: a per-device figure maps the engine's device names to values (fields.yaml "
+                                f"gpus: per_device), not {type(v).__name__} {v!r:.60}")
             elif isinstance(v, (dict, list)):
                 problems += gpu_shape_problems(v, path)
     return problems

@@ -2,6 +2,8 @@
 from two goes through gpumon.summarise_window → metrics.summarise_run → the typed RunSummary, a tune level and the
 records' shape check; a record of schema_version 1 (lists under the totals' names) reads as today's (the committed
 records: tests/unit/test_committed_runs.py)."""
+from pathlib import Path
+
 import pytest
 
 from lab.core import evidence, fields
@@ -69,3 +71,15 @@ def test_a_version_1_record_reads_as_today():
                                "mean_power_w_per_gpu": [100.0, 200.0]}
     assert new["peak_vram_mib_load"] == 7.0 and new["peak_vram_mib_load_per_gpu"] == [7.0]
     assert fields.gpu_shape_problems(old) and fields.gpu_shape_problems(new) == []
+
+
+def test_what_llama_server_allocated_per_device_has_its_shape():
+    """Two CUDA devices' buffers from a published `-sm layer` log (tests/data/cuda_logs/SOURCES.yaml) are mappings
+    by device name, as fields.yaml declares them (gpus: per_device); a list in their place is refused."""
+    from lab.serving import engine_logs
+
+    logs = Path(__file__).resolve().parents[1] / "data" / "cuda_logs"
+    reported = engine_logs.parse_llama_log((logs / "published_llama_server_sm_layer_2080ti_p100.log").read_text())
+    assert {"CUDA0", "CUDA1"} <= set(reported["model_buffers_mib"]) and {"CUDA0", "CUDA1"} <= set(reported["kv_buffers_mib"])
+    assert fields.gpu_shape_problems({"server": {"reported": reported}}) == []
+    assert fields.gpu_shape_problems({"kv_buffers_mib": [1.0, 2.0]})[0].startswith("kv_buffers_mib: a per-device figure")
