@@ -118,16 +118,26 @@ def closing_text(record: dict, fallback=None) -> str | None:
 def _checks_html(checks: list[dict]) -> str:
     """The count line, the failed and warned checks as a table, the passed ones one click away, the skipped
     ones in a line: a section reads as what went wrong first."""
-    counts = {s: sum(c.get("status") == s for c in checks) for s in ("pass", "warn", "fail", "skip")}
+    # every status counted under its own name: a plan run's "not-run" checks are not passed ones (issue 37)
+    statuses = list(dict.fromkeys(["pass", "warn", "fail", "skip", "not-run"]
+                                  + [str(c.get("status")) for c in checks]))
+    counts = {s: sum(str(c.get("status")) == s for c in checks) for s in statuses}
     parts = ["<h3>Checks</h3><p>" + " ".join(f"{badge(s)} {n}" for s, n in counts.items() if n) + "</p>"]
     order = {"fail": 0, "warn": 1}
     bad = sorted((c for c in checks if c.get("status") in order), key=lambda c: order[c["status"]])
     if bad:
         parts.append(display.rows_html(bad))
-    passed = [c for c in checks if c.get("status") not in order and c.get("status") != "skip"]
+    passed = [c for c in checks if c.get("status") == "pass"]
     if passed:
         parts.append(f"<details class='table'><summary>{len(passed)} passed check{'s' if len(passed) != 1 else ''}: "
                      f"what was observed against what was expected</summary>{display.rows_html(passed)}</details>")
+    not_run = [c for c in checks if c.get("status") == "not-run"]
+    if not_run:
+        parts.append(f"<details class='table'><summary>{len(not_run)} not run here (plan mode: they run on the "
+                     f"profile's hardware): what each would expect</summary>{display.rows_html(not_run)}</details>")
+    others = [c for c in checks if c.get("status") not in ("pass", "warn", "fail", "skip", "not-run")]
+    if others:
+        parts.append(display.rows_html(others))
     skipped = [c for c in checks if c.get("status") == "skip"]
     if skipped:
         why = sorted({str(c.get("observed") or c.get("fix") or "") for c in skipped} - {""})

@@ -3,6 +3,7 @@ nothing, lists the checks it would make as not-run, judges the declared software
 uncertainty, and says so in its records, manifest, report and `lab compare`; `lab run`'s exit codes tell a failed
 notebook from a failed check."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,15 @@ def test_the_answer_of_a_plan_run_says_nothing_was_measured():
     text = answer.markdown(answer.facts(profiles.load("v100-32g-x1"), records))
     assert f"**Plan mode** ({planmode.NOT_HERE}): every number here is predicted" in text
     assert "Measured in this run" not in text
+
+
+def test_the_report_counts_not_run_checks_as_not_run_never_as_passed():
+    """Issue 37: a plan run's notebook 01 read "21 passed checks", all 21 not-run; notebook 02 "14 passed" beside
+    "pass 6, skip 14"."""
+    found = ([Check(f"gpu {i}", "not-run", "not run: plan mode", "V100", "", "") for i in range(3)]
+             + [Check("driver", "pass", "580", "580", "", ""), Check("nvlink", "skip", "one GPU", "n/a", "", "")])
+    page = report._checks_html([c.to_dict() for c in found])
+    assert "1 passed check:" in page and "3 not run here (plan mode" in page and "1 skipped" in page
+    assert "passed checks" not in page
+    counted = re.findall(r">([a-z-]+)</span> (\d+)", page)
+    assert counted == [("pass", "1"), ("skip", "1"), ("not-run", "3")]
