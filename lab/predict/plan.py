@@ -111,6 +111,37 @@ def plan(profile: Profile | str | Path) -> dict:
 UNITS = "sizes in GiB (2^30 bytes), bandwidth in GB/s and bytes read per token in GB (10^9 bytes)"
 
 
+def memory_sum(result: dict, mem: dict) -> str:
+    """The memory line as a sum that adds up, per device: the weights it holds (the file's weights less what stays
+    in host memory, the token embedding), KV and recurrent state, overhead, against its budget, and what is spare
+    (budget − the parts: issue 37 found 15.40 + 8.00 + 0.58 + 1.23 printed beside "7.45 GiB spare" of 32)."""
+    gib = 2**30
+    state = result.get("recurrent_state_bytes_total") or 0
+    kv_dtype = f" at {mem['kv_dtype']}" if mem else ""
+    if not mem:  # no memory plan (an endpoint): the totals alone
+        return f"weights {result['weights_bytes'] / gib:.2f} GiB + KV {result['kv_bytes_total'] / gib:.2f} GiB"
+    weights = f"weights {mem['weights_bytes_per_device'] / gib:.2f} GiB"
+    if mem.get("weights_host_bytes"):
+        weights += (f" (of {mem['weights_bytes'] / gib:.2f}: the {mem['weights_host_bytes'] / gib:.2f} GiB token "
+                    "embedding stays in host memory)")
+    if mem["devices"] > 1:  # the fullest device's share; the lines per GPU below give each card
+        kv_part = (f"KV and state {mem['kv_bytes_per_device'] / gib:.2f} GiB (of {result['kv_bytes_total'] / gib:.2f} "
+                   f"over {mem['devices']} devices, {result['kv_bytes_per_token'] / 1024:.0f} KiB/token{kv_dtype})")
+    elif state:
+        kv_part = (f"KV {(mem['kv_bytes_per_device'] - state) / gib:.2f} GiB ({result['kv_bytes_per_token'] / 1024:.0f} "
+                   f"KiB/token{kv_dtype}, full-attention layers) + recurrent state {state / gib:.2f} GiB "
+                   f"({result['recurrent_state_bytes_per_sequence'] / 2**20:.2f} MiB/sequence, Gated DeltaNet layers)")
+    else:
+        kv_part = f"KV {mem['kv_bytes_per_device'] / gib:.2f} GiB ({result['kv_bytes_per_token'] / 1024:.0f} KiB/token{kv_dtype})"
+    used = mem["weights_bytes_per_device"] + mem["kv_bytes_per_device"] + mem["overhead_bytes"]
+    spare = mem.get("spare_bytes")
+    verdict = ("fits" if result["fits"] else "does NOT fit") + (
+        f", {spare / gib:.2f} GiB spare per device" if spare is not None and result["fits"] else "")
+    return (f"{weights} + {kv_part} + overhead {mem['overhead_bytes'] / gib:.2f} GiB = {used / gib:.2f} of "
+            f"{mem['budget_bytes'] / gib:.2f} GiB per device ({mem['memory_kind']}, {mem['devices']} device(s); "
+            f"{mem['context_tokens']} tokens over {mem['parallel_slots']} slot(s)) → {verdict}")
+
+
 def describe(result: dict) -> str:
     """The plan as plain text for a terminal: one block per finding, errors first. One unit per quantity (UNITS):
     memory sizes in GiB, as llama.cpp and nvidia-smi count them; bandwidth and the bytes a token reads in decimal
@@ -127,21 +158,8 @@ def describe(result: dict) -> str:
         if mem:
             lines.append(f"  model: {mem['model']} ({result.get('model_source', '')})")
             lines.append(f"  weights: {result['weights_bytes'] / gib:.2f} GiB ({mem['weights_basis']})")
-        kv_dtype = f" at {mem['kv_dtype']}" if mem else ""
-        kv_part = (f"KV {(result['kv_bytes_total'] - state) / gib:.2f} GiB ({result['kv_bytes_per_token'] / 1024:.0f} "
-                   f"KiB/token{kv_dtype}, full-attention layers) + recurrent state {state / gib:.2f} GiB "
-                   f"({result['recurrent_state_bytes_per_sequence'] / 2**20:.2f} MiB/sequence, Gated DeltaNet layers)"
-                   if state else f"KV {result['kv_bytes_total'] / gib:.2f} GiB ({result['kv_bytes_per_token'] / 1024:.0f} "
-                   f"KiB/token{kv_dtype})")
-        against = (f" + overhead {mem['overhead_bytes'] / gib:.2f} GiB vs {mem['budget_bytes'] / gib:.2f} GiB per device "
-                   f"({mem['memory_kind']}, {mem['devices']} device(s); {mem['context_tokens']} tokens over "
-                   f"{mem['parallel_slots']} slot(s))" if mem else "")
-        basis = f" ({mem['max_context_basis']})" if mem else ""
-        spare = mem.get("spare_bytes")
-        verdict = ("fits" if result["fits"] else "does NOT fit") + (
-            f", {spare / gib:.2f} GiB spare per device" if spare is not None and result["fits"] else "")
-        lines.append(f"  memory: weights {result['weights_bytes'] / gib:.2f} GiB + {kv_part}{against} → {verdict}; "
-                     f"max context {result['max_context_tokens']} tokens{basis}, max concurrent sequences "
+        lines.append(f"  memory: {memory_sum(result, mem)}; max context {result['max_context_tokens']} tokens"
+                     f"{' (' + mem['max_context_basis'] + ')' if mem else ''}, max concurrent sequences "
                      f"{result['max_concurrent_sequences']}")
         for card in (mem.get("per_device") or []):  # -sm layer: what llama.cpp puts on each card
             extra = " + output" if card["output_layer"] else ""

@@ -44,8 +44,18 @@ def test_plan_fits_100_columns_and_counts_every_note_it_prints(name, capsys):
     # one unit per quantity: sizes in GiB, never GB (GB only for bandwidth and the bytes a token reads)
     memory = re.search(r"^  memory: .*?(?=^  \S)", text, re.M | re.S)
     assert "sizes in GiB" in text and memory and " GB " not in memory.group(0) and "GB/card" not in text
-    if "fits" in memory.group(0) and "does NOT fit" not in memory.group(0):
-        assert "GiB spare per device" in " ".join(memory.group(0).split())
+    line = " ".join(memory.group(0).split())
+    if "fits" in line and "does NOT fit" not in line:
+        assert "GiB spare per device" in line
+    # the line adds up (issue 37: 15.40 + 8.00 + 0.58 + 1.23 was printed beside "7.45 GiB spare" of 32)
+    parts = re.search(r"memory: weights ([\d.]+) GiB.*? \+ (?:KV and state|KV) ([\d.]+) GiB.*?"
+                      r"(?:\+ recurrent state ([\d.]+) GiB.*?)?\+ overhead ([\d.]+) GiB = ([\d.]+) of ([\d.]+) GiB", line)
+    if parts:  # a plan with a memory budget (not an endpoint's)
+        w, kv, st, oh, used, budget = (float(x or 0) for x in parts.groups())
+        assert abs(w + kv + st + oh - used) <= 0.02, line
+        spare = re.search(r"([\d.]+) GiB spare per device", line)
+        if spare:
+            assert abs(budget - used - float(spare.group(1))) <= 0.011, line
 
 
 def test_compare_of_two_run_folders_fits_100_columns_without_raw_dicts(tmp_path, capsys):
