@@ -39,12 +39,15 @@ help:
 setup:
 	@$(PYTHON) -m lab.setup
 
+# make exits 2 whenever a recipe fails, whatever its code: the lab's own code and its meaning are printed first
+# (lab.core.exit_codes; README "Exit codes"), and `.venv/bin/python -m lab run ...` returns it as is.
 run: setup
-	$(PY) -m lab run --profile $(PROFILE) $(ARGS)
+	$(PY) -m lab run --profile $(PROFILE) $(ARGS) || $(PY) -m lab.core.exit_codes $$? "lab run --profile $(PROFILE) $(ARGS)"
 
 test: browser
 	@$(PYTHON) -m lab.setup $(if $(filter 1,$(LAB_VLLM)),--engine vllm --profile cpu-vllm) $(if $(filter 1,$(LAB_PEERS)),--peers)
-	LAB_VLLM=$(LAB_VLLM) LAB_PEERS=$(LAB_PEERS) $(PY) -m pytest -q -ra $(if $(filter 1,$(SLOW)),,-m "not slow") $(ARGS)
+	LAB_VLLM=$(LAB_VLLM) LAB_PEERS=$(LAB_PEERS) $(PY) -m pytest -q -ra $(if $(filter 1,$(SLOW)),,-m "not slow") $(ARGS) \
+	  || { rc=$$?; echo "[make] pytest exited $$rc (1: a test failed, 2: interrupted or bad usage, 5: no test collected; make itself then exits 2)" >&2; exit $$rc; }
 
 # The feedback loop: `make test` without the vLLM engine, the peer-client check and the slow tests.
 test-quick:

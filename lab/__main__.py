@@ -1,10 +1,10 @@
 """python -m lab VERB ... — the lab's command line.
 
-Exit status: 0 all good, 1 the command found a problem (invalid or unknown profile, failed notebook, plan
-errors, doctor findings, a folder that is not a run), 2 bad usage (missing file, bad flags), 130 / 143 / 129 a
-run cut by SIGINT / SIGTERM / SIGHUP (the terminal closed). `run` adds 3: every notebook ran but a check failed
-(`--allow-failed-checks` makes that 0); `run --profile all` (a batch): 0 all good, 3 a profile's checks failed,
-10 + N when N profiles failed (invalid, or a notebook not ok). lab.records.runner EXIT_* hold the numbers.
+Exit status: lab.core.exit_codes, one table for every verb (README "Exit codes"): 0 all good, 1 a problem was found
+(an invalid or unknown profile, a path that does not exist or is not a run folder, log or wheel, a failed notebook,
+plan errors, doctor findings), 2 bad usage (the command line itself), 130 / 143 / 129 a run cut by SIGINT / SIGTERM /
+SIGHUP (the terminal closed). `run` adds 3: every notebook ran but a check failed (`--allow-failed-checks` makes
+that 0); `run --profile all` (a batch): 0 all good, 3 a profile's checks failed, 10 + N when N profiles failed.
 A bad file or path never prints a traceback (LAB_DEBUG=1 shows one).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from lab.core import interrupt
+from lab.core import exit_codes, interrupt
 
 if __name__ == "__main__":
     interrupt.install()  # before anything slow is imported: see lab/core/interrupt.py
@@ -229,15 +229,15 @@ def _cmd_doctor(args) -> int:
     findings = []
     for log in args.log or []:
         problem = _log_problem(Path(log))
-        if problem:
+        if problem:  # a path that names no log is a found problem, as a missing run folder is (exit_codes)
             print(f"error: {problem}", file=sys.stderr)
-            return 2
+            return exit_codes.PROBLEM
     if args.run:
         run = Path(args.run)
         if not run.is_dir():
             print(f"error: {run}: {'no such folder' if not run.exists() else 'not a folder'}; "
                   "--run takes a run folder (outputs/<profile>/<UTC>_<sha>/)", file=sys.stderr)
-            return 2
+            return exit_codes.PROBLEM
         findings += troubleshoot.diagnose(run)
     sources = [(Path(p), Path(p).name) for p in args.log or []]
     if not args.log and not args.run:
@@ -269,9 +269,9 @@ def _cmd_byhand(args) -> int:
     try:
         prof = profiles.load(args.profile)
         print(byhand.script(prof, args.ubuntu, lab_dir=shlex.quote(str(ROOT))))  # this clone: where models/ goes
-    except profiles.ProfileError as exc:
+    except profiles.ProfileError as exc:  # an invalid or unknown profile is a found problem, as in run and plan
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exit_codes.PROBLEM
     except ValueError as exc:  # a profile the by-hand track does not cover (no GPU, another engine)
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -284,9 +284,9 @@ def _cmd_wheel_arch(args) -> int:
     for path in args.wheels:
         try:
             print(wheel_arch.report(path))
-        except wheel_arch.WheelArchError as exc:
+        except wheel_arch.WheelArchError as exc:  # a file that is not a wheel: a found problem
             print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return exit_codes.PROBLEM
     return 0
 
 

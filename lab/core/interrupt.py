@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 
-SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
+from lab.core.exit_codes import SIGNALS as SIGNAL_EXIT  # noqa: E402 - the one exit-code table
 # The signals that end a run like Ctrl-C (besides SIGINT itself, which Python already raises as KeyboardInterrupt).
 UNWINDING = (signal.SIGTERM, signal.SIGHUP)
 

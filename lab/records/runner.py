@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab.core import evidence, interrupt, processes, profiles
+from lab.core import evidence, exit_codes, interrupt, processes, profiles
 from lab.serving import engines
 from lab.core.interrupt import SIGNAL_EXIT, CutWatch, name_of
 from lab.core.paths import NOTEBOOKS
@@ -42,12 +42,13 @@ class NotebookResult:
 # `lab run`'s exit status (README "Exit codes"; lab/__main__.py): one meaning each, so a batch script can tell them
 # apart. A batch (`--profile all`) exits EXIT_OK, EXIT_CHECKS_FAILED, or BATCH_FAILED_BASE + the number of profiles
 # that failed (invalid, or a notebook not ok): 11..110, never read as a signal's 129/130/143.
-EXIT_OK = 0  # every notebook ran and no check failed (plan mode: nothing not-run counts as a failure)
-EXIT_NOTEBOOKS_FAILED = 1  # a notebook failed (or the profile is invalid)
-EXIT_USAGE = 2  # bad flags, --only, --out
-EXIT_CHECKS_FAILED = 3  # every notebook ran, some check failed (--allow-failed-checks: 0)
-BATCH_FAILED_BASE = 10
-BATCH_FAILED_MAX = 100
+# The numbers are lab.core.exit_codes' (one table for every verb).
+EXIT_OK = exit_codes.OK  # every notebook ran and no check failed (plan mode: nothing not-run counts as a failure)
+EXIT_NOTEBOOKS_FAILED = exit_codes.PROBLEM  # a notebook failed (or the profile is invalid)
+EXIT_USAGE = exit_codes.USAGE  # bad flags, --only, --out
+EXIT_CHECKS_FAILED = exit_codes.CHECKS_FAILED  # every notebook ran, some check failed (--allow-failed-checks: 0)
+BATCH_FAILED_BASE = exit_codes.BATCH_FAILED_BASE
+BATCH_FAILED_MAX = exit_codes.BATCH_FAILED_MAX
 
 
 @dataclass

@@ -105,5 +105,5 @@ def test_cli_verb_prints_the_report_and_refuses_a_bad_path(tmp_path, capsys):
         z.writestr("demo/_C.so", _elf({b".nv_fatbin": _container(_entry(2, 70))}))
     assert main(["wheel-arch", str(whl)]) == 0
     assert "demo/_C.so: cubin sm_70; ptx -" in capsys.readouterr().out
-    assert main(["wheel-arch", str(tmp_path / "none.whl")]) == 2
+    assert main(["wheel-arch", str(tmp_path / "none.whl")]) == 1  # a path that names no wheel: a found problem
     assert "no such file" in capsys.readouterr().err
