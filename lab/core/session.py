@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from lab.core import evidence, planmode, profiles
+from lab.core import evidence, planmode, profile_file, profiles
 from lab.core.profiles import Profile, ProfileError
 
 # The notebooks' own parameters (the cell tagged `parameters`: tests/unit/test_notebooks_hygiene.py, runner.py), and
@@ -84,10 +84,12 @@ class Session:
 
 @dataclass(frozen=True)
 class Choice:
-    """Which profile a notebook runs: a name or path (`profile`), or settings papermill injected (`settings`)."""
+    """Which profile a notebook runs: a name or path (`profile`), or settings papermill injected (`settings`);
+    `base`: the profile those settings change, when they are a few `-p KEY VALUE` rather than a whole profile."""
     profile: str | None
     settings: dict | None
     run_dir: str
+    base: str | None = None
 
 
 def injected_source(namespace: Mapping) -> str | None:
@@ -163,8 +165,10 @@ def _nearest(name: str, known: list[str]) -> str:
 def decide(profile: str | None, run_dir: str, injected: Mapping | None, set_later: list[str] = ()) -> Choice:
     """The profile a notebook runs, from its `profile`/`run_dir` variables and what papermill injected (None: nothing).
 
-    Only `profile` (the default, `-p profile X`, or `lab run`) → that profile. Profile settings injected (`-f X.yaml`,
-    `-y ...`, `-p KEY VALUE`) → a profile built from them, validated as `lab validate` validates a file. Both, or a
+    Only `profile` (the default, `-p profile X`, or `lab run`) → that profile. A whole profile's settings injected
+    (`-f X.yaml`, `-y ...`) → a profile built from them, validated as `lab validate` validates a file; a few
+    settings without `name` (`-p KEY VALUE`) → those settings of `profile` changed (`base`). A whole profile and
+    `profile` both, or a
     name that is neither a notebook parameter nor a profile setting → a ProfileError naming them (papermill itself
     only warns "Passed unknown parameter" and runs on). `set_later`: the parameters a cell run by hand after the
     injected one assigned again (`set_after_injection`)."""
@@ -174,6 +178,13 @@ def decide(profile: str | None, run_dir: str, injected: Mapping | None, set_late
     problems = [f"papermill parameter {name!r} is neither a notebook parameter ({', '.join(NOTEBOOK_PARAMETERS)}) nor "
                 f"a profile setting{_nearest(name, known)}" for name in injected if name not in known]
     settings = {k: v for k, v in injected.items() if k in fields}
+    # `-p KEY VALUE` alone (no `name`: not a whole profile from -f) changes those settings of the profile the notebook
+    # names (its parameters cell, or `-p profile X`): what a learner trying one setting means (issue 37)
+    if settings and "name" not in settings and not problems and "profile" not in set_later:
+        base = injected.get("profile", profile)
+        if not isinstance(base, str) or not base:
+            raise ProfileError(f"-p {', '.join(settings)}: no profile to change; add -p profile NAME")
+        return Choice(None, settings, run_dir, base)
     if settings and "profile" in injected:
         shown = ", ".join(list(settings)[:4]) + (f", … {len(settings)} in all" if len(settings) > 4 else "")
         problems.append(f"papermill injected both profile={injected['profile']!r} and profile settings ({shown}): give "
@@ -196,15 +207,16 @@ def decide(profile: str | None, run_dir: str, injected: Mapping | None, set_late
 SETTINGS_SOURCE = "papermill's injected parameters"
 
 
-def profile_from_settings(settings: dict) -> Profile:
-    """The profile papermill's injected settings make, or the ProfileError `lab validate` would give that file."""
-    try:
-        return profiles.from_data(settings, SETTINGS_SOURCE)
-    except ProfileError as exc:
-        if "name" in settings:
-            raise
-        raise ProfileError(f"{exc}\n  (only {', '.join(settings)} injected: `-p KEY VALUE` changes a setting of a whole "
-                           "profile given with -f params/NAME.yaml before it; alone it is not a profile)") from None
+def profile_from_settings(settings: dict, base: str | None = None) -> tuple[Profile, dict]:
+    """The profile papermill's injected settings make, and its whole settings; or the ProfileError `lab validate`
+    would give that file. `base`: the profile a few `-p KEY VALUE` change; its other settings are valid, so an
+    error names only what was changed."""
+    if base is None:
+        return profiles.from_data(settings, SETTINGS_SOURCE), settings
+    path = profiles.resolve(base)
+    whole = {**profile_file.parse(path), **settings}
+    source = f"{path} with {', '.join(f'-p {k} {v!r}' for k, v in settings.items())}"
+    return profiles.from_data(whole, source), whole
 
 
 def settings_copy(settings: dict, run_dir: Path, name: str) -> Path:
@@ -241,9 +253,9 @@ def start(profile: str | Mapping, run_dir: str = "", scope: Callable[[Profile], 
     pio.renderers.default = "plotly_mimetype"
     display.install()
     if choice.settings is not None:
-        prof = profile_from_settings(choice.settings)
+        prof, whole = profile_from_settings(choice.settings, choice.base)
         folder = evidence.notebook_run_dir(choice.run_dir, prof.name)
-        return Session(prof, settings_copy(choice.settings, folder, prof.name).resolve(), folder,
+        return Session(prof, settings_copy(whole, folder, prof.name).resolve(), folder,
                        scope(prof) if scope else None)
     path = profiles.resolve(choice.profile)
     prof = profiles.load(path)

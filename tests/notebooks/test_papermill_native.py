@@ -64,7 +64,7 @@ def test_papermill_f_runs_the_profile_file_it_was_given(tmp_path, name):
     (["-f", "params/cpu-default.yaml", "-p", "gpu_memory_utilisation", "0.8"],
      "papermill parameter 'gpu_memory_utilisation' is neither a notebook parameter (profile, run_dir) nor a profile "
      "setting — did you mean 'gpu_memory_utilization'?"),
-    (["-y", "threads: 0"], "only threads injected"),
+    (["-y", "threads: 0"], "params/cpu-default.yaml with -p threads 0: 1 problem(s)"),
 ], ids=["profile-and-settings", "unknown-key", "a-setting-alone"])
 def test_papermill_refuses_what_it_cannot_run_in_the_session_cell(tmp_path, args, message):
     proc, out, run = papermill(tmp_path, *args)

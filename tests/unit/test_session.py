@@ -172,10 +172,16 @@ def test_injected_settings_get_the_errors_lab_validate_gives_the_file(tmp_path, 
         session.start(kernel_globals({**data, "run_dir": str(tmp_path / "run")}))
     assert str(injected.value) == str(by_file.value).replace(str(bad), "papermill's injected parameters")
     assert "parallel_slots" in str(injected.value) and not (tmp_path / "run").exists()
-    # `-p KEY VALUE` alone is a setting, not a profile: said so, with how to give the whole profile
-    with pytest.raises(profiles.ProfileError, match=r"(?s)field 'name': missing.*only threads injected: `-p KEY VALUE` "
-                                                    r"changes a setting of a whole profile given with -f params/NAME.yaml"):
-        session.start(kernel_globals({"threads": 8, "run_dir": str(tmp_path / "run")}))
+    # `-p KEY VALUE` alone changes that setting of the profile the notebook names (issue 37: a learner's
+    # `-p context_tokens 16384` listed eight "missing; it is required" fields before the real hint)
+    s = session.start(kernel_globals({"context_tokens": 16384, "run_dir": str(tmp_path / "run")}))
+    assert (s.profile.name, s.profile.context_tokens) == ("cpu-default", 16384)
+    assert yaml.safe_load(s.profile_path.read_text())["context_tokens"] == 16384  # the settings the run used
+    with pytest.raises(profiles.ProfileError) as one:
+        session.start(kernel_globals({"profile": "v100-32g-x1", "threads": 0, "run_dir": str(tmp_path / "run")}))
+    said = str(one.value)
+    assert said.startswith(f"{ROOT / 'params' / 'v100-32g-x1.yaml'} with -p threads 0: 1 problem(s)")
+    assert "field 'threads'" in said and "missing" not in said
 
 
 def test_a_parameters_cell_re_run_by_hand_after_the_injected_one_is_not_silently_overruled(tmp_path, clean_display):
