@@ -11,7 +11,8 @@ PY     := $(VENV)/bin/python
 PROFILE ?= cpu-default
 # Extra arguments for `lab run`, e.g. make run ARGS="--only 01,02"
 ARGS ?=
-# JupyterLab listens on loopback only; the token is printed in its start-up log.
+# JupyterLab listens on loopback only; the token is printed in its start-up log. It serves the checkout's root, so its
+# file browser shows notebooks/ and outputs/ (the executed notebooks and report.html of every run) side by side.
 LAB_PORT ?= 8888
 # 1: `make test` sets up .venv-vllm and runs the vLLM tests (pytest.mark.vllm: tests/tools/test_vllm_cpu.py,
 # tests/notebooks/test_suite_vllm.py, ...); `make test LAB_VLLM=0` leaves them out, `make test-quick` does
@@ -61,7 +62,7 @@ browser:
 	  echo "[setup] chromium missing: sudo apt-get install -y chromium (the browser test skips without it, and fails in CI)"
 
 lab: setup
-	$(PY) -m jupyter lab --no-browser --ip 127.0.0.1 --port $(LAB_PORT) --notebook-dir notebooks \
+	$(PY) -m jupyter lab --no-browser --ip 127.0.0.1 --port $(LAB_PORT) --notebook-dir . \
 		$$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 validate: setup

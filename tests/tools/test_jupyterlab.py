@@ -65,6 +65,11 @@ def test_make_lab_serves_the_kernel_behind_a_token_and_stops_cleanly(tmp_path):
         assert status == 200 and jupyter.KERNEL_NAME in specs
         assert specs[jupyter.KERNEL_NAME]["spec"]["display_name"] == jupyter.KERNEL_DISPLAY_NAME
 
+        # the file browser reaches the notebooks and the run folders (executed notebooks, report.html): issue 37
+        status, body = _get(f"{base}/api/contents", token)
+        names = {item["name"] for item in json.loads(body)["content"]}
+        assert status == 200 and {"notebooks", "outputs"} <= names, names
+
         for path in ("/api/status", "/api/kernelspecs", "/api/contents"):
             status, _ = _get(base + path)
             assert status in (401, 403), f"{path} without the token answered {status}"
