@@ -124,6 +124,18 @@ def device_bytes(profile_name: str) -> int:
 TARGET_MODELS = ("qwen3.8-27b", "gemma-3-27b", "qwen3.5-27b", "qwen3-32b", "qwen2.5-32b")
 
 
+def _card_weights(weights_format: str, arch, model_id: str) -> int:
+    """The weights llama.cpp puts on the card, as lab.predict.memory_plan counts them: the loaded weights less the
+    token embedding it keeps in host memory (issue 37: this table counted 15.40 GiB where the plan counted 14.73)."""
+    from lab.model import quant_targets
+
+    parts = quant_targets.gguf_parts(model_id, weights_format)  # the exact mix: the plan's own split
+    if parts is not None:
+        return parts["gpu"]
+    return weights_mod.weights_bytes(weights_format, arch=arch, model_id=model_id)[0] - \
+        weights_mod.embedding_bytes(weights_format, arch)
+
+
 def target_rows(device_bytes: int, weights_format: str = "Q4_K_M", kv_dtypes: tuple[str, ...] = ("f16", "q8_0"),
                 contexts: tuple[int, ...] = (4096, 8192, 16384, 32768, 65536, 131072),
                 overhead_id: str = "llama.cpp-gpu") -> list[dict]:
@@ -134,7 +146,7 @@ def target_rows(device_bytes: int, weights_format: str = "Q4_K_M", kv_dtypes: tu
     rows = []
     for mid in TARGET_MODELS:
         arch = models.stand_in(mid)
-        weights = weights_mod.weights_bytes(weights_format, arch=arch, model_id=mid)[0]
+        weights = _card_weights(weights_format, arch, mid)
         for d in kv_dtypes:
             for ctx in contexts:
                 caches = kvcache.llama_cpp_kv_prediction(arch, ctx, 1, d)["caches"]
@@ -156,7 +168,7 @@ def target_max_context_table(device_bytes: int, weights_format: str = "Q4_K_M",
     rows = []
     for mid in TARGET_MODELS:
         arch = models.stand_in(mid)
-        weights = weights_mod.weights_bytes(weights_format, arch=arch, model_id=mid)[0]
+        weights = _card_weights(weights_format, arch, mid)
         row = {"model": mid, "weights_GiB": round(weights / GIB, 2), "trained_context": arch.max_context}
         for d in kv_dtypes:
             budget = device_bytes - weights - over
@@ -269,7 +281,7 @@ def summary(arch: ArchSpec, plan: dict, grid_rows: list[dict], kv_claims: list, 
         "model": arch.name, "architecture": plan["architecture"], "memory_kind": plan["memory_kind"],
         "kv_dtype": plan["kv_dtype"], "kv_bytes_per_token": plan["kv_bytes_per_token"],
         "kv_bytes_total": plan["kv_bytes_total"], "weights_bytes": plan["weights_bytes"], "fits": plan["fits"],
-        "max_context_tokens": plan["max_context_tokens"],
+        "max_context_tokens": plan["max_context_tokens"], "max_context_one_sequence": plan["max_context_one_sequence"],
         "max_concurrent_sequences": plan["max_concurrent_sequences"],
         "parity_caches_compared": len(grid_rows), "parity_caches_identical": sum(bool(r["match"]) for r in grid_rows),
         "parity_max_abs_error_pct": max(errors) if errors else None,
@@ -335,8 +347,10 @@ def closing_text(record: dict) -> str:
     kv_mib = s["kv_bytes_total"] / MIB
     lines = [f"- **{s['model']}** keeps **{s['kv_bytes_per_token']:,} bytes of KV per token** ({s['kv_dtype']}); "
              f"the profile's context needs **{kv_mib:,.1f} MiB** of KV in {s['memory_kind']}, and the plan "
-             f"**{'fits' if s['fits'] else 'does not fit'}** (longest context per sequence "
-             f"{s['max_context_tokens']:,} tokens, up to {s['max_concurrent_sequences']} sequences at this context)."]
+             f"**{'fits' if s['fits'] else 'does not fit'}** (longest context per slot with every slot allocated "
+             f"{s['max_context_tokens']:,} tokens"
+             + (f", one sequence alone {s['max_context_one_sequence']:,}" if s.get("max_context_one_sequence") else "")
+             + f"; up to {s['max_concurrent_sequences']} sequences at this context)."]
     if s["parity_skipped"]:
         lines.append(f"- The llama.cpp parity grid was skipped: {s['parity_skipped']}")
     else:

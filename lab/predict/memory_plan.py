@@ -162,12 +162,16 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
             room = budget - overhead_bytes
             max_ctx_seq = bisect_max(arch.max_context, lambda t: all(r["weights_bytes"] + r["kv_bytes"] <= room
                                                                      for r in cards(t * slots)))
+            max_ctx_one = bisect_max(arch.max_context, lambda t: all(r["weights_bytes"] + r["kv_bytes"] <= room
+                                                                     for r in cards(t, 1)))
             one = cards(per_seq_ctx, 1)
             max_seqs = min(max(0, room - r["weights_bytes"]) // max(o["kv_bytes"], 1) for r, o in zip(per_device, one))
             fits = weights_dev + kv_dev + overhead_bytes <= budget
         else:
             kv_dev = math.ceil(kv_all * gpu_share / split)
             max_ctx_seq = bisect_max(arch.max_context, lambda t: math.ceil(kv_total(t * slots) * gpu_share / split) <= kv_budget)
+            max_ctx_one = bisect_max(arch.max_context, lambda t: math.ceil(
+                kvcache.llama_cpp_kv_prediction(arch, t, 1, kv_dtype)["total_bytes"] * gpu_share / split) <= kv_budget)
             per_one = kvcache.llama_cpp_kv_prediction(arch, per_seq_ctx, 1, kv_dtype)["total_bytes"]
             max_seqs = max(0, kv_budget) // math.ceil(per_one * gpu_share / split)
             fits = weights_dev + overhead_bytes + kv_dev <= budget
@@ -185,6 +189,7 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         kv_dev = kvcache.kv_cache_bytes(arch, per_seq_ctx, 1, kv_dtype, split)  # one full-length sequence
         kv_all = kvcache.kv_cache_breakdown(arch, per_seq_ctx, slots, kv_dtype, split)["total_bytes"]
         max_ctx_seq = kvcache.max_context_tokens(arch, kv_budget, 1, kv_dtype, split) if kv_budget > 0 else 0
+        max_ctx_one = max_ctx_seq  # vLLM's --max-model-len is one sequence's already
         max_seqs = kvcache.max_concurrent_sequences(arch, kv_budget, per_seq_ctx, kv_dtype, split)
         fits = weights_dev + overhead_bytes + kv_dev <= budget and kv_dev <= kv_budget
         if fits and max_seqs < slots:
@@ -220,8 +225,10 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         findings.append(_finding("kv-does-not-fit", "error",
                                  f"weights {_gib(weights_dev)} + KV {_gib(kv_dev)} + overhead {_gib(overhead_bytes)} "
                                  f"= {_gib(weights_dev + kv_dev + overhead_bytes)} per device > budget {_gib(budget)}",
-                                 (f"lower context to ≤ {max_ctx_seq * slots} (-c; {max_ctx_seq} per slot), or "
-                                  f"parallel_slots to ≤ {max_seqs}, or use kv_cache_dtype q8_0" if llama else
+                                 (f"lower context to ≤ {max_ctx_seq * slots} (-c; {max_ctx_seq} per slot)"
+                                  # fewer slots only where one at this context fits (never "parallel_slots ≤ 0")
+                                  + (f", or parallel_slots to ≤ {max_seqs}" if max_seqs >= 1 else "")
+                                  + ", or use kv_cache_dtype q8_0" if llama else
                                   f"lower max-model-len (context_tokens) to ≤ {max_ctx_seq}, or use more GPUs or "
                                   "an fp8 KV cache where the GPU supports it"),
                                  "lab.predict.kvcache (KV bytes from the published config: only full-attention layers grow with the context)"))
@@ -255,6 +262,10 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         "recurrent_state_bytes_total": state_total, "kv_attention_bytes_total": kv_all - state_total,
         "context_tokens": profile.context_tokens, "context_tokens_per_sequence": per_seq_ctx,
         "parallel_slots": slots, "max_context_tokens": max_ctx_seq,
+        # "how long a context?" has two answers, both from here: per slot with every slot allocated (the profile as
+        # it is), and one sequence with parallel_slots 1 on the same card and settings (README, lab plan, notebook 05,
+        # the report and the profiles' comments quote these two)
+        "max_context_one_sequence": max_ctx_one,
         "max_context_basis": ("per slot, with every slot allocated" if llama else "one sequence (--max-model-len)"),
         "max_concurrent_sequences": int(max_seqs), "fits": fits, "spare_bytes": spare, "findings": findings,
     }

@@ -118,21 +118,22 @@ def memory_sum(result: dict, mem: dict) -> str:
     gib = 2**30
     state = result.get("recurrent_state_bytes_total") or 0
     kv_dtype = f" at {mem['kv_dtype']}" if mem else ""
-    if not mem:  # no memory plan (an endpoint): the totals alone
-        return f"weights {result['weights_bytes'] / gib:.2f} GiB + KV {result['kv_bytes_total'] / gib:.2f} GiB"
-    weights = f"weights {mem['weights_bytes_per_device'] / gib:.2f} GiB"
+    kv_dev = mem.get("kv_bytes_per_device", result["kv_bytes_total"])
+    weights = f"weights {mem.get('weights_bytes_per_device', result['weights_bytes']) / gib:.2f} GiB"
     if mem.get("weights_host_bytes"):
         weights += (f" (of {mem['weights_bytes'] / gib:.2f}: the {mem['weights_host_bytes'] / gib:.2f} GiB token "
                     "embedding stays in host memory)")
-    if mem["devices"] > 1:  # the fullest device's share; the lines per GPU below give each card
+    if mem.get("devices", 1) > 1:  # the fullest device's share; the lines per GPU below give each card
         kv_part = (f"KV and state {mem['kv_bytes_per_device'] / gib:.2f} GiB (of {result['kv_bytes_total'] / gib:.2f} "
                    f"over {mem['devices']} devices, {result['kv_bytes_per_token'] / 1024:.0f} KiB/token{kv_dtype})")
     elif state:
-        kv_part = (f"KV {(mem['kv_bytes_per_device'] - state) / gib:.2f} GiB ({result['kv_bytes_per_token'] / 1024:.0f} "
+        kv_part = (f"KV {(kv_dev - state) / gib:.2f} GiB ({result['kv_bytes_per_token'] / 1024:.0f} "
                    f"KiB/token{kv_dtype}, full-attention layers) + recurrent state {state / gib:.2f} GiB "
                    f"({result['recurrent_state_bytes_per_sequence'] / 2**20:.2f} MiB/sequence, Gated DeltaNet layers)")
     else:
-        kv_part = f"KV {mem['kv_bytes_per_device'] / gib:.2f} GiB ({result['kv_bytes_per_token'] / 1024:.0f} KiB/token{kv_dtype})"
+        kv_part = f"KV {kv_dev / gib:.2f} GiB ({result['kv_bytes_per_token'] / 1024:.0f} KiB/token{kv_dtype})"
+    if not mem:  # a plan without its memory part (a caller's few keys): the parts alone, no budget to add up to
+        return f"{weights} + {kv_part}"
     used = mem["weights_bytes_per_device"] + mem["kv_bytes_per_device"] + mem["overhead_bytes"]
     spare = mem.get("spare_bytes")
     verdict = ("fits" if result["fits"] else "does NOT fit") + (
@@ -158,8 +159,10 @@ def describe(result: dict) -> str:
         if mem:
             lines.append(f"  model: {mem['model']} ({result.get('model_source', '')})")
             lines.append(f"  weights: {result['weights_bytes'] / gib:.2f} GiB ({mem['weights_basis']})")
+        one = (f"; one sequence alone (parallel_slots 1): {mem['max_context_one_sequence']}"
+               if mem and mem.get("max_context_one_sequence") not in (None, result["max_context_tokens"]) else "")
         lines.append(f"  memory: {memory_sum(result, mem)}; max context {result['max_context_tokens']} tokens"
-                     f"{' (' + mem['max_context_basis'] + ')' if mem else ''}, max concurrent sequences "
+                     f"{' (' + mem['max_context_basis'] + ')' if mem else ''}{one}, max concurrent sequences "
                      f"{result['max_concurrent_sequences']}")
         for card in (mem.get("per_device") or []):  # -sm layer: what llama.cpp puts on each card
             extra = " + output" if card["output_layer"] else ""

@@ -40,7 +40,10 @@ def card_row(profile) -> dict:
             "ceiling, one stream": _tok(p["decode_ceiling_tok_s"]),
             "fits": p["fits"], "memory used per GPU": f"{_gib(used)} of {_gib(mem['budget_bytes'])}",
             "context × sequences": f"{mem['context_tokens_per_sequence']:,} × {mem['parallel_slots']}",
-            "longest context, one sequence": p["max_context_tokens"],
+            # two answers to "how long a context?", both lab.predict.memory_plan's (issue 37: this column showed
+            # the per-slot figure under "one sequence")
+            "longest context per slot, every slot allocated": p["max_context_tokens"],
+            "longest context, one sequence alone": mem.get("max_context_one_sequence"),
             "model": model, "quant": profile.model_quant, "engine": profile.engine}
 
 

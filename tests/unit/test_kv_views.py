@@ -1,7 +1,9 @@
 """lab.pages.kv_cache (notebook 05's tables, charts and closing text): the numbers it shows are the KV arithmetic of
 the architectures themselves — checked here against the per-layer shapes, not against a snapshot of the tables."""
+from conftest import ROOT
+
 from lab.core import profiles
-from lab.model import models, weights
+from lab.model import models, quant_targets, weights
 from lab.pages import kv_cache
 from lab.predict import claims, claims_views, kvcache, memory_plan
 
@@ -48,7 +50,10 @@ def test_the_27b_class_on_one_v100():
     assert dense["kv_GiB"] == 16.0 and not dense["fits"] and dense["beyond_trained_context"]  # trained on 40,960
     table = kv_cache.target_max_context_table(V100_BYTES, kv_dtypes=("f16",)).set_index("model")
     arch = models.stand_in("qwen3.8-27b")
-    wbytes = weights.weights_bytes("Q4_K_M", arch=arch, model_id="qwen3.8-27b")[0]
+    # the weights on the card: the loaded file less the token embedding llama.cpp keeps in host memory, as the
+    # memory plan counts them (issue 37: this table counted the whole 15.40 GiB)
+    wbytes = weights.weights_bytes("Q4_K_M", arch=arch, model_id="qwen3.8-27b")[0] - \
+        quant_targets.gguf_parts("qwen3.8-27b", "Q4_K_M")["token_embd"]
     over = int(memory_plan.runtime_overhead("llama.cpp-gpu")["bytes"])
     state = round(149.62 * 2**20)
     by_hand = (V100_BYTES - wbytes - over - state) / 65_536  # tokens of KV left once weights, overhead, state fit
@@ -123,3 +128,27 @@ def test_fit_check_and_record_from_the_plan_and_the_grid():
     assert rec["summary"]["parity_caches_identical"] == 1 and rec["summary"]["vllm_kv_parity"]["skipped"] == "not a vLLM profile"
     assert rec["kv_grid"] == [row] and rec["claims"] == [v.to_dict() for v in kv_claims]
     assert kv_cache.closing_text(rec).startswith(f"- **{arch.name}**")
+
+
+def test_how_long_a_context_has_one_answer_everywhere():
+    """Issue 37 found four answers for v100-32g-x1 (the profile's comment 61,440 per slot and "the whole 262,144",
+    lab plan 63,232, notebook 05's table 249,344). Now: per slot with every slot allocated, and one sequence alone,
+    both from lab.predict.memory_plan, quoted the same by lab plan, notebook 05's table, the report's answer and the
+    shipped profiles' comments."""
+    from lab.predict import plan
+    from lab.records import answer
+
+    for name in ("v100-32g-x1", "rtx4090-24g"):
+        prof = profiles.load(name)
+        mem = plan.plan(prof)["memory"]
+        per_slot, one = mem["max_context_tokens"], mem["max_context_one_sequence"]
+        comment = " ".join((ROOT / "params" / f"{name}.yaml").read_text().split())
+        assert f"a slot could go to {per_slot:,} tokens" in comment and f"one sequence alone" in comment
+        assert f"{one:,}" in comment
+        table = kv_cache.target_max_context_table(kv_cache.device_bytes(name), prof.model_quant, ("f16",))
+        assert table.set_index("model").loc["qwen3.8-27b", "max_context_f16"] == one
+        row = answer.card_row(prof)
+        assert row["longest context per slot, every slot allocated"] == per_slot  # one column name for every card
+        assert row["longest context, one sequence alone"] == one
+        text = " ".join(plan.describe(plan.plan(prof)).split())
+        assert f"max context {per_slot} tokens" in text and f"one sequence alone (parallel_slots 1): {one}" in text
