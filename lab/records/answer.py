@@ -9,6 +9,7 @@ are pure: they need no hardware), so report.html and the top of every notebook s
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 from lab.core import display
@@ -106,11 +107,42 @@ def measured(records: dict) -> list[str]:
     return [line for line in lines if line]
 
 
+def what_to_run(profile) -> dict | None:
+    """The answer a card's owner acts on (issue 37): the fastest route the lab runs (llama.cpp) with its exact server
+    command, its predicted speed, the plain route beside it, and what would change the choice (what the route needs;
+    a faster route on another engine). None for a profile lab/data/routes.yaml has no routes for."""
+    from lab.predict import routes
+    from lab.serving import byhand, byhand_choices
+
+    table = routes.route_table(profile)
+    if not table or not table["fastest_llama_cpp"]:
+        return None
+    by_id = {r["id"]: r for r in table["routes"]}
+    best = by_id[table["fastest_llama_cpp"]]
+    split = profile.split_mode or ("layer" if profile.gpu_count > 1 else "none")
+    plain = next((r for r in table["routes"] if r["engine"] == "llama.cpp" and not r["mtp"] and r["split"] == split),
+                 None)
+    other = by_id.get(table["fastest"])
+
+    def needs(route: dict) -> str:  # routes.yaml writes "as llama-tensor, plus …": said in full here
+        m = re.match(r"as ([\w-]+)(.*)", route["needs"])
+        return f"{by_id[m[1]]['needs']}{m[2]}" if m and m[1] in by_id else route["needs"]
+
+    return {"route": best["id"], "tok_s": best["tok_s"], "basis": best["basis"], "needs": needs(best),
+            "command": byhand.server_command(byhand_choices.route_profile(profile, best), best["flags"]),
+            "plain": None if plain is None or plain is best else {"route": plain["id"], "tok_s": plain["tok_s"],
+                                                                   "basis": plain["basis"]},
+            "faster_elsewhere": None if other is None or other is best else {
+                "route": other["id"], "engine": other["engine"], "tok_s": other["tok_s"], "basis": other["basis"],
+                "needs": needs(other)}}
+
+
 def facts(profile, records: dict, notebooks: list[dict] | None = None) -> dict:
     """Everything the summary shows, as data (the report and the notebooks render it)."""
     gpu = profile.gpu_count > 0
     cards = [card_row(profile)] if gpu else [card_row(p) for p in gpu_profiles()]
     return {"profile": profile.name, "gpu_profile": gpu, "model": profile.model_name, "engine": profile.engine,
+            "run_this": what_to_run(profile) if gpu else None,
             "cards": cards, "measured": measured(records), "failed_checks": failed_checks(records),
             # plan mode (lab.core.planmode): nothing here was measured on the profile's hardware
             "plan": next((r.get("plan_reason") for r in records.values() if r.get("mode") == "plan"), None),
@@ -123,6 +155,23 @@ def facts(profile, records: dict, notebooks: list[dict] | None = None) -> dict:
 def markdown(f: dict) -> str:
     """The summary as Markdown: a few sentences, the cards table, failed checks, wrong claims."""
     out = []
+    run = f.get("run_this")
+    if run:  # what to run comes first; the card's fit, the checks and the seeds' claims follow
+        out.append(f"**Run this** — the fastest route the lab runs on this profile, `{run['route']}`, "
+                   f"**{display.sig3(run['tok_s'])} tok/s** for one stream ({run['basis']}; the plan's routes, "
+                   f"`python -m lab plan {f['profile']}`):")
+        out.append(f"```bash\n{run['command']}\n```")
+        beside = []
+        if run.get("plain"):
+            p = run["plain"]
+            beside.append(f"the plain route `{p['route']}` (the profile's command without these flags): "
+                          f"{display.sig3(p['tok_s'])} tok/s ({p['basis']})")
+        beside.append(f"it needs {run['needs']}")
+        other = run.get("faster_elsewhere")
+        if other:
+            beside.append(f"faster on another engine: `{other['route']}` ({other['engine']}) "
+                          f"{display.sig3(other['tok_s'])} tok/s ({other['basis']}), which needs {other['needs']}")
+        out.append("Beside it: " + "; ".join(beside) + ".")
     if f["gpu_profile"]:
         c = f["cards"][0]
         out.append(f"**On this card ({c['card (profile)']}):** {c['model']} at {c['quant']} with {c['engine']}, "

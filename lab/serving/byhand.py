@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from lab.core import facts as lab_facts
 from lab.serving.byhand_choices import (LAB_DIR_DEFAULT, card_cc10, card_profile, cuda_arch, data, driver_branch_for,
-                                        gguf_download, model_path, n_offloadable, other_split, rule, toolkit_for,
-                                        ubuntu_release)
+                                        gguf_download, model_path, n_offloadable, other_split, route_profile, rule,
+                                        toolkit_for, ubuntu_release)
 
 
 
@@ -248,15 +248,34 @@ def _server_argv(profile, model_path: str) -> list[str]:
     return ["./build/bin/llama-server"] + list(cmd.argv[1:])
 
 
-def server_command(profile) -> str:
-    """The llama-server command line, as typed from the build folder (keys stay in $VARS)."""
+def server_command(profile, route_flags: str = "") -> str:
+    """The llama-server command line, as typed from the build folder (keys stay in $VARS). `route_flags`: a route's
+    flags (lab/data/routes.yaml, e.g. "--spec-type draft-mtp --spec-draft-n-max 2") appended where the profile's
+    command lacks them (a route of the other split runs as `byhand_choices.route_profile`)."""
     from lab.serving import engines
 
     cmd = engines.build_command(profile)
     words = [f"{k}={shlex.quote(v)}" for k, v in sorted(cmd.env.items())]
     words += [f'LLAMA_API_KEY="${src}"' for src in cmd.secret_env.values()]
-    words += [_q(a) for a in _server_argv(profile, model_path(profile))]
+    argv = _server_argv(profile, model_path(profile))
+    if route_flags.strip():  # the route's flags the command lacks (its split flags come from the profile's own)
+        argv = engines.with_flags(argv, {f: v for f, v in flag_values(route_flags).items() if f not in argv})
+    words += [_q(a) for a in argv]
     return " ".join(words) + " 2>&1 | tee server.log"
+
+
+def flag_values(flags: str) -> dict[str, str | bool]:
+    """"-sm layer -ts 1,1 -fa on --no-mmap" → {"-sm": "layer", "-ts": "1,1", "-fa": "on", "--no-mmap": True}: a
+    route's flags as engines.with_flags takes them."""
+    from lab.serving import engines
+
+    words, out = shlex.split(flags), {}
+    for i, word in enumerate(words):
+        if engines._is_value(word):
+            continue
+        nxt = words[i + 1] if i + 1 < len(words) else None
+        out[word] = nxt if nxt is not None and engines._is_value(nxt) else True
+    return out
 
 
 def _server_step(profile) -> Step:
@@ -270,12 +289,31 @@ def _server_step(profile) -> Step:
         why = (f" The second line is the -sm {alt.split_mode} alternative: `python -m lab plan {profile.name}` "
                "lists both routes with their predicted single-stream speed and memory per card; -sm tensor is "
                "EXPERIMENTAL in the pinned llama.cpp (flash attention on, f16 KV, -c and -np fitted by hand).")
+    best = fastest_route(profile)
+    if best is not None:
+        commands += (f"# or the fastest route the lab predicts ({best['id']}, {best['tok_s']:.1f} tok/s for one stream; "
+                     f"python -m lab plan {profile.name}): "
+                     + server_command(route_profile(profile, best), best["flags"]),)
+        why += (f" The last line is the plan's fastest llama.cpp route, {best['id']}: the profile's command with "
+                f"{best['flags']} (it needs {best['needs']}).")
     return Step("Start the server", ('cd "$LLAMA_DIR"',) + commands,
                 "every flag is the profile's, the one command notebook 04 explains (its table gives each flag's "
                 f"reason and source); it listens on {cmd.host}:{cmd.port} only." + why,
                 ("lab.serving.engines.build_command (notebook 04)",
                  *(("lab/data/routes.yaml llama_tensor_split (llama.cpp docs/multi-gpu.md, src/llama-arch.cpp)",)
                    if alt is not None else ())), stage="serve")
+
+
+def fastest_route(profile) -> dict | None:
+    """The plan's fastest llama.cpp route for the profile (lab.predict.routes), when it is not the profile's own
+    command: {id, tok_s, flags, needs}; None otherwise (no routes for the profile, or the profile is the fastest)."""
+    from lab.predict import routes
+
+    table = routes.route_table(profile)
+    if not table or not table["fastest_llama_cpp"]:
+        return None
+    best = next(r for r in table["routes"] if r["id"] == table["fastest_llama_cpp"])
+    return None if not best["flags"].strip() else best
 
 
 def _smoke_step(profile) -> Step:

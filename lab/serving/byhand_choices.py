@@ -139,6 +139,16 @@ def other_split(profile):
     return profile.model_copy(update=update)
 
 
+def route_profile(profile, route: dict):
+    """The profile a route (lab.predict.routes) runs as: this one, or its other split (`other_split`) when the route
+    splits the other way (-sm tensor on a -sm layer profile: no -ts, f16 KV, as build_command then writes it)."""
+    own = profile.split_mode or ("layer" if profile.gpu_count > 1 else "none")
+    if route.get("split") in (None, "none", own):
+        return profile
+    alt = other_split(profile)
+    return alt if alt is not None and alt.split_mode == route["split"] else profile
+
+
 def card_profile(profile):
     """The profile whose by-hand track a notebook shows: this one when it has a GPU, else the seeds' card."""
     from lab.core import profiles

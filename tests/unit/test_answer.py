@@ -13,6 +13,24 @@ def test_gpu_profile_says_what_fits_and_how_fast():
     assert f["claims_not_holding"] and "do not hold" in text  # the seeds' 280 tok/s cannot hold on a V100
 
 
+def test_the_answer_leads_with_what_to_run():
+    """Issue 37: the answer gave 33.8 tok/s and 18 rows of claims; the lab's fastest route (MTP, 48.8 predicted) was in
+    no command. Now its exact server command comes first, with the plain route and what the choice depends on."""
+    from lab.predict import routes
+    from lab.serving import byhand
+
+    prof = profiles.load("v100-32g-x1")
+    table = routes.route_table(prof)
+    best = next(r for r in table["routes"] if r["id"] == table["fastest_llama_cpp"])
+    text = answer.markdown(answer.facts(prof, {}))
+    assert text.startswith(f"**Run this** — the fastest route the lab runs on this profile, `{best['id']}`, "
+                           f"**{best['tok_s']:.1f} tok/s**")
+    assert f"```bash\n{byhand.server_command(prof, best['flags'])}\n```" in text and "--spec-type draft-mtp" in text
+    assert "the plain route `llama-one`" in text and "it needs a GGUF with the MTP layer" in text
+    assert text.index("Run this") < text.index("On this card") < text.index("do not hold")
+    assert answer.facts(profiles.load("h200-x1"), {})["run_this"] is None  # no routes for it: no guess
+
+
 def test_cpu_default_measures_here_and_points_at_every_gpu_profile():
     records = {
         "01_hardware": {"summary": {"bandwidth_gb_s": 27.4, "bandwidth_kind": "host_ram"}, "checks": []},

@@ -74,13 +74,18 @@ def test_two_card_track_prints_layer_and_tensor_commands():
     """`lab byhand v100-32g-x2-nvlink`: the profile's -sm layer command, then the -sm tensor alternative (f16 KV,
     flash attention on, no -ts) as a commented line, so running the script starts one server."""
     step = next(st for st in byhand.steps(profiles.load("v100-32g-x2-nvlink")) if st.title == "Start the server")
-    cd, layer, tensor = step.commands
+    cd, layer, tensor, fastest = step.commands
     assert cd == 'cd "$LLAMA_DIR"'
     assert "-sm layer -ts 1/1" in layer and "-fa auto" in layer
     assert tensor.startswith("# or -sm tensor instead") and "-sm tensor" in tensor and "-fa on" in tensor
     assert "-ts" not in tensor and "-ctk f16 -ctv f16" in tensor
+    # the plan's fastest llama.cpp route (issue 37: it was in no command the lab printed), commented like the others
+    assert fastest.startswith("# or the fastest route the lab predicts (llama-tensor-mtp, ")
+    assert "-sm tensor" in fastest and "-ts" not in fastest and "--spec-type draft-mtp --spec-draft-n-max" in fastest
     one = next(st for st in byhand.steps(profiles.load("v100-32g-x1")) if st.title == "Start the server")
-    assert len(one.commands) == 2  # cd to the build, then the one server
+    cd, server, fastest = one.commands  # cd to the build, the profile's server, the fastest route commented
+    assert "--spec-type" not in server and fastest.startswith("# or the fastest route the lab predicts (llama-one-mtp")
+    assert fastest.endswith("--spec-type draft-mtp --spec-draft-n-max 2 2>&1 | tee server.log")
 ORDER = ["The lab's folder", "Check the card and the system", "Keep nouveau off the card", "Install the NVIDIA driver",
          "Secure Boot", "Check the link between", "Install the CUDA", "Build llama.cpp", "Download", "Run the lab on the card",
          "Measure the card in-process with llama-bench", "Start the server", "Try it with curl",
