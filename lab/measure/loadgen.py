@@ -282,11 +282,11 @@ async def _read_stream(client: httpx.AsyncClient, target: Target, prompt: str, r
     """Read one request's stream into `res`; True when [DONE] came. An HTTP error or an error event sets res.error."""
     key = target.api_key
     async with client.stream("POST", target.url, json=target.payload(prompt), headers=target.headers()) as resp:
-        if resp.status_code != 200:
-            body = (await resp.aread()).decode(errors="replace")
+        if resp.status_code != 200:  # an error body is read capped, as every reply (lab.core.deadline)
+            body = (await deadline.read_capped(resp)).decode(errors="replace")
             res.error = f"HTTP {resp.status_code}: {evidence.redacted_excerpt(body, 300, key)}"
             return False
-        async for line in resp.aiter_lines():
+        async for line in deadline.lines(resp):  # each line capped: an endless `data:` line ends the request
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()

@@ -126,7 +126,7 @@ TARGET_MODELS = ("qwen3.8-27b", "gemma-3-27b", "qwen3.5-27b", "qwen3-32b", "qwen
 
 def _card_weights(weights_format: str, arch, model_id: str) -> int:
     """The weights llama.cpp puts on the card, as lab.predict.memory_plan counts them: the loaded weights less the
-    token embedding it keeps in host memory (issue 37: this table counted 15.40 GiB where the plan counted 14.73)."""
+    token embedding it keeps in host memory (this table once counted 15.40 GiB where the plan counted 14.73)."""
     from lab.model import quant_targets
 
     parts = quant_targets.gguf_parts(model_id, weights_format)  # the exact mix: the plan's own split

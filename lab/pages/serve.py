@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lab.core import evidence
 from lab.core.checks import Check
+from lab.core.display import markdown_text
 from lab.core.profiles import Profile
 from lab.core.session import Session
 from lab.pages import session
@@ -229,10 +230,11 @@ def closing_text(record: dict) -> str:
         found = s.get("engine_found")
         lines[0] = (f"The server at {s['endpoint_url']} (started by you, not the lab) answered in {s['health_s']} s; "
                     f"completions {'ok' if s['completions_ok'] else 'FAILED'}, chat {'ok' if s['chat_ok'] else 'FAILED'}. "
-                    + (f"It is {found} {s.get('engine_found_version') or '(version not reported)'}."
+                    # the version is the server's own string (Ollama's /api/version): text, never markup
+                    + (f"It is {found} {markdown_text(s['engine_found_version']) if s.get('engine_found_version') else '(version not reported)'}."
                        if found and found != "unknown" else "Its engine could not be identified from its routes."))
         if s.get("context_per_request_reported"):
-            lines.append(f"It gives one request {s['context_per_request_reported']} tokens of context (prompt + output), "
+            lines.append(f"It gives one request {markdown_text(s['context_per_request_reported'])} tokens of context (prompt + output), "
                          "as it reports itself; notebook 05 sets that beside the plan.")
     if s.get("slots"):
         lines.append(f"It runs {s['slots']} slots of {s['n_ctx_slot']} tokens each: one request gets at most "

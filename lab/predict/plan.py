@@ -114,7 +114,7 @@ UNITS = "sizes in GiB (2^30 bytes), bandwidth in GB/s and bytes read per token i
 def memory_sum(result: dict, mem: dict) -> str:
     """The memory line as a sum that adds up, per device: the weights it holds (the file's weights less what stays
     in host memory, the token embedding), KV and recurrent state, overhead, against its budget, and what is spare
-    (budget − the parts: issue 37 found 15.40 + 8.00 + 0.58 + 1.23 printed beside "7.45 GiB spare" of 32)."""
+    (budget − the parts; it once printed 15.40 + 8.00 + 0.58 + 1.23 printed beside "7.45 GiB spare" of 32)."""
     gib = 2**30
     state = result.get("recurrent_state_bytes_total") or 0
     kv_dtype = f" at {mem['kv_dtype']}" if mem else ""

@@ -41,7 +41,7 @@ def card_row(profile) -> dict:
             "ceiling, one stream": _tok(p["decode_ceiling_tok_s"]),
             "fits": p["fits"], "memory used per GPU": f"{_gib(used)} of {_gib(mem['budget_bytes'])}",
             "context × sequences": f"{mem['context_tokens_per_sequence']:,} × {mem['parallel_slots']}",
-            # two answers to "how long a context?", both lab.predict.memory_plan's (issue 37: this column showed
+            # two answers to "how long a context?", both lab.predict.memory_plan's (this column once showed
             # the per-slot figure under "one sequence")
             "longest context per slot, every slot allocated": p["max_context_tokens"],
             "longest context, one sequence alone": mem.get("max_context_one_sequence"),
@@ -108,7 +108,7 @@ def measured(records: dict) -> list[str]:
 
 
 def what_to_run(profile) -> dict | None:
-    """The answer a card's owner acts on (issue 37): the fastest route the lab runs (llama.cpp) with its exact server
+    """The answer a card's owner acts on: the fastest route the lab runs (llama.cpp) with its exact server
     command, its predicted speed, the plain route beside it, and what would change the choice (what the route needs;
     a faster route on another engine). None for a profile lab/data/routes.yaml has no routes for."""
     from lab.predict import routes

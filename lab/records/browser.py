@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab.core import processes
+from lab.core import evidence, processes
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -94,17 +94,58 @@ def ensure_chromium() -> str:
     raise ChromiumMissing("Chromium is not installed: `sudo apt-get install -y chromium` (Debian/Ubuntu)")
 
 
+class StartupCrash(RuntimeError):
+    """Chromium ended before it opened its DevTools port (seen: -5, SIGTRAP, while another Chromium ran)."""
+
+
 def _devtools_port(profile_dir: Path, proc: subprocess.Popen, timeout: float = 30) -> int:
     """Chromium writes the port it chose (--remote-debugging-port=0) into DevToolsActivePort."""
     marker = profile_dir / "DevToolsActivePort"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"chromium exited with {proc.returncode} before opening its DevTools port")
+            raise StartupCrash(f"chromium exited with {proc.returncode} before opening its DevTools port")
         if marker.exists() and marker.read_text().strip():
             return int(marker.read_text().split()[0])
         time.sleep(0.1)
     raise TimeoutError("chromium did not open its DevTools port in time")
+
+
+def _stderr_tail(path: Path, chars: int = 2000) -> str:
+    try:
+        return path.read_bytes()[-chars:].decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def _start(chromium: str, width: int, height: int) -> tuple[subprocess.Popen, Path, int, tempfile.TemporaryDirectory, list[str]]:
+    """Chromium started in a profile folder of its own (never a user's, never another instance's), its stderr kept in
+    that folder; a start-up crash is tried once more, and said: (process, profile folder, DevTools port, the folder's
+    owner to clean up, what happened at start-up). A second crash raises StartupCrash with both stderr tails."""
+    said = []
+    for attempt in (1, 2):
+        tmp = tempfile.TemporaryDirectory(prefix="lab-chromium-")
+        profile_dir = Path(tmp.name)
+        # Chromium puts its singleton socket in $TMPDIR (org.chromium.Chromium.XXXXXX) and leaves it there: one
+        # more folder in /tmp per run. Its own TMPDIR inside the profile folder goes away with the profile.
+        (profile_dir / "tmp").mkdir()
+        err_path = profile_dir / "chromium-stderr.txt"
+        with open(err_path, "wb") as err:
+            proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile_dir}", "--remote-debugging-port=0",
+                                     f"--window-size={width},{height}", "about:blank"],
+                                    stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                                    env={**os.environ, "TMPDIR": str(profile_dir / "tmp")})
+        try:
+            return proc, profile_dir, _devtools_port(profile_dir, proc), tmp, said
+        except StartupCrash as exc:
+            said.append(f"start-up {attempt}: {exc}; its stderr: {_stderr_tail(err_path) or '(empty)'}")
+            processes.stop(proc, grace_s=15, group=True)
+            tmp.cleanup()
+        except BaseException:
+            processes.stop(proc, grace_s=15, group=True)
+            tmp.cleanup()
+            raise
+    raise StartupCrash("chromium crashed twice at start-up; " + " | ".join(said))
 
 
 class _Page:
@@ -171,46 +212,38 @@ def inspect(report: str | Path, screenshot: str | Path | None = None, width: int
 
     report = Path(report).resolve()
     chromium = ensure_chromium()
-    with tempfile.TemporaryDirectory(prefix="lab-chromium-") as tmp:
-        profile_dir = Path(tmp)
-        # Chromium puts its singleton socket in $TMPDIR (org.chromium.Chromium.XXXXXX) and leaves it there: one
-        # more folder in /tmp per run. Its own TMPDIR inside the profile folder goes away with the profile.
-        (profile_dir / "tmp").mkdir()
-        proc = subprocess.Popen([chromium, *FLAGS, f"--user-data-dir={profile_dir}", "--remote-debugging-port=0",
-                                 f"--window-size={width},{height}", "about:blank"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                env={**os.environ, "TMPDIR": str(profile_dir / "tmp")})
+    proc, profile_dir, port, tmp, startup = _start(chromium, width, height)
+    try:
+        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
+        page = _Page(next(t for t in targets if t.get("type") == "page")["webSocketDebuggerUrl"])
         try:
-            port = _devtools_port(profile_dir, proc)
-            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10).read())
-            page = _Page(next(t for t in targets if t.get("type") == "page")["webSocketDebuggerUrl"])
-            try:
-                for domain in ("Page", "Runtime", "Log", "Network"):
-                    page.call(f"{domain}.enable")
-                page.call("Network.emulateNetworkConditions", offline=True, latency=0, downloadThroughput=-1,
-                          uploadThroughput=-1)
-                page.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
-                          mobile=False)
-                page.call("Page.navigate", url=report.as_uri())
-                page.wait_for("Page.loadEventFired", timeout=120)
-                time.sleep(settle_s)  # plotly draws after load
-                if open_details:
-                    page.call("Runtime.evaluate", expression="document.querySelectorAll('details').forEach(d => d.open = true)")
-                    time.sleep(0.3)
-                seen = page.call("Runtime.evaluate", expression=PROBE, returnByValue=True)["result"]["value"]
-                if screenshot:
-                    whole = {"captureBeyondViewport": True,
-                             "clip": {"x": 0, "y": 0, "width": width, "height": seen["page_height"], "scale": 0.5}}
-                    shot = page.call("Page.captureScreenshot", format="png", **(whole if full_page else {}))
-                    Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
-                errors, off_file = _console_errors(page.events), _requests_off_file(page.events)
-            finally:
-                page.close()
+            for domain in ("Page", "Runtime", "Log", "Network"):
+                page.call(f"{domain}.enable")
+            page.call("Network.emulateNetworkConditions", offline=True, latency=0, downloadThroughput=-1,
+                      uploadThroughput=-1)
+            page.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                      mobile=False)
+            page.call("Page.navigate", url=report.as_uri())
+            page.wait_for("Page.loadEventFired", timeout=120)
+            time.sleep(settle_s)  # plotly draws after load
+            if open_details:
+                page.call("Runtime.evaluate", expression="document.querySelectorAll('details').forEach(d => d.open = true)")
+                time.sleep(0.3)
+            seen = page.call("Runtime.evaluate", expression=PROBE, returnByValue=True)["result"]["value"]
+            if screenshot:
+                whole = {"captureBeyondViewport": True,
+                         "clip": {"x": 0, "y": 0, "width": width, "height": seen["page_height"], "scale": 0.5}}
+                shot = page.call("Page.captureScreenshot", format="png", **(whole if full_page else {}))
+                evidence.write_whole(screenshot, base64.b64decode(shot["data"]))
+            errors, off_file = _console_errors(page.events), _requests_off_file(page.events)
         finally:
-            processes.stop(proc, grace_s=15, group=True)
+            page.close()
+    finally:
+        processes.stop(proc, grace_s=15, group=True)
+        tmp.cleanup()
     return {"report": str(report), "window": [width, height], **seen, "console_errors": errors,
             "requests_off_file": off_file, "screenshot": str(screenshot) if screenshot else None,
-            "findings": judge(seen, errors, off_file)}
+            "startup": startup, "findings": judge(seen, errors, off_file)}
 
 
 def judge(seen: dict, errors: list[str], off_file: list[str]) -> list[str]:
@@ -240,5 +273,5 @@ def check_run(run_dir: str | Path) -> dict | None:
     if not find_chromium() or not (run_dir / "report.html").exists():
         return None
     result = inspect(run_dir / "report.html", run_dir / "report.png")
-    (run_dir / "report-check.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    evidence.write_whole(run_dir / "report-check.json", json.dumps(result, indent=2, ensure_ascii=False))
     return result

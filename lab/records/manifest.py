@@ -59,9 +59,12 @@ def model_files(profile: Profile, hash_now: bool = True) -> list[dict]:
 
 
 def previous_run(run_dir: Path) -> Path | None:
-    """The newest other run folder beside this one (same profile, same parent) that has a manifest."""
+    """The newest other run folder beside this one (same profile, same parent) that has a manifest. Called while this
+    run writes its manifest, so every other run is older whatever its name says: one named in the future (a clock set
+    ahead, a folder copied from such a machine) is the one to compare with, not one to skip (skipping it hid a
+    changed model sha256)."""
     runs = sorted((p for p in run_dir.parent.iterdir() if p.is_dir() and p != run_dir
-                   and (p / "manifest.json").is_file() and p.name < run_dir.name), key=lambda p: p.name)
+                   and (p / "manifest.json").is_file()), key=lambda p: p.name)
     return runs[-1] if runs else None
 
 
@@ -71,10 +74,9 @@ def model_changes(run_dir: Path, files: list[dict]) -> list[dict]:
     prev = previous_run(run_dir)
     if prev is None:
         return []
-    try:
-        before = {f.get("path"): f.get("sha256") for f in evidence.read_json_file(prev / "manifest.json").get("model_files") or []}
-    except (ValueError, AttributeError):  # evidence.UnreadableJson included: a broken neighbour is not this run's
-        return []
+    # a broken neighbour is not this run's problem: read_manifest gives {} or the fields of the lab's kinds
+    before = {f.get("path"): f.get("sha256") for f in evidence.read_manifest(prev)[0].get("model_files") or []
+              if isinstance(f.get("path"), str)}
     return [{"path": f["path"], "previous_run": prev.name, "previous_sha256": before[f["path"]], "sha256": f.get("sha256")}
             for f in files if f.get("path") in before and before[f["path"]] and f.get("sha256")
             and before[f["path"]] != f.get("sha256")]
@@ -160,7 +162,21 @@ def write_failed(run_dir: Path, notebooks: list[dict], errors: list[str], interr
     body = {"schema_version": MANIFEST_VERSION, "run_id": run_dir.name, "finished_utc": evidence.utc_now(),
             "status": "interrupted" if interrupted else "failed", "interrupted": interrupted, "errors": errors,
             "notebooks": notebooks, "note": "the short form: the full manifest could not be written (see errors)"}
-    return evidence.write_whole(run_dir / "manifest.json", json.dumps(body, indent=2, default=str, ensure_ascii=False))
+    text, path = json.dumps(body, indent=2, default=str, ensure_ascii=False), run_dir / "manifest.json"
+    try:
+        return evidence.write_whole(path, text)
+    except OSError:
+        if not path.is_file() or path.is_symlink():
+            raise
+    # No inode for manifest.json.partial (or no space), and the manifest written before the failure may say "ok"
+    # (seen: inodes ran out after the notebooks; stderr said "has no manifest", manifest.json said ok). In place
+    # needs no new inode, and the old manifest's own blocks hold these few hundred bytes; failing that, it goes:
+    # no manifest ever says ok over a failed write.
+    try:
+        return evidence.overwrite_in_place(path, text)
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def _server(profile: Profile, run_dir: Path, ask: bool = True) -> dict:
@@ -191,11 +207,6 @@ def read(run_dir: str | Path) -> dict:
 
 def read_manifest(run_dir: str | Path) -> tuple[dict, str | None]:
     """manifest.json as a dict, and what was wrong with it (None when fine or absent): for views of a run folder
-    someone handed over (a symlink to /dev/zero, 1 GB, nested 10,000 deep: refused in one line, see evidence)."""
-    path = Path(run_dir) / "manifest.json"
-    if not path.exists() and not path.is_symlink():
-        return {}, None
-    try:
-        return read(run_dir), None
-    except evidence.UnreadableJson as exc:
-        return {}, str(exc)
+    someone handed over (a symlink to /dev/zero, 1 GB, nested 10,000 deep, `"gpus": [1]`: refused or left out in
+    one line; lab.core.evidence.read_manifest, the one reader, which lab doctor uses too)."""
+    return evidence.read_manifest(run_dir)

@@ -118,7 +118,7 @@ def closing_text(record: dict, fallback=None) -> str | None:
 def _checks_html(checks: list[dict]) -> str:
     """The count line, the failed and warned checks as a table, the passed ones one click away, the skipped
     ones in a line: a section reads as what went wrong first."""
-    # every status counted under its own name: a plan run's "not-run" checks are not passed ones (issue 37)
+    # every status counted under its own name: a plan run's "not-run" checks are not passed ones
     statuses = list(dict.fromkeys(["pass", "warn", "fail", "skip", "not-run"]
                                   + [str(c.get("status")) for c in checks]))
     counts = {s: sum(str(c.get("status")) == s for c in checks) for s in statuses}
@@ -182,7 +182,7 @@ def _charts_html(record: dict, plotly_included: bool) -> tuple[list[str], bool]:
 def _command_html(record: dict) -> str:
     """The server command a record planned (notebook 04), copyable: what to run on the profile's machine."""
     command = record.get("command") if isinstance(record.get("command"), dict) else {}
-    if not command.get("shell"):
+    if not command.get("shell") or not isinstance(command["shell"], str):  # a handed-over record's may be anything
         return ""
     return ("<h3>The server command</h3><p class='meta'>as this run built it from the profile; on the profile's "
             "machine, with the model at that path, it is the line to run (the flags' reasons are in the table "
@@ -260,16 +260,19 @@ def _commands_html(run_dir: Path) -> str:
         return f"<p class='err'>The commands could not be listed: {html.escape(f'{type(exc).__name__}: {exc}')}</p>"
 
 
-def _meta_line(manifest: dict) -> str:
+def _meta_line(manifest: dict, cut: str | None = None) -> str:
     if not manifest:
-        return "no manifest.json in this folder (notebooks run by hand): provenance is in each record"
+        return ("no manifest.json in this folder: " + ("the run was cut before it wrote one (see above)" if cut else
+                "notebooks run by hand") + "; provenance is in each record")
+    # the manifest's fields have their kinds (evidence.read_manifest); what is inside them is shown as text
     git, host = manifest.get("git", {}), manifest.get("host", {})
     gpus = manifest.get("gpus") or []
-    gpu_text = ", ".join(f"{g['name']} ({g['compute_capability']})" for g in gpus) or "no GPU"
+    gpu_text = ", ".join(f"{g.get('name')} ({g.get('compute_capability')})" for g in gpus) or "no GPU"
+    ram = host.get("ram_bytes") if isinstance(host.get("ram_bytes"), (int, float)) else 0
     return (f"run <code>{html.escape(str(manifest.get('run_id')))}</code> · {html.escape(str(manifest.get('finished_utc')))} · "
             f"git {html.escape(str(git.get('short') or git.get('sha')))}{' (uncommitted changes)' if git.get('dirty') else ''} · "
             f"{html.escape(str(host.get('cpu_model')))}, {html.escape(str(host.get('cpu_logical_cores')))} cores, "
-            f"{html.escape(display.human_bytes(host.get('ram_bytes') or 0))} RAM · {html.escape(gpu_text)}")
+            f"{html.escape(display.human_bytes(ram or 0))} RAM · {html.escape(gpu_text)}")
 
 
 def interrupted_banner(manifest: dict) -> str:
@@ -281,6 +284,24 @@ def interrupted_banner(manifest: dict) -> str:
     return (f"<p class='err'>This run was cut: {_e(cut.get('signal'))} at {_e(cut.get('utc'))} during "
             f"{_e(during)}. Notebooks not started by then did not run; records written before the cut are shown "
             f"below.</p>")
+
+
+def cut_without_manifest(run_dir: Path, manifest: dict, manifest_problem: str | None) -> str | None:
+    """Why a folder that `lab run` made (evidence.RUN_FOLDER_NAME) has no manifest.json: the runner writes it last,
+    after every notebook, even when cut by SIGINT/SIGTERM/SIGHUP, so a folder without one was cut harder (SIGKILL,
+    SIGQUIT, out of memory, power) or is still running; None for any other folder (notebooks run by hand)."""
+    if manifest or manifest_problem or not evidence.RUN_FOLDER_NAME.fullmatch(run_dir.name):
+        return None
+    return ("This run was cut before it wrote manifest.json (killed with SIGKILL or SIGQUIT, out of memory, the "
+            "machine stopped; or it is still running): it did not finish, and nothing here says it went well. The "
+            "records below are what it wrote before it ended; notebooks after them did not run or did not finish.")
+
+
+def raw_logs_left(run_dir: Path) -> list[str]:
+    """Raw server logs (`logs/.NAME.log.partial`) a run leaves only when cut before it stopped its server (the
+    runner redacts them into logs/NAME.log as it ends): named, never shown; they may hold the run's API key."""
+    found, _ = evidence.folder_files(run_dir / "logs", lambda p: p.name.startswith(".") and p.name.endswith(".partial"))
+    return [f"logs/{p.relative_to(run_dir / 'logs').as_posix()}" for p in found]
 
 
 def status_line(manifest: dict) -> str:
@@ -313,7 +334,9 @@ def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
     if not prof.get("name"):  # a folder without a manifest (an interactive session's): the records name the profile
         named = [(r.get("provenance") or {}).get("profile_file") for r in records.values()]
         prof = {"name": next((Path(n).stem for n in named if n), run_dir.name)}
-    overall = manifest.get("status", "interactive" if not manifest else "unknown")
+    cut = cut_without_manifest(run_dir, manifest, manifest_problem)
+    overall = manifest.get("status", "cut" if cut else "interactive" if not manifest else "unknown")
+    raw_logs = raw_logs_left(run_dir)
     sections, toc, plotly_included = [], [], False
     for number, record in enumerate(records.values(), start=1):
         anchor = f"s{number}"
@@ -333,8 +356,12 @@ def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
         f"{' ' + badge('plan') if manifest.get('mode') == 'plan' else ''}</h1>",
         status_line(manifest),
         plan_banner(manifest),
-        f"<p class='meta'>{_meta_line(manifest)}</p>",
+        f"<p class='meta'>{_meta_line(manifest, cut)}</p>",
+        f"<p class='err'>{_e(cut)}</p>" if cut else "",
         interrupted_banner(manifest),
+        *(f"<p class='err'>Left behind: {_e(log)}, a server's raw log, not redacted (a run or server cut before "
+          "it finished it): it may hold the run's API key and is not shown here; delete it before you share this "
+          "folder.</p>" for log in raw_logs),
         *(f"<p class='err'>Not written: {_e(e)}</p>" for e in manifest.get("errors") or [] if isinstance(e, str)),
         *(f"<p class='err'>Model file changed since run {_e(c.get('previous_run'))}: {_e(c.get('path'))} had sha256 "
           f"{_e(str(c.get('previous_sha256'))[:16])}…, now {_e(str(c.get('sha256'))[:16])}…; numbers of the two runs "
@@ -375,6 +402,13 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
             {"record": "run", "result": "checks", **{label: manifest_file.counts_text(m["check_counts"])
                                                      if isinstance(m.get("check_counts"), dict) else None
                                                      for label, _, m in runs}}]
+    # records of different schema versions (evidence.SCHEMA_VERSION) are lined up by today's names
+    # (fields.canonical), never silently: the versions are a row of their own
+    versions = {label: sorted({r["schema_version"] for r in records.values() if isinstance(r.get("schema_version"), int)
+                               and not isinstance(r["schema_version"], bool)}) for label, records, _ in runs}
+    if len({v for vs in versions.values() for v in vs}) > 1:
+        head.append({"record": "run", "result": "schema_version: they differ (older records read by today's names)",
+                     **{label: ", ".join(map(str, vs)) or None for label, vs in versions.items()}})
     runs = [(label, records) for label, records, _ in runs]
     plan_runs = {label for label, records in runs if any(r.get("mode") == "plan" for r in records.values())}
     for _, records in runs:
@@ -382,7 +416,7 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
             for k in summary_of(rec):
                 if (name, k) not in keys:
                     keys.append((name, k))
-    rows = [{"record": name, "result": "problem", **{label: recs[name]["problem"] if name in recs else None
+    rows = [{"record": name, "result": "problem", **{label: recs[name].get("problem") if name in recs else None
                                                      for label, recs in runs}}
             for name in dict.fromkeys(n for _, recs in runs for n, r in recs.items() if r.get("problem"))]
     rows += [{"record": name, "result": "edited after the run", **{label: recs[name].get("edited") if name in recs else None
@@ -418,6 +452,4 @@ def build_compare(run_dirs: list[str | Path], out: str | Path) -> Path:
     rows = compare_rows(run_dirs)
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>LLM lab: compare runs</title>"
             f"<style>{CSS}</style></head><body><h1>Compare runs</h1>{html_table(rows, None)}</body></html>")
-    out = Path(out)
-    out.write_text(page, encoding="utf-8")
-    return out
+    return evidence.write_whole(out, page)  # never through a link planted where it writes

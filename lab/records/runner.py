@@ -187,6 +187,8 @@ def look_at_report(run_dir: Path) -> None:
         print("[run] report not checked in Chromium (not installed: apt-get install -y chromium)", file=sys.stderr)
     else:
         found = seen["findings"]
+        for line in seen.get("startup") or []:  # a start-up crash tried again (lab.records.browser._start): said
+            print(f"[run] Chromium crashed at start-up and was started again: {line}", file=sys.stderr, flush=True)
         print(f"[run] report checked in Chromium: {'reads right' if not found else '; '.join(found)} "
               f"(page {seen['page_height']} px high; screenshot report.png)", file=sys.stderr, flush=True)
 

@@ -106,10 +106,13 @@ def request(client: httpx.Client, method: str, url: str, json_body: dict | None 
             out["json"] = reply.json()
         except (ValueError, RecursionError):
             pass
-    except httpx.HTTPError as exc:
+    except httpx.HTTPError as exc:  # deadline.ReplyTooLarge too: the status it came with is kept
+        out["status"] = getattr(exc, "status_code", None)
         out["error"] = f"{type(exc).__name__}: {_excerpt(str(exc), api_key)}"
     if shape and out["status"] == 200 and out["json"] is not None:
         out["json"], out["findings"] = shapes.clean(shape, out["json"], route)
+    elif shape and out["status"] == 200 and out["error"] is None:  # a sign-in page answering 200 on every route
+        out["findings"] = [shapes.not_json(route, reply.headers.get("content-type"))]
     out["seconds"] = round(time.monotonic() - t0, 3)
     return out
 
@@ -315,7 +318,7 @@ def discover(base_url: str, api_key: str | None = None, served_model: str | None
         ask = _asker(client, base_url, api_key, limit)
         probes = {"openai": probe_openai(ask)}
         first = probes["openai"]["models"]
-        reachable = first["error"] is None
+        reachable = first["error"] is None or first["status"] is not None  # a reply too large to read still answered
         if reachable:
             probes["ollama"] = probe_ollama(ask, served_model)
             probes["lmstudio"] = probe_lmstudio(ask, served_model)
@@ -326,7 +329,8 @@ def discover(base_url: str, api_key: str | None = None, served_model: str | None
                 probes["vllm"]["metrics_full"] = _cache_lines(client, base_url + "/metrics", limit)
     engine, version, how = identify(probes) if reachable else ("unknown", None, "not reachable")
     found = {"base_url": base_url, "served_model": served_model, "reachable": reachable,
-             "auth": "rejected" if first["status"] in (401, 403) else ("ok" if first["status"] == 200 else None),
+             # "ok" only for the API's own answer: an HTML sign-in page answers 200 to every route, and says nothing
+             "auth": "rejected" if first["status"] in (401, 403) else ("ok" if _ok_json(first) is not None else None),
              "engine": engine, "engine_name": ENGINE_NAMES[engine], "version": version, "identified_by": how,
              "facts": facts(probes, engine, served_model) if reachable else {"sources": {}},
              "findings": shapes.findings_of(probes), "probes": _strip(probes),

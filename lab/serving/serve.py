@@ -6,6 +6,7 @@
 
 What it guarantees:
 - the port is checked *before* starting (`PortInUse` names the port, what holds it, and the fix);
+- the final argv binds only where the command says and carries no key (`check_argv`: lab.core.server_flags);
 - a host other than loopback is refused unless the command names an API-key variable that holds a key of
   at least engines.MIN_API_KEY_CHARS characters; on loopback too the server gets a key: the profile's, or a
   per-run random one (`run_api_key`), so no other program or web page on this machine can use it;
@@ -39,6 +40,7 @@ import httpx
 
 from lab.core import deadline, evidence, interrupt
 from lab.core.deadline import Deadline
+from lab.core.server_flags import GUARDED_FLAGS, guarded_flag
 from lab.serving import engine_logs, engines, shapes
 from lab.serving.engines import LOOPBACK, Command
 from lab.serving.server import Server, death_signal, pdeathsig_preexec, track
@@ -153,6 +155,24 @@ def check_bind_allowed(command: Command) -> None:
                          "Fix: export " + command.api_key_env + '="$(python3 -c \'import secrets; print(secrets.token_urlsafe(24))\')"')
 
 
+def check_argv(command: Command) -> None:
+    """Refuse a final argv that binds elsewhere than the command says or carries a secret (lab.core.server_flags): the
+    profile's server_args are checked when it loads, but a profile copy, a caller's extra flags or `with_flags` reach
+    argv too, and the last `--host` is the one the engine uses. Allowed: the builder's own `--host <host>`,
+    `--port <port>` and llama-server's `--cors-origins localhost`, once each."""
+    argv, own = list(command.argv), {"--host": command.host, "--port": str(command.port), "--cors-origins": "localhost"}
+    seen = set()
+    for i, word in enumerate(argv):
+        flag = guarded_flag(word)
+        if flag is None:
+            continue
+        if word in own and flag not in seen and i + 1 < len(argv) and argv[i + 1] == own[word]:
+            seen.add(flag)
+            continue
+        raise UnsafeBind(f"refusing to start {command.engine}: its command holds {word!r} "
+                         f"{'again ' if flag in seen else ''}(binds, exposes or carries a secret); {GUARDED_FLAGS[flag]}")
+
+
 def check_model_file(command: Command) -> None:
     """Raise BadModelFile when llama.cpp's `-m` file cannot be a model it loads (see gguf_file.gguf_problem)."""
     if command.engine != "llama.cpp" or "-m" not in command.argv:
@@ -176,6 +196,7 @@ def start(command: Command, log_dir: str | Path, name: str = "server",
     health_timeout_s = health_timeout_s or health_timeout_for(command)
     if command.external:
         return connect(command, timeout_s=min(health_timeout_s, 30.0))
+    check_argv(command)
     check_bind_allowed(command)
     check_port_free(command.host, command.port)
     check_model_file(command)
@@ -331,6 +352,8 @@ def _call(client: httpx.Client, url: str, body: dict, limit: Deadline, api_key: 
     except (ValueError, RecursionError):
         raw = None
     data, findings = shapes.clean("completion", raw, route) if reply.status_code == 200 else (None, [])
+    if reply.status_code == 200 and raw is None:  # a sign-in page answering 200: not of the documented shape
+        findings = [shapes.not_json(route, reply.headers.get("content-type"))]
     choices = (data or {}).get("choices") or [{}]
     choice = choices[0]
     text = choice.get("text") if "text" in choice else (choice.get("message") or {}).get("content")

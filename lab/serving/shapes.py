@@ -248,6 +248,13 @@ def clean(shape: str, data: Any, where: str) -> tuple[Any, list[str]]:
     return None, findings + [f"{where}: still not of the expected shape after removing the fields above; not used"]
 
 
+def not_json(where: str, content_type: str | None) -> str:
+    """The finding for a 200 whose body is not JSON at all (an HTML sign-in page or a proxy's page answering every
+    route): not the API's answer, so not of its documented shape (`clean` of no data finds nothing to say)."""
+    return (f"{where}: HTTP 200 but the body is not JSON (Content-Type {(content_type or 'none')[:SHOWN_CHARS]!r}): not the API's "
+            "answer (a sign-in page or a proxy in front of the server?); not used")
+
+
 def findings_of(probes: dict) -> list[str]:
     """Every shape finding of a discovery's probes (each answer dict may carry `findings`)."""
     return [f for answers in probes.values() if isinstance(answers, dict)

@@ -1,0 +1,128 @@
+"""Redaction: API keys, bearer tokens and passwords hidden before text goes into a record, notebook, log or report
+(`redact`, `redacted_excerpt`, `redact_all`; lab.core.evidence names them too, where callers find them). Every string
+a server sends back and every log passes through it: a server may echo the key it was given, in any form."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from typing import Any
+
+_SECRET_PATTERNS = [
+    (re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"), r"\1[REDACTED]"),
+    # Values of 8+ characters only: "EOS token = 2" in a llama.cpp log is not a secret.
+    (re.compile(r"(?i)((?:api[_-]?key|token|password|secret)[\"']?\s*[=:]\s*[\"']?)[^\s\"',&]{8,}"), r"\1[REDACTED]"),
+    (re.compile(r"\b(sk-[A-Za-z0-9_-]{8,})\b"), "[REDACTED]"),
+    (re.compile(r"\b(hf_[A-Za-z0-9]{8,})\b"), "[REDACTED]"),
+]
+
+
+# A variable whose name says it holds a secret (the profile's api_key_env, the runner's LAB_RUN_API_KEY, the
+# engines' LLAMA_API_KEY / VLLM_API_KEY / API_KEY, HF_TOKEN...): never handed to a server's environment unasked
+# (lab.serving.engines.minimal_env), and its value is redacted wherever it appears (`redact`).
+SECRET_NAME = re.compile(r"(?i)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)")
+MIN_SECRET_CHARS = 8  # shorter values ("1", "false") are settings, not secrets, and would redact half a log
+
+
+_ENV_SEEN: dict = {"data": None, "values": frozenset()}
+
+
+def _secret_env_values() -> frozenset[str]:
+    """The values of the environment variables whose name says they are secrets. Read again only when the environment
+    changed: `redact` runs for every string a server sends (10^5 model ids: 20 s of 26 were this read, per string).
+    os.environ's own dict (CPython's `_data`, bytes) is compared with the one last read, in C, under the GIL; a copy is
+    read, so another thread setting a variable meanwhile (pytest's PYTEST_CURRENT_TEST) cannot break the iteration."""
+    live = getattr(os.environ, "_data", None)
+    if live is not None and live == _ENV_SEEN["data"]:
+        return _ENV_SEEN["values"]
+    snapshot = dict(live) if live is not None else None
+    for _ in range(100):
+        try:
+            values = frozenset(v for n, v in os.environ.copy().items() if SECRET_NAME.search(n) and len(v) >= MIN_SECRET_CHARS)
+            break
+        except (KeyError, RuntimeError):
+            continue
+    else:
+        raise RuntimeError("the environment kept changing while the lab read it for secrets to redact")
+    _ENV_SEEN.update(data=snapshot, values=values)
+    return values
+
+
+def _renderings(secret: str) -> set[str]:
+    """Every form a server or a library prints a key in: as given, stripped (a key with a trailing CR from a Windows
+    file or `$'…\\r'`: httpx prints b'Bearer …\\r', where the CR is two characters), JSON-escaped (`\\/`, `\\"`,
+    `\\uXXXX`), Python's str and bytes reprs (`\\xNN`) and percent-encoded. Case is matched by the caller."""
+    from urllib.parse import quote
+
+    forms = set()
+    for s in {secret, secret.strip()}:
+        escaped = json.dumps(s)[1:-1]
+        forms |= {s, escaped, escaped.replace("/", "\\/"), repr(s)[1:-1], repr(s.encode())[2:-1], quote(s, safe="")}
+    return {f for f in forms if len(f) >= 4}  # a 1-character "key" would blank every such letter
+
+
+@functools.lru_cache(maxsize=64)
+def _secrets_pattern(secrets: frozenset[str]) -> tuple[re.Pattern | None, int]:
+    """One case-insensitive pattern of every rendering of `secrets`, the longest first (a key inside another is not
+    left half shown), and the longest rendering's length; built once per set of keys."""
+    forms = sorted({f for s in secrets for f in _renderings(s)}, key=len, reverse=True)
+    return (re.compile("|".join(map(re.escape, forms)), re.IGNORECASE) if forms else None), len(forms[0]) if forms else 0
+
+
+def _redactor(keys: tuple):
+    """`redact`'s work as one function of the text, with the keys and the environment read once (`redact_all` walks
+    a whole reply with it)."""
+    pattern, longest = _secrets_pattern(frozenset({k for k in keys if k and len(k.strip()) >= 4}) | _secret_env_values())
+
+    def redact_one(text: str) -> str:
+        if pattern is not None:
+            text = pattern.sub("[REDACTED]", text)
+        for known, repl in _SECRET_PATTERNS:
+            text = known.sub(repl, text)
+        return text
+    redact_one.longest = longest  # what a cut may leave of a key at a window's edge: `redacted_excerpt`
+    return redact_one
+
+
+def redact(text: str, *keys: str | None) -> str:
+    """Hide API keys, bearer tokens and passwords before text goes into a record, notebook, log or report: `keys`
+    (the key a request carried), the value of every environment variable whose name says it is a secret
+    (SECRET_NAME), each in every form it is printed in (`_renderings`, any case), then the patterns of a key wherever
+    it came from. The one redaction: every string a server sends back and every log passes through it (a server may
+    echo the key it was given in an error)."""
+    return _redactor(keys)(text)
+
+
+# What a cut may leave of a secret at a window's edge beyond the longest key: `api_key=` and up to 7 characters the
+# pattern does not take (it needs 8).
+_EDGE_CHARS = 64
+
+
+def redacted_excerpt(text: str, chars: int, *keys: str | None) -> str:
+    """The first `chars` characters of text a server sent (an error body, a reply), redacted (`redact`) before it is
+    cut: from a window of the text (a reply may be megabytes) made longer until what is shown cannot reach the
+    window's edge, where a key cut in two is not recognised (a repeated key shrinks to [REDACTED] and pulls the edge
+    into view: 16-32 of its 64 characters were shown)."""
+    one = _redactor(keys)
+    window = chars * 4
+    while True:
+        out = one(text[:window])
+        if window >= len(text) or len(out) >= chars + one.longest + _EDGE_CHARS:
+            return out[:chars]
+        window *= 2
+
+
+def redact_all(obj: Any, *keys: str | None) -> Any:
+    """`obj` (dicts, lists, strings, numbers: what a server answered, as kept) with every string redacted."""
+    return _redact_walk(obj, _redactor(keys))
+
+
+def _redact_walk(obj: Any, one) -> Any:
+    if isinstance(obj, str):
+        return one(obj)
+    if isinstance(obj, dict):
+        return {_redact_walk(k, one): _redact_walk(v, one) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_redact_walk(v, one) for v in obj)
+    return obj
