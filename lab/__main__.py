@@ -193,7 +193,6 @@ def _cmd_report(args) -> int:
 
 def _cmd_compare(args) -> int:
     from lab.records import report
-
     try:
         rows = report.compare_rows(args.run_dirs)
     except report.NotARun as exc:
@@ -201,8 +200,8 @@ def _cmd_compare(args) -> int:
         return 1
     if args.html:
         print(report.build_compare(args.run_dirs, args.html))
-    else:
-        _print_rows(rows)
+    else:  # what differs between the runs; --all: every result
+        _print_rows(rows if args.all or len(args.run_dirs) < 2 else report.differing(rows))
     return 0
 
 
@@ -361,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="key results of several run folders side by side")
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--html", default=None, help="write an HTML table to this file instead of printing")
+    p.add_argument("--all", action="store_true", help="every result, not only those that differ between the runs")
     p.set_defaults(fn=_cmd_compare)
     _describe_verbs(ap, sub)
     return ap
@@ -394,8 +394,8 @@ VERB_HELP = {
                    ".nv_fatbin sections: whether a wheel runs on a V100 (sm_70), without installing it or a GPU.",
                    ["pip download --no-deps --only-binary=:all: -d wheels vllm==0.10.1.1",
                     "python -m lab wheel-arch wheels/*.whl"]),
-    "compare": ("Key results of several run folders side by side (each record's summary), 100 columns wide; "
-                "--html writes the same table as a page.",
+    "compare": ("Key results of several run folders side by side (each record's summary), 100 columns wide: the "
+                "results that differ between the runs (--all: every result); --html writes every result as a page.",
                 ["python -m lab compare outputs/cpu-default/A outputs/cpu-default/B",
                  "python -m lab compare outputs/*/* --html compare.html"]),
 }

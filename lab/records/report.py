@@ -431,6 +431,19 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
     return head + rows
 
 
+def differing(rows: list[dict]) -> list[dict]:
+    """`compare_rows` cut to what differs between the runs (as the table shows each value: the schema's unit and
+    rounding), the run rows kept, and one closing row counting the results that are the same in every run."""
+    def shown(row):
+        return {display.fmt(v, str(row["result"])) for k, v in row.items() if k not in ("record", "result")}
+
+    keep = [r for r in rows if r.get("record") == "run" or len(shown(r)) > 1]
+    same = len(rows) - len(keep)
+    said = "1 more result is" if same == 1 else f"{same} more results are"
+    tail = [{"record": "", "result": f"{said} the same in every run (--all shows them)"}] if same else []
+    return keep + tail
+
+
 def summary_of(record: dict) -> dict:
     """A record's summary by today's names (lab.core.fields.canonical): a run from before the field schema lines up
     with a new one, row by row."""

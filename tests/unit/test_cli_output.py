@@ -10,6 +10,7 @@ import pytest
 from lab import __main__ as cli_main
 from lab.core import cli
 from lab.core.paths import ROOT
+from lab.records import report
 
 PROFILES = sorted(p.stem for p in (ROOT / "params").glob("*.yaml"))
 H200_RUN = ROOT / "outputs" / "h200-x1" / "20261201T225010Z_ca156936"
@@ -63,9 +64,18 @@ def test_compare_of_two_run_folders_fits_100_columns_without_raw_dicts(tmp_path,
     shutil.copytree(H200_RUN / "records", a / "records")
     shutil.copytree(H200_RUN / "records", b / "records")
     shutil.copy(H200_RUN / "manifest.json", a / "manifest.json")
-    rc, text = run(["compare", str(a), str(b)], capsys)
+    rc, text = run(["compare", str(a), str(b), "--all"], capsys)
     assert rc == 0 and too_wide(text) == [] and "{'" not in text and "': " not in text
     assert re.search(r"Model file\s+14\.3 GiB\s+14\.3 GiB", text), "a *_bytes result reads in GiB"
+    # by default only what differs (issue 37: two runs took 396 lines): two copies of one run differ in nothing
+    rc, short = run(["compare", str(a), str(b)], capsys)
+    assert rc == 0 and "Model file" not in short and "more results are the same in every run (--all" in " ".join(short.split())
+    assert len(short.splitlines()) < 15 < len(text.splitlines()), short
+    rows = [{"record": "run", "result": "status", "a": "ok", "b": "ok"},
+            {"record": "06_benchmark", "result": "peak_vram_mib_sweep", "a": 33959.875, "b": 33960.1},  # same MiB
+            {"record": "06_benchmark", "result": "best_aggregate_tok_s", "a": 245.2, "b": 157.3}]
+    assert report.differing(rows) == [rows[0], rows[2], {"record": "", "result": "1 more result is the same in "
+                                                                                   "every run (--all shows them)"}]
 
 
 @pytest.mark.parametrize("verb", verbs())
