@@ -63,6 +63,25 @@ PROBE = """(() => {
     cut_cells: Array.from(document.querySelectorAll('td')).map(c => c.innerText.trim())
       .filter(t => t.endsWith('…')).map(t => t.slice(-80)),
     pre_texts: Array.from(document.querySelectorAll('pre')).map(p => p.innerText.trim()),
+    // a chart drawn wider than its box (it then lies under its neighbour), and two charts' boxes that overlap
+    charts_too_wide: Array.from(document.querySelectorAll('.chart')).filter(shown).flatMap(c => {
+      const svg = c.querySelector('svg.main-svg'), box = c.getBoundingClientRect();
+      return svg && svg.getBoundingClientRect().width > box.width + 2
+        ? [(c.innerText.split('\\n')[0] || '').slice(0, 60) + ' (' + Math.round(svg.getBoundingClientRect().width) +
+           ' px in ' + Math.round(box.width) + ')'] : [];
+    }),
+    charts_overlapping: (() => {
+      const cs = Array.from(document.querySelectorAll('.chart')).filter(shown), out = [];
+      const rs = cs.map(c => { const s = c.querySelector('svg.main-svg');
+        const r = (s || c).getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; });
+      for (let i = 0; i < rs.length; i++) for (let j = i + 1; j < rs.length; j++) {
+        const w = Math.min(rs[i][2], rs[j][2]) - Math.max(rs[i][0], rs[j][0]);
+        const h = Math.min(rs[i][3], rs[j][3]) - Math.max(rs[i][1], rs[j][1]);
+        if (w > 2 && h > 2) out.push((cs[i].innerText.split('\\n')[0] || '').slice(0, 40) + ' / ' +
+                                     (cs[j].innerText.split('\\n')[0] || '').slice(0, 40));
+      }
+      return out;
+    })(),
   };
 })()"""
 
@@ -258,7 +277,8 @@ def judge(seen: dict, errors: list[str], off_file: list[str]) -> list[str]:
     if seen.get("plots") and seen.get("plots_with_svg") != seen.get("plots"):
         out.append(f"{seen['plots'] - seen['plots_with_svg']} of {seen['plots']} charts did not draw")
     for key, what in (("clipped", "table cell(s) cut off"), ("split_words", "word(s) split over two lines"),
-                      ("cut_cells", "cell(s) ending in '…'")):
+                      ("cut_cells", "cell(s) ending in '…'"), ("charts_too_wide", "chart(s) wider than their box"),
+                      ("charts_overlapping", "pair(s) of charts overlapping")):
         if seen.get(key):
             out.append(f"{len(seen[key])} {what}: " + "; ".join(map(repr, seen[key][:3])))
     out += [f"console: {e}" for e in errors]

@@ -58,7 +58,7 @@ nav ol{columns:2;font-size:.95rem} .skipline{color:#666;font-size:.88rem}
 details>summary{cursor:pointer;color:#1f4f8f} details.table{margin:.35rem 0} details.table>summary{font-weight:600}
 .js-plotly-plot,.plotly-graph-div{max-width:100%}
 pre.cmd{white-space:pre-wrap;overflow-wrap:anywhere;margin:.15rem 0;padding:.3rem .5rem} .chartline{margin:.5rem 0}
-.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(540px,1fr));gap:0 1rem} .chart{min-width:0}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:0 1rem} .chart{min-width:0}
 """
 
 
@@ -380,6 +380,10 @@ def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
         parts += ["<h3>Model files</h3>", display.rows_html(manifest["model_files"])]
     packages = [{"package": k, "version": v} for k, v in (manifest.get("packages") or {}).items() if v]
     parts.append(f"<details><summary>Packages ({len(packages)})</summary>{display.rows_html(packages)}</details>")
+    # plotly sizes a chart once, when its script runs, to its box then; auto-fill keeps each chart's column the width
+    # it will have (auto-fit let a first chart, alone in its row until the second was parsed, take the whole row and
+    # then draw under its neighbour at 1400 px); one resize after load fits every chart to its final box anyway
+    parts.append("<script>window.addEventListener('load',()=>window.dispatchEvent(new Event('resize')))</script>")
     parts.append("</body></html>")
     return evidence.write_whole(run_dir / "report.html", "\n".join(parts))
 

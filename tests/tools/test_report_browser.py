@@ -102,6 +102,24 @@ def test_the_h200_report_reads_at_1400_and_800_px(tmp_path, chromium, width):
     assert [c for c in opened["cut_cells"] if json.dumps(c[-40:], ensure_ascii=False)[1:-1] not in records] == []
 
 
+def test_charts_lying_under_their_neighbour_are_found(tmp_path, chromium):
+    """At 1400 px the first chart of a two-chart row was drawn 1,200 px wide in its 592 px box and lay under its
+    neighbour (the report's grid was auto-fit: alone in its row until the second chart was parsed, it took the whole
+    row); the lab's own check said "reads right". The check now measures each chart's drawing against its box and
+    the boxes against each other: the old layout is found, today's has neither."""
+    run = tmp_path / H200_RUN.name
+    shutil.copytree(H200_RUN, run)
+    page = report.build(run).read_text()
+    old = run / "old-layout.html"
+    old.write_text(page.replace("repeat(auto-fill,", "repeat(auto-fit,").replace(
+        "<script>window.addEventListener('load',()=>window.dispatchEvent(new Event('resize')))</script>", ""))
+    seen = browser.inspect(old, width=1400, settle_s=2.0)
+    assert seen["charts_too_wide"] and seen["charts_overlapping"], seen["findings"]
+    assert any("wider than their box" in f for f in seen["findings"])
+    today = browser.inspect(run / "report.html", width=1400, settle_s=2.0)
+    assert (today["charts_too_wide"], today["charts_overlapping"]) == ([], [])
+
+
 def test_judge_names_what_a_reader_would_notice():
     seen = {"answer_top": 1200, "inner_height": 900, "scroll_width": 2366, "inner_width": 1400, "plots": 3,
             "plots_with_svg": 1}
