@@ -437,11 +437,17 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
 
 def differing(rows: list[dict]) -> list[dict]:
     """`compare_rows` cut to what differs between the runs (as the table shows each value: the schema's unit and
-    rounding), the run rows kept, and one closing row counting the results that are the same in every run."""
+    rounding), the run rows and each record's problem kept, and one closing row counting the results that are the
+    same in every run."""
     def shown(row):
         return {display.fmt(v, str(row["result"])) for k, v in row.items() if k not in ("record", "result")}
 
-    keep = [r for r in rows if r.get("record") == "run" or len(shown(r)) > 1]
+    if len({k for r in rows for k in r} - {"record", "result"}) < 2:  # one column (a folder given twice): all of it
+        return rows
+
+    # the run rows, and what is wrong with a record (unreadable, missing, edited), are shown whatever the others say
+    keep = [r for r in rows if r.get("record") == "run" or r.get("result") in ("problem", "edited after the run")
+            or len(shown(r)) > 1]
     same = len(rows) - len(keep)
     said = "1 more result is" if same == 1 else f"{same} more results are"
     tail = [{"record": "", "result": f"{said} the same in every run (--all shows them)"}] if same else []

@@ -212,7 +212,7 @@ def test_soak_cuts_at_random_seconds(tmp_path):
 def _doctor_and_compare_keep_no_secret(tmp_path: Path) -> None:
     runs = sorted((tmp_path / "runs").iterdir())
     outputs = {}
-    for argv in (["doctor", "--json", "--run", str(runs[-1])], ["compare", *map(str, runs)]):
+    for argv in (["doctor", "--json", "--run", str(runs[-1])], ["compare", "--all", *map(str, runs)]):
         res = subprocess.run([sys.executable, "-m", "lab", *argv], cwd=ROOT, env=_env(tmp_path),
                              capture_output=True, timeout=300)
         assert res.returncode in (0, 1) and b"Traceback" not in res.stderr, res.stderr[-2000:]
