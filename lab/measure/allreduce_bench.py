@@ -18,11 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from lab.core.ports import free_port
 
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
 SWEEP_BYTES = [2 ** k for k in range(11, 29, 2)]  # 2 KiB .. 128 MiB
@@ -41,12 +42,6 @@ def decode_cases(n_layers: int, hidden: int, batches: list[int]) -> list[dict]:
                           "nbytes": tp_model.message_bytes(hidden, batch, DTYPES[dtype]),
                           "per_step": tp_model.allreduces_per_token(n_layers)})
     return cases
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _worker(rank: int, world: int, backend: str, port: int, cases: list[dict], samples: int, iters: int, out_q) -> None:
@@ -108,7 +103,7 @@ def run(cases: list[dict], world: int = 2, backend: str = "nccl", samples: int =
         return {"measured": False, "reason": f"{torch.cuda.device_count()} CUDA GPU(s) visible, {world} needed"}
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    port = _free_port()
+    port = free_port()
     t0 = time.perf_counter()
     procs = [ctx.Process(target=_worker, args=(r, world, backend, port, cases, samples, iters, q)) for r in range(world)]
     for p in procs:

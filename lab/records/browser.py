@@ -137,13 +137,28 @@ def _stderr_tail(path: Path, chars: int = 2000) -> str:
         return ""
 
 
+# A Unix socket's path holds at most 107 bytes; Chromium's singleton socket sits at
+# <base>/lab-chromium-XXXXXXXX/tmp/org.chromium.Chromium.XXXXXX/SingletonSocket (the base plus 71), and with a longer
+# path Chromium dies at start-up ("Socket path too long", exit -6): a deep $TMPDIR (a test's, a user's) then fails the
+# report's check for no reason of the report's.
+SOCKET_PATH_MAX, SOCKET_SUFFIX_LEN = 107, 71
+
+
+def _short_temp_base() -> str:
+    """$TMPDIR when Chromium's socket path fits under it, else the first short writable system temp folder."""
+    for base in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"):
+        if len(os.fsencode(base)) + SOCKET_SUFFIX_LEN <= SOCKET_PATH_MAX and os.access(base, os.W_OK | os.X_OK):
+            return base
+    return tempfile.gettempdir()  # nothing shorter: Chromium's own error will say so
+
+
 def _start(chromium: str, width: int, height: int) -> tuple[subprocess.Popen, Path, int, tempfile.TemporaryDirectory, list[str]]:
     """Chromium started in a profile folder of its own (never a user's, never another instance's), its stderr kept in
     that folder; a start-up crash is tried once more, and said: (process, profile folder, DevTools port, the folder's
     owner to clean up, what happened at start-up). A second crash raises StartupCrash with both stderr tails."""
     said = []
     for attempt in (1, 2):
-        tmp = tempfile.TemporaryDirectory(prefix="lab-chromium-")
+        tmp = tempfile.TemporaryDirectory(prefix="lab-chromium-", dir=_short_temp_base())
         profile_dir = Path(tmp.name)
         # Chromium puts its singleton socket in $TMPDIR (org.chromium.Chromium.XXXXXX) and leaves it there: one
         # more folder in /tmp per run. Its own TMPDIR inside the profile folder goes away with the profile.

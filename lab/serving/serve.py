@@ -41,6 +41,7 @@ import httpx
 from lab.core import deadline, evidence, interrupt
 from lab.core.deadline import Deadline
 from lab.core.server_flags import GUARDED_FLAGS, guarded_flag
+from lab.core.ports import free_port  # the pick every server start here uses; callers say serve.free_port
 from lab.serving import engine_logs, engines, shapes
 from lab.serving.engines import LOOPBACK, Command
 from lab.serving.server import Server, death_signal, pdeathsig_preexec, track
@@ -85,14 +86,6 @@ class StartupFailed(ServeError):
 
 
 # ---------------------------------------------------------------- ports and binding
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (the OS picks it)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
 def port_holder(port: int) -> str | None:
     """'pid 1234 (llama-server: llama-server -m …)' for the process listening on `port`, if findable."""
     try:

@@ -4,7 +4,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -13,15 +12,10 @@ import urllib.request
 import pytest
 
 from conftest import ROOT, wait_for
+from lab.core.ports import free_port
 from lab.setup import jupyter
 
 pytestmark = pytest.mark.tools
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str, token: str | None = None, method: str = "GET"):
@@ -42,7 +36,7 @@ def _alive(pgid: int) -> bool:
 
 
 def test_make_lab_serves_the_kernel_behind_a_token_and_stops_cleanly(tmp_path):
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "lab.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(["make", "-s", "lab", f"LAB_PORT={port}"], cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,

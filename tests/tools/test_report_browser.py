@@ -4,6 +4,7 @@ reached for the network, and the page is no wider than the window — wide table
 The committed H200 run's report, at 1400 and 800 px: a bounded page height, no cell cut or word split even with
 every folded table open, and every command of its Commands section in a <pre> of its own."""
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -173,3 +174,18 @@ def test_a_start_up_crash_is_tried_again_said_and_its_stderr_kept(tmp_path, chro
     record_figure("browser check: Chromium start-up crashes (once: tried again and said; twice: both stderrs; "
                   "a profile folder per start)", 3, handled)
     assert handled == 3, problems
+
+
+def test_a_deep_tmpdir_does_not_stop_chromium(tmp_path, chromium, monkeypatch):
+    """CI (2026-12-05): under pytest's temp folder ($TMPDIR 60 characters deep) Chromium died at start-up with
+    "Socket path too long" (its singleton socket needs the base + 71 bytes of a 107-byte Unix socket path), so a
+    run's report check failed for no reason of the report's. Chromium's folder now goes to a short temp base."""
+    run = _run_folder(tmp_path / "run")
+    deep = tmp_path / ("d" * 60)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    assert len(os.fsencode(str(deep))) + browser.SOCKET_SUFFIX_LEN > browser.SOCKET_PATH_MAX
+    base = browser._short_temp_base()
+    assert len(base) + browser.SOCKET_SUFFIX_LEN <= browser.SOCKET_PATH_MAX
+    seen = browser.check_run(run)
+    assert seen is not None and seen.get("startup") in (None, []), seen.get("startup")

@@ -5,12 +5,13 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
 from conftest import cmdline
-from lab.core import profiles
+from lab.core import ports, profiles
 from lab.serving import engines, serve
 from lab.serving import server as server_process
 from lab.serving.server import group_members
@@ -177,6 +178,24 @@ def test_no_orphan_survives_the_python_process(smol_model, tmp_path, how):
 def test_free_port_is_bindable():
     port = serve.free_port()
     serve.check_port_free("127.0.0.1", port)
+
+
+def test_free_port_is_outside_the_range_kernels_draw_from(monkeypatch):
+    """CI (2026-12-05): a test picked a port with bind(0), wrote it into a profile, and seven `lab run`s later a
+    Jupyter kernel's ZMQ socket (also bind(0)) held it: notebook 04 failed with PortInUse. The lab's pick is now
+    below the ephemeral range, where no bind(0) lands; a range that starts low falls back to the OS's pick."""
+    low = ports._ephemeral_low()
+    picks = [serve.free_port() for _ in range(200)]
+    if low > 12_000:
+        assert all(low - 10_000 <= p < low for p in picks), sorted(picks)[:5]
+    with socket.socket() as held:  # a busy port in the range is never handed out
+        held.bind(("127.0.0.1", picks[0]))
+        held.listen()
+        assert picks[0] not in {serve.free_port() for _ in range(200)}
+    monkeypatch.setattr(ports, "EPHEMERAL_RANGE_FILE", Path("/nonexistent/ip_local_port_range"))
+    assert ports._ephemeral_low() == 32768
+    monkeypatch.setattr(ports, "_ephemeral_low", lambda: 1024)
+    serve.check_port_free("127.0.0.1", serve.free_port())
 
 
 def test_notebook_04_steps_without_a_server_say_so():
