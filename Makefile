@@ -27,7 +27,7 @@ LAB_PEERS ?= 1
 # leaves them out
 SLOW ?= 1
 
-.PHONY: setup run test test-quick lab browser validate plan clean help
+.PHONY: setup run test test-quick lab browser validate plan dist clean help
 
 help:
 	@echo "make run   - set up (cached) and run all notebooks on PROFILE=$(PROFILE); prints the report path"
@@ -35,6 +35,7 @@ help:
 	@echo "make test-quick - the feedback loop: the tests on llama.cpp, without the vLLM engine, the peer-client"
 	@echo "            check and the tests marked slow (tests/conftest.py SLOW)"
 	@echo "make lab   - JupyterLab on 127.0.0.1:$(LAB_PORT) with the lab's kernel"
+	@echo "make dist  - dist/llm-lab-<commit>.tar.gz: the committed files, to copy to a box without git access"
 	@echo "make clean - remove .venv (the cache in \$${LAB_CACHE:-~/.cache/llm-lab} stays)"
 
 setup:
@@ -70,6 +71,14 @@ validate: setup
 
 plan: setup
 	$(PY) -m lab plan $(PROFILE) --json
+
+# The lab as one archive for a box that cannot clone it (README "Get the lab"): the committed files of HEAD only (no
+# venv, cache, models or run folders), unpacked with `tar xzf FILE -C ~` into ~/llm-lab.
+DIST ?= dist
+dist:
+	@mkdir -p $(DIST) && f=$(DIST)/llm-lab-$$(git rev-parse --short=8 HEAD).tar.gz && \
+	  git archive --format=tar.gz --prefix=llm-lab/ -o $$f HEAD && echo "$$f" && \
+	  { git diff --quiet HEAD || echo "note: uncommitted changes are not in it (it holds HEAD)"; }
 
 clean:
 	rm -rf $(VENV)

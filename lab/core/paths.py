@@ -139,3 +139,10 @@ def served_model_path(profile, venv: Path = VLLM_VENV) -> Path:
     if not (path / "config.json").exists():
         raise VllmMissing(f"{path} has no config.json: not an HF-format model folder ({SETUP_HINT})")
     return path
+
+
+if __name__ == "__main__":  # `python -m lab.core.paths llama-server`: where set-up put a tool (`lab byhand`'s steps)
+    try:
+        print(tool(sys.argv[1] if len(sys.argv) > 1 else "llama-server"))
+    except SetupMissing as exc:
+        sys.exit(f"error: {exc}")

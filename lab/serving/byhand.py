@@ -50,10 +50,13 @@ def _trouble(entry_id: str) -> dict:
 # ---------------------------------------------------------------- the steps
 def _lab_step(profile, lab_dir: str) -> Step:
     return Step("The lab's folder", (
-        f"export LAB={lab_dir}",
+        f"cd {LAB_DIR_DEFAULT}   # where you cloned or unpacked the lab on this box (README \"Get the lab\")"
+        + ("" if lab_dir == LAB_DIR_DEFAULT else f"; printed on {lab_dir}"),
+        'export LAB="$PWD"',
         'test -f "$LAB/Makefile" && ls "$LAB/params"',
-    ), f"the folder you cloned the lab into: the profile's model_file ({model_path(profile)}) is resolved from it, "
-       "and the later steps use $LAB (set it again in a new shell, e.g. after a reboot).",
+    ), f"the folder you cloned or unpacked the lab into, on the card's box: the profile's model_file "
+       f"({model_path(profile)}) is resolved from it, and the later steps use $LAB (set it again in a new shell, "
+       "e.g. after a reboot).",
         ("README \"Profiles\" (relative model paths are resolved from the project folder, the one with the Makefile)",))
 
 
@@ -161,23 +164,19 @@ def _toolkit_step(profile, ubuntu: str, toolkit: str) -> Step:
 
 def _build_step(profile, toolkit: str) -> Step:
     b = data()["llama_cpp_build"]
-    v = profile.engine_version
     arch = cuda_arch(profile)
-    folder = b["folder"].format(version=v)
     return Step(f"Build llama.cpp for compute capability {profile.gpu_compute_capability} (sm_{arch})", (
         "sudo apt-get install -y " + " ".join(b["packages"]),
-        f"export LLAMA_DIR=$HOME/{folder}",
-        "cd ~",
-        f"python3 -m pip download --no-deps --no-binary :all: {b['sdist'].format(version=v)}",
-        f"tar xzf llama_cpp_python-{v}.tar.gz",
-        'cd "$LLAMA_DIR"',
-        f"cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES={arch} "
-        f"-DCMAKE_CUDA_COMPILER=/usr/local/cuda-{toolkit}/bin/nvcc",
-        "cmake --build build --config Release -j $(nproc) --target llama-server llama-bench",
-        "./build/bin/llama-server --version",
-    ), f"the same llama.cpp the lab pins (vendored in llama-cpp-python {v}), built with CUDA for this card only "
-       f"(CMAKE_CUDA_ARCHITECTURES={arch}): a binary without the card's architecture fails with \"no kernel image "
-       "is available for execution on the device\".", (b["source"].strip(), rule("llama_cpp_build_has_gpu")["source"].strip()))
+        'cd "$LAB"',
+        b["command"].format(arch=arch, toolkit=toolkit),
+        b["bin"],
+        '"$LLAMA_BIN/llama-server" --version',
+    ), f"the lab's own set-up compiles the llama.cpp it pins (vendored in llama-cpp-python {profile.engine_version}) "
+       f"with CUDA for this card only (CMAKE_CUDA_ARCHITECTURES={arch}, the CUDA {toolkit} nvcc) into its cache, "
+       "once: `make run` later finds this build and skips the step, and $LLAMA_BIN is where its tools are. It takes "
+       "minutes (README \"What set-up does\" has the measured time). A binary without the card's architecture fails "
+       "with \"no kernel image is available for execution on the device\".",
+        (b["source"].strip(), rule("llama_cpp_build_has_gpu")["source"].strip()))
 
 
 def _download_step(profile) -> Step:
@@ -214,11 +213,10 @@ def _lab_run_step(profile, toolkit: str) -> Step:
     r = data()["lab_run"]
     line = r["command"].format(arch=cuda_arch(profile), toolkit=toolkit, profile=profile.name)
     return Step(f"Run the lab on the card: `make run PROFILE={profile.name}`", (
-        "sudo apt-get install -y " + " ".join(data()["lab_packages"]),
         'cd "$LAB"',
         line,
-    ), f"set-up (cached in ~/.cache/llm-lab) builds the lab's own llama.cpp for sm_{cuda_arch(profile)} with the "
-       f"CUDA {toolkit} nvcc, then every notebook runs on {profile.name}: it prints the run folder, the path of its "
+    ), f"set-up (cached in ~/.cache/llm-lab) finds the llama.cpp the build step compiled for sm_{cuda_arch(profile)} "
+       f"(same LAB_CUDA_ARCH and CUDACXX: same cache key) and skips it, then every notebook runs on {profile.name}: it prints the run folder, the path of its "
        "report.html and the count of passed, warned and failed checks. On the card the GPU checks of notebook 01 "
        "read the real card, 04 serves the model from models/, 05 compares the KV cache llama.cpp allocates with the "
        "plan, 06 measures the speed against `python -m lab plan "
@@ -231,9 +229,9 @@ def _bench_step(profile) -> Step:
 
     argv = llama_bench.command(model_path(profile), threads=profile.threads, n_prompt=profile.bench_prompt_tokens,
                                n_gen=profile.bench_output_tokens, n_gpu_layers=profile.n_gpu_layers,
-                               tool="./build/bin/llama-bench", output=None)
+                               tool="$LLAMA_BIN/llama-bench", output=None)
     return Step("Measure the card in-process with llama-bench", (
-        'cd "$LLAMA_DIR"',
+        'cd "$LAB"',
         " ".join(_q(a) for a in argv),
     ), f"pp{profile.bench_prompt_tokens} (prompt processing) and tg{profile.bench_output_tokens} (generation) in "
        "tokens per second, without a server: the ceiling the served speed is compared with (notebook 06 runs "
@@ -245,7 +243,7 @@ def _server_argv(profile, model_path: str) -> list[str]:
     from lab.serving import engines
 
     cmd = engines.build_command(profile, model_path=model_path)
-    return ["./build/bin/llama-server"] + list(cmd.argv[1:])
+    return ["$LLAMA_BIN/llama-server"] + list(cmd.argv[1:])
 
 
 def server_command(profile, route_flags: str = "") -> str:
@@ -296,7 +294,7 @@ def _server_step(profile) -> Step:
                      + server_command(route_profile(profile, best), best["flags"]),)
         why += (f" The last line is the plan's fastest llama.cpp route, {best['id']}: the profile's command with "
                 f"{best['flags']} (it needs {best['needs']}).")
-    return Step("Start the server", ('cd "$LLAMA_DIR"',) + commands,
+    return Step("Start the server", ('cd "$LAB"',) + commands,
                 "every flag is the profile's, the one command notebook 04 explains (its table gives each flag's "
                 f"reason and source); it listens on {cmd.host}:{cmd.port} only." + why,
                 ("lab.serving.engines.build_command (notebook 04)",
@@ -392,8 +390,8 @@ def markdown(profile, ubuntu: str = "22.04", part: str = "all") -> str:
         found = steps(card, ubuntu)
     except ValueError as exc:
         return head + f"\n\n{exc}"
-    out = [head, "`$LAB` is the folder you cloned the lab into (step 1 sets it); `$LLAMA_DIR` the llama.cpp build "
-                 "folder (the build step sets it)."]
+    out = [head, "`$LAB` is the folder you cloned the lab into (step 1 sets it); `$LLAMA_BIN` the folder of the "
+                 "lab's llama.cpp tools (the build step sets it)."]
     numbered = [(i, st) for i, st in enumerate(found, 1) if part == "all" or st.stage == part]
     for i, st in numbered:
         out.append(f"**{i}. {st.title}** — {st.why}")

@@ -38,7 +38,9 @@ def test_v100_track_says_what_to_install_and_what_not():
         assert toolkit.startswith("12."), toolkit
         assert byhand_choices.driver_branch_for(v100, toolkit) <= 580
         text = byhand.script(v100, ubuntu)
-        assert "-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=70" in text
+        assert "LAB_CUDA_ARCH=70 CUDACXX=" in text  # what set-up then passes to cmake:
+        from lab.setup import llama_build
+        assert {"-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=70"} <= set(llama_build.cmake_flags("70"))
         assert f"cuda-toolkit-{toolkit.replace('.', '-')}" in text
         assert "do not install: CUDA 13.x" in text and "past 580" in text
         assert "blacklist nouveau" in text and "sha256sum -c -" in text
@@ -75,7 +77,7 @@ def test_two_card_track_prints_layer_and_tensor_commands():
     flash attention on, no -ts) as a commented line, so running the script starts one server."""
     step = next(st for st in byhand.steps(profiles.load("v100-32g-x2-nvlink")) if st.title == "Start the server")
     cd, layer, tensor, fastest = step.commands
-    assert cd == 'cd "$LLAMA_DIR"'
+    assert cd == 'cd "$LAB"'
     assert "-sm layer -ts 1/1" in layer and "-fa auto" in layer
     assert tensor.startswith("# or -sm tensor instead") and "-sm tensor" in tensor and "-fa on" in tensor
     assert "-ts" not in tensor and "-ctk f16 -ctv f16" in tensor
@@ -114,7 +116,8 @@ def test_the_model_goes_where_the_profile_expects_it():
     assert dl.commands[-1] == f'echo "$expected  $LAB/models/{name}" | sha256sum -c -'
     for cmd in (*_step("v100-32g-x1", "Measure").commands, *_step("v100-32g-x1", "Start the server").commands):
         assert "vendor/llama.cpp/models" not in cmd and " models/" not in cmd
-    assert _step("v100-32g-x1", "The lab's folder").commands[0] == "export LAB=~/llm-lab"
+    assert _step("v100-32g-x1", "The lab's folder").commands[:2] == (
+        'cd ~/llm-lab   # where you cloned or unpacked the lab on this box (README "Get the lab")', 'export LAB="$PWD"')
     # a file whose sha256 the lab's data lists is checked against that sha256 directly
     small = _step("rtx4060ti-16g", "Download").commands
     assert "hf download unsloth/Qwen3.8-27B-GGUF Qwen3.8-27B-UD-IQ4_XS.gguf" in small[2]
@@ -132,13 +135,18 @@ def test_lab_run_line_builds_for_the_card_with_the_12x_toolkit(name, monkeypatch
         toolkit = byhand_choices.toolkit_for(prof, ubuntu)
         line = _step(name, "Run the lab", ubuntu).commands[-1]
         assert line == f"LAB_CUDA_ARCH=70 CUDACXX=/usr/local/cuda-{toolkit}/bin/nvcc make run PROFILE={name}"
+        # the build step is the lab's own set-up with the same environment: one cache key, so one compile on the box
+        build = _step(name, "Build llama.cpp", ubuntu).commands
+        assert f"LAB_CUDA_ARCH=70 CUDACXX=/usr/local/cuda-{toolkit}/bin/nvcc make setup" in build
+        assert not any(c.split()[0] == "cmake" or "pip download" in c for c in build), build
         assert f"cuda-toolkit-{toolkit.replace('.', '-')}" in " ".join(_step(name, "Install the CUDA", ubuntu).commands)
     env = dict(w.split("=", 1) for w in shlex.split(line) if "=" in w and not w.startswith("PROFILE"))
     monkeypatch.setenv("LAB_CUDA_ARCH", env["LAB_CUDA_ARCH"])
     assert llama_build.detect_cuda_arch() == "70" == byhand_choices.cuda_arch(prof)  # what set-up builds for
     args = build_parser().parse_args(["run", "--profile", name])  # what `make run PROFILE=` runs (Makefile)
     assert args.verb == "run" and args.profile == name
-    assert "ninja-build" in _step(name, "Run the lab").commands[0] and "python3-venv" in _step(name, "Run the lab").commands[0]
+    apt = _step(name, "Build llama.cpp").commands[0]
+    assert "ninja-build" in apt and "python3-venv" in apt
 
 
 @pytest.mark.parametrize("name", V100)
@@ -152,10 +160,10 @@ def test_server_and_bench_flags_are_the_profiles(name):
     line = byhand.server_command(prof)
     want = engines.build_command(prof, model_path="$LAB/models/Qwen3.8-27B-Q4_K_M.gguf").argv[1:]
     words = shlex.split(line.split(" 2>&1")[0])
-    assert words[words.index("./build/bin/llama-server") + 1:] == list(want)
+    assert words[words.index("$LLAMA_BIN/llama-server") + 1:] == list(want)
     assert "--cache-ram 0 -ctxcp 0" in line and "--spec-type" not in line  # MTP only once the profiles use it
     bench = shlex.split(_step(name, "Measure").commands[-1])
-    assert bench[:3] == ["./build/bin/llama-bench", "-m", "$LAB/models/Qwen3.8-27B-Q4_K_M.gguf"]
+    assert bench[:3] == ["$LLAMA_BIN/llama-bench", "-m", "$LAB/models/Qwen3.8-27B-Q4_K_M.gguf"]
     assert bench[bench.index("-p") + 1] == str(prof.bench_prompt_tokens) and bench[bench.index("-ngl") + 1] == "99"
     assert "-o" not in bench  # llama-bench's table, for a person
 
