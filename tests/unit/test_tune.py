@@ -14,7 +14,9 @@ def test_grid_is_one_factor_at_a_time():
     assert base.dimension == "baseline" and (base.threads, base.kv, base.slots) == (2, "f16", 4)
     dims = {s.dimension for s in g}
     assert {"threads", "batch", "flash_attn", "kv_cache", "slots", "sampling", "server_state"} <= dims
-    assert g[1].dimension == "server_state"  # the per-request state copies go first: a short budget answers them
+    # backend sampling first (the biggest server lever seen), then the per-request state copies: a short budget
+    # answers them
+    assert (g[1].dimension, g[1].backend_sampling) == ("sampling", True) and g[2].dimension == "server_state"
     for s in g[1:]:  # every other point changes exactly its own dimension (kv may switch -fa on with it)
         changed = {k for k in ("threads", "kv", "slots", "batch", "ubatch", "sampling", "backend_sampling", "flash_attn",
                                "prompt_cache_mib", "ctx_checkpoints", "prompt_tokens", "log_verbosity", "context",
@@ -59,7 +61,7 @@ def test_pareto_winner_and_patch():
 
 
 def test_server_state_settings_become_flags_and_a_patch():
-    prof = profiles.load("h200-x1")
+    prof = profiles.load("h200-x1").model_copy(update={"server_args": []})  # the state copies at llama.cpp's defaults
     both = next(s for s in tune_settings.grid(prof, n_cores=16) if s.name.startswith("server_state: both"))
     assert both.server_args() == ["--cache-ram", "0", "-ctxcp", "0"]
     pts = [_pt("baseline (the profile)", "baseline", 83.0, 176.0, 16),
@@ -167,7 +169,7 @@ def test_the_budget_keeps_room_for_the_baseline_repeat(monkeypatch, tmp_path):
     monkeypatch.setattr(serve, "why_not_flag_sweep", lambda profile: None)
     monkeypatch.setattr(tune, "measure_point", point)
     result = tune.run(profiles.load("cpu-default"), tmp_path, budget_s=35, progress=lambda line: None)
-    assert [p["dimension"] for p in result["points"]] == ["baseline", "server_state", "repeat"]
+    assert [p["dimension"] for p in result["points"]] == ["baseline", "sampling", "repeat"]  # -bs first
     assert result["noise"] == {"output_throughput": 0.0, "stream_decode_tok_s": 0.0}
     assert any("repeat keeps its time" in s["reason"] for s in result["skipped"])
     clock["t"] = 0.0
@@ -187,7 +189,10 @@ def test_isolation_dimensions_in_the_grid():
     assert [s.spec_n_max for s in h200.values() if s.dimension == "mtp"] == [1, 2, 3, 4]
     assert h200["mtp: --spec-type draft-mtp --spec-draft-n-max 2"].server_args() == [
         "--spec-type", "draft-mtp", "--spec-draft-n-max", "2"]
+    # h200-x1 already runs with --cache-ram 0 -ctxcp 0: no point measures its baseline again under another name
+    assert not [s for s in h200.values() if s.dimension == "server_state"]
     cpu = tune_settings.grid(profiles.load("cpu-default"), n_cores=2)
+    assert len([s for s in cpu if s.dimension == "server_state"]) == 3
     assert not [s for s in cpu if s.dimension == "mtp"] and {"log_level", "prompt_length"} <= {s.dimension for s in cpu}
 
 
