@@ -257,23 +257,9 @@ def server_command(profile, route_flags: str = "") -> str:
     words += [f'LLAMA_API_KEY="${src}"' for src in cmd.secret_env.values()]
     argv = _server_argv(profile, model_path(profile))
     if route_flags.strip():  # the route's flags the command lacks (its split flags come from the profile's own)
-        argv = engines.with_flags(argv, {f: v for f, v in flag_values(route_flags).items() if f not in argv})
+        argv = engines.with_flags(argv, {f: v for f, v in engines.flag_values(route_flags).items() if f not in argv})
     words += [_q(a) for a in argv]
     return " ".join(words) + " 2>&1 | tee server.log"
-
-
-def flag_values(flags: str) -> dict[str, str | bool]:
-    """"-sm layer -ts 1,1 -fa on --no-mmap" → {"-sm": "layer", "-ts": "1,1", "-fa": "on", "--no-mmap": True}: a
-    route's flags as engines.with_flags takes them."""
-    from lab.serving import engines
-
-    words, out = shlex.split(flags), {}
-    for i, word in enumerate(words):
-        if engines._is_value(word):
-            continue
-        nxt = words[i + 1] if i + 1 < len(words) else None
-        out[word] = nxt if nxt is not None and engines._is_value(nxt) else True
-    return out
 
 
 def _server_step(profile) -> Step:

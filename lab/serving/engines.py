@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,18 @@ def build_command(profile: Profile, *, installed_version: str | None = None,
 def _is_value(word: str) -> bool:
     """Whether an argv word is a flag's value rather than the next flag ("-1" is a value: -ngl -1)."""
     return not word.startswith("-") or bool(re.fullmatch(r"-\d+(\.\d*)?", word))
+
+
+def flag_values(flags: str) -> dict[str, str | bool]:
+    """"-sm layer -ts 1,1 -fa on --no-mmap" → {"-sm": "layer", "-ts": "1,1", "-fa": "on", "--no-mmap": True}: a
+    flags string (a route's, lab/data/routes.yaml) as `with_flags` takes it."""
+    words, out = shlex.split(flags), {}
+    for i, word in enumerate(words):
+        if _is_value(word):
+            continue
+        nxt = words[i + 1] if i + 1 < len(words) else None
+        out[word] = nxt if nxt is not None and _is_value(nxt) else True
+    return out
 
 
 def with_flags(command: Command | list[str] | tuple[str, ...], flags: dict[str, str | bool | None]):

@@ -309,3 +309,12 @@ def test_an_orphaned_llama_server_is_killed_outright_a_python_engine_asked_to_st
     assert death_signal(engines.build_command(profile(CPU), model_path="/m.gguf")) == signal.SIGKILL
     llama = engines.build_command(profile(CPU), model_path="/m.gguf")
     assert death_signal(dataclasses.replace(llama, engine="vllm")) == signal.SIGTERM
+
+
+def test_flag_values_read_a_routes_flags_as_with_flags_takes_them():
+    from lab.serving import engines
+
+    assert engines.flag_values("-sm layer -ts 1,1 -fa on --no-mmap -ngl -1") == {
+        "-sm": "layer", "-ts": "1,1", "-fa": "on", "--no-mmap": True, "-ngl": "-1"}
+    argv = engines.with_flags(["llama-server", "-fa", "auto"], engines.flag_values("-fa on -bs"))
+    assert argv == ["llama-server", "-fa", "on", "-bs"]
