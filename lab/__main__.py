@@ -333,10 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="count informational notes as problems too")
     p.set_defaults(fn=_cmd_doctor)
 
-    p = sub.add_parser("synth", add_help=False,
-                       help="write a random-weight GGUF of a real model's shape (speed/memory tests only); "
-                            "see `python -m lab synth --help`")
-
+    sub.add_parser("synth", add_help=False, help="write a random-weight GGUF of a real model's shape (speed/memory "
+                                                "tests only); see `python -m lab synth --help`")
     sub.add_parser("multigpu", add_help=False,
                    help="one GPU against two: llama.cpp split modes, scaling ratios, KV split, TP cost model; "
                         "see `python -m lab multigpu --help`")
@@ -344,6 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                "see `python -m lab cache --help`")
     sub.add_parser("tune", add_help=False, help="measure llama-server settings one at a time within a time budget, "
                                               "suggest a profile patch; see `python -m lab tune --help`")
+    sub.add_parser("predict", add_help=False, help="what will my card do: decode tok/s of Qwen3.8-27B on a card named "
+                                                 "as people write it (or a TSV of set-ups), by lab plan's speed model, "
+                                                 "or why not; see `python -m lab predict --help`")
 
     p = sub.add_parser("byhand", help="the exact commands from a bare Ubuntu box to a served model and `make run` on "
                                       "the card (driver, Secure Boot, CUDA, build, model, lab run, llama-bench, "
@@ -366,8 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-# Each verb's --help: what it does, in a paragraph, and examples to copy (synth, multigpu, cache and tune have their
-# own parsers, with theirs). `lab --help` lists every registered verb.
+# Each verb's --help: what it does, in a paragraph, and examples to copy (the verbs of OWN_PARSERS have their own
+# parsers, with theirs). `lab --help` lists every registered verb.
 VERB_HELP = {
     "run": ("Run the notebooks (papermill) on a profile into outputs/<profile>/<UTC>_<sha>/: the executed notebooks, "
             "records/*.json and report.html. Prints the run folder, the report's path and the checks' counts.",
@@ -440,24 +441,18 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 300 else text[:299] + "…"
 
 
+# Verbs whose module owns its options, with its own main(argv) (argparse cannot forward "--x" through a subparser);
+# each is registered in build_parser with add_help=False so `lab --help` lists it. Imported only when it is the verb.
+OWN_PARSERS = {"synth": "lab.model.synth", "multigpu": "lab.measure.multigpu", "cache": "lab.diagnose.cache",
+               "tune": "lab.measure.tune", "predict": "lab.predict.predict_cli"}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["synth"]:  # lab.model.synth owns its options (argparse cannot forward "--x" through a subparser)
-        from lab.model import synth
+    if argv[:1] and argv[0] in OWN_PARSERS:
+        import importlib
 
-        return synth.main(argv[1:])
-    if argv[:1] == ["multigpu"]:  # lab.measure.multigpu owns its options too
-        from lab.measure import multigpu
-
-        return multigpu.main(argv[1:])
-    if argv[:1] == ["cache"]:
-        from lab.diagnose import cache
-
-        return cache.main(argv[1:])
-    if argv[:1] == ["tune"]:
-        from lab.measure import tune
-
-        return tune.main(argv[1:])
+        return importlib.import_module(OWN_PARSERS[argv[0]]).main(argv[1:])
     args = build_parser().parse_args(argv)
     return args.fn(args)
 

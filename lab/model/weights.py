@@ -18,6 +18,8 @@ answered: the files the engine loads when they are on this machine, else the pre
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import re
 from pathlib import Path
@@ -138,6 +140,23 @@ def published_checkpoints(int4_only: bool = True) -> list[dict]:
     return out
 
 
+# A download size the user states (`lab predict --weights-gb`): within `stated_download`, every weight answer for a
+# profile starts from it, as from a published download (rule 3 of profile_weight_parts): its MTP block and token
+# embedding sized by the lab's mix for model_quant. Scoped to the block, so no other caller sees it.
+_STATED: contextvars.ContextVar[tuple[int, str] | None] = contextvars.ContextVar("stated_download", default=None)
+
+
+@contextlib.contextmanager
+def stated_download(file_bytes: int, basis: str):
+    """Within the block, the profile's weights are a download of `file_bytes` bytes (MTP block included, as listed
+    for download), `basis` saying who stated it; files on this machine and published sizes are not read."""
+    token = _STATED.set((int(file_bytes), basis))
+    try:
+        yield
+    finally:
+        _STATED.reset(token)
+
+
 def _parts(file: int, mtp: int, embd: int, basis: str, on_host_embd: bool = True) -> dict:
     loaded = file - mtp
     return {"file_bytes": file, "mtp_bytes": mtp, "token_embd_bytes": embd if on_host_embd else 0,
@@ -157,7 +176,7 @@ def profile_weight_parts(profile, arch=None) -> dict:
     MTP block a GGUF carries: llama.cpp skips it unless --spec-type draft-mtp), loaded_bytes (file − MTP: what
     plain decoding loads and reads per token), token_embd_bytes (llama.cpp keeps the token embedding in host memory:
     the input layer is never offloaded, its "CPU_Mapped model buffer"), gpu_bytes (loaded − host), and the basis.
-    Rules in order, as `profile_weights` (which returns loaded_bytes):
+    Rules in order, as `profile_weights` (which returns loaded_bytes), after a size stated within `stated_download`:
     1. vLLM's safetensors on this machine; 2. the GGUF model_file on this machine (its header);
     3. the published file of that name (quant_types.yaml published_downloads with `bytes`: the download as listed,
        its MTP block and embedding sized by the lab's mix for model_quant);
@@ -166,6 +185,13 @@ def profile_weight_parts(profile, arch=None) -> dict:
     from lab.model import quant_targets
 
     llama = profile.engine in ("llama.cpp", "llama-cpp-python")
+    if (stated := _STATED.get()) is not None:
+        kind, _, ref = profile.model_architecture.partition(":")
+        mix = quant_targets.gguf_parts(ref, profile.model_quant) if kind == "config" and llama else None
+        if mix is None:  # vLLM's checkpoint (or a GGUF the lab has no mix for): loaded whole, embedding on the card
+            return _parts(stated[0], 0, 0, stated[1], on_host_embd=False)
+        return _parts(stated[0], mix["mtp"], mix["token_embd"], f"{stated[1]}; its MTP block and token embedding "
+                      f"sized as llama.cpp's {profile.model_quant} mix")
     if profile.engine == "vllm" and profile.model_dir:
         served, why = _served_safetensors(profile)
         if served is not None:
@@ -251,7 +277,7 @@ def profile_layer_bytes(profile, arch=None) -> dict | None:
 
     if profile.engine not in ("llama.cpp", "llama-cpp-python"):
         return None
-    path, _ = _model_file_gguf(profile)
+    path = None if _STATED.get() is not None else _model_file_gguf(profile)[0]
     if path is not None:
         h = gguf_file.read_gguf_header(path)
         n_all = max((int(n.split(".")[1]) + 1 for n, _, _ in h.tensors if n.startswith("blk.")), default=0)
@@ -286,7 +312,11 @@ def profile_weights(profile, arch=None) -> tuple[int, str]:
        parameter count in model_name / model_stand_in_for × bits.
     Reads only the profile, the lab's data and the files the profile names (GGUF header, file sizes).
     ModelConfigError when no rule applies; ValueError naming the file when a present GGUF is unreadable.
-    `profile_weight_parts` splits the same answer into download, MTP block, host and GPU parts."""
+    `profile_weight_parts` splits the same answer into download, MTP block, host and GPU parts. Within
+    `stated_download` the stated size answers first (its loaded part)."""
+    if _STATED.get() is not None:
+        parts = profile_weight_parts(profile, arch)
+        return parts["loaded_bytes"], parts["basis"]
     if profile.engine == "vllm" and profile.model_dir:
         served, why = _served_safetensors(profile)
         if served is not None:
@@ -325,6 +355,6 @@ def profile_weights(profile, arch=None) -> tuple[int, str]:
     return b, f"predicted ({why}): {basis}"
 
 
-__all__ = ["ALIASES", "formats", "weight_format", "bits_per_weight", "is_known", "weights_bytes",
+__all__ = ["ALIASES", "stated_download", "formats", "weight_format", "bits_per_weight", "is_known", "weights_bytes",
            "params_from_name", "published_file", "profile_weight_parts", "profile_weights", "embedding_bytes",
            "published_checkpoints", "tied", "decode_read_bytes", "profile_read_bytes", "profile_layer_bytes"]

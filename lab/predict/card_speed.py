@@ -1,0 +1,478 @@
+"""`lab predict`: what a card does with Qwen3.8-27B, from the few numbers its owner knows, by the lab's one speed model.
+
+No second formula: an ask (a card as people write it, how many, the split, the engine, the download size, the KV
+type, context, depth, MTP settings) becomes a Profile (lab.core.profiles) and goes through the functions `lab plan`
+calls for a profile's card: lab.predict.profile_speed.roofline_for (the per-token model for llama.cpp, the nearest
+calibration's efficiency for vLLM), lab.predict.memory_plan.plan_memory (does it fit), and, as the V100 routes do
+(lab.predict.routes), lab.predict.public_check.tensor_tok_s for -sm tensor and lab.predict.mtp_model for draft-mtp.
+A -sm layer split is predicted at one card's bandwidth, as `lab plan`'s headline and the public check do (the hop
+between cards, lab.predict.tp_model.pp_decode, is 0.03 % of a token on NVLink and is left out there too).
+
+Inputs the model has no term for are reported, never modelled here: `notes` says which, and what the published rows
+say about them. Pure: lab/data and the profile, never a GPU, a process or the network.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import re
+
+from lab.core import facts, paths
+from lab.predict import roofline
+
+MODEL_ID = "qwen3.8-27b"  # the model every public row and the lab's GPU profiles run (lab/data/public_speed.yaml)
+DEFAULT_QUANT = {"llama.cpp": "Q4_K_M", "vllm": "AWQ-INT4"}  # the V100 profiles' GGUF and routes.yaml's fork weights
+DEFAULT_CONTEXT = 32768  # -c: one 32K conversation (seed 001's "16K or even 32K"; params/v100-32g-x1.yaml per slot)
+DEFAULT_LINK = "pcie3-x16"  # -sm tensor without --link: the plainest pair, two cards in PCIe 3.0 x16 slots
+SPLITS = ("none", "layer", "tensor")
+SPECS = ("none", "draft-mtp")
+ENGINES = ("llama.cpp", "vllm")
+# Profile requires a compute capability for a GPU; the GPU table has none and neither the speed model nor the
+# memory plan reads it (only lab.predict.compat, which `lab predict` does not run): this value is never shown.
+CC_NOT_READ = "0.0"
+DEEP_TOKENS = 8192  # beyond this the KV read is a visible share of a token and the note on depth is shown
+
+
+class UnknownCard(ValueError):
+    """A GPU name the lab's GPU table (lab/data/calibration.yaml gpus) does not resolve."""
+
+
+@dataclasses.dataclass
+class Ask:
+    """One row of `lab predict`: None = not given (a default, or the --profile's value, fills it)."""
+
+    gpu: str | None = None
+    gpus: int | None = None
+    split: str | None = None
+    engine: str | None = None
+    weights_gb: float | None = None  # the GGUF as listed for download (GB = 1e9 bytes), MTP block included
+    quant: str | None = None
+    kv: str | None = None
+    context: int | None = None
+    slots: int | None = None
+    depth: int | None = None
+    spec: str | None = None
+    n_max: int | None = None
+    p_min: float | None = None
+    acceptance: float | None = None
+    link: str | None = None
+
+
+# ---------------------------------------------------------------- cards as people write them
+def _norm(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def _short(name: str) -> str:
+    return re.sub(r"^(NVIDIA|GeForce|Tesla)\s+(RTX\s+)?", "", name)
+
+
+def _matches(pattern: str, text: str) -> bool:
+    """The card's `match` regex found in `text`, not inside a longer number ("P40" is not in "Quadro P4000")."""
+    for m in re.finditer(pattern, text, re.IGNORECASE):
+        s, e = m.start(), m.end()
+        inside = (m.group(0)[:1].isdigit() and s > 0 and text[s - 1].isdigit()) or \
+                 (m.group(0)[-1:].isdigit() and e < len(text) and text[e].isdigit())
+        if not inside:
+            return True
+    return False
+
+
+def suggestions(text: str, n: int = 3) -> list[str]:
+    """Card names close to `text`: its `match` found inside a longer number ("P4000" → the P40), a name holding it
+    ("4060" → the 4060 Ti), or by spelling (difflib)."""
+    keys = {}
+    for g in roofline.gpu_specs():
+        for k in (g["id"], g["name"], _short(g["name"])):
+            keys.setdefault(_norm(k), g["name"])
+    q = _norm(text)
+    near = [g["name"] for g in roofline.gpu_specs() if re.search(g["match"], text, re.IGNORECASE)]
+    near += [name for k, name in keys.items() if len(q) >= 3 and q in k]
+    near += [keys[k] for k in difflib.get_close_matches(q, list(keys), n=n, cutoff=0.5)]
+    return list(dict.fromkeys(near))[:n]
+
+
+def resolve_card(text: str | None) -> dict:
+    """The GPU table's entry for a card as people write it ("Tesla P40", "P40", "3090", "V100 32GB",
+    "v100-sxm2-32gb", an id such as "rtx-3090"): an id or name first, then the entries' `match` regexes, the most
+    specific (longest) winning, as lab.predict.roofline.gpu_spec_for does for a profile. UnknownCard otherwise,
+    with the nearest names and how to list them all."""
+    q = (text or "").strip()
+    specs = roofline.gpu_specs()
+    for g in specs:
+        if q and _norm(q) in (_norm(g["id"]), _norm(g["name"]), _norm(_short(g["name"]))):
+            return g
+    hits = [g for g in specs if q and _matches(g["match"], q)]
+    if hits:
+        return max(hits, key=lambda g: len(g["match"]))
+    near = suggestions(q) if q else []
+    raise UnknownCard(f"unknown card {q!r}" + (f"; did you mean {' or '.join(repr(s) for s in near)}?" if near else "")
+                      + " `python -m lab predict --list-gpus` lists the cards the lab knows (lab/data/calibration.yaml gpus)")
+
+
+def fraction_from(arch: str | None) -> tuple[float, str]:
+    """(achieved fraction of datasheet bandwidth, where it came from): the architecture's own fitted rows, or, for an
+    architecture without rows, the per-token model's fallback (the median of the fitted ones), said so."""
+    ptm = roofline.per_token_model()
+    if arch in ptm.fraction_by_arch:
+        rows = ptm.rows_by_arch.get(arch, ())
+        return ptm.fraction_by_arch[arch], f"{arch}: fitted on its own {len(rows)} row(s) ({', '.join(rows)})"
+    fitted = ", ".join(f"{a} {v:.2f}" for a, v in sorted(ptm.fraction_by_arch.items()))
+    return ptm.default_fraction, (f"FALLBACK: no {arch or 'unknown-architecture'} rows in the fit; the median of the "
+                                  f"fitted architectures ({fitted}) is used")
+
+
+def card_rows() -> list[dict]:
+    """The GPU table for `--list-gpus`: id, name, bandwidth, memory, architecture, and the calibration it uses."""
+    out = []
+    for g in roofline.gpu_specs():
+        frac, how = fraction_from(g["arch"])
+        out.append({"id": g["id"], "name": g["name"], "GB/s": g["bandwidth_gb_s"], "GiB": g["memory_gib"],
+                    "arch": g["arch"], "fraction": round(frac, 2),
+                    "calibration": "fallback: median of the fitted architectures" if how.startswith("FALLBACK")
+                    else f"fitted: {len(roofline.per_token_model().rows_by_arch.get(g['arch'], ()))} row(s)"})
+    return out
+
+
+# ---------------------------------------------------------------- an ask → a Profile
+def default_depth() -> int:
+    """The depth `lab plan` judges a GPU profile at when nothing names one (calibration.yaml read_per_token)."""
+    return int(facts.load("calibration")["read_per_token"]["default_depth_tokens"])
+
+
+def filled(ask: Ask, base=None) -> tuple[Ask, list[str]]:
+    """The ask with every None filled: from the profile `base` when given (its card, split, KV, context, slots, quant
+    and benchmark depth, as `lab plan` reads them), else the lab's defaults; and the notes on what was changed."""
+    notes = []
+    a = dataclasses.replace(ask)
+    if base is not None:
+        a.gpus = a.gpus if a.gpus is not None else base.gpu_count
+        a.engine = a.engine or ("vllm" if base.engine == "vllm" else "llama.cpp")
+        if a.split is None:
+            a.split = ((base.split_mode or "layer") if a.engine == "llama.cpp" else "tensor"
+                       if base.tensor_parallel_size > 1 else "layer") if a.gpus > 1 else "none"
+        a.kv = a.kv or base.kv_cache_dtype
+        a.context = a.context or base.context_tokens
+        a.slots = a.slots or base.parallel_slots
+        a.quant = a.quant or base.model_quant
+        a.depth = a.depth if a.depth is not None else base.bench_prompt_tokens + base.bench_output_tokens // 2
+    a.gpus = a.gpus or 1
+    a.engine = a.engine or "llama.cpp"
+    a.split = a.split or ("none" if a.gpus == 1 else "tensor" if a.engine == "vllm" else "layer")
+    if a.gpus == 1 and a.split != "none":
+        notes.append(f"split {a.split} on one card: no split (predicted as one card)")
+        a.split = "none"
+    if a.gpus > 1 and a.split == "none":
+        notes.append(f"split none uses one of the {a.gpus} cards (llama.cpp -sm none: the -mg card): predicted on one")
+        a.gpus = 1
+    a.kv = a.kv or "f16"
+    a.context = a.context or DEFAULT_CONTEXT
+    a.slots = a.slots or 1
+    a.quant = a.quant or DEFAULT_QUANT.get(a.engine, "Q4_K_M")
+    a.depth = a.depth if a.depth is not None else default_depth()
+    if a.spec is None:
+        a.spec = "draft-mtp" if a.n_max is not None or a.acceptance is not None else "none"
+    if a.split == "tensor" and a.engine == "llama.cpp":
+        a.link = a.link or DEFAULT_LINK
+    return a, notes
+
+
+def build_profile(a: Ask, card: dict, base=None):
+    """The Profile of a filled ask (validated by the lab's own schema). llama.cpp -sm tensor with a quantized KV cache
+    is refused by the schema (the pinned llama.cpp refuses it): the profile is validated with f16 and then given the
+    asked KV type, so the numbers are the asked set-up's; the caller says so in a note."""
+    from lab.core.profiles import Profile
+
+    llama = a.engine == "llama.cpp"
+    quantized_tensor_kv = llama and a.split == "tensor" and a.kv not in ("f16", "bf16", "auto")
+    # exclude_unset: what the profile left to the schema's defaults stays a default (an endpoint profile sets no port)
+    data = base.model_dump(exclude_unset=True) if base is not None else {
+        "name": "predict", "description": "lab predict", "model_architecture": f"config:{MODEL_ID}",
+        "model_name": f"Qwen3.8-27B-{a.quant}", "host_ram_gib_min": 32}
+    if base is None or a.gpu is not None:
+        data.update(gpu_name_pattern=card["name"], gpu_vram_mib=round(card["memory_gib"] * 1024),
+                    gpu_compute_capability=CC_NOT_READ, gpu_memory_bandwidth_gb_s=float(card["bandwidth_gb_s"]))
+    data.update(gpu_count=a.gpus, engine=a.engine, model_quant=a.quant, context_tokens=a.context,
+                parallel_slots=a.slots, kv_cache_dtype="f16" if quantized_tensor_kv else a.kv,
+                split_mode=(a.split if a.gpus > 1 else None) if llama else None,
+                tensor_split=[1.0] * a.gpus if llama and a.gpus > 1 and a.split == "layer" else None,
+                tensor_parallel_size=a.gpus if not llama and a.split == "tensor" else 1,
+                pipeline_parallel_size=a.gpus if not llama and a.split == "layer" else 1,
+                main_gpu=None, cuda_visible_devices=None, nvlink_expected=bool(data.get("nvlink_expected")) and a.gpus > 1,
+                n_gpu_layers=-1 if llama else 0)
+    if base is None or base.engine != a.engine:
+        data.update(engine_version=paths.LLAMA_CPP_PYTHON_VERSION if llama else "unknown (lab predict)",
+                    dtype="auto" if llama else "float16", engine_python=None, enforce_eager=False)
+    prof = Profile.model_validate(data)
+    return prof.model_copy(update={"kv_cache_dtype": a.kv}) if quantized_tensor_kv else prof
+
+
+@functools.lru_cache(maxsize=1)
+def _checked_rows() -> tuple[dict, dict]:
+    """The per-token model against the public rows (lab.predict.public_check.check) and those rows by id."""
+    from lab.predict import public_check, public_speed
+
+    return public_check.check(), {r.id: r for r in public_speed.load()}
+
+
+def depth_note(depth: int, bytes_per_token: float | None, kv_bytes: float | None) -> str:
+    """What the model does with depth (the KV and state read per token, nothing else) and how it fares on the public
+    rows measured at depth (lab/data/public_speed.yaml depth_tokens), computed from the rows, not typed in."""
+    check, rows = _checked_rows()
+    share = f" ({kv_bytes / bytes_per_token:.0%} of the {bytes_per_token / 1e9:.2f} GB a token reads)" \
+        if bytes_per_token and kv_bytes is not None else ""
+    deep = [x for x in check["rows"] if (rows[x["id"]].depth_tokens or 0) >= DEEP_TOKENS]
+    seen = ", ".join(f"{x['id']} at {rows[x['id']].depth_tokens:,} tokens: predicted {x['predicted']:.1f} vs published "
+                     f"{x['published']:g} ({x['error']:+.0%}{', a row the model is fitted on' if x['comparable'] else ''})"
+                     for x in deep)
+    unchecked = [s for s in check["skipped"] if (rows[s["id"]].depth_tokens or 0) >= DEEP_TOKENS]
+    over = deep and all(x["error"] > 0 for x in deep)
+    return (f"depth {depth:,}: modelled only as the KV cache and state read per token{share}; attention's extra work "
+            f"at depth is not modelled. Published rows at {DEEP_TOKENS:,}+ tokens (lab/data/public_speed.yaml): "
+            + (seen or "none the model can predict") + (f"; {len(unchecked)} more it cannot check ("
+                                                        + ", ".join(sorted({s['reason'] for s in unchecked})) + ")"
+                                                        if unchecked else "")
+            + (": the measured speed was below the prediction there" if over else ""))
+
+
+def fallback_note(card: dict) -> str:
+    """For a card whose architecture has no rows in the fit: its own published rows (lab/data/public_speed.yaml), with
+    why the model could not use them, so the fallback's guess stands beside what the card was measured to do."""
+    check, rows = _checked_rows()
+    skipped = {s["id"]: s["reason"] for s in check["skipped"]}
+    own = [r for r in rows.values() if r.gpu_id == card["id"] and r.speculative is None]
+    seen = "; ".join(f"{r.id}: {r.gpu_count} x, -sm {r.split_mode}, {r.quant or '?'}, {r.engine}: {r.decode_tok_s:g} "
+                     f"tok/s ({'not checked: ' + skipped[r.id] if r.id in skipped else 'an outlier' if r.outlier else 'checked'})"
+                     for r in own)
+    return (f"{card['name']} ({card['arch']}): no row of its architecture is in the fit, so its bandwidth fraction "
+            "and MTP step cost are FALLBACKS (see model); published on this card: " + (seen or "nothing")
+            + " - a prediction far above these says the fallback does not carry to this card")
+
+
+def tensor_kv_note(kv: str) -> str:
+    """The pinned llama.cpp refuses -sm tensor with a quantized KV cache (engine_rules.yaml); the public rows that ran
+    it anyway (a later build), by id."""
+    _, rows = _checked_rows()
+    ran = [r.id + (f" ({r.build})" if r.build else "") for r in rows.values()
+           if r.split_mode == "tensor" and r.engine == "llama.cpp" and r.kv_type in ("q8_0", "q4_0")]
+    return (f"-sm tensor with a {kv} KV cache: the lab's pinned llama.cpp ({paths.LLAMA_CPP_PYTHON_VERSION}) refuses it "
+            "(lab/data/engine_rules.yaml llama-split-tensor; docs/multi-gpu.md)"
+            + (f"; published rows ran it on later builds: {', '.join(ran)}" if ran else "")
+            + f"; predicted as asked, with {kv} KV bytes")
+
+
+# ---------------------------------------------------------------- one ask → one answer
+ASKED = ("gpu", "gpus", "split", "engine", "link", "weights_gb", "quant", "kv", "context", "slots", "depth", "spec",
+         "n_max", "p_min", "acceptance")
+
+
+def problems(a: Ask) -> list[str]:
+    """What is out of range in a filled ask (each a why_not); [] when it can be predicted."""
+    from lab.predict import public_speed
+
+    bad = []
+    for name, lo, hi, v in (("gpus", 1, 16, a.gpus), ("context", 1, 1_048_576, a.context), ("slots", 1, 1024, a.slots),
+                            ("depth", 1, 1_048_576, a.depth), ("n_max", 1, 16, a.n_max), ("p_min", 0, 1, a.p_min),
+                            ("acceptance", 0, 1, a.acceptance), ("weights_gb", 1e-3, 10_000, a.weights_gb)):
+        if v is not None and not lo <= v <= hi:
+            bad.append(f"{name} {v:g} is out of range ({lo:g} to {hi:g})")
+    for name, v, allowed in (("split", a.split, SPLITS), ("engine", a.engine, ENGINES), ("spec", a.spec, SPECS)):
+        if v not in allowed:
+            bad.append(f"{name} {v!r}: one of {', '.join(allowed)}")
+    if a.link is not None and a.link not in public_speed.link_figures():
+        bad.append(f"link {a.link!r}: one of {', '.join(public_speed.link_figures())} (lab/data/gpu_links.yaml)")
+    return bad
+
+
+def _card_of(base) -> dict:
+    if base.gpu_count == 0:
+        raise UnknownCard(f"profile {base.name} has no GPU (gpu_count 0): give --gpu")
+    spec = roofline.gpu_spec_for(base.gpu_name_pattern or base.name)
+    if spec is None:
+        raise UnknownCard(f"unknown card: profile {base.name}'s gpu_name_pattern {base.gpu_name_pattern!r} is not in "
+                          "the GPU table; `python -m lab predict --list-gpus` lists the cards the lab knows")
+    return spec
+
+
+def _schema_error(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'set-up'}: {e['msg']}" for e in errors())
+    return " ".join(str(exc).split())
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f}"
+
+
+def _fit(a: Ask, mem: dict) -> tuple[dict, str | None]:
+    """The memory plan's verdict for the fullest card, and the why_not when it does not fit."""
+    w, kv, oh, budget = (mem["weights_bytes_per_device"], mem["kv_bytes_per_device"], mem["overhead_bytes"],
+                         mem["budget_bytes"])
+    part = {"fits": mem["fits"], "per_card_gib": round((w + kv + oh) / 2**30, 2), "budget_gib": round(budget / 2**30, 2),
+            "weights_per_card_gib": round(w / 2**30, 2), "kv_and_state_per_card_gib": round(kv / 2**30, 2),
+            "overhead_gib": round(oh / 2**30, 2), "max_context_per_slot": mem["max_context_tokens"],
+            "source": "lab.predict.memory_plan (as lab plan)"}
+    errors = [f["message"] for f in mem["findings"] if f["severity"] == "error"
+              and f["id"] not in ("weights-do-not-fit", "kv-does-not-fit")]
+    if w + oh > budget:
+        return part, (f"does not fit: weights {_gib(w)} GiB + overhead {_gib(oh)} GiB per card > {_gib(budget)} GiB "
+                      "before any KV cache (a smaller quant or more cards)")
+    if not mem["fits"]:
+        return part, (f"does not fit: weights {_gib(w)} + KV and state {_gib(kv)} + overhead {_gib(oh)} = "
+                      f"{_gib(w + kv + oh)} GiB per card > {_gib(budget)} GiB ({a.context:,} tokens over {a.slots} "
+                      f"slot(s), {a.kv} KV; {mem['max_context_tokens']:,} tokens per slot would fit)")
+    return part, (errors[0] if errors else None)
+
+
+def _mtp(a: Ask, card: dict, plain: float) -> tuple[float | None, dict, str | None]:
+    """(MTP tok/s, its terms, why_not) by lab.predict.mtp_model at the asked acceptance (else the public rows' for the
+    card: same card first) and the asked n-max, else the n-max lab plan's routes pick (lab.predict.routes.mtp_speed):
+    the card's published sweep's best when there is one and no acceptance is given, else the predicted best of 1-4."""
+    from lab.predict import mtp_model, public_speed
+
+    rows = public_speed.load()
+    found = []
+    for n in ([a.n_max] if a.n_max else list(mtp_model.N_VALUES)):
+        rate, ids = (a.acceptance, []) if a.acceptance is not None else mtp_model.acceptance_for(card["id"], n, a.split, rows)
+        if rate is not None:
+            found.append((mtp_model.predict(plain, n, rate, card["arch"]), ids))
+    if not found:
+        return None, {}, (f"no acceptance rate for draft-mtp at n-max {a.n_max}: no public draft-mtp row at that n-max "
+                          "(lab/data/public_speed.yaml); give --acceptance")
+    measured = None if a.n_max or a.acceptance is not None else mtp_model.published_best_n(card["id"], a.split, rows)
+    mine = [f for f in found if measured and f[0]["n_max"] == measured["n_max"]]
+    p, ids = mine[0] if mine else max(found, key=lambda f: f[0]["tok_s"])
+    n_from = ("given" if a.n_max else f"the card's published sweep ({measured['id']}), as lab plan's routes" if mine
+              else "the predicted best of n-max 1-4")
+    by_id = {r.id: r for r in rows}
+    same = any(by_id[i].gpu_id and public_speed.same_card(by_id[i].gpu_id, card["id"]) for i in ids)
+    terms = {"n_max": p["n_max"], "n_max_from": n_from,
+             "acceptance_rate": p["rate"], "acceptance_from": "given" if not ids else
+             f"public draft-mtp rows ({'same card' if same else 'FALLBACK: another card, none on this one'}): "
+             + ", ".join(ids), "tokens_per_step": p["tokens_per_step"], "step_over_plain": p["step_over_plain"],
+             "step_ms": p["step_ms"], "verify_ms_from": ("FALLBACK: " if "(no " in p["step_from"] else "")
+             + p["step_from"] + " (lab/data/calibration.yaml mtp_step_model)", "break_even_rate": p["break_even_rate"],
+             "flags": mtp_model.flags(p["n_max"]), "source": mtp_model.SOURCE}
+    return p["tok_s"], terms, None
+
+
+def _blank(ask: Ask, row: int) -> dict:
+    return {"row": row, **dataclasses.asdict(ask), "card": None, "card_id": None, "predicted_tok_s": None,
+            "why_not": None, "route": None, "plain_tok_s": None, "ceiling_tok_s": None, "ceiling": None,
+            "model": {}, "memory": {}, "notes": []}
+
+
+def predict(ask: Ask, base=None, row: int = 1) -> dict:
+    """One ask's answer: {row, the asked fields (filled), card, card_id, predicted_tok_s, why_not, route, plain_tok_s,
+    ceiling_tok_s, ceiling, model: {the terms used}, memory: {the fit}, notes: [...]}. predicted_tok_s is None exactly
+    when why_not says why. `base`: a Profile whose card and settings fill what the ask leaves out (`--profile`)."""
+    try:
+        return _predict(ask, base, row)
+    except (ValueError, KeyError) as exc:  # an input the lab's arithmetic refuses: the row's answer, not a traceback
+        return {**_blank(ask, row), "why_not": f"cannot predict this set-up: {' '.join(str(exc).split())}"}
+
+
+def _predict(ask: Ask, base, row: int) -> dict:
+    import contextlib
+
+    from lab.model import models, weights as weights_mod
+    from lab.predict import kvcache, memory_plan, profile_speed, public_check
+
+    out = _blank(ask, row)
+    try:
+        card = resolve_card(ask.gpu) if ask.gpu is not None or base is None else _card_of(base)
+    except UnknownCard as exc:
+        return {**out, "why_not": str(exc)}
+    a, notes = filled(ask, base)
+    out.update({k: getattr(a, k) for k in ASKED}, gpu=ask.gpu or card["name"], card=card["name"], card_id=card["id"],
+               notes=notes)
+    bad = problems(a)
+    if bad:
+        return {**out, "why_not": "bad value: " + "; ".join(bad)}
+    try:
+        prof = build_profile(a, card, base)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError: the schema's own message
+        return {**out, "why_not": f"not a set-up the lab's profile schema accepts: {_schema_error(exc)}"}
+    if a.engine == "llama.cpp" and a.split == "tensor" and a.kv not in ("f16", "bf16", "auto"):
+        notes.append(tensor_kv_note(a.kv))
+    arch = models.arch_for(prof)
+    stated = (contextlib.nullcontext() if a.weights_gb is None else weights_mod.stated_download(
+        round(a.weights_gb * 1e9), f"stated: a {a.weights_gb:g} GB download (lab predict weights_gb)"))
+    with stated:
+        parts = weights_mod.profile_weight_parts(prof, arch)
+        if parts["read_bytes"] <= 0:
+            return {**out, "why_not": f"bad value: weights_gb {a.weights_gb:g} is not more than what a {a.quant} file "
+                                      f"holds besides its layers (MTP block and token embedding, "
+                                      f"{(parts['mtp_bytes'] + parts['embedding_bytes']) / 1e9:.2f} GB)"}
+        rl = profile_speed.roofline_for(prof, context_tokens=a.depth)
+        mem = memory_plan.plan_memory(prof, arch)
+    bpt, bw = rl["bytes_per_token"], float(prof.gpu_memory_bandwidth_gb_s)
+    model = {"weights_file_gb": parts["file_bytes"] / 1e9, "weights_basis": parts["basis"],
+             "bytes_per_token_gb": bpt / 1e9 if bpt else None,
+             "weights_read_gb": (rl["weights_read_bytes"] or 0) / 1e9, "kv_and_state_read_gb": (rl["kv_bytes_per_seq"] or 0) / 1e9,
+             "bandwidth_gb_s_per_card": bw, "read_definition": "lab/data/calibration.yaml read_per_token"}
+    if a.engine == "llama.cpp":
+        _, how = fraction_from(rl["per_token_gpu_arch"])
+        if how.startswith("FALLBACK"):
+            notes.append(fallback_note(card))
+        model.update(bandwidth_fraction=rl["per_token_fraction"], fraction_from=how, fixed_ms_per_token=rl["per_token_fixed_ms"],
+                     family=rl["per_token_family"], calibration=f"per-token model: {rl['per_token_how']}")
+        if a.split == "tensor":
+            tp = public_check.tensor_tok_s(bpt, card["id"], a.link, a.gpus)
+            plain, ceiling = tp.pessimistic_tok_s, roofline.decode_ceiling_tok_s(bw * a.gpus, bpt)
+            model.update(link=a.link, comm_ms_per_token=tp.comm_ms, optimistic_tok_s=tp.optimistic_tok_s,
+                         split_model="lab.predict.tp_model: pessimistic bound (the fixed cost whole on each card), as "
+                                     "lab plan's -sm tensor routes")
+            if ask.link is None:
+                notes.append(f"link not given: {a.link} assumed (lab/data/gpu_links.yaml); give link for NVLink or x8 slots")
+        else:
+            plain, ceiling = rl["predicted_decode_tok_s"], rl["decode_ceiling_tok_s"]
+            if a.split == "layer":
+                model["split_model"] = "-sm layer: one card's bandwidth at a time, as lab plan's headline (no hop added)"
+    else:
+        plain, ceiling = rl["predicted_decode_tok_s"], rl["decode_ceiling_tok_s"]
+        vllm_cal = any(c.engine == "vllm" and c.device_kind == "gpu" for c in roofline.calibrations())
+        model.update(calibration=f"{rl['calibration_id']}: efficiency {rl['efficiency'] or 0:.2f} of the roofline"
+                     if rl["calibration_id"] else None, calibration_source=rl["calibration_source"])
+        notes.append("vLLM: the per-token model is llama.cpp's; this is the roofline x the efficiency of the nearest "
+                     f"calibration entry ({rl['calibration_id']}" + ("" if vllm_cal else ", a llama.cpp measurement: "
+                     "FALLBACK, lab/data/calibration.yaml has no vLLM GPU entry") + "); compatibility of vLLM with the "
+                     "card is not judged here (`lab plan` on a profile does)")
+    tensor = f" over {a.link}" if a.link and a.split == "tensor" else ""
+    how = (f"-sm {a.split}{tensor}" if a.engine == "llama.cpp" else f"{'tensor' if a.split == 'tensor' else 'pipeline'} "
+           f"parallel {a.gpus}") if a.gpus > 1 else "one card"
+    mtp = f", draft-mtp n-max {a.n_max or 'best of 1-4'}" if a.spec == "draft-mtp" else ""
+    out.update(route=f"{a.engine}, {a.gpus} x {card['name']}, {how}{mtp}, {a.quant}, {a.kv} KV", notes=notes,
+               plain_tok_s=plain, ceiling_tok_s=ceiling, model=model,
+               ceiling=(f"{bw * (a.gpus if a.split == 'tensor' else 1):g} GB/s / {bpt / 1e9:.2f} GB read per token "
+                        "(roofline, plain decode)") if bpt else rl["reason"])
+    memory, why = _fit(a, mem)
+    out["memory"] = memory
+    n_seq = kvcache.llama_cpp_context(a.context, a.slots)["n_ctx_seq"] if a.engine == "llama.cpp" else a.context
+    if a.depth > n_seq:
+        why = why or f"depth {a.depth:,} is beyond one slot's context ({n_seq:,}: {a.context:,} over {a.slots} slot(s))"
+    if a.depth >= DEEP_TOKENS:
+        notes.append(depth_note(a.depth, bpt, rl["kv_bytes_per_seq"]))
+    tok_s = plain
+    if plain is None:
+        why = why or (rl["reason"] or "no prediction")
+    elif a.spec == "draft-mtp":
+        if a.engine != "llama.cpp":
+            tok_s, why = None, why or "draft-mtp on vLLM is not modelled (lab.predict.mtp_model is llama.cpp's)"
+        else:
+            tok_s, model["mtp"], mtp_why = _mtp(a, card, plain)
+            why = why or mtp_why
+            if model["mtp"]:
+                out["route"] = out["route"].replace("n-max best of 1-4", f"n-max {model['mtp']['n_max']}")
+            notes.append(f"the MTP block ({parts['mtp_bytes'] / 1e9:.2f} GB) loads only with --spec-type draft-mtp: "
+                         "the memory fit does not count it (as lab plan)")
+            if a.p_min:
+                notes.append(f"p_min {a.p_min:g} is not modelled: the MTP step model drafts n-max tokens every step "
+                             "(--spec-draft-p-min 0, the pinned llama.cpp's default, common/common.h); this is that")
+    elif a.n_max or a.acceptance is not None or a.p_min:
+        notes.append("n_max, p_min and acceptance are ignored: spec none")
+    out["predicted_tok_s"] = None if why else tok_s
+    out["why_not"] = why
+    return out

@@ -1,0 +1,240 @@
+"""`python -m lab predict`: what will my card do? Decode tok/s of Qwen3.8-27B for a card as people write it ("Tesla
+P40", "3090", "V100 32GB"), one set-up on the command line or many in a TSV file, by the lab's one speed model
+(lab.predict.card_speed: the functions `lab plan` uses for a profile's card).
+
+Exit status (lab.core.exit_codes): 0 every row has a prediction; 1 a row has none (its why_not says why: an unknown
+card, does not fit, a bad cell), or the file or profile given cannot be read; 2 bad usage (a flag's value).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+from lab.core import cli, exit_codes
+from lab.predict import card_speed
+from lab.predict.card_speed import Ask
+
+# The TSV's columns and the type of each cell (an empty cell = not given); other columns are ignored.
+COLUMNS = {"gpu": str, "gpus": int, "split": str, "engine": str, "weights_gb": float, "kv": str, "context": int,
+           "depth": int, "spec": str, "n_max": int, "p_min": float, "acceptance": float,
+           "quant": str, "link": str, "slots": int}  # the last three: optional, beyond the documented twelve
+REQUIRED = ("gpu",)
+EXAMPLES = ('python -m lab predict --gpu "Tesla P40" --gpus 2 --split tensor --weights-gb 17.9 --kv q4_0 \\\n'
+            "      --context 131072 --depth 32768 --mtp 3 --p-min 0.75 --acceptance 0.7",
+            "python -m lab predict --gpu 3090", 'python -m lab predict --gpu "V100 32GB" --json',
+            "python -m lab predict --rows mine.tsv --json", "python -m lab predict --profile v100-32g-x2-nvlink --depth 32768",
+            "python -m lab predict --list-gpus")
+DESCRIPTION = (
+    "What will my card do? Single-stream decode tok/s of Qwen3.8-27B (llama.cpp by default, or vLLM) on a card as "
+    "people write it, by the lab's one speed model - the functions `lab plan` uses for a profile's card (per-token "
+    "model, memory plan, -sm tensor over the link, MTP step model) - with the route, the roofline ceiling, the model "
+    "terms and the calibration used (FALLBACK when the card's architecture has no rows), or why not (unknown card, "
+    "does not fit). --rows FILE.tsv: one set-up per line, a header row with the columns gpu gpus split engine "
+    "weights_gb kv context depth spec n_max p_min acceptance (and quant, link, slots); an empty cell is not given, "
+    "the flags fill it, other columns are ignored. weights_gb: the GGUF as listed for download (GB, MTP block "
+    "included; default: the lab's Q4_K_M mix). Inputs the model has no term for (p_min; depth beyond the KV it "
+    "reads) are reported as notes, not modelled. Exit 1 when a row has no prediction.")
+
+
+class RowsError(ValueError):
+    """The TSV file cannot be read as rows (missing, a folder, a bad header)."""
+
+
+def build_parser():
+    ap = cli.parser("python -m lab predict", DESCRIPTION, *EXAMPLES)
+    ap.add_argument("--gpu", help="the card as people write it: \"Tesla P40\", P40, 3090, \"RTX 3090\", \"V100 32GB\", "
+                                  "v100-sxm2-32gb (--list-gpus: the known ones)")
+    ap.add_argument("--gpus", type=int, help="how many cards (default 1)")
+    ap.add_argument("--split", choices=card_speed.SPLITS, help="llama.cpp -sm (default layer for several cards; vLLM: "
+                                                               "tensor = tensor parallel, layer = pipeline parallel)")
+    ap.add_argument("--engine", choices=card_speed.ENGINES, help="default llama.cpp")
+    ap.add_argument("--weights-gb", type=float, help="the GGUF's download size in GB (1e9 bytes), MTP block included")
+    ap.add_argument("--quant", help="the weights' type, sizing the MTP block and token embedding inside weights_gb "
+                                    "(default Q4_K_M; vLLM AWQ-INT4)")
+    ap.add_argument("--kv", help="KV cache type: f16 (default), bf16, q8_0, q4_0 (vLLM: auto, fp8 ...)")
+    ap.add_argument("--context", type=int, help=f"-c, the total over the slots (default {card_speed.DEFAULT_CONTEXT})")
+    ap.add_argument("--slots", type=int, help="-np, parallel slots (default 1)")
+    ap.add_argument("--depth", type=int, help="tokens in the sequence while it decodes (default "
+                                              f"{card_speed.default_depth()}, as lab plan; a --profile: its benchmark's)")
+    ap.add_argument("--spec", choices=card_speed.SPECS, help="speculative decoding (default none; draft-mtp when "
+                                                             "--n-max or --acceptance is given)")
+    ap.add_argument("--n-max", type=int, help="--spec-draft-n-max (default: the predicted best of 1-4)")
+    ap.add_argument("--mtp", type=int, metavar="N", help="short for --spec draft-mtp --n-max N")
+    ap.add_argument("--p-min", type=float, help="--spec-draft-p-min: reported, not modelled")
+    ap.add_argument("--acceptance", type=float, help="draft acceptance rate, accepted / drafted (default: the public "
+                                                     "rows' for the card)")
+    ap.add_argument("--link", help=f"-sm tensor: the link between the cards, an id of lab/data/gpu_links.yaml "
+                                   f"(default {card_speed.DEFAULT_LINK})")
+    ap.add_argument("--profile", help="fill what is not given from a profile (name in params/ or a path)")
+    ap.add_argument("--rows", metavar="FILE.tsv", help="many set-ups, one per line (see above)")
+    ap.add_argument("--json", action="store_true", help="a JSON list, one object per row, in order")
+    ap.add_argument("--list-gpus", action="store_true", help="the cards the lab knows, with their calibration")
+    return ap
+
+
+def ask_from_args(args) -> Ask:
+    spec, n_max = args.spec, args.n_max
+    if args.mtp is not None:
+        spec, n_max = spec or "draft-mtp", n_max if n_max is not None else args.mtp
+    return Ask(gpu=args.gpu, gpus=args.gpus, split=args.split, engine=args.engine, weights_gb=args.weights_gb,
+               quant=args.quant, kv=args.kv, context=args.context, slots=args.slots, depth=args.depth, spec=spec,
+               n_max=n_max, p_min=args.p_min, acceptance=args.acceptance, link=args.link)
+
+
+def _cell(name: str, text: str):
+    kind = COLUMNS[name]
+    if kind is str:
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"column {name}: {text!r} is not a {'whole ' if kind is int else ''}number") from None
+    if kind is int:
+        if value != int(value):
+            raise ValueError(f"column {name}: {text!r} is not a whole number")
+        return int(value)
+    return value
+
+
+def read_rows(path: str | Path) -> list[tuple[int, dict, str | None]]:
+    """[(line number, {column: value} of the non-empty known cells, why the row is bad or None)] of a TSV file with a
+    header row. RowsError when the file is missing or not a file, or its header names no 'gpu' column or a column
+    twice. Blank lines and lines starting with '#' are not rows."""
+    p = Path(path)
+    if not p.is_file():
+        raise RowsError(f"{p}: {'no such file' if not p.exists() else 'not a file'}; --rows takes a tab-separated "
+                        "file with a header row")
+    lines = [(n, line) for n, line in enumerate(p.read_text(encoding="utf-8-sig").splitlines(), 1)
+             if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        raise RowsError(f"{p}: empty; the first line is the header: {' '.join(COLUMNS)} (tab-separated)")
+    header = [h.strip().lower() for h in next(csv.reader([lines[0][1]], delimiter="\t"))]
+    known = [h for h in header if h in COLUMNS]
+    twice = sorted({h for h in known if known.count(h) > 1})
+    missing = [c for c in REQUIRED if c not in header]
+    if missing or twice:
+        raise RowsError(f"{p}: bad header {header!r}: " + (f"no {', '.join(missing)} column" if missing else
+                        f"column(s) {', '.join(twice)} twice") + f" (line {lines[0][0]}; tab-separated; known "
+                        f"columns: {' '.join(COLUMNS)})")
+    rows = []
+    for n, line in lines[1:]:
+        cells = next(csv.reader([line], delimiter="\t"))
+        values, bad = {}, []
+        for name, text in zip(header, cells):
+            if name in COLUMNS and text.strip():
+                try:
+                    values[name] = _cell(name, text.strip())
+                except ValueError as exc:
+                    bad.append(str(exc))
+        if len(cells) > len(header):
+            bad.append(f"{len(cells)} cells under a header of {len(header)}")
+        rows.append((n, values, f"bad cell(s) on line {n}: " + "; ".join(bad) if bad else None))
+    return rows
+
+
+def merged(flags: Ask, values: dict) -> Ask:
+    """A row's cells over the flags (a cell wins; an empty cell takes the flag)."""
+    base = {k: v for k, v in vars(flags).items() if v is not None}
+    return Ask(**{**base, **values})
+
+
+def _rounded(x):
+    if isinstance(x, float):
+        return round(x, 3)
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_rounded(v) for v in x]
+    return x
+
+
+def _num(x, fmt: str = ".1f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def text(results: list[dict]) -> str:
+    """The answers as a table within 100 columns, then each row's route, model terms, why not and notes."""
+    table = [{"#": str(r["row"]), "card": (r["card_id"] or str(r["gpu"]))[:16], "n": _num(r["gpus"], "d"),
+              "split": r["split"] or "-", "KV": r["kv"] or "-", "context": _num(r["context"], ","),
+              "depth": _num(r["depth"], ","), "spec": (r["spec"] or "-") + (f" {r['n_max']}" if r["n_max"] else ""),
+              "tok/s": _num(r["predicted_tok_s"]) if not r["why_not"] else "no",
+              "plain ceiling": _num(r["ceiling_tok_s"], ".0f")} for r in results]
+    lines = [cli.text_table(table), ""]
+    for r in results:
+        m = r["model"]
+        lines.append(f"[{r['row']}] " + (f"{r['route']}" if r["route"] else str(r["gpu"])))
+        if r["why_not"]:
+            lines.append(f"    why not: {r['why_not']}")
+        if r["plain_tok_s"] is not None:
+            mtp = m.get("mtp")
+            lines.append(f"    predicted {_num(r['predicted_tok_s'])} tok/s" + (
+                f" (plain {r['plain_tok_s']:.1f} x {mtp['tokens_per_step']:.2f} tok/step at acceptance "
+                f"{mtp['acceptance_rate']:.2f} / step {mtp['step_over_plain']:.2f} plain tokens)" if mtp else "")
+                + f"; ceiling {_num(r['ceiling_tok_s'])} tok/s = {r['ceiling']}")
+        if "bandwidth_fraction" in m:
+            lines.append(f"    model: {m['bytes_per_token_gb']:.2f} GB/token ({m['weights_read_gb']:.2f} weights + "
+                         f"{m['kv_and_state_read_gb']:.2f} KV and state) at {m['bandwidth_fraction']:.2f} of "
+                         f"{m['bandwidth_gb_s_per_card']:g} GB/s + {m['fixed_ms_per_token']:.2f} ms/token; fraction "
+                         f"from {m['fraction_from']}")
+        elif m.get("calibration"):
+            lines.append(f"    model: {m['bytes_per_token_gb']:.2f} GB/token; calibration {m['calibration']}")
+        if "comm_ms_per_token" in m:
+            lines.append(f"    -sm tensor over {m['link']}: {m['comm_ms_per_token']:.2f} ms/token of all-reduces "
+                         f"(optimistic bound {m['optimistic_tok_s']:.1f} tok/s)")
+        if m.get("mtp"):
+            x = m["mtp"]
+            lines.append(f"    mtp: n-max {x['n_max']} ({x['n_max_from']}); acceptance {x['acceptance_rate']:.2f} "
+                         f"({x['acceptance_from']}); verify ms: {x['verify_ms_from']}")
+        if r["memory"]:
+            mem = r["memory"]
+            lines.append(f"    memory per card: {mem['per_card_gib']:.2f} of {mem['budget_gib']:.2f} GiB "
+                         f"({'fits' if mem['fits'] else 'does NOT fit'}; {mem['max_context_per_slot']:,} tokens per "
+                         "slot would fit)")
+        lines += [f"    note: {note}" for note in r["notes"]]
+    return cli.fit("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.list_gpus:
+        rows = card_speed.card_rows()
+        print(json.dumps(rows, indent=1) if args.json else cli.text_table(rows))
+        return exit_codes.OK
+    base = None
+    if args.profile:
+        from lab.core import profiles
+
+        try:
+            base = profiles.load(args.profile)
+        except profiles.ProfileError as exc:  # an invalid or unknown profile: a found problem, as in lab plan
+            print(f"invalid {exc}", file=sys.stderr)
+            return exit_codes.PROBLEM
+    flags = ask_from_args(args)
+    if args.rows:
+        try:
+            rows = read_rows(args.rows)
+        except (RowsError, OSError, UnicodeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exit_codes.PROBLEM
+        results = []
+        for i, (_, values, bad) in enumerate(rows, 1):
+            r = card_speed.predict(merged(flags, values), base, i)
+            # a bad cell is the row's answer: what the other cells gave stays shown, without a prediction
+            results.append({**r, "predicted_tok_s": None, "why_not": bad} if bad else r)
+    else:
+        if flags.gpu is None and base is None:
+            print("error: give --gpu CARD (or --profile NAME, or --rows FILE.tsv); `python -m lab predict --list-gpus` "
+                  "lists the cards", file=sys.stderr)
+            return exit_codes.USAGE
+        results = [card_speed.predict(flags, base)]
+        if results[0]["card"] is None and not args.json:  # no card: one clear line instead of an empty table
+            print(f"error: {results[0]['why_not']}", file=sys.stderr)
+            return exit_codes.PROBLEM
+    print(json.dumps(_rounded(results), indent=1, ensure_ascii=False, allow_nan=False) if args.json else text(results))
+    return exit_codes.PROBLEM if any(r["why_not"] for r in results) else exit_codes.OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""`lab predict` (lab.predict.card_speed, lab.predict.predict_cli): a card as people write it resolves to the GPU
+table's entry, the numbers are `lab plan`'s for every profile's card (plain, -sm tensor, MTP), a TSV's good and bad rows
+come back in order with why_not, and an unknown card or a bad file is a clear error, never a traceback. In-process."""
+import json
+
+import pytest
+
+from lab.core import profiles
+from lab.core.paths import ROOT
+from lab.model import models, weights
+from lab.predict import card_speed, plan, predict_cli, roofline
+from lab.predict.card_speed import Ask
+
+GPU_PROFILES = sorted(p.stem for p in (ROOT / "params").glob("*.yaml") if profiles.load(p).gpu_count > 0)
+
+
+def run(argv, capsys) -> tuple[int, str, str]:
+    try:
+        rc = predict_cli.main(argv)
+    except SystemExit as exc:  # argparse: --help, or a flag's value of the wrong form (exit 2)
+        rc = exc.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def ask_for(prof) -> tuple[Ask, bool]:
+    """The ask that describes a profile's box with the flags alone (no --profile), and whether its weights were read
+    from a GGUF on this machine (then the MTP block and embedding come from the header, not the quant's mix)."""
+    parts = weights.profile_weight_parts(prof, models.arch_for(prof))
+    spec = roofline.gpu_spec_for(prof.gpu_name_pattern or prof.name)
+    return Ask(gpu=spec["id"], gpus=prof.gpu_count, split=prof.split_mode or ("layer" if prof.gpu_count > 1 else None),
+               weights_gb=parts["file_bytes"] / 1e9, quant=prof.model_quant, kv=prof.kv_cache_dtype,
+               context=prof.context_tokens, slots=prof.parallel_slots,
+               depth=prof.bench_prompt_tokens + prof.bench_output_tokens // 2), parts["basis"].startswith("file:")
+
+
+@pytest.mark.parametrize("name", GPU_PROFILES)
+def test_predict_gives_lab_plans_speed_and_fit_for_every_gpu_profile(name, capsys):
+    prof = profiles.load(name)
+    planned = plan.plan(prof)
+    ask, on_disk = ask_for(prof)
+    got = card_speed.predict(ask)
+    assert got["plain_tok_s"] == pytest.approx(planned["predicted_decode_tok_s"], rel=1e-3 if on_disk else 1e-9)
+    assert got["memory"]["fits"] == planned["fits"]
+    assert (got["why_not"] is None) == planned["fits"] and got["predicted_tok_s"] == (got["plain_tok_s"] if planned["fits"] else None)
+    assert got["ceiling_tok_s"] == pytest.approx(planned["decode_ceiling_tok_s"], rel=1e-3 if on_disk else 1e-9)
+    # --profile fills every input from the profile itself: the same number to the printed precision
+    rc, out, _ = run(["--profile", name, "--json"], capsys)
+    (row,) = json.loads(out)
+    assert row["predicted_tok_s"] == round(planned["predicted_decode_tok_s"], 3) and rc == 0
+
+
+def test_tensor_split_and_mtp_are_lab_plans_routes():
+    """The V100 pair's -sm tensor route (tp_model over NVLink) and the one card's MTP route, as `lab plan` prints them."""
+    pair = profiles.load("v100-32g-x2-nvlink")
+    routes = {r["id"]: r for r in plan.plan(pair)["routes"]["routes"]}
+    ask, on_disk = ask_for(pair)
+    ask.split, ask.link, ask.depth = "tensor", "v100-sxm2-nvlink2", card_speed.default_depth()
+    got = card_speed.predict(ask)
+    assert got["plain_tok_s"] == pytest.approx(routes["llama-tensor"]["tok_s"], rel=1e-3 if on_disk else 1e-9)
+    assert got["ceiling_tok_s"] == pytest.approx(2 * got["model"]["bandwidth_gb_s_per_card"] / got["model"]["bytes_per_token_gb"])
+    one = profiles.load("v100-32g-x1")
+    mtp = {r["id"]: r for r in plan.plan(one)["routes"]["routes"]}["llama-one-mtp"]
+    ask, on_disk = ask_for(one)
+    ask.spec = "draft-mtp"
+    got = card_speed.predict(ask)
+    assert got["predicted_tok_s"] == pytest.approx(mtp["tok_s"], rel=1e-3 if on_disk else 1e-9)
+    assert got["model"]["mtp"]["n_max"] == mtp["mtp_n_max"] and "same card" in got["model"]["mtp"]["acceptance_from"]
+
+
+@pytest.mark.parametrize("text,card_id", [
+    ("Tesla P40", "tesla-p40"), ("P40", "tesla-p40"), ("3090", "rtx-3090"), ("RTX 3090", "rtx-3090"),
+    ("NVIDIA GeForce RTX 3090", "rtx-3090"), ("3090 Ti", "rtx-3090-ti"), ("rtx3090ti", "rtx-3090-ti"),
+    ("V100 32GB", "v100-32g"), ("v100-sxm2-32gb", "v100-32g"), ("Tesla V100-PCIE-16GB", "v100-16g"),
+    ("4060ti", "rtx-4060-ti-16g"), ("RTX 5060 Ti 16GB", "rtx-5060-ti-16g"), ("h200", "h200"), ("A5000", "rtx-a5000")])
+def test_names_resolve_as_people_write_them(text, card_id):
+    assert card_speed.resolve_card(text)["id"] == card_id
+
+
+def test_every_card_resolves_to_itself_and_its_profile_calibration():
+    for g in roofline.gpu_specs():
+        assert card_speed.resolve_card(g["id"])["id"] == card_speed.resolve_card(g["name"])["id"] == g["id"]
+        # the built profile names the card by its table name: lab plan's lookup must find the same card
+        assert roofline.gpu_spec_for(g["name"])["id"] == g["id"]
+
+
+def test_unknown_cards_say_did_you_mean_and_how_to_list():
+    with pytest.raises(card_speed.UnknownCard) as exc:
+        card_speed.resolve_card("Quadro P4000")  # holds "P40" inside a longer number: not a P40
+    assert "unknown card 'Quadro P4000'" in str(exc.value) and "did you mean 'Tesla P40'" in str(exc.value)
+    assert "--list-gpus" in str(exc.value)
+    with pytest.raises(card_speed.UnknownCard, match=r"did you mean 'GeForce RTX 4060 Ti 16GB'"):
+        card_speed.resolve_card("4060")
+
+
+def test_unknown_card_on_the_command_line_is_one_clear_error(capsys):
+    rc, out, err = run(["--gpu", "A100"], capsys)
+    assert rc == 1 and out == "" and err.startswith("error: unknown card 'A100'") and "--list-gpus" in err
+    rc, out, _ = run(["--gpu", "A100", "--json"], capsys)
+    (row,) = json.loads(out)
+    assert rc == 1 and row["predicted_tok_s"] is None and row["why_not"].startswith("unknown card 'A100'")
+    rc, _, err = run([], capsys)
+    assert rc == 2 and "--gpu" in err
+
+
+def test_a_pascal_card_says_its_calibration_is_a_fallback_and_what_was_not_modelled():
+    got = card_speed.predict(Ask(gpu="Tesla P40", gpus=2, split="tensor", weights_gb=17.9, kv="q4_0", context=131072,
+                                 depth=32768, n_max=3, p_min=0.75, acceptance=0.7))
+    m = got["model"]
+    assert got["why_not"] is None and got["predicted_tok_s"] > got["plain_tok_s"] > 0
+    assert m["fraction_from"].startswith("FALLBACK: no pascal rows")
+    assert m["bandwidth_fraction"] == roofline.per_token_model().default_fraction
+    assert m["mtp"]["verify_ms_from"].startswith("FALLBACK") and m["mtp"]["acceptance_rate"] == 0.7
+    assert m["link"] == "pcie3-x16" and got["ceiling_tok_s"] == pytest.approx(2 * 346 / m["bytes_per_token_gb"])
+    assert m["weights_file_gb"] == 17.9 and "stated" in m["weights_basis"]
+    notes = " | ".join(got["notes"])
+    for said in ("p_min 0.75 is not modelled", "depth 32,768: modelled only as the KV", "p40-x2-tensor-plain",
+                 "refuses it", "link not given"):
+        assert said in notes, said
+
+
+def test_a_tsv_of_good_and_bad_rows_comes_back_in_order(tmp_path, capsys):
+    header = "gpu\tgpus\tsplit\tengine\tweights_gb\tkv\tcontext\tdepth\tspec\tn_max\tp_min\tacceptance\tcomment"
+    rows = ["V100 32GB" + "\t" * 12,
+            "3090\t\t\t\t\t\t262144\t\t\t\t\t\ttoo long",
+            "Tesla P40\t2\ttensor\tllama.cpp\t17.9\tq4_0\t131072\t32768\tdraft-mtp\t3\t0.75\t0.7\t",
+            "P40\ttwo\t\t\t\t\t\t\t\t\t\t\t",
+            "",
+            "Quadro P4000\t\t\t\t\t\t\t\t\t\t\t\t"]
+    f = tmp_path / "mine.tsv"
+    f.write_text("\n".join([header] + rows) + "\n")
+    rc, out, _ = run(["--rows", str(f), "--json"], capsys)
+    got = json.loads(out)
+    assert rc == 1 and [r["row"] for r in got] == [1, 2, 3, 4, 5]
+    assert {"predicted_tok_s", "why_not", "route", "ceiling_tok_s", "model", "memory", "notes"} <= set(got[0])
+    v100 = card_speed.predict(Ask(gpu="V100 32GB"))["predicted_tok_s"]
+    assert got[0]["why_not"] is None and got[0]["predicted_tok_s"] == round(v100, 3) and got[0]["card_id"] == "v100-32g"
+    assert got[1]["predicted_tok_s"] is None and got[1]["why_not"].startswith("does not fit: weights")
+    assert "> 24.00 GiB (262,144 tokens over 1 slot(s), f16 KV" in got[1]["why_not"]
+    assert got[2]["why_not"] is None and got[2]["predicted_tok_s"] > 0 and "-sm tensor" in got[2]["route"]
+    assert got[3]["predicted_tok_s"] is None and got[3]["why_not"] == ("bad cell(s) on line 5: column gpus: 'two' is "
+                                                                       "not a whole number")
+    assert got[4]["predicted_tok_s"] is None and got[4]["why_not"].startswith("unknown card 'Quadro P4000'")
+    rc, text, _ = run(["--rows", str(f)], capsys)
+    assert rc == 1 and all(len(line) <= 100 for line in text.splitlines()) and "why not: does not fit" in text
+
+
+def test_a_missing_file_or_a_bad_header_is_a_clear_error(tmp_path, capsys):
+    rc, out, err = run(["--rows", str(tmp_path / "none.tsv")], capsys)
+    assert rc == 1 and out == "" and "no such file" in err and "Traceback" not in err
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("card\tgpus\nP40\t2\n")
+    rc, out, err = run(["--rows", str(bad)], capsys)
+    assert rc == 1 and out == "" and "bad header" in err and "no gpu column" in err
+    rc, _, err = run(["--gpu", "P40", "--gpus", "two"], capsys)
+    assert rc == 2 and "--gpus" in err
+
+
+def test_the_verb_is_registered_with_its_own_parser(capsys):
+    from lab import __main__ as cli_main
+
+    assert cli_main.OWN_PARSERS["predict"] == "lab.predict.predict_cli"
+    assert cli_main.main(["predict", "--gpu", "3090", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["card_id"] == "rtx-3090" and row["model"]["fraction_from"].startswith("ampere: fitted")
