@@ -10,8 +10,9 @@ multi-token prediction (MTP) bounded by its step cost (lab.predict.mtp_model, th
 drafts costs 1 + n × (head pass + the card architecture's verify ms, fitted on the public draft-mtp rows) plain
 tokens at the card's predicted plain speed, so at most (n + 1) ÷ that with every draft accepted): beyond that
 bound it is impossible by physics; within it but needing an acceptance above what the public rows publish for the
-card, contradicted by facts; otherwise not testable here. Sizes come from lab.model.weights, KV from
-lab.predict.kvcache, drivers and formats from lab.predict.compat.
+card, contradicted by facts; otherwise not testable here. Below the ceiling, a measurement of the lab's own from the
+claim's hardware decides, else the published rows the claim names (lab.predict.claim_published). Sizes come from
+lab.model.weights, KV from lab.predict.kvcache, drivers and formats from lab.predict.compat.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import re
 from typing import Any
 
 from lab.model import models, weights
-from lab.predict import compat, kvcache, memory_plan, roofline, speculative_speed
+from lab.predict import claim_published, compat, kvcache, memory_plan, roofline, speculative_speed
 from lab.predict.claims_ledger import ledger, model_class
 from lab.core.units import GIB
 
@@ -218,6 +219,12 @@ def _speed(claim: dict, measured: dict | None, batch: int) -> tuple[str, str, di
     why = f"below the ceiling {ceiling:.0f} tok/s = {how}; it needs ≥ {numbers['needed_fraction_of_ceiling']:.0%} of that"
     if predicted:
         why += f"; the per-token model (`lab plan`'s prediction) gives {predicted:.0f} tok/s without speculation"
+    # no measurement of ours from this hardware: the published rows the claim names judge it (lab.predict.claim_published)
+    if (pub := claim_published.judge(claim, MEASURE_TOLERANCE)) is not None:
+        numbers["published"] = pub[2]
+        if pub[0] != "not testable here":
+            return pub[0], f"{pub[1]}; {why}", numbers
+        why = f"{pub[1]}; {why}"
     return "not testable here", why + " — needs this hardware to measure", numbers
 
 

@@ -3,7 +3,8 @@ verbatim quote, English, condition, value, how to test it, source), checked on l
 of verdicts a claim can get:
 
     consistent                   the numbers agree (arithmetic, documentation or our measurement)
-    contradicted by measurement  our measurement on the same hardware and engine disagrees
+    contradicted by measurement  a measurement on the same hardware and engine disagrees: ours, or, without one,
+                                 a published row the claim names (lab.predict.claim_published)
     contradicted by facts        arithmetic on the published config or a documented rule disagrees
     impossible by physics        above the memory-bandwidth roofline even with generous assumptions
     not testable here            needs hardware, a meter or a price list this run does not have

@@ -246,14 +246,15 @@ def _server_argv(profile, model_path: str) -> list[str]:
     return ["$LLAMA_BIN/llama-server"] + list(cmd.argv[1:])
 
 
-def server_command(profile, route_flags: str = "") -> str:
+def server_command(profile, route_flags: str = "", env: dict | None = None) -> str:
     """The llama-server command line, as typed from the build folder (keys stay in $VARS). `route_flags`: a route's
     flags (lab/data/routes.yaml, e.g. "--spec-type draft-mtp --spec-draft-n-max 2") appended where the profile's
-    command lacks them (a route of the other split runs as `byhand_choices.route_profile`)."""
+    command lacks them (a route of the other split runs as `byhand_choices.route_profile`); `env`: variables the
+    route adds (a known issue's workaround, lab/data/routes.yaml llama_tensor_split known_issues)."""
     from lab.serving import engines
 
     cmd = engines.build_command(profile)
-    words = [f"{k}={shlex.quote(v)}" for k, v in sorted(cmd.env.items())]
+    words = [f"{k}={shlex.quote(str(v))}" for k, v in sorted({**cmd.env, **(env or {})}.items())]
     words += [f'LLAMA_API_KEY="${src}"' for src in cmd.secret_env.values()]
     argv = _server_argv(profile, model_path(profile))
     if route_flags.strip():  # the route's flags the command lacks (its split flags come from the profile's own)
@@ -263,29 +264,39 @@ def server_command(profile, route_flags: str = "") -> str:
 
 
 def _server_step(profile) -> Step:
+    from lab.predict import routes
     from lab.serving import engines
 
     cmd = engines.build_command(profile)
-    commands, why = (server_command(profile),), ""
+    issues = routes.data()["llama_tensor_split"]["known_issues"]
+    commands, why, tensor = (server_command(profile),), "", profile.split_mode == "tensor"
     alt = other_split(profile)
     if alt is not None:
         commands += (f"# or -sm {alt.split_mode} instead (one of the two, not both): " + server_command(alt),)
         why = (f" The second line is the -sm {alt.split_mode} alternative: `python -m lab plan {profile.name}` "
                "lists both routes with their predicted single-stream speed and memory per card; -sm tensor is "
                "EXPERIMENTAL in the pinned llama.cpp (flash attention on, f16 KV, -c and -np fitted by hand).")
+        tensor = True
+    if tensor:
+        why += " " + issues["without_mtp"]
     best = fastest_route(profile)
     if best is not None:
+        mtp_tensor = best["split"] == "tensor" and best["mtp"]
+        env = issues["mtp_workaround_env"] if mtp_tensor else None
         commands += (f"# or the fastest route the lab predicts ({best['id']}, {best['tok_s']:.1f} tok/s for one stream; "
                      f"python -m lab plan {profile.name}): "
-                     + server_command(route_profile(profile, best), best["flags"]),)
+                     + server_command(route_profile(profile, best), best["flags"], env),)
         why += (f" The last line is the plan's fastest llama.cpp route, {best['id']}: the profile's command with "
                 f"{best['flags']} (it needs {best['needs']}).")
+        if mtp_tensor:
+            why += (" " + issues["with_mtp"] + " That line sets "
+                    + " ".join(f"{k}={v}" for k, v in env.items()) + " for this reason.")
     return Step("Start the server", ('cd "$LAB"',) + commands,
                 "every flag is the profile's, the one command notebook 04 explains (its table gives each flag's "
                 f"reason and source); it listens on {cmd.host}:{cmd.port} only." + why,
                 ("lab.serving.engines.build_command (notebook 04)",
-                 *(("lab/data/routes.yaml llama_tensor_split (llama.cpp docs/multi-gpu.md, src/llama-arch.cpp)",)
-                   if alt is not None else ())), stage="serve")
+                 *(("lab/data/routes.yaml llama_tensor_split (llama.cpp docs/multi-gpu.md, src/llama-arch.cpp)",
+                    *issues["sources"]) if tensor else ())), stage="serve")
 
 
 def fastest_route(profile) -> dict | None:

@@ -88,6 +88,23 @@ def test_two_card_track_prints_layer_and_tensor_commands():
     cd, server, fastest = one.commands  # cd to the build, the profile's server, the fastest route commented
     assert "--spec-type" not in server and fastest.startswith("# or the fastest route the lab predicts (llama-one-mtp")
     assert fastest.endswith("--spec-type draft-mtp --spec-draft-n-max 2 2>&1 | tee server.log")
+def test_tensor_split_commands_carry_the_known_hangs_and_the_workaround():
+    """-sm tensor + MTP hangs llama-server on Qwen3.8-27B (llama.cpp #27122, #28252): the by-hand track's -sm tensor +
+    MTP line sets LLAMA_GRAPH_REUSE_DISABLE=1 (the workaround #27122 reports) and says why, with the issues as
+    sources; -sm tensor without MTP carries the #27750 warning; the -sm layer line sets nothing."""
+    step = next(st for st in byhand.steps(profiles.load("v100-32g-x2-nvlink")) if st.title == "Start the server")
+    _, layer, tensor, fastest = step.commands
+    assert "LLAMA_GRAPH_REUSE_DISABLE" not in layer and "LLAMA_GRAPH_REUSE_DISABLE" not in tensor
+    assert "-sm tensor" in fastest and "--spec-type draft-mtp" in fastest
+    assert "LLAMA_GRAPH_REUSE_DISABLE=1 " in fastest.split('"$LLAMA_BIN/llama-server"')[0]
+    assert "#27122" in step.why and "#28252" in step.why and "#27750" in step.why and "WARNING" in step.why
+    for url in ("https://github.com/ggml-org/llama.cpp/issues/27122", "https://github.com/ggml-org/llama.cpp/issues/28252",
+                "https://github.com/ggml-org/llama.cpp/issues/27750"):
+        assert any(src.startswith(url) for src in step.sources), url
+    one = next(st for st in byhand.steps(profiles.load("v100-32g-x1")) if st.title == "Start the server")
+    assert not any("LLAMA_GRAPH_REUSE_DISABLE" in c for c in one.commands) and "#27122" not in one.why
+
+
 ORDER = ["The lab's folder", "Check the card and the system", "Keep nouveau off the card", "Install the NVIDIA driver",
          "Secure Boot", "Check the link between", "Install the CUDA", "Build llama.cpp", "Download", "Run the lab on the card",
          "Measure the card in-process with llama-bench", "Start the server", "Try it with curl",

@@ -416,8 +416,11 @@ def test_plan_accepts_a_name_and_reports_errors(tmp_path):
 @pytest.mark.parametrize("driver, warned", [("535.129.03", True), ("570.26", True), ("515.65.01", True),
                                             ("580.65.06", False)])
 def test_driver_branch_past_end_of_life_is_a_warning(driver, warned):
-    """NVIDIA's support table (read 2026-12-01): R535 ended June 2026, R570 February 2026, R515 long ago; R580 to 2028."""
+    """NVIDIA's support table (read 2026-12-01): R535 ended June 2026, R570 February 2026, R515 long ago; R580 to June
+    2028 (the table of the 615 and 620 driver docs, read 2026-12-05)."""
     result = next(r for r in compat.evaluate_all({"driver_version": driver}) if r.id == "driver_branch_supported")
     assert result.status == ("warn" if warned else "pass"), result
     if warned:
         assert "end of life" in result.findings[0].message
+    rule = next(r for r in compat.rules() if r["id"] == "driver_branch_supported")
+    assert rule["end_of_life"]["580"] == "2028-06" and "End of Life June 2028" in rule["source"]

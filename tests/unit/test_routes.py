@@ -54,7 +54,7 @@ def test_one_v100_routes():
     t = _table("v100-32g-x1")
     assert _speeds(t) == {"llama-one": (33.8, "predicted", True),
                           "llama-one-mtp": (48.8, "predicted (MTP step model)", True),
-                          "fork-tp1-mtp": (40.0, "published", False)}  # the fork at 262,144 tokens: no fit
+                          "fork-tp1-mtp": (36.4, "published", False)}  # the fork at 262,144 tokens: no fit
     assert t["fastest"] == t["fastest_llama_cpp"] == "llama-one-mtp"
     mtp = next(r for r in t["routes"] if r["id"] == "llama-one-mtp")
     # 33.8 plain x 2.50 tokens per step (rate 0.75 at n-max 2, v100-32g-b10358-mtp-n2) ÷ a 1.73-plain-token step
@@ -92,4 +92,21 @@ def test_mtp_speed_is_the_one_place_for_mtp_figures():
     fork = {"engine": "1Cat-vLLM", "flags": "f", "published": ["v100-32g-1cat-awq-mtp-n3"],
             "plain_row": "v100-32g-1cat-awq-plain"}
     got = routes.mtp_speed(fork, None, rows)
-    assert (got["tok_s"], got["basis"]) == (40.0, "published") and "2.00x the plain 20" in got["how"]
+    # the user's logged 36.4 tok/s (agent traffic; "about 40" in words) over the plain "about 20"
+    assert (got["tok_s"], got["basis"]) == (36.4, "published") and "1.82x the plain 20" in got["how"]
+
+
+def test_the_fork_installs_as_one_wheel_and_supports_qwen38_fp8_at_tp4():
+    """1Cat-vLLM since 1.2.1: one 1cat_vllm-*.whl that bundles flash_attn_v100; 1.3.0 (2026-08-17) added Qwen3.8-27B
+    FP8 at TP4 (pull #229); each fact with its source URL."""
+    fork = routes.data()["fork"]
+    install = " ".join(fork["install"])
+    assert "./1cat_vllm-*.whl" in install and "flash_attn_v100" not in install
+    assert "bundles the flash_attn_v100" in fork["install_note"]
+    assert "Qwen3.8-27B" in fork["current"] and "TP4" in fork["current"]
+    for url in ("https://github.com/1CatAI/1Cat-vLLM/releases/tag/v1.3.0", "https://github.com/1CatAI/1Cat-vLLM/pull/229",
+                "https://github.com/1CatAI/1Cat-vLLM/blob/main/README.md"):
+        assert any(s.startswith(url) for s in fork["sources"]), url
+    issues = routes.data()["llama_tensor_split"]["known_issues"]
+    assert issues["mtp_workaround_env"] == {"LLAMA_GRAPH_REUSE_DISABLE": "1"}
+    assert all(s.startswith("https://github.com/ggml-org/llama.cpp/") and "read 2026-12-05" in s for s in issues["sources"])
