@@ -1,6 +1,8 @@
-"""The session a notebook starts (`session.start(globals())` in its second cell): lab.core.session's, with where
-the profile's server runs (lab.serving.endpoint.where) worked out once, shown by notebooks 01–03 and written into
-every record as `server_scope`. It lives here, in the top layer, because lab.core cannot import lab.serving."""
+"""What every notebook calls, through its page (`from lab.pages import <page> as page`, the notebook's one lab
+import; each page imports these names): the session a notebook starts (`page.start(globals())` in its second cell:
+lab.core.session's, with where the profile's server runs, lab.serving.endpoint.where, worked out once, shown by
+notebooks 01–03 and written into every record as `server_scope`; it lives here, in the top layer, because lab.core
+cannot import lab.serving), the answer so far (`page.answer(s)`), a table (`page.show`) and the closing text."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -12,6 +14,21 @@ from lab.serving import endpoint
 def start(profile: str | Mapping, run_dir: str = "") -> core_session.Session:
     """lab.core.session.start (see there: the notebook's globals, or a profile name or path) with `server_scope`."""
     return core_session.start(profile, run_dir, scope=endpoint.where)
+
+
+def answer(s: core_session.Session):
+    """The answer so far, at the top of every notebook: what fits, expected and measured speed, failed checks, the
+    seeds' claims that do not hold (lab.records.answer.first)."""
+    from lab.records import answer as run_answer
+
+    return run_answer.first(s)
+
+
+def show(data, empty: str | None = None):
+    """A table for a notebook cell (lab.core.display.show: the lab's one rounding, an empty table said in words)."""
+    from lab.core import display
+
+    return display.show(data) if empty is None else display.show(data, empty=empty)
 
 
 def closing(s: core_session.Session, name: str):

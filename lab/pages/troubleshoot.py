@@ -8,13 +8,50 @@ from pathlib import Path
 from lab.core import evidence
 from lab.core.checks import Check
 from lab.core.session import Session
-from lab.diagnose import endpoint_diagnose, run_inputs
+from lab.diagnose import endpoint_diagnose, run_inputs, troubleshoot, troubleshoot_repro
 from lab.diagnose.knowledge_base import SEVERITIES, load_kb
 from lab.diagnose.troubleshoot import Finding
 from lab.diagnose.troubleshoot_repro import SOURCE, Reproduction
 from lab.pages import session
+from lab.pages.session import answer, show, start  # noqa: F401  (what every notebook calls, through its page)
 
 NAME, ENDPOINT = "07_troubleshooting", "07_endpoint"
+# The pitfalls notebook 07 makes happen, in its order (lab.diagnose.troubleshoot_repro): name → the reproduction.
+PITFALLS = {"port in use": troubleshoot_repro.port_conflict, "truncated GGUF": troubleshoot_repro.truncated_gguf,
+            "rejected flag": troubleshoot_repro.rejected_flag, "context overflow": troubleshoot_repro.context_overflow,
+            "KV cache too big": troubleshoot_repro.kv_cache_too_big}
+
+
+# ---------------------------------------------------------------- the notebook's steps
+def knowledge_base_line() -> str:
+    return f"knowledge base: {len(load_kb())} entries (lab/data/troubleshooting.yaml)"
+
+
+def diagnose_run(s: Session) -> list[Finding]:
+    """This run folder diagnosed (lab.diagnose.troubleshoot.diagnose: logs, checks, records, notebook errors)."""
+    return troubleshoot.diagnose(s.run_dir)
+
+
+def diagnose_endpoint(s: Session) -> dict:
+    """The profile's endpoint asked five questions, each answer read with the knowledge base."""
+    return endpoint_diagnose.run(s.profile)
+
+
+def endpoint_rows(result: dict) -> list[dict]:
+    return endpoint_diagnose.rows(result)
+
+
+def reproduce(s: Session, pitfall: str):
+    """One pitfall made to happen in this run folder (PITFALLS; "port in use" gives a list: one per way)."""
+    if pitfall not in PITFALLS:
+        raise ValueError(f"unknown pitfall {pitfall!r}; the ones notebook 07 reproduces: {', '.join(PITFALLS)}")
+    return PITFALLS[pitfall](s.run_dir)
+
+
+def captured() -> list[dict]:
+    """The GPU-only pitfalls, diagnosed from the real texts kept in lab/data/captured_errors.yaml."""
+    return troubleshoot_repro.diagnose_captured()
+
 
 
 def findings_table(findings: list[Finding]):
