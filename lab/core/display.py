@@ -181,6 +181,34 @@ def breakable(text: str) -> str:
 _MARKDOWN_SIGNS = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:&\"'=])")
 
 
+# A command or code token wraps only at spaces: "-DGGML_CUDA=ON" broken after its "-" reads as two words and is typed
+# wrong. A token longer than `whole` (a URL, a path) may also wrap after "/" or "=", a piece of it still longer after
+# another separator (, _ . : ; & ?), never at "-"; what is still longer (a hash) is cut every `whole` characters.
+# Copying the block gives the text as it is (spans and <wbr> add no characters).
+WHOLE_TOKEN = 60
+CODE_BREAKS = (re.compile(r"(?<=[/=])(?=[^/])"), re.compile(r"(?<=[,_.:;&?])"))
+NO_BREAK_INSIDE = re.compile(r"[\w.,:=$@'\"+]+")  # a browser wraps such a token nowhere inside: no span needed
+NOWRAP = '<span style="white-space:nowrap">'
+
+
+def code_html(text: str, whole: int = WHOLE_TOKEN) -> str:
+    """Escaped code or command text whose tokens wrap only at spaces (see WHOLE_TOKEN)."""
+    out = []
+    for t in re.split(r"(\s+)", str(text)):
+        if not t or t.isspace():
+            out.append(t)
+            continue
+        if len(t) <= whole and NO_BREAK_INSIDE.fullmatch(t):
+            out.append(html.escape(t))
+            continue
+        pieces = [t]
+        for breaks in CODE_BREAKS:
+            pieces = [q for p in pieces for q in (breaks.split(p) if len(p) > whole else [p]) if q]
+        pieces = [p[i:i + whole] for p in pieces for i in range(0, len(p), whole)]
+        out.append("<wbr>".join(f"{NOWRAP}{html.escape(p)}</span>" for p in pieces))
+    return "".join(out)
+
+
 def markdown_text(value) -> str:
     """A string a server sent (a version, a model name, an error), put into Markdown the lab writes, as the text it
     is: every sign Markdown or HTML reads backslash-escaped (CommonMark escapes any ASCII punctuation), line breaks
@@ -193,7 +221,7 @@ def inline_code(text: str) -> str:
     """Plain text with Markdown `code` spans (the fixes and reasons the lab's data writes) as HTML."""
     out = []
     for i, part in enumerate(re.split(r"`([^`\n]+)`", text)):
-        out.append(f"<code>{breakable(part)}</code>" if i % 2 else breakable(part))
+        out.append(f"<code>{code_html(part, 24)}</code>" if i % 2 else breakable(part))
     return "".join(out)
 
 
@@ -204,7 +232,7 @@ def _cell(key, value) -> str:
     if str(key).lower() in COMMAND_KEYS and value not in (None, "", []):
         # one command per block, each copyable as it is (a list, or lines of one string)
         lines = value if isinstance(value, (list, tuple)) else str(value).splitlines()
-        return "".join(f'<pre class="cmd" style="{PRE_STYLE}">{html.escape(str(line))}</pre>'
+        return "".join(f'<pre class="cmd" style="{PRE_STYLE}">{code_html(str(line))}</pre>'
                        for line in lines if str(line).strip())
     if len(text) > LONG_CELL:
         cut = text.rfind(" ", 0, 200)

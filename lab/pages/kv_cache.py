@@ -232,10 +232,16 @@ def parity_text(parity: list[Check], skip_reason: str | None) -> str:
     return f"{sum(c.status == 'pass' for c in parity)} of {len(parity)} caches identical to the prediction"
 
 
+PARITY_CHART = "KV cache: prediction vs llama.cpp"
+
+
 def parity_chart(rows: list[dict]):
-    """Predicted against reported MiB for every cache; all points on the diagonal means 0 % error."""
+    """Predicted against reported MiB for every cache; all points on the diagonal means 0 % error. None when no cache
+    was measured (a plan-mode run, no llama-server): the chart would be its diagonal alone (`no_parity_chart`)."""
     import plotly.graph_objects as go
 
+    if not any(r.get("reported_mib") is not None for r in rows):
+        return None
     fig = go.Figure()
     for model in sorted({r["model"] for r in rows}):
         sel = [r for r in rows if r["model"] == model and r["reported_mib"] is not None]
@@ -245,11 +251,30 @@ def parity_chart(rows: list[dict]):
             text=[f"-c {r['n_ctx']} -np {r['n_parallel']} {r['type_k']}/{r['type_v']}{' kvu' if r['kv_unified'] else ''}"
                   f" {r['cache']}" for r in sel]))
     top = max([float(r["predicted_mib"]) for r in rows if r["predicted_mib"]] + [1])
-    fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="identical",
+    fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="identical", meta="guide",
                              line={"dash": "dash", "color": "grey"}))
     fig.update_layout(title="KV cache: lab prediction vs llama.cpp's report (MiB)", xaxis_title="predicted MiB",
                       yaxis_title="llama.cpp reported MiB", height=420)
     return fig
+
+
+def no_parity_chart(skip_reason: str | None) -> str:
+    """The one line said instead of the parity chart when no cache was measured."""
+    return f"no chart: no cache was measured against the prediction ({skip_reason or 'the grid ran no cache'})"
+
+
+def parity_view(parity_fig, skip_reason: str | None):
+    """What the notebook shows: the chart, or (printed) the one line saying why there is none."""
+    if parity_fig is None:
+        print(no_parity_chart(skip_reason))
+    return parity_fig
+
+
+def parity_chart_entry(parity_fig, skip_reason: str | None) -> dict:
+    """The record's parity chart, or its one line of why when there is none (report.html shows the line)."""
+    if parity_fig is None:
+        return {"title": PARITY_CHART, "figure": None, "text": no_parity_chart(skip_reason)}
+    return evidence.chart_entry(PARITY_CHART, parity_fig)
 
 
 # ---------------------------------------------------------------- parity with vLLM, the server beside the plan
@@ -324,7 +349,7 @@ def build_record(*, arch: ArchSpec, plan: dict, grid_rows: list[dict], skip_reas
                    evidence.table_entry("The plan beside what the server reports", plan_vs_server)],
         "charts": [evidence.chart_entry("Memory per device vs context", stack_fig),
                    evidence.chart_entry("27B-class on one V100 32G", target_fig),
-                   evidence.chart_entry("KV cache: prediction vs llama.cpp", parity_fig)],
+                   parity_chart_entry(parity_fig, skip_reason)],
         "architecture": arch.to_dict(), "plan": plan, "kv_grid": grid_rows, "vllm_kv": vllm_result,
         "claims": [v.to_dict() for v in kv_claims], "v100_target": target,
         "plan_vs_server": plan_vs_server, "server_discovery": served,

@@ -215,9 +215,15 @@ def markdown(f: dict) -> str:
         out.append(f"**{len(claims)} of the seeds' claims do not hold** for this profile. The seeds are the two "
                    f"deployment guides this lab checks ({named}); the numbers behind each verdict are in the claims "
                    "ledger, notebook 06:")
-        out.append(_md_table([{"seed": (c.get("seed") or "")[:3], "claim": c.get("english") or c.get("id"),
+        out.append(_md_table([{"seed": (c.get("seed") or "")[:3], "claim": _flags_as_code(c.get("english") or c.get("id")),
                                "verdict": c["verdict"]} for c in claims]))
     return _join(out)
+
+
+def _flags_as_code(text) -> str:
+    """A claim's command-line flags as code ("--max-num-batched-tokens"): they then read as flags and are not wrapped
+    at their hyphens in a narrow column."""
+    return re.sub(r"(?<![\w`-])(--?[A-Za-z][\w-]*)", r"`\1`", str(text))
 
 
 def seed_guides() -> dict[str, str]:

@@ -3,8 +3,10 @@
 `inspect(report)` opens the page in Debian's `chromium` (driven over the DevTools protocol with
 websocket-client), with the network switched off, and returns what a reader would notice: where the summary
 sits (above the fold or not), whether the charts drew (plotly SVG present), console errors, whether the page
-is wider than the window (a table pushing it sideways), the page height, any request that tried to leave
-file://; it also saves a screenshot of the first screen. `lab run` keeps that screenshot and the findings in
+is wider than the window (a table pushing it sideways), what is cut at the right edge (past the window with no scroll
+box around it, or a command block whose end is out of sight), a code token wrapped inside ("-DGGML_CUDA=ON" at its
+"-"), contents items drawn over each other, the page height, any request that tried to leave file://; it also saves
+a screenshot of the first screen. `lab run` keeps that screenshot and the findings in
 the run folder (report.png, report-check.json) when Chromium is installed.
 """
 from __future__ import annotations
@@ -37,6 +39,9 @@ PROBE = """(() => {
     scroll_width: document.documentElement.scrollWidth, page_height: document.documentElement.scrollHeight,
     answer_top: r ? r.top : null, answer_height: r ? r.height : null,
     answer_text: a ? a.innerText.slice(0, 400) : '',
+    // the answer's first command block (the fastest route's server command): what it says and where it is drawn
+    answer_command: (() => { const p = a && a.querySelector('pre'); if (!p) return null;
+      const q = p.getBoundingClientRect(); return {text: p.innerText.trim(), top: q.top, bottom: q.bottom}; })(),
     plots: plots.length,
     plots_with_svg: Array.from(plots).filter(p => p.querySelector('svg.main-svg')).length,
     tables: document.querySelectorAll('table').length,
@@ -70,6 +75,56 @@ PROBE = """(() => {
         ? [(c.innerText.split('\\n')[0] || '').slice(0, 60) + ' (' + Math.round(svg.getBoundingClientRect().width) +
            ' px in ' + Math.round(box.width) + ')'] : [];
     }),
+    // cut: drawn past the window's right edge with no scroll box around it to reach it (html's overflow-x is hidden:
+    // the page itself never scrolls sideways), or a command (<pre>) whose end is out of sight until scrolled sideways
+    cut: (() => {
+      const out = [], vw = document.documentElement.clientWidth;
+      const name = e => e.tagName.toLowerCase() + ' "' + (e.innerText || e.textContent || '').trim().slice(0, 50) + '"';
+      const scrolls = e => { for (let p = e.parentElement; p && p !== document.body; p = p.parentElement) {
+        const o = getComputedStyle(p).overflowX; if (o === 'auto' || o === 'scroll') return true; } return false; };
+      for (const e of document.body.querySelectorAll('*')) {
+        if (e.closest('.plotly-graph-div, svg') || !shown(e)) continue;  // plotly sizes its own drawing (charts_too_wide)
+        const r = e.getBoundingClientRect();
+        if (r.width > 0 && r.right > vw + 1 && !scrolls(e))
+          out.push(name(e) + ' reaches ' + Math.round(r.right) + ' px in a ' + vw + ' px window');
+        else if (e.tagName === 'PRE' && e.scrollWidth > e.clientWidth + 1)
+          out.push(name(e) + ' needs ' + e.scrollWidth + ' px in ' + e.clientWidth);
+      }
+      return out;
+    })(),
+    // a code token ("-DGGML_CUDA=ON") drawn over two lines: typed from the screen it is two words
+    split_code: Array.from(document.querySelectorAll('pre, code')).filter(e => shown(e) && !e.parentElement.closest('pre, code'))
+      .flatMap(e => {
+        const out = [], walk = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+        for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+          for (const m of n.data.matchAll(/\\S{2,}/g)) {
+            const range = document.createRange();
+            range.setStart(n, m.index); range.setEnd(n, m.index + m[0].length);
+            const tops = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0).map(r => Math.round(r.top)));
+            if (tops.size > 1) out.push(m[0].slice(0, 60));
+          }
+        }
+        return out;
+      }),
+    // the contents list: two items' boxes over each other, or an item's number (drawn left of its box, in the gap
+    // between columns) over the text of the item beside it
+    toc_overlapping: (() => {
+      const items = Array.from(document.querySelectorAll('nav li')).filter(shown), out = [];
+      const lines = items.map(li => { const r = document.createRange(); r.selectNodeContents(li);
+        return Array.from(r.getClientRects()).filter(q => q.width > 0); });
+      const marks = items.map((li, i) => { const b = li.getBoundingClientRect(), m = document.createElement('span');
+        m.textContent = (i + 1) + '. '; m.style.cssText = 'position:absolute;white-space:pre;visibility:hidden';
+        li.appendChild(m); const w = m.getBoundingClientRect().width; m.remove();
+        const first = lines[i][0] || b;
+        return {left: b.left - w, right: b.left, top: first.top, bottom: first.bottom}; });
+      const hit = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
+      for (let i = 0; i < items.length; i++) for (let j = 0; j < items.length; j++) {
+        if (i === j) continue;
+        const over = (j > i && lines[i].some(a => lines[j].some(b => hit(a, b)))) || lines[j].some(b => hit(marks[i], b));
+        if (over) out.push(items[i].innerText.trim().slice(0, 40) + ' / ' + items[j].innerText.trim().slice(0, 40));
+      }
+      return out;
+    })(),
     charts_overlapping: (() => {
       const cs = Array.from(document.querySelectorAll('.chart')).filter(shown), out = [];
       const rs = cs.map(c => { const s = c.querySelector('svg.main-svg');
@@ -293,7 +348,9 @@ def judge(seen: dict, errors: list[str], off_file: list[str]) -> list[str]:
         out.append(f"{seen['plots'] - seen['plots_with_svg']} of {seen['plots']} charts did not draw")
     for key, what in (("clipped", "table cell(s) cut off"), ("split_words", "word(s) split over two lines"),
                       ("cut_cells", "cell(s) ending in '…'"), ("charts_too_wide", "chart(s) wider than their box"),
-                      ("charts_overlapping", "pair(s) of charts overlapping")):
+                      ("charts_overlapping", "pair(s) of charts overlapping"),
+                      ("cut", "element(s) cut at the right edge"), ("split_code", "code token(s) wrapped inside"),
+                      ("toc_overlapping", "contents item(s) over another")):
         if seen.get(key):
             out.append(f"{len(seen[key])} {what}: " + "; ".join(map(repr, seen[key][:3])))
     out += [f"console: {e}" for e in errors]

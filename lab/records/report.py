@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from lab.core import display, evidence, fields
-from lab.records import manifest as manifest_file
+from lab.records import manifest as manifest_file, report_commands
 
 STATUS_COLOURS = display.STATUS_COLOURS
 
@@ -39,6 +39,9 @@ def check_run_dir(run_dir: str | Path) -> Path:
     return path
 
 
+# Commands and code wrap only at spaces (lab.core.display.code_html: a flag broken at its "-" is typed wrong), so no
+# <pre> needs sideways scrolling; the contents list takes two columns only where each is 20rem wide, with a gap that
+# holds the second column's numbers (at 800 px they lay over the first column's text).
 CSS = """
 html{overflow-x:hidden}
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2rem auto;max-width:1200px;color:#222;
@@ -47,17 +50,18 @@ h1{margin:.2rem 0;font-size:1.6rem} h2{border-bottom:2px solid #ddd;padding-bott
 h3{margin-top:1.4rem} h4{margin:.8rem 0 .2rem} details.why{font-size:.85rem;color:#444}
 .badge{color:#fff;border-radius:3px;padding:0 .4rem;font-weight:600}
 .meta{color:#555;font-size:.85rem} .err{color:#d62728;white-space:pre-wrap;font-family:monospace;overflow-wrap:anywhere}
-code{background:#f4f4f4;padding:0 .2rem;overflow-wrap:anywhere}
+code{background:#f4f4f4;padding:0 .2rem}
 pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;max-width:100%}
 .answer{background:#f3f8ff;border:1px solid #cfe0f5;border-radius:6px;padding:.2rem 1rem .6rem;margin:.6rem 0 1rem}
 .answer table,.closing table{border-collapse:collapse;font-size:.85rem}
 .answer th,.answer td,.closing th,.closing td{border:1px solid #ccd;padding:.2rem .4rem;text-align:left;vertical-align:top}
+.answer td:last-child{white-space:nowrap}
 .tablebox{overflow-x:auto;max-width:100%}
 .closing{background:#fafafa;border-left:4px solid #1f77b4;padding:.2rem .9rem;margin:.6rem 0}
-nav ol{columns:2;font-size:.95rem} .skipline{color:#666;font-size:.88rem}
+nav ol{columns:2 20rem;column-gap:3rem;font-size:.95rem} nav li{break-inside:avoid} .skipline{color:#666;font-size:.88rem}
 details>summary{cursor:pointer;color:#1f4f8f} details.table{margin:.35rem 0} details.table>summary{font-weight:600}
 .js-plotly-plot,.plotly-graph-div{max-width:100%}
-pre.cmd{white-space:pre-wrap;overflow-wrap:anywhere;margin:.15rem 0;padding:.3rem .5rem} .chartline{margin:.5rem 0}
+pre.cmd{white-space:pre-wrap;margin:0;padding:.12rem .5rem;border-top:1px solid #fff} .chartline{margin:.5rem 0}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:0 1rem} .chart{min-width:0}
 """
 
@@ -81,7 +85,7 @@ def markdown_html(text: str) -> str:
     import mistune
 
     md = mistune.create_markdown(escape=True, plugins=["table", "strikethrough"])
-    out = md(text or "")
+    out = report_commands.tidy_code(md(text or ""))
     return out.replace("<table>", '<div class="tablebox"><table>').replace("</table>", "</table></div>")
 
 
@@ -115,14 +119,16 @@ def closing_text(record: dict, fallback=None) -> str | None:
         return f"(the closing text could not be written from this record: {type(exc).__name__}: {exc})"
 
 
-def _checks_html(checks: list[dict]) -> str:
+def _checks_html(checks: list[dict], plan_reason: str | None = None) -> str:
     """The count line, the failed and warned checks as a table, the passed ones one click away, the skipped
     ones in a line: a section reads as what went wrong first."""
     # every status counted under its own name: a plan run's "not-run" checks are not passed ones
     statuses = list(dict.fromkeys(["pass", "warn", "fail", "skip", "not-run"]
                                   + [str(c.get("status")) for c in checks]))
     counts = {s: sum(str(c.get("status")) == s for c in checks) for s in statuses}
-    parts = ["<h3>Checks</h3><p>" + " ".join(f"{badge(s)} {n}" for s, n in counts.items() if n) + "</p>"]
+    # the counts on the heading's line: a line of badges under its own heading was 40 px a section
+    parts = ["<h3>Checks <span style='font-size:1rem;font-weight:normal'>"
+             + " ".join(f"{badge(s)} {n}" for s, n in counts.items() if n) + "</span></h3>"]
     order = {"fail": 0, "warn": 1}
     bad = sorted((c for c in checks if c.get("status") in order), key=lambda c: order[c["status"]])
     if bad:
@@ -141,6 +147,8 @@ def _checks_html(checks: list[dict]) -> str:
     skipped = [c for c in checks if c.get("status") == "skip"]
     if skipped:
         why = sorted({str(c.get("observed") or c.get("fix") or "") for c in skipped} - {""})
+        if plan_reason:  # the page's banner says it once at the top; each section repeated it in full
+            why = [w.replace(plan_reason, "plan mode") for w in why]
         parts.append(f"<p class='skipline'>{len(skipped)} skipped (not on this profile or machine): "
                      + html.escape("; ".join(c.get("name", "") for c in skipped))
                      + (f" — {html.escape(why[0])}" if len(why) == 1 else "") + "</p>")
@@ -161,6 +169,9 @@ def _charts_html(record: dict, plotly_included: bool) -> tuple[list[str], bool]:
     for chart in record.get("charts", []) or []:
         title = html.escape(str(chart.get("title")))
         try:
+            if chart.get("figure") is None and chart.get("text"):  # a chart the notebook left out, and why
+                parts.append(f"<p class='chartline'><b>{title}</b>: {_e(chart['text'])}</p>")
+                continue
             if record.get("checks") and report_charts.is_status_chart(chart["figure"]):
                 continue  # the Checks line above counts them
             kind, what, notes = report_charts.curate(chart["figure"])
@@ -186,7 +197,7 @@ def _command_html(record: dict) -> str:
         return ""
     return ("<h3>The server command</h3><p class='meta'>as this run built it from the profile; on the profile's "
             "machine, with the model at that path, it is the line to run (the flags' reasons are in the table "
-            "below)</p>" + f"<pre class='cmd'>{html.escape(command['shell'])}</pre>")
+            "below)</p>" + report_commands.pre(command["shell"]))
 
 
 def record_section(record: dict, plotly_included: bool, number: int | None = None, anchor: str | None = None,
@@ -194,7 +205,7 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
     title = _title(record)
     head = f"{number} · {title}" if number is not None else title
     parts = [f"<h2 id='{html.escape(anchor or record['record'])}'>{html.escape(head)}</h2>",
-             f"<p class='meta'>record <code>records/{html.escape(record['record'])}.json</code> · "
+             f"<p class='meta'>record <code>{display.code_html('records/' + str(record['record']) + '.json', 24)}</code> · "
              f"{html.escape(str(record.get('created_utc')))}</p>"]
     if record.get("problem"):
         parts.append(f"<p class='err'>Problem with this record: {html.escape(str(record['problem']))}</p>")
@@ -209,7 +220,7 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
         parts.append("<details><summary>Key results (the record's summary)</summary>"
                      + display.rows_html(display.as_rows(summary)) + "</details>")
     if record.get("checks"):
-        parts.append(_checks_html(record["checks"]))
+        parts.append(_checks_html(record["checks"], record.get("plan_reason")))
     if record.get("findings"):
         parts.append("<h3>Findings</h3>" + display.rows_html(record["findings"]))
     empty = []
@@ -269,7 +280,7 @@ def _meta_line(manifest: dict, cut: str | None = None) -> str:
     gpus = manifest.get("gpus") or []
     gpu_text = ", ".join(f"{g.get('name')} ({g.get('compute_capability')})" for g in gpus) or "no GPU"
     ram = host.get("ram_bytes") if isinstance(host.get("ram_bytes"), (int, float)) else 0
-    return (f"run <code>{html.escape(str(manifest.get('run_id')))}</code> · {html.escape(str(manifest.get('finished_utc')))} · "
+    return (f"run <code>{display.code_html(str(manifest.get('run_id')), 24)}</code> · {html.escape(str(manifest.get('finished_utc')))} · "
             f"git {html.escape(str(git.get('short') or git.get('sha')))}{' (uncommitted changes)' if git.get('dirty') else ''} · "
             f"{html.escape(str(host.get('cpu_model')))}, {html.escape(str(host.get('cpu_logical_cores')))} cores, "
             f"{html.escape(display.human_bytes(ram or 0))} RAM · {html.escape(gpu_text)}")

@@ -8,6 +8,8 @@ nothing from some, so `curate(figure)` says what to do with each, as data:
 - traces whose values are all missing (GPU energy on a machine without NVML) are left out, and a panel left with
   nothing to draw goes with them; their "not measured: why" note (an annotation) becomes text under the title,
   whole; nothing left at all → ("text", that note);
+- a chart holding only its guide lines (the y = x diagonal of "prediction vs measured" in a plan-mode run, which
+  measured nothing) → ("text", its "not measured" note, or "nothing measured");
 - one measured point (a tuning run that measured only its baseline) → ("text", the point, in words);
 - log axes get ticks at 1-2-5 steps (or at the data's own x values, when there are few) with short labels,
   instead of plotly's 2…9 minor labels between decades.
@@ -21,7 +23,8 @@ import re
 
 from lab.core import display
 
-COUNT_CATEGORIES = {"pass", "warn", "fail", "skip", "error", "info", "ok"}
+COUNT_CATEGORIES = {"pass", "warn", "fail", "skip", "not-run", "error", "info", "ok"}
+CHECK_STATUSES = {"pass", "warn", "fail", "skip", "not-run"}  # a plan-mode run's checks are "not-run"
 
 
 def _ys(trace: dict) -> list:
@@ -41,8 +44,7 @@ def is_count_chart(fig: dict) -> bool:
 
 def is_status_chart(fig: dict) -> bool:
     """A count chart of checks' statuses: the section's Checks line already counts them."""
-    return is_count_chart(fig) and all(set(map(str, t.get("x") or [])) <= {"pass", "warn", "fail", "skip"}
-                                       for t in fig.get("data") or [])
+    return is_count_chart(fig) and all(set(map(str, t.get("x") or [])) <= CHECK_STATUSES for t in fig.get("data") or [])
 
 
 def count_line(fig: dict) -> str:
@@ -95,6 +97,21 @@ def _tidy_log_axes(fig: dict) -> None:
             axis.update(tickmode="array", tickvals=ticks, ticktext=[_short(t) for t in ticks])
 
 
+def is_guide(trace: dict) -> bool:
+    """A line drawn to read the data against, not data: marked so (meta "guide"), or a straight y = x diagonal of two
+    points (records written before the mark)."""
+    if trace.get("meta") == "guide":
+        return True
+    x, y = list(trace.get("x") or []), _ys(trace)
+    return (trace.get("type", "scatter") == "scatter" and trace.get("mode") == "lines" and len(x) == 2 and x == y
+            and x[0] != x[1])
+
+
+def _notes(fig: dict) -> list[str]:
+    return [str(a.get("text")) for a in (fig.get("layout") or {}).get("annotations") or []
+            if "not measured" in str(a.get("text") or "")]
+
+
 def _drop_unmeasured(fig: dict) -> list[str]:
     """Leave out the traces with no value and the panels left empty; return the notes that said why."""
     data = fig.get("data") or []
@@ -135,8 +152,11 @@ def curate(figure: dict) -> tuple[str, object, list[str]]:
     fig = copy.deepcopy(figure)
     if is_count_chart(fig):
         return "text", count_line(fig), []
+    if fig.get("data") and all(is_guide(t) for t in fig["data"]):
+        return "text", "; ".join(_notes(fig)) or "nothing measured: the chart would hold only its guide line", []
     notes = _drop_unmeasured(fig)
-    points = {(x, y) for t in fig.get("data") or [] for x, y in zip(t.get("x") or [], _ys(t)) if y is not None}
+    points = {(x, y) for t in fig.get("data") or [] if not is_guide(t)
+              for x, y in zip(t.get("x") or [], _ys(t)) if y is not None}
     if not fig.get("data") or not points:
         return "text", "; ".join(notes) or "nothing measured", []
     if len(points) == 1:

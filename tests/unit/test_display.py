@@ -53,7 +53,23 @@ def test_cells_wrap_at_separators_render_code_and_keep_commands_apart():
     assert display._cell("fix", "run `make setup` <now>") == "run <code>make setup</code> &lt;now&gt;"
     # two commands are two copyable blocks, never one joined line
     cell = display._cell("commands", "cmake --build build -j\nllama-server -m MODEL.gguf")
-    assert cell.count("<pre") == 2 and ">cmake --build build -j</pre>" in cell and ">llama-server -m MODEL.gguf</pre>" in cell
+    text = re.sub(r"<(?!/?pre)[^>]+>", "", cell)  # the blocks' text, without the spans that keep a token whole
+    assert cell.count("<pre") == 2 and ">cmake --build build -j</pre>" in text and ">llama-server -m MODEL.gguf</pre>" in text
+
+
+def test_code_wraps_only_at_spaces():
+    """At 800 px `-DCMAKE_CUDA_COMPILER=...` wrapped after its "-" (a browser may break after any hyphen): each token
+    that holds a hyphen is kept whole (white-space:nowrap); a token longer than a line (a URL) may wrap after "/"
+    only; a plain token needs no span; copying gives the text unchanged."""
+    nowrap = '<span style="white-space:nowrap">'
+    assert display.code_html("cmake -B build -DGGML_CUDA=ON") == (f"cmake {nowrap}-B</span> build "
+                                                                   f"{nowrap}-DGGML_CUDA=ON</span>")
+    url = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb"
+    pieces = display.code_html(url).split("<wbr>")
+    assert [re.sub(r"<[^>]+>", "", p) for p in pieces][-2:] == ["x86_64/", "cuda-keyring_1.1-1_all.deb"]
+    assert all(p.startswith(nowrap) for p in pieces) and re.sub(r"<[^>]+>", "", "".join(pieces)) == url
+    assert display._cell("fix", "run `make setup` <now>") == "run <code>make setup</code> &lt;now&gt;"
+    assert display._cell("fix", "build with `-DGGML_CUDA=ON`") == f"build with <code>{nowrap}-DGGML_CUDA=ON</span></code>"
     # a long cell shows its start and opens in place for the rest: all of it is on the page
     long = "word " * 120
     cell = display._cell("evidence", long)

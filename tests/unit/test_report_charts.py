@@ -37,3 +37,28 @@ def test_one_point_is_a_sentence_and_log_axes_get_readable_ticks():
     assert drawn["layout"]["xaxis"]["ticktext"] == ["200", "500", "1k", "2k", "5k", "10k", "20k", "50k", "100k"]
     kind, drawn, _ = report_charts.curate(fig(go.Figure(go.Scatter(x=xs[4:], y=[1.0] * 6)).update_xaxes(type="log")))
     assert drawn["layout"]["xaxis"]["ticktext"] == ["4k", "8k", "16k", "32k", "64k", "128k"]
+
+
+def test_a_plan_runs_not_run_counts_and_an_empty_parity_chart_are_lines_of_text():
+    """The V100 plan run's report drew three pass/warn/fail/skip/not-run bar charts (its checks' counts, said in the
+    Checks line above them) and notebook 05's "prediction vs llama.cpp" as its y = x diagonal alone (nothing was
+    measured): 1,500 px of charts that said less than a line. Now the counts are left out, and the parity chart is
+    left out by the notebook (its record keeps the one line of why) or, in a record written before, said as text."""
+    from lab.pages import kv_cache
+    from lab.records import report
+
+    plan_counts = fig(go.Figure(go.Bar(x=["pass", "warn", "fail", "skip", "not-run"], y=[0, 0, 0, 0, 21])))
+    assert report_charts.is_status_chart(plan_counts)
+    assert kv_cache.parity_chart([]) is None
+    entry = kv_cache.parity_chart_entry(None, "plan mode")
+    assert entry["figure"] is None and entry["text"].endswith("(plan mode)")
+    old = fig(go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="identical", line={"dash": "dash"})))
+    assert report_charts.curate(old)[:2] == ("text", "nothing measured: the chart would hold only its guide line")
+    row = {"model": "m", "n_ctx": 4096, "n_parallel": 1, "type_k": "f16", "type_v": "f16", "kv_unified": False,
+           "cache": "kv", "predicted_mib": 90.0, "reported_mib": 90.0}
+    measured = kv_cache.parity_chart([row, {**row, "n_ctx": 8192, "predicted_mib": 180.0, "reported_mib": 180.0}])
+    assert report_charts.curate(fig(measured))[0] == "chart"
+    record = {"record": "05_kv_cache", "checks": [{"name": "a", "status": "not-run"}],
+              "charts": [evidence.chart_entry("Checks", go.Figure(go.Bar(x=["pass", "not-run"], y=[0, 1]))), entry]}
+    page, _ = report.record_section(record, False)
+    assert "<div class='chart'>" not in page and f"{kv_cache.PARITY_CHART}</b>: {entry['text']}" in page
