@@ -130,9 +130,9 @@ def speed_cut_levels(record: dict) -> set[int]:
 
 def failed_checks(run_dir: Path) -> list[str]:
     """The names of every failed check in a run folder's records."""
-    from lab.core import evidence
+    from lab.core import run_folder
 
-    return [c["name"] for r in evidence.read_records(run_dir).values() for c in r.get("checks") or []
+    return [c["name"] for r in run_folder.read_records(run_dir).values() for c in r.get("checks") or []
             if isinstance(c, dict) and c.get("status") == "fail"]
 
 

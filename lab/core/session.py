@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from lab.core import evidence, planmode, profile_file, profiles
+from lab.core import evidence, planmode, profile_file, profiles, run_folder
 from lab.core.profiles import Profile, ProfileError
 
 # The notebooks' own parameters (the cell tagged `parameters`: tests/unit/test_notebooks_hygiene.py, runner.py), and
@@ -67,7 +67,7 @@ class Session:
         path = evidence.write_record(self.run_dir, name, data, self.profile_path)
         if closing is None:
             return path
-        data["what_this_means"] = closing(evidence.read_record_file(path))
+        data["what_this_means"] = closing(run_folder.read_record_file(path))
         return evidence.write_record(self.run_dir, name, data, self.profile_path)
 
     def read(self, name: str) -> dict:
@@ -75,7 +75,7 @@ class Session:
         path = self.run_dir / "records" / f"{name}.json"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: not written yet in this run; run the notebook's record cell above first")
-        return evidence.read_record_file(path)
+        return run_folder.read_record_file(path)
 
     @property
     def logs(self) -> Path:

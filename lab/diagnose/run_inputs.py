@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.core import evidence, profile_file
+from lab.core import profile_file, run_folder
 from lab.diagnose.log_scan import file_blocks, strip_ansi
 
 
 # The logs a diagnosis scans, together: read in blocks (bounded memory), but 40 links to one 1 GB log would still be
 # 40 GB of scanning; the lab's own logs are a few MB a run.
-MAX_LOG_BYTES = 4 * evidence.MAX_FOLDER_BYTES
+MAX_LOG_BYTES = 4 * run_folder.MAX_FOLDER_BYTES
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 
 
@@ -41,25 +41,25 @@ def run_folder_inputs(run_dir: str | Path, include_repro: bool = False) -> tuple
     def wanted(path: Path) -> bool:
         return path.suffix in LOG_SUFFIXES and (include_repro or "repro" not in path.relative_to(logs).parts[:-1])
 
-    files, left = evidence.folder_files(logs, wanted, max_bytes=MAX_LOG_BYTES)
+    files, left = run_folder.folder_files(logs, wanted, max_bytes=MAX_LOG_BYTES)
     for path in files:
         if path.is_file():  # a link to a device or pipe is not a log (a FIFO would never end)
             chunks.append((file_blocks(path), path.relative_to(run).as_posix()))
-    nbs, left_nb = evidence.folder_files(run / "notebooks", lambda p: p.suffix == ".ipynb", max_depth=1)
+    nbs, left_nb = run_folder.folder_files(run / "notebooks", lambda p: p.suffix == ".ipynb", max_depth=1)
     for path in nbs:
         try:
-            text = notebook_errors(evidence.read_json_file(path))
-        except evidence.UnreadableJson:
+            text = notebook_errors(run_folder.read_json_file(path))
+        except run_folder.UnreadableJson:
             continue
         if text:
             chunks.append((text, path.relative_to(run).as_posix()))
     facts: dict = {"records": {}, "checks": []}
-    manifest, problem = evidence.read_manifest(run)
+    manifest, problem = run_folder.read_manifest(run)
     if manifest:
         facts["manifest"] = manifest
     if problem:  # a device, huge, nested 10,000 deep, not JSON, a list: one line
         chunks.append((f"manifest.json is not usable: {problem.removeprefix(str(run / 'manifest.json') + ': ')}", "manifest.json"))
-    for name, rec in evidence.read_records(run).items():
+    for name, rec in run_folder.read_records(run).items():
         if rec.get("stand_in"):  # not read, not an object, missing: no facts (its problem is the report's to show)
             continue
         facts["records"][name] = rec

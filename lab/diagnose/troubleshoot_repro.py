@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from lab.core import deadline, evidence, facts, paths, profiles
+from lab.core import deadline, facts, paths, profiles, redaction
 from lab.core.deadline import Deadline
 from lab.model import models
 from lab.predict import kvcache
@@ -92,7 +92,7 @@ def _tail(text: str, lines: int = TAIL_LINES) -> str:
 
 def _diagnosed(rep: Reproduction, text: str, keep: int = 3) -> Reproduction:
     """Fill error_text (tail) and findings from the full text the pitfall produced."""
-    rep.error_text = _tail(evidence.redact(text))
+    rep.error_text = _tail(redaction.redact(text))
     rep.findings = [f.to_dict() for f in troubleshoot.diagnose(text)[:keep]]
     return rep
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.core import evidence
+from lab.core import evidence, run_folder
 from lab.core.checks import Check
 from lab.core.profiles import Profile
 from lab.measure import bench, copy_bandwidth, gpumon, load_levels, metrics, peer_bench, speculative, tune, yardstick
@@ -56,7 +56,7 @@ class ServedSweep:
 def roofline(profile: Profile, run_dir: str | Path) -> dict:
     """The profile's roofline on notebook 01's measured bandwidth when this run folder has it, else on a copy
     measured now (host RAM on a CPU profile) or the profile's datasheet figure (lab.predict.profile_speed)."""
-    hw_record = evidence.read_records(run_dir).get("01_hardware")
+    hw_record = run_folder.read_records(run_dir).get("01_hardware")
     from lab.core import planmode
 
     if planmode.reason(profile):  # plan mode: the profile's datasheet, plus MTP, each with its uncertainty

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 
 import httpx
 
-from lab.core import deadline, evidence, interrupt
+from lab.core import deadline, interrupt, redaction
 from lab.core.deadline import Deadline
 from lab.serving import shapes
 
@@ -255,10 +255,10 @@ async def stream_request(client: httpx.AsyncClient, target: Target, prompt: str,
         async with asyncio.timeout(limit.remaining()):
             done = await _read_stream(client, target, prompt, res, sent)
     except TimeoutError:
-        res.error = (f"deadline: {evidence.redact(limit.message(), target.api_key)}; {res.choice_chunks} chunk(s) "
+        res.error = (f"deadline: {redaction.redact(limit.message(), target.api_key)}; {res.choice_chunks} chunk(s) "
                      "had arrived")
     except (httpx.HTTPError, OSError) as exc:
-        res.error = f"{type(exc).__name__}: {evidence.redact(str(exc), target.api_key)}" if str(exc) else type(exc).__name__
+        res.error = f"{type(exc).__name__}: {redaction.redact(str(exc), target.api_key)}" if str(exc) else type(exc).__name__
     finally:
         res.e2el_s = time.perf_counter() - sent
     if res.error is None:
@@ -284,7 +284,7 @@ async def _read_stream(client: httpx.AsyncClient, target: Target, prompt: str, r
     async with client.stream("POST", target.url, json=target.payload(prompt), headers=target.headers()) as resp:
         if resp.status_code != 200:  # an error body is read capped, as every reply (lab.core.deadline)
             body = (await deadline.read_capped(resp)).decode(errors="replace")
-            res.error = f"HTTP {resp.status_code}: {evidence.redacted_excerpt(body, 300, key)}"
+            res.error = f"HTTP {resp.status_code}: {redaction.redacted_excerpt(body, 300, key)}"
             return False
         async for line in deadline.lines(resp):  # each line capped: an endless `data:` line ends the request
             if not line.startswith("data:"):
@@ -296,15 +296,15 @@ async def _read_stream(client: httpx.AsyncClient, target: Target, prompt: str, r
             try:
                 raw = json.loads(data)
             except (ValueError, RecursionError):
-                res.error = f"malformed chunk: {evidence.redacted_excerpt(data, 120, key)!r}"
+                res.error = f"malformed chunk: {redaction.redacted_excerpt(data, 120, key)!r}"
                 continue
             chunk, odd = shapes.clean("chunk", raw, "stream chunk")
             if odd and len(res.findings) < MAX_FINDINGS:
-                res.findings += [evidence.redacted_excerpt(f, 200, key) for f in odd[:MAX_FINDINGS - len(res.findings)]]
+                res.findings += [redaction.redacted_excerpt(f, 200, key) for f in odd[:MAX_FINDINGS - len(res.findings)]]
             if chunk is None:
                 continue
             if chunk.get("error") is not None:
-                res.error = f"server error in stream: {evidence.redacted_excerpt(str(chunk['error']), 300, key)}"
+                res.error = f"server error in stream: {redaction.redacted_excerpt(str(chunk['error']), 300, key)}"
                 return False
             choices = chunk.get("choices")
             text = _text_of(choices[0]) if choices else ""
@@ -323,7 +323,7 @@ async def _read_stream(client: httpx.AsyncClient, target: Target, prompt: str, r
                 res.prompt_tokens = usage.get("prompt_tokens")
                 res.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
             if chunk.get("timings"):
-                res.server_timings = evidence.redact_all(chunk["timings"], key)
+                res.server_timings = redaction.redact_all(chunk["timings"], key)
                 if res.cached_tokens is None:
                     res.cached_tokens = chunk["timings"].get("cache_n")
     return False

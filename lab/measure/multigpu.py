@@ -29,7 +29,7 @@ import time
 import traceback
 from pathlib import Path
 
-from lab.core import display, evidence, fields
+from lab.core import display, evidence, fields, run_folder
 from lab.measure.metrics import ratio
 
 MODES = ("none", "layer", "tensor", "row")  # row last: deprecated upstream, the first to drop when time runs out
@@ -309,13 +309,13 @@ def tp_record(results: dict, arch, weights_bytes: int, copy_gb_s: float | None, 
 
 # ---------------------------------------------------------------- main
 def _copy_bandwidth(run_dir: Path) -> float | None:
-    rec = evidence.read_records(run_dir).get("01_hardware") or {}
+    rec = run_folder.read_records(run_dir).get("01_hardware") or {}
     bw = rec.get("bandwidth") or {}
     return bw.get("gb_s") if bw.get("kind") == "gpu" else None
 
 
 def _allreduce_fit(run_dir: Path) -> dict:
-    rec = evidence.read_records(run_dir).get("08_allreduce") or {}
+    rec = run_folder.read_records(run_dir).get("08_allreduce") or {}
     return {k.removeprefix("fit_"): v for k, v in (rec.get("summary") or {}).items() if k.startswith("fit_")}
 
 

@@ -258,9 +258,9 @@ def first(session):
     """For the top of a notebook: the summary from whatever this run folder holds so far."""
     from IPython.display import Markdown
 
-    from lab.core import evidence
+    from lab.core import run_folder
 
-    records = evidence.read_records(session.run_dir)
+    records = run_folder.read_records(session.run_dir)
     head = f"### The answer so far · {html.escape(session.profile.name)}\n\n"
     return Markdown(head + markdown(escape_profile_text(facts(session.profile, records))))
 
@@ -274,13 +274,13 @@ def escape_profile_text(f: dict) -> dict:
 
 def profile_for_run(run_dir: str | Path):
     """The run's profile (from its manifest, its records, or the folder it sits in); None when none loads."""
-    from lab.core import evidence, profiles
+    from lab.core import profiles, run_folder
     from lab.records import manifest as manifest_file
 
     run_dir = Path(run_dir)
     manifest, _ = manifest_file.read_manifest(run_dir)  # its problem, if any, is the report's to show
     candidates = [(manifest.get("profile") or {}).get("file"), (manifest.get("profile") or {}).get("name")]
-    candidates += [(r.get("provenance") or {}).get("profile_file") for r in evidence.read_records(run_dir).values()]
+    candidates += [(r.get("provenance") or {}).get("profile_file") for r in run_folder.read_records(run_dir).values()]
     candidates.append(run_dir.resolve().parent.name)  # outputs/<profile>/<run>: the folder names the profile
     for cand in filter(None, candidates):
         try:
@@ -292,11 +292,11 @@ def profile_for_run(run_dir: str | Path):
 
 def for_run(run_dir: str | Path) -> dict | None:
     """The summary's facts for a finished run folder (None when its profile file cannot be loaded)."""
-    from lab.core import evidence
+    from lab.core import run_folder
     from lab.records import manifest as manifest_file
 
     prof = profile_for_run(run_dir)
     if prof is None:
         return None
     manifest, _ = manifest_file.read_manifest(Path(run_dir))
-    return facts(prof, evidence.read_records(Path(run_dir)), manifest.get("notebooks"))
+    return facts(prof, run_folder.read_records(Path(run_dir)), manifest.get("notebooks"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lab.core import evidence, paths
+from lab.core import evidence, paths, run_folder
 from lab.core.profiles import Profile
 
 MANIFEST_VERSION = 1
@@ -75,7 +75,7 @@ def model_changes(run_dir: Path, files: list[dict]) -> list[dict]:
     if prev is None:
         return []
     # a broken neighbour is not this run's problem: read_manifest gives {} or the fields of the lab's kinds
-    before = {f.get("path"): f.get("sha256") for f in evidence.read_manifest(prev)[0].get("model_files") or []
+    before = {f.get("path"): f.get("sha256") for f in run_folder.read_manifest(prev)[0].get("model_files") or []
               if isinstance(f.get("path"), str)}
     return [{"path": f["path"], "previous_run": prev.name, "previous_sha256": before[f["path"]], "sha256": f.get("sha256")}
             for f in files if f.get("path") in before and before[f["path"]] and f.get("sha256")
@@ -87,7 +87,7 @@ CHECK_STATUSES = ("pass", "warn", "fail", "skip", "not-run")
 
 def check_counts(run_dir: Path) -> dict:
     """{status: how many} over every check of the run's records (lab.core.checks statuses)."""
-    statuses = [c.get("status") for r in evidence.read_records(run_dir).values() for c in r.get("checks") or []
+    statuses = [c.get("status") for r in run_folder.read_records(run_dir).values() for c in r.get("checks") or []
                 if isinstance(c, dict)]
     return {s: statuses.count(s) for s in CHECK_STATUSES}
 
@@ -184,7 +184,7 @@ def _server(profile: Profile, run_dir: Path, ask: bool = True) -> dict:
     from lab.serving import endpoint
 
     try:
-        return endpoint.served_by(profile, evidence.read_records(run_dir), ask=ask)
+        return endpoint.served_by(profile, run_folder.read_records(run_dir), ask=ask)
     except Exception as exc:  # noqa: BLE001 — the manifest is written whatever the server said; this says what failed
         return {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -198,15 +198,15 @@ def _llama_build_info() -> dict | None:
 
 
 def read(run_dir: str | Path) -> dict:
-    """manifest.json of a run folder; evidence.UnreadableJson (a ValueError: one line) when it cannot be used."""
-    data = evidence.read_json_file(Path(run_dir) / "manifest.json")
+    """manifest.json of a run folder; run_folder.UnreadableJson (a ValueError: one line) when it cannot be used."""
+    data = run_folder.read_json_file(Path(run_dir) / "manifest.json")
     if not isinstance(data, dict):
-        raise evidence.UnreadableJson(f"{Path(run_dir) / 'manifest.json'}: holds a {type(data).__name__}, not an object")
+        raise run_folder.UnreadableJson(f"{Path(run_dir) / 'manifest.json'}: holds a {type(data).__name__}, not an object")
     return data
 
 
 def read_manifest(run_dir: str | Path) -> tuple[dict, str | None]:
     """manifest.json as a dict, and what was wrong with it (None when fine or absent): for views of a run folder
     someone handed over (a symlink to /dev/zero, 1 GB, nested 10,000 deep, `"gpus": [1]`: refused or left out in
-    one line; lab.core.evidence.read_manifest, the one reader, which lab doctor uses too)."""
-    return evidence.read_manifest(run_dir)
+    one line; lab.core.run_folder.read_manifest, the one reader, which lab doctor uses too)."""
+    return run_folder.read_manifest(run_dir)

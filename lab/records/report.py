@@ -16,7 +16,7 @@ import html
 import json
 from pathlib import Path
 
-from lab.core import display, evidence, fields
+from lab.core import display, evidence, fields, run_folder
 from lab.records import manifest as manifest_file, report_commands
 
 STATUS_COLOURS = display.STATUS_COLOURS
@@ -275,7 +275,7 @@ def _meta_line(manifest: dict, cut: str | None = None) -> str:
     if not manifest:
         return ("no manifest.json in this folder: " + ("the run was cut before it wrote one (see above)" if cut else
                 "notebooks run by hand") + "; provenance is in each record")
-    # the manifest's fields have their kinds (evidence.read_manifest); what is inside them is shown as text
+    # the manifest's fields have their kinds (run_folder.read_manifest); what is inside them is shown as text
     git, host = manifest.get("git", {}), manifest.get("host", {})
     gpus = manifest.get("gpus") or []
     gpu_text = ", ".join(f"{g.get('name')} ({g.get('compute_capability')})" for g in gpus) or "no GPU"
@@ -311,7 +311,7 @@ def cut_without_manifest(run_dir: Path, manifest: dict, manifest_problem: str | 
 def raw_logs_left(run_dir: Path) -> list[str]:
     """Raw server logs (`logs/.NAME.log.partial`) a run leaves only when cut before it stopped its server (the
     runner redacts them into logs/NAME.log as it ends): named, never shown; they may hold the run's API key."""
-    found, _ = evidence.folder_files(run_dir / "logs", lambda p: p.name.startswith(".") and p.name.endswith(".partial"))
+    found, _ = run_folder.folder_files(run_dir / "logs", lambda p: p.name.startswith(".") and p.name.endswith(".partial"))
     return [f"logs/{p.relative_to(run_dir / 'logs').as_posix()}" for p in found]
 
 
@@ -340,7 +340,7 @@ def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
     (`lab report` on a typo should not write an empty report into it)."""
     run_dir = check_run_dir(run_dir) if require_run else Path(run_dir)
     manifest, manifest_problem = manifest_file.read_manifest(run_dir)
-    records = evidence.read_records(run_dir, manifest.get("records"))
+    records = run_folder.read_records(run_dir, manifest.get("records"))
     prof = manifest.get("profile") if isinstance(manifest.get("profile"), dict) else {}
     if not prof.get("name"):  # a folder without a manifest (an interactive session's): the records name the profile
         named = [(r.get("provenance") or {}).get("profile_file") for r in records.values()]
@@ -408,7 +408,7 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
         manifest, _ = manifest_file.read_manifest(rd)
         name = (manifest.get("profile") or {}).get("name") if isinstance(manifest.get("profile"), dict) else None
         label = f"{name}/{rd.name}" if name else rd.name
-        runs.append((label, evidence.read_records(rd, manifest.get("records")), manifest))
+        runs.append((label, run_folder.read_records(rd, manifest.get("records")), manifest))
     keys: list[tuple[str, str]] = []
     # a plan-mode run measured nothing: its values are labelled predicted, and "measured" ones say not measured
     head = [{"record": "run", "result": "mode", **{label: ("plan (predicted, nothing measured)" if m.get("mode") == "plan"

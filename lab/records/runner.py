@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab.core import evidence, exit_codes, interrupt, processes, profiles
+from lab.core import evidence, exit_codes, interrupt, processes, profiles, redaction
 from lab.serving import engines
 from lab.core.interrupt import SIGNAL_EXIT, CutWatch, name_of
 from lab.core.paths import NOTEBOOKS
@@ -254,7 +254,7 @@ def finish_partial_files(run_dir: Path, note: str, secrets: tuple[str, ...] = ()
         final = raw.with_name(raw.name[1:].removesuffix(".partial"))
         try:
             if not final.exists():
-                text = evidence.redact(raw.read_text(errors="replace"), *secrets)
+                text = redaction.redact(raw.read_text(errors="replace"), *secrets)
                 evidence.write_whole(final, text + f"\n[lab] {note}\n")
                 done.append(f"{final.relative_to(run_dir)}: redacted from the raw log")
         except OSError as exc:  # a full disk: the raw log goes rather than stay unredacted

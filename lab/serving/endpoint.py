@@ -15,7 +15,7 @@ that is itself evidence of which engine it is not):
 `identify` names the engine from what answered; `facts` turns the raw answers into one flat dict
 (the same keys whatever the engine, None where that engine does not say). Headers carry the key; no
 answer kept here contains it: a server may echo it in an error, so every string it sends back goes
-through lab.core.evidence.redact (`_excerpt`, and `redact_all` on what `discover` returns).
+through lab.core.redaction.redact (`_excerpt`, and `redact_all` on what `discover` returns).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from lab.core import deadline, evidence
+from lab.core import deadline, redaction
 from lab.core.deadline import Deadline
 from lab.serving import shapes
 
@@ -85,7 +85,7 @@ def where(profile) -> dict:
 
 # ---------------------------------------------------------------- one request, never raising
 def _excerpt(text: str, api_key: str | None = None) -> str:
-    return evidence.redacted_excerpt(text, EXCERPT_CHARS, api_key)
+    return redaction.redacted_excerpt(text, EXCERPT_CHARS, api_key)
 
 
 def request(client: httpx.Client, method: str, url: str, json_body: dict | None = None,
@@ -336,7 +336,7 @@ def discover(base_url: str, api_key: str | None = None, served_model: str | None
              "findings": shapes.findings_of(probes), "probes": _strip(probes),
              "seconds": round(time.monotonic() - t0, 2), "deadline_s": deadline_s,
              "source": SOURCES.get(engine, SOURCES["openai"])}
-    return evidence.redact_all(found, api_key)  # facts and versions are the server's words too
+    return redaction.redact_all(found, api_key)  # facts and versions are the server's words too
 
 
 def _cache_lines(client: httpx.Client, url: str, limit: Deadline) -> str:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lab.core import evidence, paths, processes
+from lab.core import paths, processes, redaction
 from lab.core.profiles import Profile
 from lab.serving import vllm_command
 # LOOPBACK is lab.serving.command's, named here too for lab.serving.serve (`from lab.serving.engines import LOOPBACK`)
@@ -269,7 +269,7 @@ ENV_ALLOW_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "OMP_", "KMP_", "MKL_", "OPENBL
                       "TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_", "VLLM_", "HF_", "TRANSFORMERS_", "RAY_",
                       "GLOO_", "LAB_")
 # ...except a name that says it is a secret, whatever its prefix (VLLM_API_KEY is set by the lab itself).
-_SECRET_NAME = evidence.SECRET_NAME
+_SECRET_NAME = redaction.SECRET_NAME
 # The variable each engine reads its API key from (llama.cpp common/arg.cpp: --api-key, env LLAMA_API_KEY;
 # vLLM: VLLM_API_KEY; llama_cpp.server's settings: API_KEY).
 # The runner's per-run key for the lab's own servers travels to kernels in this variable (lab.serving.serve.run_api_key).

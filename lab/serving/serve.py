@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from lab.core import deadline, evidence, interrupt
+from lab.core import deadline, evidence, interrupt, redaction
 from lab.core.deadline import Deadline
 from lab.core.server_flags import GUARDED_FLAGS, guarded_flag
 from lab.core.ports import free_port  # the pick every server start here uses; callers say serve.free_port
@@ -94,7 +94,7 @@ def port_holder(port: int) -> str | None:
         for conn in psutil.net_connections(kind="inet"):
             if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
                 proc = psutil.Process(conn.pid)
-                cmdline = evidence.redact(" ".join(proc.cmdline()))[:160]
+                cmdline = redaction.redact(" ".join(proc.cmdline()))[:160]
                 return f"pid {conn.pid} ({proc.name()}: {cmdline})"
     except Exception:  # permissions, a process that just exited: the holder is a nicety, not a need
         return None
@@ -280,7 +280,7 @@ def wait_until_healthy(server: Server, timeout_s: float) -> float:
                 reply = deadline.get(client, "GET", url, limit, per_read_s=5.0)
                 if reply.status_code == 200:
                     break
-                last = f"HTTP {reply.status_code} {evidence.redacted_excerpt(reply.text, 120, server.api_key)!r}"  # llama-server: 503 while loading
+                last = f"HTTP {reply.status_code} {redaction.redacted_excerpt(reply.text, 120, server.api_key)!r}"  # llama-server: 503 while loading
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {server._redact(str(exc))}"
             time.sleep(0.1)  # a small model on 2 cores is up in ~0.5 s; the suite starts ~35 servers
@@ -303,7 +303,7 @@ def _first_token(server: Server, client: httpx.Client, limit: Deadline) -> None:
                             server.log_tail()) from None
     if reply.status_code != 200:
         raise StartupFailed(f"health answered but a 1-token completion got HTTP {reply.status_code}: "
-                            f"{evidence.redacted_excerpt(reply.text, 300, server.api_key)}", server.log_tail())
+                            f"{redaction.redacted_excerpt(reply.text, 300, server.api_key)}", server.log_tail())
 
 
 MODEL_NAME_S = 10.0  # GET /v1/models for the name to send, when the profile does not give one
@@ -338,7 +338,7 @@ def _call(client: httpx.Client, url: str, body: dict, limit: Deadline, api_key: 
     except httpx.HTTPError as exc:
         return {"ok": False, "status": None, "latency_s": round(time.monotonic() - t0, 3), "text": "",
                 "usage": None, "finish_reason": None, "findings": [],
-                "error": f"{type(exc).__name__}: {evidence.redact(str(exc), api_key)}"}
+                "error": f"{type(exc).__name__}: {redaction.redact(str(exc), api_key)}"}
     latency = round(time.monotonic() - t0, 3)
     try:
         raw = reply.json()
@@ -354,7 +354,7 @@ def _call(client: httpx.Client, url: str, body: dict, limit: Deadline, api_key: 
     return {"ok": ok, "status": reply.status_code, "latency_s": latency, "text": text or "",
             "usage": (data or {}).get("usage"), "finish_reason": choice.get("finish_reason"),
             "model": (data or {}).get("model"), "findings": findings,
-            "error": None if ok else evidence.redacted_excerpt(reply.text, 300, api_key)}
+            "error": None if ok else redaction.redacted_excerpt(reply.text, 300, api_key)}
 
 
 SMOKE_DEADLINE_S = 120.0  # both smoke requests together (and the model-name lookup): 16 tokens each, twice
@@ -374,7 +374,7 @@ def smoke_test(server: Server, max_tokens: int = 16, timeout_s: float = SMOKE_DE
                       "max_tokens": max_tokens, "temperature": 0}, limit, server.api_key)
     completions["prompt"], chat["prompt"] = SMOKE_PROMPT, SMOKE_CHAT
     # every string in it is the server's (its reply, its error, its model name): one redaction for all of them
-    return evidence.redact_all({"model": model, "completions": completions, "chat": chat}, server.api_key)
+    return redaction.redact_all({"model": model, "completions": completions, "chat": chat}, server.api_key)
 
 
 # ---------------------------------------------------------------- can this machine start it?

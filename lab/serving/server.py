@@ -14,7 +14,7 @@ import time
 import weakref
 from pathlib import Path
 
-from lab.core import evidence
+from lab.core import evidence, redaction
 from lab.serving import engine_logs
 from lab.serving.engines import Command
 
@@ -144,7 +144,7 @@ class Server:
         return engine_logs.parse_log(self.command.engine, self.log_text())
 
     def _redact(self, text: str) -> str:
-        return evidence.redact(text, self.api_key)
+        return redaction.redact(text, self.api_key)
 
     def stop(self, timeout_s: float = 15.0) -> dict:
         """SIGTERM to the process group, wait up to `timeout_s`, then SIGKILL; copy the log (redacted)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.core import evidence, fields
+from lab.core import evidence, fields, run_folder
 from lab.records import report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def test_every_committed_record_validates(path):
 def test_every_committed_run_folder_re_renders(run, tmp_path):
     copy = shutil.copytree(run, tmp_path / run.name, ignore=shutil.ignore_patterns("report.html"))
     page = report.build(copy, require_run=True).read_text()
-    records = evidence.read_records(copy)
+    records = run_folder.read_records(copy)
     assert records
     for record in records.values():  # a section for each, under its title (report._title drops the "NN · ")
         assert html.escape(report._title(record)) in page, record.get("record")

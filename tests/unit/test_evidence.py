@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from lab.core import checks, evidence, profiles
+from lab.core import checks, evidence, profiles, redaction, run_folder
 from lab.records import manifest, report
 from lab.core.checks import Check
 
@@ -40,7 +40,7 @@ def test_record_name_is_checked(tmp_path):
     ("HF token hf_ABCDEFGHIJKLMNOP used", "hf_ABCDEFGHIJKLMNOP"),
 ])
 def test_redact_hides_secrets(text, secret):
-    assert secret not in evidence.redact(text)
+    assert secret not in redaction.redact(text)
 
 
 def test_run_dir_layout(tmp_path):
@@ -60,7 +60,7 @@ def test_manifest_and_report_from_records(tmp_path):
                                            "checks": [Check("c1", "fail", 1, 2, "fix it", "here").to_dict()],
                                            "charts": [evidence.chart_entry("bars", go.Figure(go.Bar(x=[1, 2], y=[2, 3])))]})  # one point: text
     # a record's checks come back as the Checks they were (notebook 07 shows its table from its record)
-    assert checks.from_dicts(evidence.read_records(run)["01_demo"]["checks"]) == [Check("c1", "fail", 1, 2, "fix it", "here")]
+    assert checks.from_dicts(run_folder.read_records(run)["01_demo"]["checks"]) == [Check("c1", "fail", 1, 2, "fix it", "here")]
     m = manifest.write(run, prof, prof_path, evidence.utc_now(),
                        [{"notebook": "01_demo", "status": "failed", "duration_s": 1.0, "error": "Boom: x"}])
     body = json.loads(m.read_text())

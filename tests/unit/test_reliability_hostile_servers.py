@@ -30,7 +30,7 @@ from conftest import record_figure
 from fake_endpoints import QuietJSONHandler, endpoint_profile, serving
 from shared_reliability_hostile_servers import ESCAPES, KEY
 
-from lab.core import deadline, evidence, profiles
+from lab.core import deadline, profiles, redaction
 from lab.core.server_flags import GUARDED_FLAGS
 from lab.diagnose import endpoint_diagnose
 from lab.diagnose.log_scan import strip_ansi
@@ -99,8 +99,8 @@ def test_redaction_finds_the_key_in_every_form_it_is_printed(monkeypatch):
              "JSON with \\/": json.dumps({"error": f"key {KEY}"}).replace("/", "\\/"),
              "percent-encoded": "GET /?key=" + KEY.replace("/", "%2F"), "stripped": f"key={KEY};",
              "CR LF split": f"key {KEY}\r\nnext"}
-    kept = {name: evidence.redact(text) for name, text in forms.items()}
-    kept.update({f"{name} (key given)": evidence.redact(text.replace(KEY, KEY), crlf) for name, text in forms.items()})
+    kept = {name: redaction.redact(text) for name, text in forms.items()}
+    kept.update({f"{name} (key given)": redaction.redact(text.replace(KEY, KEY), crlf) for name, text in forms.items()})
 
     def leaks(text: str) -> bool:  # any 12 characters of the key, in any case
         low = text.lower()
@@ -109,7 +109,7 @@ def test_redaction_finds_the_key_in_every_form_it_is_printed(monkeypatch):
     for n in (2, 5, 9, 17, 40):
         text = ("x" * 3 + KEY) * n
         for chars in (60, 120, 400):
-            kept[f"excerpt of {chars} of {n} keys"] = evidence.redacted_excerpt(text, chars)
+            kept[f"excerpt of {chars} of {n} keys"] = redaction.redacted_excerpt(text, chars)
     leaked = [name for name, text in kept.items() if leaks(text)]
     record_figure("issue 36 item 2: forms of a key (CR, case, JSON, reprs, excerpt cuts) redacted", len(kept),
                   len(kept) - len(leaked), "leaked: " + ", ".join(leaked) if leaked else "")

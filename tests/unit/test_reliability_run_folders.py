@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conftest import record_figure
 
-from lab.core import evidence, profiles
+from lab.core import evidence, profiles, run_folder
 from lab.records import manifest, report, runner
 from shared_reliability_untrusted import _cli
 
@@ -218,7 +218,7 @@ def test_doctor_run_on_devices_fifos_lists_deep_trees_and_many_links(tmp_path):
         rc, text = _cli(["doctor", "--run", str(run)])
         ok = rc in (0, 1) and "Traceback" not in text
         if name.startswith("40"):
-            records = evidence.read_records(run)
+            records = run_folder.read_records(run)
             unread = [r for r in records.values() if r.get("stand_in") and "not read" in r.get("problem", "")]
             ok = ok and len(unread) >= 38  # 128 MiB of the folder's 2.3 GB: two read, the rest said
             rc2, _ = _cli(["report", str(run)])

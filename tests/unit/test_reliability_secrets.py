@@ -15,7 +15,7 @@ from pathlib import Path
 from conftest import record_figure
 from fake_endpoints import QuietJSONHandler, endpoint_profile, serving
 
-from lab.core import evidence, profiles
+from lab.core import profiles, redaction
 from lab.measure import loadgen, metrics
 from lab.serving import endpoint, engines, serve
 from lab.pages import serve as serve_page
@@ -79,9 +79,9 @@ def test_redact_hides_given_keys_and_keyed_variables_only(monkeypatch):
     monkeypatch.setenv("MY_PROXY_TOKEN", ENV_KEY)
     monkeypatch.setenv("MY_PROXY_MODE", "long-enough-but-not-a-secret")
     text = f"got {KEY} and {ENV_KEY}; mode long-enough-but-not-a-secret; EOS token = 2"
-    assert evidence.redact(text, KEY) == "got [REDACTED] and [REDACTED]; mode long-enough-but-not-a-secret; EOS token = 2"
-    assert evidence.redacted_excerpt("x" * 10 + KEY, 15, KEY) == "x" * 10 + "[REDA"  # redacted, then cut
-    assert evidence.redact_all({"a": [f"k={KEY}", 1, None], KEY: 2.5}, KEY) == {"a": ["k=[REDACTED]", 1, None], "[REDACTED]": 2.5}
+    assert redaction.redact(text, KEY) == "got [REDACTED] and [REDACTED]; mode long-enough-but-not-a-secret; EOS token = 2"
+    assert redaction.redacted_excerpt("x" * 10 + KEY, 15, KEY) == "x" * 10 + "[REDA"  # redacted, then cut
+    assert redaction.redact_all({"a": [f"k={KEY}", 1, None], KEY: 2.5}, KEY) == {"a": ["k=[REDACTED]", 1, None], "[REDACTED]": 2.5}
 
 
 def test_redact_while_another_thread_changes_the_environment(monkeypatch):
@@ -99,7 +99,7 @@ def test_redact_while_another_thread_changes_the_environment(monkeypatch):
     worker.start()
     try:
         for _ in range(2000):
-            assert evidence.redact(f"got {ENV_KEY}") == "got [REDACTED]"
+            assert redaction.redact(f"got {ENV_KEY}") == "got [REDACTED]"
     finally:
         stop.set()
         worker.join()

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT, record_figure
 
-from lab.core import evidence
+from lab.core import evidence, run_folder
 from lab.diagnose import knowledge_base
 from shared_reliability_untrusted import LOGS, _cli
 
@@ -102,5 +102,5 @@ def test_manifest_read_is_one_line_for_a_device(tmp_path):
     from lab.records import manifest
 
     (tmp_path / "manifest.json").symlink_to("/dev/zero")
-    with pytest.raises(evidence.UnreadableJson, match=r"manifest.json: not a regular file \(a device, pipe or socket\)"):
+    with pytest.raises(run_folder.UnreadableJson, match=r"manifest.json: not a regular file \(a device, pipe or socket\)"):
         manifest.read(tmp_path)

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from lab.core import evidence, profiles, session
+from lab.core import evidence, profiles, run_folder, session
 
 
 def test_start_opens_the_run_folder_and_records_carry_the_profile(tmp_path, clean_display):
@@ -23,7 +23,7 @@ def test_start_opens_the_run_folder_and_records_carry_the_profile(tmp_path, clea
     assert path == s.run_dir / "records" / "05_kv_cache.json" and rec["summary"] == {"kv_bytes_per_token": 23_040}
     prov = rec["provenance"]
     assert prov["profile_file"] == str(s.profile_path) and prov["profile_sha256"] == evidence.sha256_file(s.profile_path)
-    assert evidence.read_records(s.run_dir)["05_kv_cache"]["summary"]["kv_bytes_per_token"] == 23_040
+    assert run_folder.read_records(s.run_dir)["05_kv_cache"]["summary"]["kv_bytes_per_token"] == 23_040
     with pytest.raises(ValueError, match="use 'NN_words'"):
         s.record("kv cache", {})
 

@@ -3,7 +3,7 @@ from dataclasses import replace
 
 import yaml
 
-from lab.core import evidence, profiles
+from lab.core import evidence, profiles, run_folder
 from lab.model import models, standin, synth, synth_metadata
 
 TINY = replace(models.stand_in("qwen3-14b"), name="tiny-qwen3", n_layers=1, hidden_size=256, ffn_size=512,
@@ -45,10 +45,10 @@ def test_allowed_writes_labelled_profile_and_record(tmp_path, monkeypatch):
     used = profiles.load(sub)
     assert used.model_synthetic and used.model_name == "Trial-14B [synthetic random weights]"
     assert used.model_file == str(tmp_path / "cache" / "synth" / "qwen3-14b-1L-Q4_K-seed0.gguf")
-    rec = evidence.read_records(run)[standin.RECORD]
+    rec = run_folder.read_records(run)[standin.RECORD]
     assert rec["checks"][0]["status"] == "warn" and rec["summary"]["not_valid_for"].startswith("text quality")
     assert rec["summary"]["made_now"] is True
     # a second run finds the file (same predicted size) instead of writing it again
     again = evidence.new_run_dir("synth-trial", tmp_path / "runs")
     standin.for_run(prof, path, again, allow=True, progress=False)
-    assert evidence.read_records(again)[standin.RECORD]["summary"]["made_now"] is False
+    assert run_folder.read_records(again)[standin.RECORD]["summary"]["made_now"] is False
