@@ -2,7 +2,9 @@
 the 01_hardware record (`record`) and its closing text (`what_this_means`), built from lab.measure.inventory
 (what the box has), lab.measure.copy_bandwidth (how fast its memory is), lab.measure.hardware_checks (whether it is
 healthy for the profile), lab.measure.gpu_links (how its GPUs are joined) and lab.measure.psu_sizing (the power
-supply it needs).
+supply it needs). The notebook's steps (`take_inventory(s)`, `survey_gpu_links(s)`, `measure_bandwidth(s)`,
+`size_psu(s, inv)`, and `start`, `answer`, `show` from lab.pages.session) are here too: the notebook imports this
+page and nothing else from lab.
 """
 from __future__ import annotations
 
@@ -10,12 +12,51 @@ from lab.core import checks, evidence, planmode
 from lab.core.checks import Check, worst
 from lab.core.profiles import Profile
 from lab.core.session import Session
-from lab.measure import gpu_links, hardware_checks, psu_sizing
+from lab.measure import copy_bandwidth, gpu_links, hardware_checks, inventory, psu_sizing
 from lab.measure.hardware_checks import gib
 from lab.pages import session
+from lab.pages.session import answer, show, start  # noqa: F401  (what every notebook calls, through its page)
 from lab.predict import profile_speed
 
 NAME = "01_hardware"
+
+
+# ---------------------------------------------------------------- the notebook's steps
+def take_inventory(s: Session) -> dict:
+    """What this box has: NVML's GPUs, the host, the model file and its disk (lab.measure.inventory.collect)."""
+    return inventory.collect(s.profile)
+
+
+def survey_gpu_links(s: Session) -> dict:
+    """How this box's GPUs are joined, pair by pair: peer-to-peer, NVLink or the PCIe path, and a copy from each GPU
+    to the other timed (lab.measure.gpu_links.survey; no pair with one GPU or none)."""
+    return gpu_links.survey()
+
+
+def pair_table(links: dict):
+    """One row per GPU pair (a DataFrame), or one row saying why there is none."""
+    return gpu_links.pair_table(links)
+
+
+def measure_bandwidth(s: Session) -> dict:
+    """Copy bandwidth, read + write counted: on the GPU when there is one, else host RAM (lab.measure.copy_bandwidth;
+    raw samples, mean and sd)."""
+    return copy_bandwidth.measure()
+
+
+def checks_table(found: list[Check]):
+    """The checks, worst first (a DataFrame)."""
+    return checks.table(found)
+
+
+def size_psu(s: Session, inv: dict) -> dict:
+    """The power supply this box needs, with the arithmetic (lab.measure.psu_sizing.advice)."""
+    return psu_sizing.advice(inv, s.profile)
+
+
+def psu_table(psu: dict):
+    """The PSU arithmetic as rows (a DataFrame)."""
+    return psu_sizing.table(psu)
 
 
 def check_all(inv: dict, bw: dict | None, profile: Profile, links: dict | None = None) -> list[Check]:

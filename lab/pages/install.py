@@ -1,13 +1,57 @@
 """Notebook 02's page (install verification): the versions table, the checks chart, the 02_install record
 (`record`) and its closing text (`what_this_means`), from what lab.measure.install found on this machine and
-lab.predict.compat judged."""
+lab.predict.compat judged. The notebook's steps (`installed_versions(s)`, `toolchain_checks(s, versions)`,
+`machine_facts(s, versions)`, `rule_checks(facts)`, `by_hand(s)`, and `start`, `answer`, `show` from
+lab.pages.session) are here too: the notebook imports this page and nothing else from lab."""
 from __future__ import annotations
 
+from lab.core import checks
+from lab.core.checks import Check
 from lab.core.profiles import Profile
 from lab.core.session import Session
+from lab.measure import install as this_machine
 from lab.pages import session
+from lab.pages.session import answer, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.serving import byhand
 
 NAME = "02_install"
+
+
+# ---------------------------------------------------------------- the notebook's steps
+def installed_versions(s: Session) -> dict:
+    """What is installed on this machine: driver, CUDA, nvcc, torch, llama-cpp-python, the llama.cpp tools, vLLM,
+    Jupyter, Python (lab.measure.install.installed_versions)."""
+    return this_machine.installed_versions(s.profile)
+
+
+def toolchain_checks(s: Session, versions: dict) -> list[Check]:
+    """Is the lab's own toolchain complete: the bindings import, the tools are built, both from one llama.cpp build
+    (lab.measure.install.install_checks)."""
+    return this_machine.install_checks(s.profile, versions)
+
+
+def machine_facts(s: Session, versions: dict) -> dict:
+    """The facts the compatibility rules read: seen on this machine, else declared by the profile
+    (lab.measure.install.machine_facts)."""
+    return this_machine.machine_facts(s.profile, versions)
+
+
+def rule_checks(facts: dict) -> list[Check]:
+    """The compatibility rules (lab/data/compat_rules.yaml) evaluated on `facts`; unknown inputs skip a rule."""
+    return this_machine.rule_checks(facts)
+
+
+def checks_table(found: list[Check]):
+    """Checks, worst first (a DataFrame)."""
+    return checks.table(found)
+
+
+def by_hand(s: Session):
+    """The installation half of the by-hand track for the profile's card (lab.serving.byhand), as Markdown for a
+    notebook cell: driver, Secure Boot, CUDA toolkit, llama.cpp, each step with its sources."""
+    from IPython.display import Markdown
+
+    return Markdown(byhand.markdown(s.profile, part="install"))
 
 
 def versions_rows(versions: dict) -> list[dict]:

@@ -74,5 +74,5 @@ def test_papermill_refuses_what_it_cannot_run_in_the_session_cell(tmp_path, args
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert "injected-parameters" in code[1]["metadata"]["tags"]
     [failed] = [i for i, c in enumerate(code) if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
-    assert failed == 2 and "session.start(globals())" in "".join(code[2]["source"])  # the first cell after them
+    assert failed == 2 and "page.start(globals())" in "".join(code[2]["source"])  # the first cell after them
     assert not (run / "records").exists() or not list((run / "records").iterdir())  # nothing recorded
