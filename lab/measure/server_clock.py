@@ -12,6 +12,7 @@ factor for a compared metric; `explain` says when what is left is within the tol
 """
 from __future__ import annotations
 
+import time
 from statistics import mean
 
 from lab.measure import slot_placement
@@ -34,13 +35,22 @@ def mark(server) -> int | None:
     return len(read()) if read else None
 
 
-def since(server, start: int | None, requests: int) -> dict | None:
+def since(server, start: int | None, requests: int, wait_s: float = 10.0) -> dict | None:
     """The server's figures for the last `requests` requests it finished after `start` (a run's warm-ups and a
-    client's probes come first, so the measured ones are the last); None without a log or without them."""
-    if start is None:
+    client's probes come first, so the measured ones are the last); None without a log or without them. The client
+    has its last answer before the server has written that request's timing lines: on a loaded 2-core machine the log
+    lagged the client (a CI clone, 2026-12-05, load average 7: fewer timings than requests), so the log is read again
+    for up to `wait_s` until every request is in it."""
+    if start is None or requests <= 0:
         return None
-    tasks = engine_logs.request_timings(server.log_text()[start:])
-    return figures(tasks[-requests:]) if len(tasks) >= requests > 0 else None
+    deadline = time.monotonic() + wait_s
+    while True:
+        tasks = engine_logs.request_timings(server.log_text()[start:])
+        if len(tasks) >= requests:
+            return figures(tasks[-requests:])
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.2)
 
 
 def runs_in_log(text: str, gap_s: float = 0.2, min_tokens: int = 2) -> list[list[dict]]:

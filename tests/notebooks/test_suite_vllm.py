@@ -74,7 +74,10 @@ def test_06_sweep_and_peer_check_on_the_vllm_server(run_dir):
         row = rows[metric]
         assert row["vllm bench serve"] > 0 and row["lab client (vLLM definitions)"] > 0
         assert row["lab client (lab definitions)"] is not None
-        assert 0.5 < row["lab ÷ vllm (vLLM definitions)"] < 2.0, row  # the checks judge ±25 %; this is a sanity bound
+        # the checks judge ±25 % (a warning, with the reason); this bound only catches a unit or definition slip
+        # (ms for s, per request for per token: ≥ 10×). Timing ratios of two clients run back to back move with the
+        # machine's load: 2.21 for TTFT in a fresh clone at load average 7 on 2 cores (2026-12-05)
+        assert 0.2 < row["lab ÷ vllm (vLLM definitions)"] < 5.0, row
     assert {d["metric"] for d in peer["definitions"]} >= {"TTFT", "ITL", "TPOT"}
     assert any(t["title"].startswith("Peer check: lab client vs vllm bench serve") for t in r["tables"])
     assert (run_dir / "peer_bench" / "vllm_bench_serve.json").exists()

@@ -154,3 +154,21 @@ def test_every_named_definition_in_the_h200_records_is_the_tables():
                 assert peer_clients.verdict(row) == "not compared", row
             elif peer_clients.verdict(row) == "definition" and "per stream chunk" not in row["why they differ"]:
                 assert row["why they differ"] == peer_clients.EXPLAIN[(row["tool"], row["metric"])], row
+
+
+def test_since_waits_for_the_log_to_catch_up_with_the_client():
+    """CI (2026-12-05, load average 7 on 2 cores): the client had every answer before llama-server had written the last
+    request's timing lines, `since` found fewer timings than requests and the peer check read None. It reads the log
+    again until every request is in it, and says None only after `wait_s`."""
+    class Server:
+        def __init__(self, texts):
+            self.texts = list(texts)
+
+        def log_text(self):
+            return self.texts.pop(0) if len(self.texts) > 1 else self.texts[0]
+
+    half = LOG.split("1.50.763.316")[0]  # the request's timing lines not written yet
+    late = Server([half, half, LOG])
+    assert server_clock.since(late, 0, 1, wait_s=5)["requests"] == 1 and late.texts == [LOG]
+    assert server_clock.since(Server([half]), 0, 1, wait_s=0.3) is None
+    assert server_clock.since(Server([LOG]), None, 1) is None  # no log to read: at once
