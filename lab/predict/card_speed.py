@@ -19,7 +19,7 @@ import functools
 import re
 
 from lab.core import facts, paths
-from lab.predict import roofline
+from lab.predict import public_speed, roofline
 
 MODEL_ID = "qwen3.8-27b"  # the model every public row and the lab's GPU profiles run (lab/data/public_speed.yaml)
 DEFAULT_QUANT = {"llama.cpp": "Q4_K_M", "vllm": "AWQ-INT4"}  # the V100 profiles' GGUF and routes.yaml's fork weights
@@ -31,7 +31,7 @@ ENGINES = ("llama.cpp", "vllm")
 # Profile requires a compute capability for a GPU; the GPU table has none and neither the speed model nor the
 # memory plan reads it (only lab.predict.compat, which `lab predict` does not run): this value is never shown.
 CC_NOT_READ = "0.0"
-DEEP_TOKENS = 8192  # beyond this the KV read is a visible share of a token and the note on depth is shown
+DEEP_TOKENS = public_speed.DEEP_TOKENS  # beyond this the note on depth is shown (rows this deep are not fitted)
 
 
 class UnknownCard(ValueError):
@@ -210,30 +210,42 @@ def build_profile(a: Ask, card: dict, base=None):
 
 @functools.lru_cache(maxsize=1)
 def _checked_rows() -> tuple[dict, dict]:
-    """The per-token model against the public rows (lab.predict.public_check.check) and those rows by id."""
-    from lab.predict import public_check, public_speed
+    """The per-token model against the public rows (lab.predict.public_check.check, with tensor_check's rows added)
+    and those rows by id."""
+    from lab.predict import public_check
 
-    return public_check.check(), {r.id: r for r in public_speed.load()}
+    check = public_check.check()
+    tensor = public_check.tensor_check()
+    checked = {x["id"] for x in tensor["rows"]}
+    return ({**check, "rows": check["rows"] + tensor["rows"],
+             "skipped": [x for x in check["skipped"] if x["id"] not in checked] + tensor["skipped"]},
+            {r.id: r for r in public_speed.load()})
 
 
-def depth_note(depth: int, bytes_per_token: float | None, kv_bytes: float | None) -> str:
+def depth_note(depth: int, bytes_per_token: float | None, kv_bytes: float | None, card_id: str | None = None) -> str:
     """What the model does with depth (the KV and state read per token, nothing else) and how it fares on the public
-    rows measured at depth (lab/data/public_speed.yaml depth_tokens), computed from the rows, not typed in."""
+    rows measured at depth (lab/data/public_speed.yaml depth_tokens; plain and -sm tensor), computed from the rows,
+    not typed in: this card's rows by name, then all of them summarised."""
+    from lab.predict import public_check
+
     check, rows = _checked_rows()
     share = f" ({kv_bytes / bytes_per_token:.0%} of the {bytes_per_token / 1e9:.2f} GB a token reads)" \
         if bytes_per_token and kv_bytes is not None else ""
     deep = [x for x in check["rows"] if (rows[x["id"]].depth_tokens or 0) >= DEEP_TOKENS]
+    mine = [x for x in deep if card_id and public_speed.same_card(x["gpu_id"], card_id)]
     seen = ", ".join(f"{x['id']} at {rows[x['id']].depth_tokens:,} tokens: predicted {x['predicted']:.1f} vs published "
-                     f"{x['published']:g} ({x['error']:+.0%}{', a row the model is fitted on' if x['comparable'] else ''})"
-                     for x in deep)
-    unchecked = [s for s in check["skipped"] if (rows[s["id"]].depth_tokens or 0) >= DEEP_TOKENS]
-    over = deep and all(x["error"] > 0 for x in deep)
+                     f"{x['published']:g} ({x['error']:+.0%})" for x in mine)
+    s = public_check.summary([x["error"] for x in deep])
+    over = sum(x["error"] > 0 for x in deep)
+    every = (f"over all {s['n']} predicted rows at {DEEP_TOKENS:,}+ tokens the prediction is above the published speed "
+             f"in {over}, median |error| {s['median_abs_error']:.0%}, max {s['max_abs_error']:.0%}, growing with depth "
+             "(not fitted: `python -m lab predict --validate`)" if s["n"] else "none the model can predict")
+    unchecked = [x for x in check["skipped"] if (rows[x["id"]].depth_tokens or 0) >= DEEP_TOKENS]
     return (f"depth {depth:,}: modelled only as the KV cache and state read per token{share}; attention's extra work "
             f"at depth is not modelled. Published rows at {DEEP_TOKENS:,}+ tokens (lab/data/public_speed.yaml): "
-            + (seen or "none the model can predict") + (f"; {len(unchecked)} more it cannot check ("
-                                                        + ", ".join(sorted({s['reason'] for s in unchecked})) + ")"
-                                                        if unchecked else "")
-            + (": the measured speed was below the prediction there" if over else ""))
+            + (f"on this card {seen}; " if seen else "") + every
+            + (f"; {len(unchecked)} more it cannot check (" + ", ".join(sorted({x['reason'] for x in unchecked})) + ")"
+               if unchecked else ""))
 
 
 def fallback_note(card: dict) -> str:
@@ -241,7 +253,8 @@ def fallback_note(card: dict) -> str:
     why the model could not use them, so the fallback's guess stands beside what the card was measured to do."""
     check, rows = _checked_rows()
     skipped = {s["id"]: s["reason"] for s in check["skipped"]}
-    own = [r for r in rows.values() if r.gpu_id == card["id"] and r.speculative is None]
+    own = [r for r in rows.values() if r.gpu_id and public_speed.same_card(r.gpu_id, card["id"])
+           and r.speculative is None]
     seen = "; ".join(f"{r.id}: {r.gpu_count} x, -sm {r.split_mode}, {r.quant or '?'}, {r.engine}: {r.decode_tok_s:g} "
                      f"tok/s ({'not checked: ' + skipped[r.id] if r.id in skipped else 'an outlier' if r.outlier else 'checked'})"
                      for r in own)
@@ -251,14 +264,17 @@ def fallback_note(card: dict) -> str:
 
 
 def tensor_kv_note(kv: str) -> str:
-    """The pinned llama.cpp refuses -sm tensor with a quantized KV cache (engine_rules.yaml); the public rows that ran
-    it anyway (a later build), by id."""
+    """The pinned llama.cpp refuses -sm tensor with a quantized KV cache (engine_rules.yaml); the later builds public
+    rows ran it on anyway, each with its first row's id and how many rows."""
     _, rows = _checked_rows()
-    ran = [r.id + (f" ({r.build})" if r.build else "") for r in rows.values()
-           if r.split_mode == "tensor" and r.engine == "llama.cpp" and r.kv_type in ("q8_0", "q4_0")]
+    ran: dict = {}
+    for r in rows.values():
+        if r.split_mode == "tensor" and r.engine == "llama.cpp" and r.kv_type in ("q8_0", "q4_0"):
+            ran.setdefault(r.build or "?", []).append(r.id)
+    said = ", ".join(f"{b} ({ids[0]}" + (f" and {len(ids) - 1} more)" if len(ids) > 1 else ")") for b, ids in ran.items())
     return (f"-sm tensor with a {kv} KV cache: the lab's pinned llama.cpp ({paths.LLAMA_CPP_PYTHON_VERSION}) refuses it "
             "(lab/data/engine_rules.yaml llama-split-tensor; docs/multi-gpu.md)"
-            + (f"; published rows ran it on later builds: {', '.join(ran)}" if ran else "")
+            + (f"; published rows ran it on later builds: {said}" if ran else "")
             + f"; predicted as asked, with {kv} KV bytes")
 
 
@@ -269,8 +285,6 @@ ASKED = ("gpu", "gpus", "split", "engine", "link", "weights_gb", "quant", "kv", 
 
 def problems(a: Ask) -> list[str]:
     """What is out of range in a filled ask (each a why_not); [] when it can be predicted."""
-    from lab.predict import public_speed
-
     bad = []
     for name, lo, hi, v in (("gpus", 1, 16, a.gpus), ("context", 1, 1_048_576, a.context), ("slots", 1, 1024, a.slots),
                             ("depth", 1, 1_048_576, a.depth), ("n_max", 1, 16, a.n_max), ("p_min", 0, 1, a.p_min),
@@ -330,7 +344,7 @@ def _mtp(a: Ask, card: dict, plain: float) -> tuple[float | None, dict, str | No
     """(MTP tok/s, its terms, why_not) by lab.predict.mtp_model at the asked acceptance (else the public rows' for the
     card: same card first) and the asked n-max, else the n-max lab plan's routes pick (lab.predict.routes.mtp_speed):
     the card's published sweep's best when there is one and no acceptance is given, else the predicted best of 1-4."""
-    from lab.predict import mtp_model, public_speed
+    from lab.predict import mtp_model
 
     rows = public_speed.load()
     found = []
@@ -454,7 +468,7 @@ def _predict(ask: Ask, base, row: int) -> dict:
     if a.depth > n_seq:
         why = why or f"depth {a.depth:,} is beyond one slot's context ({n_seq:,}: {a.context:,} over {a.slots} slot(s))"
     if a.depth >= DEEP_TOKENS:
-        notes.append(depth_note(a.depth, bpt, rl["kv_bytes_per_seq"]))
+        notes.append(depth_note(a.depth, bpt, rl["kv_bytes_per_seq"], card["id"]))
     tok_s = plain
     if plain is None:
         why = why or (rl["reason"] or "no prediction")
@@ -469,8 +483,11 @@ def _predict(ask: Ask, base, row: int) -> dict:
             notes.append(f"the MTP block ({parts['mtp_bytes'] / 1e9:.2f} GB) loads only with --spec-type draft-mtp: "
                          "the memory fit does not count it (as lab plan)")
             if a.p_min:
+                gated = public_check.mtp_check()["gated"]
                 notes.append(f"p_min {a.p_min:g} is not modelled: the MTP step model drafts n-max tokens every step "
-                             "(--spec-draft-p-min 0, the pinned llama.cpp's default, common/common.h); this is that")
+                             "(--spec-draft-p-min 0, the pinned llama.cpp's default, common/common.h); this is that. "
+                             f"On the {gated['n']} published gated rows it is off by median {gated['median_abs_error']:.0%}, "
+                             f"max {gated['max_abs_error']:.0%} (`python -m lab predict --validate`)")
     elif a.n_max or a.acceptance is not None or a.p_min:
         notes.append("n_max, p_min and acceptance are ignored: spec none")
     out["predicted_tok_s"] = None if why else tok_s

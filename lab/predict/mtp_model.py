@@ -80,22 +80,25 @@ def verify_ms_for(arch: str, params: dict | None = None) -> tuple[float, str]:
 
 def step_over_plain(n: int, plain_tok_s: float, arch: str, params: dict | None = None) -> tuple[float, str]:
     """(ms per draft-mtp step at n-max n ÷ plain ms per token, the architecture verify_ms came from):
-    1 + n × (head_ms + verify_ms[arch]) ÷ plain_ms."""
+    1 + n × (head_ms + verify_ms[arch]) ÷ plain_ms. `params` may carry "fixed_ms", the per-token model's fixed cost
+    it goes with (a refit's; default: the lab's per-token model)."""
     plain_ms = 1000.0 / plain_tok_s
     verify, basis = verify_ms_for(arch, params)
-    head = head_fraction() * max(0.0, plain_ms - fixed_ms())
+    fixed = float(params["fixed_ms"]) if params and params.get("fixed_ms") is not None else fixed_ms()
+    head = head_fraction() * max(0.0, plain_ms - fixed)
     return 1 + n * (head + verify) / plain_ms, basis
 
 
-def fit_verify_ms(points: list[dict]) -> float | None:
+def fit_verify_ms(points: list[dict], fixed: float | None = None) -> float | None:
     """The verify_ms minimising the squared log error of the predicted speed over `points` ({n, rate, plain_tok_s,
     tok_s}: a public row with its predicted plain speed, or an H200 step with rate 0 and its measured plain speed);
-    golden-section search on 0-30 ms (the error is convex in it). None without points."""
+    golden-section search on 0-30 ms (the error is convex in it). `fixed`: the per-token model's fixed ms the plain
+    speeds came from (default the lab's). None without points."""
     if not points:
         return None
 
     def loss(v):
-        return sum(math.log(tok_s(p["plain_tok_s"], p["n"], p["rate"], "-", {"verify_ms": {"-": v}})
+        return sum(math.log(tok_s(p["plain_tok_s"], p["n"], p["rate"], "-", {"verify_ms": {"-": v}, "fixed_ms": fixed})
                             / p["tok_s"]) ** 2 for p in points)
 
     lo, hi = 0.0, 30.0
@@ -105,10 +108,12 @@ def fit_verify_ms(points: list[dict]) -> float | None:
     return (lo + hi) / 2
 
 
-def fit(points: list[dict]) -> dict:
-    """{"verify_ms": {arch: ms}} fitted per architecture on `points` (each with an "arch")."""
-    return {"verify_ms": {a: fit_verify_ms([p for p in points if p["arch"] == a])
-                          for a in sorted({p["arch"] for p in points})}}
+def fit(points: list[dict], fixed: float | None = None) -> dict:
+    """{"verify_ms": {arch: ms}} fitted per architecture on `points` (each with an "arch"); with `fixed` (a refitted
+    per-token model's fixed ms, which its plain speeds came from) also {"fixed_ms": fixed}, for step_over_plain."""
+    out = {"verify_ms": {a: fit_verify_ms([p for p in points if p["arch"] == a], fixed)
+                         for a in sorted({p["arch"] for p in points})}}
+    return {**out, "fixed_ms": fixed} if fixed is not None else out
 
 
 def h200_points(data: dict | None = None) -> list[dict]:
@@ -142,12 +147,19 @@ def is_draft_mtp(row: public_speed.Row) -> bool:
     return bool(s and row.engine == "llama.cpp" and s.type.startswith("draft-mtp") and s.n_max)
 
 
+def is_gated(row: public_speed.Row) -> bool:
+    """Drafts gated by --spec-draft-p-min > 0: the model assumes p-min 0 (every step drafts n-max tokens), so such a
+    row is checked apart and its acceptance (of the drafts the gate let through) is not used as a card's rate."""
+    return bool(row.speculative and (row.speculative.p_min or 0) > 0)
+
+
 def acceptance_for(gpu_id: str, n: int, split: str, rows: list | None = None) -> tuple[float | None, list[str]]:
     """(mean acceptance rate, row ids) of the best-ranked public draft-mtp rows at n-max n for a card: same card
-    first, then a short prompt, then the same split mode; rows with an outlier note are left out."""
+    first, then a short prompt, then the same split mode; rows with an outlier note or gated drafts (`is_gated`) are
+    left out."""
     rows = public_speed.load() if rows is None else rows
     cand = [r for r in rows if is_draft_mtp(r) and r.speculative.n_max == n and r.outlier is None
-            and acceptance_rate(r) is not None]
+            and not is_gated(r) and acceptance_rate(r) is not None]
     if not cand:
         return None, []
 
@@ -195,7 +207,7 @@ def published_best_n(gpu_id: str, split: str, rows: list | None = None) -> dict 
     model's pick."""
     rows = public_speed.load() if rows is None else rows
     same = [r for r in rows if is_draft_mtp(r) and r.speculative.n_max in N_VALUES and r.outlier is None
-            and r.gpu_id and public_speed.same_card(r.gpu_id, gpu_id) and r.split_mode == split
+            and not is_gated(r) and r.gpu_id and public_speed.same_card(r.gpu_id, gpu_id) and r.split_mode == split
             and r.depth_tokens is None]
     if len({r.speculative.n_max for r in same}) < 2:
         return None
@@ -213,5 +225,5 @@ SOURCE = ("lab/data/calibration.yaml mtp_step_model (verify ms per drafted token
           "speed; acceptance from lab/data/public_speed.yaml")
 
 __all__ = ["step_data", "step_model", "head_fraction", "fixed_ms", "verify_ms_for", "step_over_plain",
-           "fit_verify_ms", "fit", "h200_points", "acceptance_rate", "is_draft_mtp", "acceptance_for", "predict",
+           "fit_verify_ms", "fit", "h200_points", "acceptance_rate", "is_draft_mtp", "is_gated", "acceptance_for", "predict",
            "sweep", "published_best_n", "flags", "N_VALUES", "SOURCE"]

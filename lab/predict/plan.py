@@ -73,7 +73,8 @@ def public_check_part(profile: Profile) -> dict | None:
     if not rows:
         return None
     return {"gpu": spec["name"], "rows": rows, "summary": result["comparable"], "all": result["all"],
-            "outliers": sum(1 for r in result["rows"] if r["outlier"]), "targets": result["targets"]}
+            "depth": result["depth"], "outliers": public_check.summary([r["error"] for r in result["rows"] if r["outlier"]]),
+            "targets": result["targets"]}
 
 
 def routes_part(profile: Profile) -> dict | None:
@@ -218,17 +219,19 @@ def _public_check_lines(part: dict | None) -> list[str]:
     """The "checked against published measurements" block (lines <= 100 columns)."""
     if not part:
         return []
-    s, a = part["summary"], part["all"]
+    s, d, o = part["summary"], part["depth"], part["outliers"]
     lines = [f"  checked against published measurements ({part['gpu'][:32]}; lab/data/public_speed.yaml):"]
     for r in part["rows"]:
-        flag = "" if r["comparable"] else "  [outlier]" if r["outlier"] else "  [not a budget card]"
+        flag = ("" if r["comparable"] else "  [outlier]" if r["outlier"] else "  [not a budget card]"
+                if not r.get("deep") else "  [8,192+ tokens: not fitted]")
         lines.append(f"    {r['gpu'][:26]:26} {r['engine'][:9]} {(r['quant'] or '?')[:18]:18} published "
                      f"{r['published']:5.1f}, predicted {r['predicted']:5.1f} ({r['error']:+.0%})")
         lines.append(f"      source: {_short_url(r['source'])[:70]}{flag}")
     lines.append(f"    all cards: median |error| {s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%} over {s['n']} "
                  f"comparable rows (in sample: they fit the")
-    lines.append(f"    model); max {a['max_abs_error']:.0%} over all {a['n']} predicted rows with the {part['outliers']} "
-                 f"outliers (power caps, old builds...)")
+    lines.append(f"    model); 8,192+ tokens (not fitted): med {d['median_abs_error'] or 0:.0%}, max "
+                 f"{d['max_abs_error'] or 0:.0%} of {d['n']}; {o['n']} outliers (power caps...) max "
+                 f"{o['max_abs_error'] or 0:.0%}")
     return lines
 
 
@@ -277,12 +280,13 @@ def _mtp_check_lines(check: dict | None) -> list[str]:
     held = ", ".join(f"{a} {mm(s['row'])}" for a, s in h["by_arch"].items())
     lines = [f"    MTP model vs {c['n']} public draft-mtp rows, in sample: median |error| {c['median_abs_error']:.1%}, "
              f"max {c['max_abs_error']:.1%}"[:100],
-             f"      targets {t['median'] * 100:.0f}/{t['max']:.0%} {'met' if t['met'] else 'NOT met'}; by architecture: "
-             f"{arch}"[:100],
+             f"      targets {t['median'] * 100:.0f}/{t['max']:.0%} {'met' if t['met'] else 'NOT met'}; by architecture:",
+             f"        {arch}"[:100],
              f"      held out, one row left out of the fit: {mm(h['row'])}, by architecture:"[:100],
              f"        {held}"[:100],
              f"      held out, one card left out: {mm(h['card'])} (a card alone in its architecture takes"[:100],
-             "      another architecture's step cost: the model does not carry across architectures)"]
+             "      another architecture's step cost: the model does not carry across architectures);",
+             "      each card and architecture out, plain fit redone too: `python -m lab predict --validate`"]
     if t["misses"]:
         lines.append(f"      {len(t['misses'])} rows over {t['max']:.0%}: {', '.join(t['misses'])}"[:100])
     return lines

@@ -25,7 +25,7 @@ EXAMPLES = ('python -m lab predict --gpu "Tesla P40" --gpus 2 --split tensor --w
             "      --context 131072 --depth 32768 --mtp 3 --p-min 0.75 --acceptance 0.7",
             "python -m lab predict --gpu 3090", 'python -m lab predict --gpu "V100 32GB" --json',
             "python -m lab predict --rows mine.tsv --json", "python -m lab predict --profile v100-32g-x2-nvlink --depth 32768",
-            "python -m lab predict --list-gpus")
+            "python -m lab predict --list-gpus", "python -m lab predict --validate --json")
 DESCRIPTION = (
     "What will my card do? Single-stream decode tok/s of Qwen3.8-27B (llama.cpp by default, or vLLM) on a card as "
     "people write it, by the lab's one speed model - the functions `lab plan` uses for a profile's card (per-token "
@@ -35,7 +35,9 @@ DESCRIPTION = (
     "weights_gb kv context depth spec n_max p_min acceptance (and quant, link, slots); an empty cell is not given, "
     "the flags fill it, other columns are ignored. weights_gb: the GGUF as listed for download (GB, MTP block "
     "included; default: the lab's Q4_K_M mix). Inputs the model has no term for (p_min; depth beyond the KV it "
-    "reads) are reported as notes, not modelled. Exit 1 when a row has no prediction.")
+    "reads) are reported as notes, not modelled. Exit 1 when a row has no prediction. --validate: how the model "
+    "fares on the public rows held out of its fit - each card, then each architecture, left out and the fit redone "
+    "(lab.predict.public_validate) - beside the in-sample errors, for plain, MTP, tensor-split and deep rows.")
 
 
 class RowsError(ValueError):
@@ -71,6 +73,8 @@ def build_parser():
     ap.add_argument("--rows", metavar="FILE.tsv", help="many set-ups, one per line (see above)")
     ap.add_argument("--json", action="store_true", help="a JSON list, one object per row, in order")
     ap.add_argument("--list-gpus", action="store_true", help="the cards the lab knows, with their calibration")
+    ap.add_argument("--validate", action="store_true", help="held-out errors on the public rows: leave one card out "
+                                                             "and leave one architecture out, beside in sample")
     return ap
 
 
@@ -201,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.list_gpus:
         rows = card_speed.card_rows()
         print(json.dumps(rows, indent=1) if args.json else cli.text_table(rows))
+        return exit_codes.OK
+    if args.validate:
+        from lab.predict import public_validate
+
+        result = public_validate.validate()
+        print(json.dumps(_rounded(result), indent=1, ensure_ascii=False, allow_nan=False) if args.json
+              else public_validate.text(result))
         return exit_codes.OK
     base = None
     if args.profile:

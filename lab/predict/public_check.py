@@ -6,8 +6,8 @@ budget cards' comparable rows and over all predicted rows. Pure: rows and model 
 from __future__ import annotations
 
 from lab.predict import roofline, tp_model
-from lab.predict.public_speed import (FAMILY, Row, bytes_per_token, comparable, link_figures, load, same_card,
-                                      unpredictable_reason)
+from lab.predict.public_speed import (FAMILY, HIDDEN, N_LAYERS, Row, bytes_per_token, comparable, is_deep, link_figures,
+                                      load, same_card, tensor_reason, unpredictable_reason)
 
 TARGET_MEDIAN = 0.10  # median |predicted ÷ published − 1| over the budget cards' comparable rows
 TARGET_MAX = 0.20
@@ -37,9 +37,10 @@ def summary(errors: list[float]) -> dict:
 def check(rows: list[Row] | None = None, model: roofline.PerTokenModel | None = None) -> dict:
     """The per-token model against every public row without speculation (pure given rows and model).
 
-    {"rows": [{id, gpu, gpu_id, engine, quant, published, predicted, error, comparable, outlier, source}],
-     "skipped": [{id, reason}], "comparable": summary over the budget cards' comparable rows,
-     "all": summary over every predicted row, "targets": {median, max, met}}."""
+    {"rows": [{id, gpu, gpu_id, engine, quant, published, predicted, error, comparable, deep, outlier, source}],
+     "skipped": [{id, reason}], "comparable": summary over the budget cards' comparable rows (shallower than
+     public_speed.DEEP_TOKENS), "depth": summary over the budget cards' rows at that depth or more (no outlier note:
+     checked, not fitted), "all": summary over every predicted row, "targets": {median, max, met}}."""
     rows = load() if rows is None else rows
     model = model or roofline.per_token_model()
     out, skipped = [], []
@@ -53,11 +54,12 @@ def check(rows: list[Row] | None = None, model: roofline.PerTokenModel | None = 
         pred = plain_tok_s(r, model)
         out.append({"id": r.id, "gpu": r.gpu, "gpu_id": r.gpu_id, "gpu_count": r.gpu_count, "engine": r.engine,
                     "build": r.build, "quant": r.quant, "published": r.decode_tok_s, "predicted": pred,
-                    "error": pred / r.decode_tok_s - 1, "comparable": comparable(r), "outlier": r.outlier,
-                    "source": r.source})
+                    "error": pred / r.decode_tok_s - 1, "comparable": comparable(r), "deep": is_deep(r),
+                    "budget": bool(roofline.gpu_spec(r.gpu_id)["budget"]), "outlier": r.outlier, "source": r.source})
     comp = summary([x["error"] for x in out if x["comparable"]])
     met = comp["n"] > 0 and comp["median_abs_error"] <= TARGET_MEDIAN and comp["max_abs_error"] <= TARGET_MAX
     return {"rows": out, "skipped": skipped, "comparable": comp, "all": summary([x["error"] for x in out]),
+            "depth": summary([x["error"] for x in out if x["deep"] and x["budget"] and not x["outlier"]]),
             "targets": {"median": TARGET_MEDIAN, "max": TARGET_MAX, "met": met}}
 
 
@@ -74,9 +76,6 @@ def rows_for_gpu(gpu_id: str, result: dict | None = None, n: int = 4) -> list[di
 
 
 # ---------------------------------------------------------------- llama.cpp -sm tensor: tp_model on the public rows
-N_LAYERS, HIDDEN = 64, 5120  # the Qwen3.5-27B shape every row shares (lab/data/model_configs.yaml qwen3.8-27b)
-
-
 def tensor_tok_s(bytes_per_tok: float, gpu_id: str, link_id: str, n_gpus: int = 2,
                  model: roofline.PerTokenModel | None = None) -> tp_model.TpPrediction:
     """llama.cpp -sm tensor on `n_gpus` cards of `gpu_id` joined by `link_id` (lab/data/gpu_links.yaml):
@@ -91,26 +90,34 @@ def tensor_tok_s(bytes_per_tok: float, gpu_id: str, link_id: str, n_gpus: int = 
 
 def tensor_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | None = None) -> dict:
     """tp_model's -sm tensor prediction (pessimistic bound; the optimistic one beside it) against every public
-    llama.cpp tensor-split row without speculation. {"rows": [...], "skipped": [{id, reason}],
-    "summary": summary of the pessimistic errors, "optimistic": summary of the optimistic ones}."""
+    llama.cpp tensor-split row without speculation. {"rows": [... comparable (a budget card, no outlier note,
+    shallower than public_speed.DEEP_TOKENS), deep, fitted (a point of the per-token fit: an architecture without
+    other rows)], "skipped": [{id, reason}], "summary": summary of the comparable rows' pessimistic errors,
+    "optimistic": theirs of the optimistic bound, "depth": summary of the rows at depth}."""
+    from lab.predict import public_speed
+
     rows = load() if rows is None else rows
+    fitted = {p["id"] for p in public_speed.fit_points(rows)}
     out, skipped = [], []
     for r in rows:
         if r.split_mode != "tensor" or r.engine != "llama.cpp" or r.speculative is not None:
             continue
-        why = ("file size not published" if r.file_gb is None else "no link (lab/data/gpu_links.yaml id)"
-               if r.link is None else "GPU not in lab/data/calibration.yaml gpus" if r.gpu_id is None else None)
+        why = tensor_reason(r)
         if why:
             skipped.append({"id": r.id, "reason": why})
             continue
         tp = tensor_tok_s(bytes_per_token(r), r.gpu_id, r.link, r.gpu_count, model)
-        out.append({"id": r.id, "gpu": r.gpu, "link": r.link, "published": r.decode_tok_s,
+        budget = bool(roofline.gpu_spec(r.gpu_id)["budget"])
+        out.append({"id": r.id, "gpu": r.gpu, "gpu_id": r.gpu_id, "link": r.link, "published": r.decode_tok_s,
                     "predicted": tp.pessimistic_tok_s, "optimistic": tp.optimistic_tok_s,
                     "error": tp.pessimistic_tok_s / r.decode_tok_s - 1,
                     "optimistic_error": tp.optimistic_tok_s / r.decode_tok_s - 1, "comm_ms": tp.comm_ms,
-                    "source": r.source})
-    return {"rows": out, "skipped": skipped, "summary": summary([x["error"] for x in out]),
-            "optimistic": summary([x["optimistic_error"] for x in out])}
+                    "comparable": budget and r.outlier is None and not is_deep(r), "deep": is_deep(r),
+                    "budget": budget, "outlier": r.outlier, "fitted": r.id in fitted, "source": r.source})
+    comp = [x for x in out if x["comparable"]]
+    return {"rows": out, "skipped": skipped, "summary": summary([x["error"] for x in comp]),
+            "optimistic": summary([x["optimistic_error"] for x in comp]),
+            "depth": summary([x["error"] for x in out if x["deep"] and x["budget"] and not x["outlier"]])}
 
 
 # ---------------------------------------------------------------- MTP: lab.predict.mtp_model on the public rows
@@ -119,13 +126,17 @@ def mtp_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | Non
     size: predicted = mtp_model.predict(the row's predicted plain speed (plain_tok_s), its n-max, its own published
     acceptance, its architecture) with lab/data/calibration.yaml mtp_step_model. Also the card's implied step cost
     in plain tokens (published tokens per step ÷ published tok/s × predicted plain tok/s) beside the model's.
-    Comparable (the targets and the fit): a budget card, no outlier note.
+    Comparable (the targets and the fit): a budget card, no outlier note, shallower than public_speed.DEEP_TOKENS
+    (deeper rows: "depth", as the plain check), drafts not gated by --spec-draft-p-min (the model assumes p-min 0;
+    gated rows are predicted as if ungated at their published acceptance and summarised apart under "gated": not
+    modelled).
 
     In sample AND held out: each comparable row predicted again with verify_ms refitted without it (leave one row
     out) and without every row of its card (leave one card out; an architecture left with no rows takes the
     model's fallback, the most expensive fitted one). "refit" is mtp_model.fit on the comparable rows + the H200
     steps: what calibration.yaml should hold.
-    {"rows": [...], "skipped": [{id, reason}], "comparable": summary, "all": summary, "by_arch": {arch: summary},
+    {"rows": [...], "skipped": [{id, reason}], "comparable": summary, "all": summary, "gated": summary, "depth",
+     "by_arch": {arch: summary},
      "held_out": {"row": summary, "card": summary, "by_arch": {arch: {"row", "card"}}}, "refit", "params",
      "targets": {median, max, met, misses}}."""
     from lab.predict import mtp_model
@@ -154,8 +165,10 @@ def mtp_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | Non
                     "predicted": p["tok_s"], "error": p["tok_s"] / r.decode_tok_s - 1, "step_from": p["step_from"],
                     "step_over_plain": p["step_over_plain"],
                     "implied_step_over_plain": p["tokens_per_step"] * plain / r.decode_tok_s,
-                    "comparable": r.outlier is None and bool(spec["budget"]), "outlier": r.outlier,
-                    "source": r.source})
+                    "p_min": r.speculative.p_min, "gated": mtp_model.is_gated(r), "deep": is_deep(r),
+                    "budget": bool(spec["budget"]), "outlier": r.outlier, "source": r.source,
+                    "comparable": (r.outlier is None and bool(spec["budget"]) and not mtp_model.is_gated(r)
+                                   and not is_deep(r))})
     comp_rows = [x for x in out if x["comparable"]]
     fit_set = comp_rows + mtp_model.h200_points()
     for x in comp_rows:
@@ -172,6 +185,9 @@ def mtp_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | Non
         return {k: summary([x[f"held_out_{k}_error"] for x in xs]) for k in ("row", "card")}
 
     return {"rows": out, "skipped": skipped, "comparable": comp, "all": summary([x["error"] for x in out]),
+            "gated": summary([x["error"] for x in out if x["gated"] and x["outlier"] is None]),
+            "depth": summary([x["error"] for x in out if x["deep"] and x["budget"] and x["outlier"] is None
+                              and not x["gated"]]),
             "by_arch": {a: summary([x["error"] for x in comp_rows if x["arch"] == a]) for a in archs},
             "held_out": {**held(comp_rows), "by_arch": {a: held([x for x in comp_rows if x["arch"] == a])
                                                         for a in archs}},

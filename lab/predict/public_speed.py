@@ -13,6 +13,15 @@ one GPU's bandwidth), all layers on the GPU. Bytes read per token = file size + 
 layers, at its KV type) + the Gated DeltaNet state. A row with an `outlier` note (a power cap or overclock, a
 release-day build, an i-quant whose decode is partly compute-bound) is predicted and shown, but it neither fits
 the model nor counts toward the targets; the note says why.
+
+Depth: a row decoded at DEEP_TOKENS or more is predicted and checked as its own group, not fitted. The model's depth
+term is complete as bytes (K and V of the 16 full-attention layers, every 4th of the 64, at the row's KV type; the
+recurrent state is fixed-size), but the public deep rows decode slower than those bytes explain (attention's
+arithmetic over every cached token, which the model has no term for): fitted, they would drag the card's bandwidth
+fraction down for every shallow prediction. A llama.cpp -sm tensor row enters the fit through
+lab.predict.tp_model's pessimistic bound (`tensor_point`: per-card bytes, its time less the all-reduces over its
+link) only for an architecture with no one-card or layer-split row (the all-reduce latency is assumed,
+gpu_links.yaml): the Tesla P40's only published rows are tensor splits.
 """
 from __future__ import annotations
 
@@ -28,6 +37,8 @@ from lab.core import facts
 from lab.predict import kvcache
 
 FAMILY = "qwen35"  # every model in the dataset is the Qwen3.5 hybrid shape (64 layers, 48 Gated DeltaNet + 16 attention)
+N_LAYERS, HIDDEN = 64, 5120  # the Qwen3.5-27B shape every row shares (lab/data/model_configs.yaml qwen3.8-27b)
+DEEP_TOKENS = 8192  # a row decoded at this depth or more is checked as the depth group, not fitted (module docstring)
 
 
 class PublicSpeedError(ValueError):
@@ -70,7 +81,8 @@ class Row(BaseModel):
     outlier: str | None = None
     source: str
     quote: str = Field(min_length=3)
-    measured: Literal[True]
+    read: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")  # the day the source was read (rows added
+    measured: Literal[True]                                                  # or re-read from 2026-12-05 on)
 
     @field_validator("source")
     @classmethod
@@ -157,7 +169,7 @@ def unpredictable_reason(row: Row) -> str | None:
     if row.file_gb is None:
         return "file size not published"
     if row.split_mode == "tensor":
-        return "tensor split: the lab's llama.cpp model has no tensor-parallel term"
+        return "tensor split: lab.predict.tp_model's (public_check.tensor_check), not the one-card check"
     if not row.all_layers_on_gpu:
         return "layers offloaded to the CPU"
     return None
@@ -200,22 +212,63 @@ def bytes_per_token(row: Row) -> float:
     return row.file_gb * 1e9 - not_read_bytes(row) + kv + arch.linear_state_bytes_per_seq
 
 
+def is_deep(row: Row) -> bool:
+    """Decoded at DEEP_TOKENS or more (the depth group: checked, not fitted)."""
+    return (row.depth_tokens or 0) >= DEEP_TOKENS
+
+
 def comparable(row: Row) -> bool:
-    """Predictable, no outlier note, on one of the lab users' cards: the rows the targets apply to (and the fit)."""
-    return unpredictable_reason(row) is None and row.outlier is None and gpu_specs()[row.gpu_id]["budget"]
+    """Predictable, no outlier note, on one of the lab users' cards, shallower than DEEP_TOKENS: the rows the plain
+    targets apply to (and the fit)."""
+    return (unpredictable_reason(row) is None and row.outlier is None and gpu_specs()[row.gpu_id]["budget"]
+            and not is_deep(row))
+
+
+def tensor_reason(row: Row) -> str | None:
+    """Why lab.predict.tp_model cannot predict a llama.cpp -sm tensor row; None when it can."""
+    return ("file size not published" if row.file_gb is None else "no link (lab/data/gpu_links.yaml id)"
+            if row.link is None else "GPU not in lab/data/calibration.yaml gpus" if row.gpu_id is None else None)
+
+
+def comm_s(row: Row) -> float:
+    """Seconds of all-reduces per token of a -sm tensor row over its link (lab.predict.tp_model: two per layer + one,
+    the hidden state in F32 as the pinned llama.cpp reduces it)."""
+    from lab.predict import tp_model
+
+    link = tp_model.link_from(link_figures()[row.link])
+    return (tp_model.allreduces_per_token(N_LAYERS)
+            * tp_model.allreduce_s(tp_model.message_bytes(HIDDEN, 1, 4), row.gpu_count, link))
+
+
+def tensor_point(row: Row) -> dict:
+    """A -sm tensor row as one card's point of fit_per_token's shape: lab.predict.tp_model's pessimistic bound
+    t = bytes ÷ n ÷ (fraction × bandwidth) + fixed + all-reduces is the per-token model's t on bytes ÷ n at the time
+    less the all-reduces (each card reads its 1/n of the weights and KV: heads and matrix rows split)."""
+    g = gpu_specs()[row.gpu_id]
+    return {"id": row.id, "family": FAMILY, "arch": g["arch"], "weights_bytes": bytes_per_token(row) / row.gpu_count,
+            "tok_s": 1.0 / (1.0 / row.decode_tok_s - comm_s(row)), "datasheet_gb_s": g["bandwidth_gb_s"],
+            "split": "tensor"}
 
 
 def fit_points(rows: list[Row] | None = None) -> list[dict]:
-    """Every predictable row without an outlier note, in roofline.fit_per_token's shape."""
+    """The rows the per-token model is fitted on, in roofline.fit_per_token's shape: every predictable row without an
+    outlier note shallower than DEEP_TOKENS; and, for an architecture none of those rows is of, its llama.cpp -sm
+    tensor rows of that kind (`tensor_point`)."""
     rows = load() if rows is None else rows
     out = []
     for r in rows:
-        if unpredictable_reason(r) is None and r.outlier is None:
+        if unpredictable_reason(r) is None and r.outlier is None and not is_deep(r):
             g = gpu_specs()[r.gpu_id]
             out.append({"id": r.id, "family": FAMILY, "arch": g["arch"], "weights_bytes": bytes_per_token(r),
                         "tok_s": r.decode_tok_s, "datasheet_gb_s": g["bandwidth_gb_s"]})
+    covered = {p["arch"] for p in out}
+    for r in rows:
+        if (r.split_mode == "tensor" and r.engine == "llama.cpp" and r.speculative is None and r.outlier is None
+                and tensor_reason(r) is None and not is_deep(r) and gpu_specs()[r.gpu_id]["arch"] not in covered):
+            out.append(tensor_point(r))
     return out
 
 
 __all__ = ["Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "same_card", "link_figures", "unpredictable_reason",
-           "bytes_per_token", "not_read_bytes", "comparable", "fit_points", "FAMILY"]
+           "bytes_per_token", "not_read_bytes", "comparable", "fit_points", "FAMILY", "N_LAYERS", "HIDDEN", "DEEP_TOKENS",
+           "is_deep", "tensor_reason", "comm_s", "tensor_point"]

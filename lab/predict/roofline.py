@@ -17,10 +17,11 @@ row (llama.cpp keeps it in host memory); a tied embedding (SmolLM2) is the outpu
 Per-token model (llama.cpp on a GPU, the one prediction `lab plan` shows): t = bytes read per token ÷ (achieved
 fraction × datasheet bandwidth) + a fixed cost per token. The fixed cost is one number per model family (qwen35:
 shared by every GPU; dense: from the lab's H200 point); the achieved fraction is one number per GPU architecture
-(Volta, Ampere, Ada, Blackwell, Hopper), each fitted on that architecture's own rows: the published single-stream
-measurements without speculation in lab/data/public_speed.yaml plus the lab's H200 points (calibration.yaml).
-Volta needs its own term (0.69 of datasheet against Ada's 0.92); Hopper's 0.42 reflects the lab's older pinned
-build on the H200 rather than HBM3e. lab.predict.public_check compares the model with every predictable row.
+(Volta, Ampere, Ada, Blackwell, Hopper, Pascal), each fitted on that architecture's own rows: the published
+single-stream measurements without speculation in lab/data/public_speed.yaml (lab.predict.public_speed.fit_points:
+shallower than 8,192 tokens; -sm tensor rows only for an architecture without others) plus the lab's H200 points
+(calibration.yaml). The fractions differ by generation (`python -m lab predict --list-gpus` prints them); Hopper's
+reflects the lab's older pinned build on the H200 rather than HBM3e. lab.predict.public_check compares the model with every predictable row.
 
 Bandwidth convention: a measured copy counts read + write (lab.measure.copy_bandwidth); an efficiency calibrated
 against copy bandwidth is only applied to copy bandwidth, one calibrated against a datasheet figure to
@@ -391,10 +392,17 @@ def lab_points() -> list[dict]:
             for p in facts.load("calibration", "per_token_points")["per_token_points"]]
 
 
+def fit_model(rows: list | None = None) -> PerTokenModel:
+    """The per-token model fitted to the lab's H200 points and `rows` (public rows, lab.predict.public_speed.Row; all of
+    lab/data/public_speed.yaml when None) as lab.predict.public_speed.fit_points selects them: the one fit, callable
+    on a subset (lab.predict.public_validate leaves a card or an architecture out with it)."""
+    return fit_per_token(lab_points() + public_speed.fit_points(rows))
+
+
 @lru_cache(maxsize=1)
 def per_token_model() -> PerTokenModel:
-    """The model fitted to the lab's H200 points and the public rows (lab.predict.public_speed.fit_points)."""
-    return fit_per_token(lab_points() + public_speed.fit_points())
+    """The model fitted to the lab's H200 points and the public rows (`fit_model` on every row)."""
+    return fit_model()
 
 
 def family_of(arch) -> str:
@@ -441,4 +449,4 @@ def projection_rows(weights_bytes: float, family: str, gpu_ids: tuple[str, ...] 
 __all__ = ["read_definition", "bytes_per_token", "decode_ceiling_tok_s", "aggregate_ceiling_tok_s", "efficiency", "predicted_tok_s",
            "ceilings_by_concurrency", "Calibration", "calibrations", "gpu_specs", "gpu_spec", "pick_calibration",
            "Bandwidth", "runs_on_gpu", "bandwidth_for", "profile_ceiling", "PerTokenModel", "fit_per_token",
-           "per_token_model", "lab_points", "gpu_spec_for", "family_of", "projection_rows"]
+           "per_token_model", "fit_model", "lab_points", "gpu_spec_for", "family_of", "projection_rows"]

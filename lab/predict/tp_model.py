@@ -24,7 +24,9 @@ several sequences can fill the stages — at most n × the one-GPU aggregate (`p
 llama.cpp's `-sm tensor` (`tensor_split_decode`): the one-GPU time comes from the lab's per-token model
 (lab.predict.roofline: bytes ÷ achieved bandwidth + a fixed cost per token), then `tp_decode` over the link. Its
 pessimistic bound (fixed cost whole on each GPU) is the prediction: against the public two-card tensor-split rows
-(lab.predict.public_check.tensor_check) it is within 8 % (median 3.6 %, 3 rows), the optimistic bound up to +20 %.
+(lab.predict.public_check.tensor_check) it is within 8 % (median 1.0 %, 6 shallow rows; the two Tesla P40 rows
+among them are also what fits Pascal's bandwidth fraction through this bound), the optimistic bound up to +20 %;
+each card left out of the fit (lab.predict.public_validate), the P40 is +113 % (Pascal's fraction then unknown).
 The pinned llama.cpp reduces in F32 (ggml-cuda.cu: NCCL "reduces as FP32 for small tensors"), hence 4-byte
 elements there.
 """

@@ -7,7 +7,7 @@ from lab.predict import plan, public_check, public_speed, roofline
 
 def test_dataset_loads_with_sources_quotes_and_positive_speeds():
     rows = public_speed.load()
-    assert len(rows) == 74 and len({r.id for r in rows}) == 74
+    assert len(rows) == 87 and len({r.id for r in rows}) == 87
     for r in rows:
         assert r.source.startswith("https://") and len(r.quote) >= 3 and r.measured is True
         assert r.decode_tok_s > 0 and (r.prompt_tok_s is None or r.prompt_tok_s > 0)
@@ -19,8 +19,9 @@ def test_dataset_loads_with_sources_quotes_and_positive_speeds():
     assert mtp.decode_tok_s == 48.09 and mtp.speculative.n_max == 2 and mtp.speculative.type == "draft-mtp"
     assert mtp.speculative.acceptance == "0.75"
     cards = {r.gpu_id for r in rows}
-    assert {"v100-32g", "v100-16g", "rtx-3090", "rtx-3090-ti", "rtx-4090", "rtx-4060-ti-16g", "rtx-5060-ti-16g"} <= cards
-    assert sum(r.speculative is not None for r in rows) == 35 and sum(r.speculative is None for r in rows) == 39
+    assert {"v100-32g", "v100-16g", "rtx-3090", "rtx-3090-ti", "rtx-4090", "rtx-4060-ti-16g", "rtx-5060-ti-16g",
+            "tesla-p40", "rtx-2080-ti-22g"} <= cards
+    assert sum(r.speculative is not None for r in rows) == 40 and sum(r.speculative is None for r in rows) == 47
 
 
 def _good_row(**change) -> dict:
@@ -59,13 +60,18 @@ def test_bytes_per_token_counts_file_kv_at_depth_and_state():
 
 def test_per_token_model_fit_on_h200_and_public_rows():
     m = roofline.per_token_model()
-    assert m.fixed_ms_by_family == {"qwen35": pytest.approx(3.65), "dense": pytest.approx(2.5158, abs=1e-3)}
+    assert m.fixed_ms_by_family == {"qwen35": pytest.approx(3.70), "dense": pytest.approx(2.5782, abs=1e-3)}
     f = m.fraction_by_arch
-    assert set(f) == {"volta", "ampere", "ada", "blackwell", "hopper"}
-    assert f["volta"] == pytest.approx(0.6863, abs=1e-3) and f["ampere"] == pytest.approx(0.8212, abs=1e-3)
-    assert f["ada"] == pytest.approx(0.9235, abs=1e-3) and f["blackwell"] == pytest.approx(0.9288, abs=1e-3)
-    assert f["hopper"] == pytest.approx(0.4158, abs=1e-3) and max(f.values()) <= 1.0
-    assert len(m.rows_by_arch["volta"]) == 4 and m.rows_by_arch["hopper"] == ("h200-tg128-qwen35-hybrid-shape",)
+    assert set(f) == {"volta", "ampere", "ada", "blackwell", "hopper", "pascal"}
+    assert f["volta"] == pytest.approx(0.7066, abs=1e-3) and f["ampere"] == pytest.approx(0.8227, abs=1e-3)
+    assert f["ada"] == pytest.approx(0.9254, abs=1e-3) and f["blackwell"] == pytest.approx(0.9306, abs=1e-3)
+    assert f["hopper"] == pytest.approx(0.4181, abs=1e-3) and f["pascal"] == pytest.approx(0.3538, abs=1e-3)
+    assert max(f.values()) <= 1.0
+    # the V100 rows at 31K and 101K tokens are checked, not fitted (public_speed.DEEP_TOKENS); the P40's only rows
+    # are -sm tensor splits, fitted through tp_model (public_speed.tensor_point)
+    assert m.rows_by_arch["volta"] == ("v100-32g-b10358-plain", "v100-32g-b9190-plain", "v100-sxm2-16g-x2-layer-plain")
+    assert m.rows_by_arch["pascal"] == ("p40-x2-tensor-plain", "p40-x2-tensor-udq4kxl-plain")
+    assert m.rows_by_arch["hopper"] == ("h200-tg128-qwen35-hybrid-shape",) and "turing" not in f
     # the lab's own H200 points are reproduced exactly (Hopper's fraction and the dense fixed cost come from them),
     # at the bytes they read per token: the file's tensors less token_embd (calibration.yaml token_embd_bytes)
     assert m.predict_tok_s(15138093056 - 715161600, 4800, "datasheet", "qwen35", "hopper") == pytest.approx(91.85, rel=1e-9)
@@ -78,14 +84,17 @@ def test_per_token_model_fit_on_h200_and_public_rows():
 def test_check_meets_the_targets_on_the_budget_cards():
     result = public_check.check()
     comp, every = result["comparable"], result["all"]
-    assert comp["n"] == 18 and comp["median_abs_error"] == pytest.approx(0.01498, abs=1e-4)
-    assert comp["max_abs_error"] == pytest.approx(0.07683, abs=1e-4)
+    assert comp["n"] == 17 and comp["median_abs_error"] == pytest.approx(0.01999, abs=1e-4)
+    assert comp["max_abs_error"] == pytest.approx(0.04442, abs=1e-4)
     assert comp["median_abs_error"] <= public_check.TARGET_MEDIAN and comp["max_abs_error"] <= public_check.TARGET_MAX
     assert result["targets"]["met"] is True
-    # honest about the rest: the worst predicted row is the 2-bit IQ2_XXS file, an outlier with its reason (its token
-    # embedding is sized as Q4_K_M's, the lab models no IQ2_XXS mix), then the release-day 3090 build
-    assert every["n"] == 27 and every["max_abs_error"] == pytest.approx(0.3213, abs=1e-3)
+    # honest about the rest: the worst predicted row is the V100 at 101K tokens (the depth group, not fitted); the
+    # worst outlier the 2-bit IQ2_XXS file, with its reason (its token embedding is sized as Q4_K_M's, the lab models
+    # no IQ2_XXS mix), then the release-day 3090 build
+    assert every["n"] == 29 and every["max_abs_error"] == pytest.approx(0.5108, abs=1e-3)
     worst = max(result["rows"], key=lambda r: abs(r["error"]))
+    assert worst["id"] == "v100-32g-upstream-d101k-plain" and worst["deep"] and not worst["comparable"]
+    worst = max((r for r in result["rows"] if r["outlier"]), key=lambda r: abs(r["error"]))
     assert worst["id"] == "rtx3080-10g-iq2xxs-plain" and "IQ2_XXS" in worst["outlier"] and not worst["comparable"]
     day_one = next(r for r in result["rows"] if r["id"] == "rtx3090-dayone-plain")
     assert "release-day" in day_one["outlier"] and not day_one["comparable"]
@@ -96,7 +105,7 @@ def test_check_meets_the_targets_on_the_budget_cards():
 
 def test_plan_shows_the_public_check_for_a_card_with_rows():
     part = plan.public_check_part(profiles.load("rtx4060ti-16g"))
-    assert [r["published"] for r in part["rows"]] == [17.8, 17.6] and part["summary"]["n"] == 18
+    assert [r["published"] for r in part["rows"]] == [17.8, 17.6] and part["summary"]["n"] == 17
     lines = plan._public_check_lines(part)
     assert lines[0].startswith("  checked against published measurements (GeForce RTX 4060 Ti 16GB")
     assert "published  17.6, predicted  17.5 (-1%)" in "\n".join(lines)
@@ -111,57 +120,88 @@ def test_a_row_with_an_unknown_link_is_refused_with_the_fix():
 
 
 def test_tp_model_against_the_public_tensor_split_rows():
-    """lab.predict.tp_model's -sm tensor prediction (pessimistic bound) on the three public two-card rows with a file
-    size and a link: within 8 % (median 3.9 %); the optimistic bound (fixed cost split too) overshoots by up to 20 %."""
+    """lab.predict.tp_model's -sm tensor prediction (pessimistic bound) on the public two-card rows with a file size and
+    a link: the 6 shallow budget-card rows within 8 % (median 1.0 %; the two P40 rows are fitted through it, the others
+    are not); the optimistic bound (fixed cost split too) overshoots by up to 20 %. The 5060 Ti pair's depth sweep
+    (4K-130K tokens) is over-predicted more the deeper it goes: attention's work at depth is not modelled."""
     from lab.predict import public_check
 
     result = public_check.tensor_check()
     got = {r["id"]: (round(r["predicted"], 1), round(r["error"], 3)) for r in result["rows"]}
     assert got == {"rtx5060ti-x2-tensor-plain": (36.9, -0.006), "rtx5060ti-x2-tensor-llamabench": (36.9, -0.039),
-                   "rtxa5000-x2-tensor-plain": (55.8, 0.076)}
-    assert result["skipped"] == [{"id": "p40-x2-tensor-plain", "reason": "file size not published"}]
-    assert round(result["summary"]["median_abs_error"], 3) == 0.039
-    assert round(result["summary"]["max_abs_error"], 3) == 0.076
+                   "rtx5060ti-x2-tensor-d4k-plain": (36.7, 0.014), "rtx5060ti-x2-tensor-d16k-plain": (36.4, 0.054),
+                   "rtx5060ti-x2-tensor-d32k-plain": (35.9, 0.109), "rtx5060ti-x2-tensor-d65k-plain": (35.0, 0.219),
+                   "rtx5060ti-x2-tensor-d130k-plain": (33.3, 0.407), "rtxa5000-x2-tensor-plain": (55.8, 0.075),
+                   "p40-x2-tensor-plain": (11.8, 0.007), "p40-x2-tensor-udq4kxl-plain": (13.1, -0.007)}
+    assert result["skipped"] == []  # the P40 row has its file size (20.22 GB) and link now
+    assert {r["id"] for r in result["rows"] if r["fitted"]} == {"p40-x2-tensor-plain", "p40-x2-tensor-udq4kxl-plain"}
+    assert result["summary"]["n"] == 6 and round(result["summary"]["median_abs_error"], 3) == 0.010
+    assert round(result["summary"]["max_abs_error"], 3) == 0.075
     assert round(result["optimistic"]["max_abs_error"], 3) == 0.198
+    depth = [got[f"rtx5060ti-x2-tensor-d{k}-plain"][1] for k in ("4k", "16k", "32k", "65k", "130k")]
+    assert depth == sorted(depth) and result["depth"]["n"] == 4
 
 
 def test_mtp_model_against_the_public_draft_mtp_rows():
     """lab.predict.mtp_model (step = plain + n x (head pass + the architecture's verify ms), each row at its predicted
     plain speed and its own published acceptance) on the public draft-mtp rows of the budget cards: in sample median
-    5.0 %, max 16.1 % over 20 rows (targets 10 % / 20 % met; the issue's before: 11.7 % / 36.0 % over 19 rows with
-    the H200's step ratio carried to every card). Held out, one row left out of the fit: 5.5 % / 19.4 %; one card left
-    out: 12.4 % / 38.7 % (the V100s and the 5060 Ti are alone in their architecture: another one's verify ms)."""
+    3.5 %, max 15.4 % over 21 rows (targets 10 % / 20 % met; the issue's before: 11.7 % / 36.0 % over 19 rows with
+    the H200's step ratio carried to every card). Held out, one row left out of the fit: 4.8 % / 20.8 %; one card left
+    out (verify ms only): 16.5 % / 52.9 % (a card alone in its architecture takes another's verify ms; the full
+    leave-one-card-out, plain model refitted too, is lab.predict.public_validate). Rows at 8,192+ tokens are the
+    depth group and rows with gated drafts (p-min > 0) are reported apart: neither is fitted."""
     result = public_check.mtp_check()
     got = {r["id"]: (r["n_max"], round(r["predicted"], 1), round(r["error"], 3)) for r in result["rows"]}
-    assert got["v100-32g-b10358-mtp-n1"] == (1, 46.0, -0.011)
-    assert got["v100-32g-b10358-mtp-n2"] == (2, 48.3, 0.005)
-    assert got["v100-32g-b10358-mtp-n4"] == (4, 45.0, 0.019)
-    assert got["v100-32g-b10358-mtp-n6"] == (6, 38.9, 0.146)  # n-max 6 counts now: the same formula at any n
-    assert got["v100-sxm2-16g-x2-layer-mtp-n4"] == (4, 49.6, -0.161)  # the worst row: the pair verifies cheaper
-    assert got["rtx3090-b10450-mtp-n2"] == (2, 63.3, -0.002)
-    assert got["rtx4060ti-16g-xyzv2-mtp-n3"] == (3, 38.1, -0.048)
-    assert got["rtx5060ti-16g-xyzv2-mtp-n4"] == (4, 54.8, -0.079)
+    assert got["v100-32g-b10358-mtp-n1"] == (1, 46.8, 0.005)
+    assert got["v100-32g-b10358-mtp-n2"] == (2, 49.0, 0.018)
+    assert got["v100-32g-b10358-mtp-n4"] == (4, 45.3, 0.027)
+    assert got["v100-32g-b10358-mtp-n6"] == (6, 39.1, 0.152)  # n-max 6 counts now: the same formula at any n
+    assert got["v100-sxm2-16g-x2-layer-mtp-n4"] == (4, 50.0, -0.154)  # the worst row: the pair verifies cheaper
+    assert got["rtx3090-b10450-mtp-n2"] == (2, 63.4, -0.002)
+    assert got["rtx4060ti-16g-xyzv2-mtp-n3"] == (3, 38.1, -0.047)
+    assert got["rtx5060ti-16g-xyzv2-mtp-n4"] == (4, 54.0, -0.093)
+    assert got["p40-x2-tensor-udq4kxl-mtp-n4"] == (4, 23.6, 0.0)  # Pascal's one ungated row fits its verify ms
     comp = result["comparable"]
-    assert comp["n"] == 20 and round(comp["median_abs_error"], 3) == 0.05 and round(comp["max_abs_error"], 3) == 0.161
+    assert comp["n"] == 21 and round(comp["median_abs_error"], 3) == 0.035 and round(comp["max_abs_error"], 3) == 0.154
     by = {a: (s["n"], round(s["median_abs_error"], 3), round(s["max_abs_error"], 3)) for a, s in result["by_arch"].items()}
-    assert by == {"volta": (8, 0.074, 0.161), "ampere": (3, 0.014, 0.02), "ada": (5, 0.048, 0.076),
-                  "blackwell": (4, 0.054, 0.079)}
+    assert by == {"volta": (7, 0.068, 0.154), "ampere": (3, 0.015, 0.02), "ada": (5, 0.047, 0.077),
+                  "blackwell": (5, 0.043, 0.093), "pascal": (1, 0.0, 0.0)}
     t = result["targets"]
     assert t["met"] is True and t["misses"] == []
     held = result["held_out"]
-    assert (round(held["row"]["median_abs_error"], 3), round(held["row"]["max_abs_error"], 3)) == (0.055, 0.194)
-    assert (round(held["card"]["median_abs_error"], 3), round(held["card"]["max_abs_error"], 3)) == (0.124, 0.387)
+    assert (round(held["row"]["median_abs_error"], 3), round(held["row"]["max_abs_error"], 3)) == (0.048, 0.208)
+    assert (round(held["card"]["median_abs_error"], 3), round(held["card"]["max_abs_error"], 3)) == (0.165, 0.529)
     by_held = {a: tuple(round(s[k][m], 3) for k in ("row", "card") for m in ("median_abs_error", "max_abs_error"))
                for a, s in held["by_arch"].items()}
-    assert by_held == {"volta": (0.083, 0.194, 0.155, 0.374), "ampere": (0.025, 0.028, 0.025, 0.028),
-                       "ada": (0.052, 0.118, 0.054, 0.212), "blackwell": (0.07, 0.136, 0.232, 0.387)}
+    assert by_held == {"volta": (0.081, 0.208, 0.165, 0.353), "ampere": (0.025, 0.028, 0.025, 0.028),
+                       "ada": (0.051, 0.118, 0.052, 0.208), "blackwell": (0.048, 0.121, 0.392, 0.529),
+                       "pascal": (0.165, 0.165, 0.165, 0.165)}
     # calibration.yaml mtp_step_model is what the fit gives on these rows + the H200's steps
     assert {a: round(v, 2) for a, v in result["refit"]["verify_ms"].items()} == result["params"]["verify_ms"] == {
-        "volta": 8.66, "ampere": 6.03, "ada": 3.0, "hopper": 2.81, "blackwell": 1.66}
+        "volta": 8.76, "ampere": 6.03, "ada": 3.01, "hopper": 2.81, "blackwell": 1.89, "pascal": 14.34}
     # the outliers' MTP rows are shown, not counted
     assert not next(r for r in result["rows"] if r["id"] == "rtx3090-dayone-mtp-n2")["comparable"]
     assert {s["id"] for s in result["skipped"]} == {"v100-32g-b9190-mtp-n2", "rtx3090-club3090-mtp-q4km",
                                                     "rtx3090-club3090-mtp-udq4kxl-245w", "rtx4090-500w-q4km-mtp-n2"}
+    # the V100's 31K-token MTP row is the depth group: predicted, not fitted
+    deep = next(r for r in result["rows"] if r["id"] == "v100-32g-b10358-depth31k-mtp-n2")
+    assert deep["deep"] and not deep["comparable"] and round(result["depth"]["max_abs_error"], 3) == 0.106
+
+
+def test_gated_drafts_are_reported_apart_and_not_modelled():
+    """--spec-draft-p-min > 0: the step model drafts n-max tokens every step (p-min 0), so the published gated rows are
+    predicted as if ungated at their published acceptance and summarised apart, never fitted nor used as a card's
+    acceptance. Their errors say the gate is not modelled: the 5060 Ti pair's 0.60 gate lost 35 % (71.3 -> 46.2)."""
+    from lab.predict import mtp_model
+
+    result = public_check.mtp_check()
+    gated = {r["id"]: round(r["error"], 3) for r in result["rows"] if r["gated"]}
+    assert gated == {"rtx5060ti-x2-tensor-mtp-n4-pmin060": 0.766, "p40-x2-tensor-mtp-n4-pmin075": 0.073,
+                     "p40-x2-tensor-udq4kxl-mtp-n4-pmin075": 0.16}
+    assert result["gated"]["n"] == 3 and round(result["gated"]["median_abs_error"], 3) == 0.16
+    rows = public_speed.load()
+    assert mtp_model.acceptance_for("tesla-p40", 4, "tensor", rows) == (0.68, ["p40-x2-tensor-udq4kxl-mtp-n4"])
+    assert mtp_model.published_best_n("tesla-p40", "tensor", rows) is None  # one ungated n-max only
 
 
 def test_mtp_step_model_head_pass_and_architecture():
@@ -169,16 +209,21 @@ def test_mtp_step_model_head_pass_and_architecture():
 
     # one head pass reads the MTP block + the output matrix: 8.3 % of a plain token's bytes (Q4_K_M mix)
     assert round(mtp_model.head_fraction(), 4) == 0.0826
-    # V100 at 33.62 tok/s (29.74 ms): head 0.0826 x (29.74 - 3.65, the per-token model's fixed ms) = 2.15 ms + Volta's
-    # 8.66 ms per draft
+    # V100 at 33.62 tok/s (29.74 ms): head 0.0826 x (29.74 - 3.70, the per-token model's fixed ms) = 2.15 ms + Volta's
+    # 8.76 ms per draft
     ratio, basis = mtp_model.step_over_plain(2, 33.62, "volta")
     plain_ms = 1000 / 33.62
-    assert mtp_model.fixed_ms() == pytest.approx(3.65)
-    assert basis == "volta" and ratio == pytest.approx(1 + 2 * (mtp_model.head_fraction() * (plain_ms - 3.65) + 8.66)
+    assert mtp_model.fixed_ms() == pytest.approx(3.70)
+    assert basis == "volta" and ratio == pytest.approx(1 + 2 * (mtp_model.head_fraction() * (plain_ms - 3.70) + 8.76)
                                                        / plain_ms)
     assert round(ratio, 2) == 1.73
-    # an architecture without rows takes the most expensive fitted one (Volta's): under- rather than over-rating
-    assert mtp_model.step_over_plain(2, 33.62, "pascal") == (ratio, "volta (no pascal rows)")
+    # a refit's own fixed cost goes with its verify ms (public_validate's folds): the head pass is bytes, not fixed ms
+    other, _ = mtp_model.step_over_plain(2, 33.62, "volta", {"verify_ms": {"volta": 8.76}, "fixed_ms": 5.0})
+    assert other == pytest.approx(ratio - 2 * mtp_model.head_fraction() * 1.3 / plain_ms)
+    # an architecture without rows takes the most expensive fitted one (Pascal's, from the P40 pair): under- rather
+    # than over-rating
+    worst, basis = mtp_model.step_over_plain(2, 33.62, "turing")
+    assert basis == "pascal (no turing rows)" and worst == mtp_model.step_over_plain(2, 33.62, "pascal")[0] > ratio
     # the H200's measured steps are reproduced within 4 % (its plain 86.24 tok/s, Hopper's 2.81 ms)
     for p in mtp_model.h200_points():
         assert abs(mtp_model.predict(p["plain_tok_s"], p["n"], 0.0, "hopper")["tok_s"] / p["tok_s"] - 1) < 0.04
@@ -194,10 +239,10 @@ def test_acceptance_as_published_becomes_one_rate():
     assert mtp_model.acceptance_rate(by["rtx3090-club3090-mtp-q4km"]) == pytest.approx(216 / 249)
     assert mtp_model.acceptance_rate(by["v100-32g-x4-1cat-awq-tp4-natural-mtp4"]) is None  # tokens per step
     assert mtp_model.acceptance_rate(by["v100-32g-b9190-mtp-n2"]) is None
-    # break-even at n-max 2 on a V100: a step costs 1.73 plain tokens, so a rate of 0.36 (accepted ÷ drafted)
+    # break-even at n-max 2 on a V100: a step costs 1.73 plain tokens, so a rate of 0.37 (accepted ÷ drafted)
     p = mtp_model.predict(33.62, 2, 0.75, "volta")
     assert p["break_even_rate"] == pytest.approx((p["step_over_plain"] - 1) / 2)
-    assert round(p["break_even_rate"], 2) == 0.36
+    assert round(p["break_even_rate"], 2) == 0.37
 
 
 def test_rows_re_read_say_what_was_measured():
@@ -213,3 +258,86 @@ def test_rows_re_read_say_what_was_measured():
     for rid in ("rtx4090-spadav-plain", "rtx4090-spadav-mtp-n2"):
         assert rows[rid].depth_tokens == 2048 and "4,096-token" in rows[rid].method
         assert not rows[rid].method.startswith("probe.py")
+
+
+NEW_ROWS = {  # added or completed 2026-12-05 (lab/data/public_speed.yaml), each from the source it names
+    "p40-x2-tensor-plain", "p40-x2-tensor-mtp-n4-pmin075", "p40-x2-tensor-udq4kxl-plain", "p40-x2-tensor-udq4kxl-mtp-n4",
+    "p40-x2-tensor-udq4kxl-mtp-n4-pmin075", "rtx5060ti-x2-tensor-mtp-n4", "rtx5060ti-x2-tensor-mtp-n4-pmin060",
+    "rtx5060ti-x2-tensor-d4k-plain", "rtx5060ti-x2-tensor-d16k-plain", "rtx5060ti-x2-tensor-d32k-plain",
+    "rtx5060ti-x2-tensor-d65k-plain", "rtx5060ti-x2-tensor-d130k-plain", "rtx2080ti-22g-upstream-d66k-plain",
+    "v100-32g-upstream-d101k-plain"}
+
+
+def test_rows_added_carry_source_read_date_file_and_what_was_measured():
+    rows = {r.id: r for r in public_speed.load()}
+    assert {i for i, r in rows.items() if r.read} == NEW_ROWS
+    for rid in NEW_ROWS:
+        r = rows[rid]
+        assert r.read == "2026-12-05" and r.source.startswith("https://github.com/") and r.file_gb and r.file_gb_basis
+        assert r.method and r.gpu_id and (r.split_mode != "tensor" or r.link)
+        if not rid.endswith("-upstream-d66k-plain") and not rid.endswith("-upstream-d101k-plain"):
+            assert f"{r.decode_tok_s:g}" in r.quote.replace("**", ""), rid
+    # the P40 row is checkable now: the pre-re-upload UD-Q5_K_XL (20,218,178,624 B) and the link of two P40s without P2P
+    p40 = rows["p40-x2-tensor-plain"]
+    assert (p40.file_gb, p40.link, p40.decode_tok_s) == (20.22, "pcie3-x16", 11.7) and "20,218,178,624" in p40.file_gb_basis
+    # the upstream runs publish two arms each (JSON summaries); the row is their mean, the quote one of them
+    turing, volta = rows["rtx2080ti-22g-upstream-d66k-plain"], rows["v100-32g-upstream-d101k-plain"]
+    assert turing.decode_tok_s == round((17.441482977956234 + 17.265475843447703) / 2, 2) and "17.44" in turing.quote
+    assert volta.decode_tok_s == round((16.425765799853014 + 16.28912039078953) / 2, 2) and "16.42" in volta.quote
+    assert (turing.depth_tokens, volta.depth_tokens) == (65_536 + 1_000 + 32, 100_000 + 1_000 + 32)
+
+
+def test_depth_term_is_complete_and_rows_at_depth_are_checked_not_fitted():
+    """The per-token model reads, at depth d, K and V of every full-attention layer (every 4th of the 64: 16 layers x 4
+    KV heads x 256 x 2 at the row's KV type) and the fixed-size Gated DeltaNet state. Every public row at 8,192+
+    tokens decodes slower than those bytes say, more so the deeper: attention's arithmetic over the cached tokens, a
+    term the model does not have and no source gives for every card (the 5060 Ti pair's sweep implies ~0.09 µs per
+    cached token beyond the bytes, the V100 0.11 at f16 and 0.20 at q8_0), so those rows are checked as their own
+    group and kept out of the fit rather than dragging each card's bandwidth fraction down."""
+    arch = public_speed._arch()
+    assert [i for i in arch.kv_layers] == list(range(3, 64, 4))
+    from lab.predict import kvcache
+
+    assert [kvcache.kv_bytes_per_token(arch, t) for t in ("f16", "q8_0", "q4_0")] == [
+        16 * 4 * 256 * 2 * 2, 16 * 4 * 256 * 2 * 34 // 32, 16 * 4 * 256 * 2 * 18 // 32]
+    fitted = {p["id"] for p in public_speed.fit_points()}
+    rows = public_speed.load()
+    deep = [r for r in rows if public_speed.is_deep(r)]
+    assert deep and not fitted & {r.id for r in deep}
+    check, tensor = public_check.check(), public_check.tensor_check()
+    errors = {x["id"]: x["error"] for x in check["rows"] + tensor["rows"] if x["deep"]}
+    assert len(errors) == 7 and min(errors.values()) > 0.05  # every one over-predicted
+    assert (round(check["depth"]["median_abs_error"], 3), round(check["depth"]["max_abs_error"], 3)) == (0.214, 0.511)
+
+
+def test_validate_leaves_each_card_and_architecture_out_with_the_lab_s_own_fit():
+    """python -m lab predict --validate (lab.predict.public_validate): every fold refits with roofline.fit_model and
+    mtp_model.fit on the rows left. In sample the plain target (10 % / 20 %) holds; held out, the issue's target (LOCO
+    median <= 8 %, max <= 25 %) is met by the plain rows only: a card alone in its architecture (the P40, the V100s,
+    the 5060 Ti for MTP) falls back on other architectures' terms, which do not carry (P40 +113 %)."""
+    from lab.predict import public_validate
+
+    result = public_validate.validate()
+    got = {g: tuple((s[f]["n"], round(s[f]["median_abs_error"], 3), round(s[f]["max_abs_error"], 3))
+                    for f in ("in_sample", "loco", "loao")) for g, s in result["groups"].items()}
+    assert got == {"plain": ((17, 0.02, 0.044), (17, 0.054, 0.177), (17, 0.195, 0.248)),
+                   "mtp": ((21, 0.035, 0.154), (21, 0.112, 0.915), (21, 0.386, 0.915)),
+                   "tensor": ((6, 0.01, 0.075), (6, 0.057, 1.128), (6, 0.21, 1.128)),
+                   "depth": ((8, 0.162, 0.511), (8, 0.238, 0.733), (8, 0.141, 0.733)),
+                   "p-min": ((3, 0.16, 0.766), (3, 1.08, 1.222), (3, 1.08, 1.222))}
+    # in sample equals public_check's (the lab's published model), and its plain targets still hold
+    comp = public_check.check()["comparable"]
+    assert result["groups"]["plain"]["in_sample"] == comp and public_check.check()["targets"]["met"]
+    assert result["groups"]["mtp"]["in_sample"] == public_check.mtp_check()["comparable"]
+    assert result["groups"]["tensor"]["in_sample"] == public_check.tensor_check()["summary"]
+    t = result["targets"]
+    assert t["by_group"] == {"plain": True, "mtp": False, "tensor": False} and t["met"] is False
+    assert t["misses"][:3] == ["p40-x2-tensor-plain", "p40-x2-tensor-udq4kxl-plain", "p40-x2-tensor-udq4kxl-mtp-n4"]
+    by_card = {c: round(s["loco"]["max_abs_error"], 3) for c, s in result["by_card"].items()}
+    assert by_card["tesla-p40"] == 1.128 and by_card["v100-16g/v100-32g"] == 0.318 and by_card["rtx-3090"] == 0.034
+    p40 = next(x for x in result["rows"] if x["id"] == "p40-x2-tensor-plain")
+    assert "tesla-p40 left out: fraction FALLBACK 0.82" in p40["loco_fold"] and p40["loco"] == p40["loao"]
+    # a fold is the lab's fit on fewer rows: with nothing left out it is the published model
+    model, params = public_validate.refit(public_speed.load())
+    assert model.fraction_by_arch == roofline.per_token_model().fraction_by_arch
+    assert {a: round(v, 2) for a, v in params["verify_ms"].items()} == public_check.mtp_check()["params"]["verify_ms"]
