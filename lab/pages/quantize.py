@@ -3,7 +3,10 @@
 card), the notebook's verdicts (`make_checks`); the ladder's table and chart, the 27B-class size table, the
 recommendation and the vLLM route as Markdown, the 03_quantize record (`record`) and its closing text
 (`what_this_means`) — all over what lab.model's quant modules (quant_ladder, quant_quality, quant_targets) measured
-and predicted."""
+and predicted. The notebook's steps (`f16_reference(s)`, `build_ladder(s, ref)`, `size_check`, `published_sizes`,
+`measure_quality(s, ladder)`, `crosscheck`, `measure_speed(s, ladder)`, `target_sizes(s, types)`, `size_claims(s)`,
+`vllm_plan(s)`, and `start`, `answer`, `show` from lab.pages.session) are here too: the notebook imports this page and
+nothing else from lab."""
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -12,17 +15,95 @@ from lab.core.units import GB, GIB, MIB
 from lab.core import checks as lab_checks
 from lab.core import evidence, facts
 from lab.core.session import Session
+from lab.model import quant_ladder, quant_quality, quant_targets
 from lab.model.quant_formats import DATA
 from lab.model.quant_ladder import Ladder, Reference, SizeCheck, Speed
 from lab.model.quant_quality import XCHECK_KLD_ABS, XCHECK_KLD_REL, XCHECK_PPL_REL, XCHECK_TOP1_PP, Quality, heldout_text
 from lab.pages import session
+from lab.pages.session import answer, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.predict import claims, claims_views
 
 NAME = "03_quantize"
+# The types section 7 sizes unless the learner lists others (F16 … Q4_0; lab.model.quant_targets).
+TARGET_TYPES = quant_targets.TARGET_TYPES
 
 # The shipped file against its own F16 copy: identical weights, but llama.cpp's quantized dot products
 # quantize the activations to 8 bits (vec_dot_type Q8_1/Q8_0/Q8_K) where the F16 path keeps 16, which
 # alone gave KLD ≈ 0.003 here. Above 0.01 the reference would not be the shipped model.
 SHIPPED_KLD_MAX = 0.01
+
+
+# ---------------------------------------------------------------- the notebook's steps
+def f16_reference(s: Session) -> Reference:
+    """The F16 reference written from the profile's ladder source (the shipped SmolLM2 file), every metadata key
+    kept, itself dequantized from that file's type (lab.model.quant_ladder.f16_reference); reused when present."""
+    return quant_ladder.f16_reference(s.profile)
+
+
+def build_ladder(s: Session, reference: Reference) -> Ladder:
+    """Q8_0 → Q6_K → Q5_K_M → Q4_K_M → Q4_0 made by llama-quantize from the reference, cached outside the checkout
+    (free disk checked first, files reused when present), llama-quantize's output in the run folder's logs."""
+    return quant_ladder.build_ladder(reference, log_dir=s.logs)
+
+
+def size_check(ladder: Ladder) -> SizeCheck:
+    """Each file's size against parameters × bits per weight and against llama.cpp's per-tensor choice."""
+    return quant_ladder.size_check(ladder)
+
+
+def published_sizes() -> list[dict]:
+    """The size model against sizes published by others (llama.cpp's Llama-3-8B table, bartowski's Qwen3-32B
+    files, the all-Q4_K Qwen3-32B-shaped model measured on an H200)."""
+    return quant_targets.published_size_checks()
+
+
+def measure_quality(s: Session, ladder: Ladder) -> Quality:
+    """Mean KLD, top-1 agreement and perplexity of each file against the reference on the held-out text
+    (llama-perplexity --kl-divergence; cached by the files', the text's and the build's identity)."""
+    return quant_quality.measure_quality(ladder, log_dir=s.logs)
+
+
+def crosscheck(ladder: Ladder, quality: Quality) -> list[dict]:
+    """The first two chunks' KLD computed again, independently (llama-cpp-python's raw logits, a float64 softmax),
+    beside llama-perplexity's."""
+    return quant_quality.crosscheck_kld(ladder, quality)
+
+
+def measure_speed(s: Session, ladder: Ladder) -> Speed:
+    """llama-bench's prompt processing and generation speed for every file (median of 3 after a warm-up)."""
+    return quant_ladder.measure_speed(ladder, log_dir=s.logs)
+
+
+def target_sizes(s: Session, types=TARGET_TYPES) -> list[dict]:
+    """The 27B-class weights at each type: the profile's model and real neighbours, through the per-tensor rules
+    that matched the ladder; a type the lab does not model is refused with the list of those it does."""
+    return quant_targets.target_sizes(s.profile, types)
+
+
+def size_claims(s: Session) -> list:
+    """The seeds' size claims as the ledger judged them (lab.predict.claims: the verdicts notebook 06 and `lab plan`
+    show)."""
+    return claims_views.of_kinds(claims.verdicts(s.profile), "size")
+
+
+def claims_table(verdicts: list):
+    """The size claims, one row each: id, claim, value, verdict, why (a DataFrame)."""
+    return claims_views.table(verdicts)[["id", "claim", "value", "verdict", "why"]]
+
+
+def claims_by_model(verdicts: list):
+    """The arithmetic behind each verdict, one row per model (a DataFrame)."""
+    return claims_views.models_table(verdicts)
+
+
+def vllm_plan(s: Session) -> dict:
+    """For vLLM users: which checkpoint formats this GPU can run, and the commands that make them."""
+    return quant_targets.vllm_quant_plan(s.profile)
+
+
+def checks_table(found: list[lab_checks.Check]):
+    """The checks, worst first (a DataFrame)."""
+    return lab_checks.table(found)
 
 
 def summarise(ladder: Ladder, sizes: SizeCheck, quality: Quality, speed: Speed) -> list[dict]:

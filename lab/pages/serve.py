@@ -2,18 +2,22 @@
 could start here (start or say why not, smoke test, ask it, read its log, stop), the lines printed between them, the
 smoke test as rows, the serve checks (started, health time, both routes answer, stopped with nothing left), the
 04_serve record (`record`) and its closing text (`what_this_means`) — from what lab.serving.serve did and measured
-(the process, its health, its smoke test, its stop) and what its log said (lab.serving.engine_logs)."""
+(the process, its health, its smoke test, its stop) and what its log said (lab.serving.engine_logs). The notebook's
+steps (`command(s, context_tokens=..., parallel_slots=..., kv_cache_dtype=...)`, `seed_corrections(s, cmd)`,
+`then_and_now(s, cmd)`, `start_server(s, cmd)`, `by_hand(s)`, ..., and `start`, `answer`, `show` from
+lab.pages.session) are here too: the notebook imports this page and nothing else from lab."""
 from __future__ import annotations
 
-from pathlib import Path
-
-from lab.core import evidence
+from lab.core import checks as lab_checks
+from lab.core import evidence, profiles
 from lab.core.checks import Check
 from lab.core.display import markdown_text
 from lab.core.profiles import Profile
 from lab.core.session import Session
+from lab.diagnose import endpoint_diagnose
 from lab.pages import session
-from lab.serving import endpoint, engine_logs, seed_commands, serve
+from lab.pages.session import answer, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.serving import byhand, endpoint, engine_logs, engines, seed_commands, serve
 from lab.serving.engines import Command
 from lab.serving.serve import DEFAULT_HEALTH_TIMEOUT_S, Server, health_timeout_for
 
@@ -21,6 +25,39 @@ NAME = "04_serve"
 
 
 # ---------------------------------------------------------------- the notebook's steps, with or without a server
+def command(s: Session, *, context_tokens: int | None = None, parallel_slots: int | None = None,
+            kv_cache_dtype: str | None = None) -> Command:
+    """The exact command that serves the profile with the notebook's values (-c, -np, -ctk/-ctv; None: the profile's
+    own), each flag with its reason and source; version-dependent flags follow the engine version installed here when
+    there is one, else the version the profile declares (lab.serving.engines.build_command). A value the engine does
+    not take fails here with the fix (lab.core.profiles.varied)."""
+    values = {"context_tokens": context_tokens, "parallel_slots": parallel_slots, "kv_cache_dtype": kv_cache_dtype}
+    served = profiles.varied(s.profile, **{k: v for k, v in values.items() if v is not None})
+    return engines.build_command(served, installed_version=engines.installed_version(served))
+
+
+def seed_corrections(s: Session, cmd: Command) -> list:
+    """The seeds' serve commands for the profile's engine, corrected for the engine version `cmd` was built for
+    (lab.serving.seed_commands.seed_corrections_for)."""
+    return seed_commands.seed_corrections_for(s.profile, installed_version=cmd.engine_version)
+
+
+def then_and_now(s: Session, cmd: Command) -> list:
+    """On a vLLM profile, the seeds' vLLM commands as the seed ran them (vLLM 0.4.2), for the version `cmd` was built
+    for and for the newest vLLM run here (lab.serving.seed_commands.seed_then_and_now); empty for other engines."""
+    return seed_commands.seed_then_and_now(s.profile, installed_version=cmd.engine_version)
+
+
+def then_and_now_rows(then_and_now: list) -> list[dict]:
+    """One row per (seed command, vLLM version): whether it runs as corrected, and the command."""
+    return seed_commands.then_and_now_rows(then_and_now)
+
+
+def then_and_now_changes(then_and_now: list) -> list[dict]:
+    """Every change of every (seed command, vLLM version), with its reason and source."""
+    return seed_commands.then_and_now_changes(then_and_now)
+
+
 def target_line(profile: Profile) -> str:
     """Whether the lab starts the profile's server or connects to one you run."""
     if profile.endpoint_url:
@@ -49,12 +86,16 @@ def then_and_now_text(profile: Profile, then_and_now: list) -> str:
     return f"engine {profile.engine}: the seeds' vLLM commands are compared on vLLM profiles (cpu-vllm)"
 
 
-def start(profile: Profile, command: Command, log_dir: str | Path, name: str = "04_serve") -> tuple[Server | None, str | None]:
-    """(the started server, None), or (None, why it cannot start on this machine: lab.serving.serve.why_not_startable)."""
-    skip_reason = serve.why_not_startable(profile, command)
+def start_server(s: Session, command: Command, name: str = NAME) -> tuple[Server | None, str | None]:
+    """(the started server, None), or (None, why it cannot start on this machine: lab.serving.serve.why_not_startable);
+    its log is logs/<name>.log in the run folder. A server you run (an endpoint profile) that does not answer fails
+    here, saying why (lab.diagnose.endpoint_diagnose.require_reachable). Whether this machine can start it is the
+    profile's (its GPUs, its engine): the values `command` takes change the command's flags, not that."""
+    endpoint_diagnose.require_reachable(s.profile)
+    skip_reason = serve.why_not_startable(s.profile, command)
     if skip_reason:
         return None, skip_reason
-    return serve.start(command, log_dir=log_dir, name=name), None
+    return serve.start(command, log_dir=s.logs, name=name), None
 
 
 def start_text(server: Server | None, skip_reason: str | None) -> str:
@@ -81,9 +122,24 @@ def discovery_text(found: dict | None) -> str:
             + (f"\n{len(odd)} field(s) of an unexpected type, not used: " + "; ".join(odd) if odd else ""))
 
 
+def facts_rows(found: dict | None) -> list[dict]:
+    """What the server says about itself, one fact a row with the route it came from (lab.serving.endpoint)."""
+    return endpoint.facts_rows(found)
+
+
+def routes_rows(found: dict | None) -> list[dict]:
+    """The routes asked, by engine, and what each answered (lab.serving.endpoint)."""
+    return endpoint.probe_rows(found)
+
+
 def reported(server: Server | None) -> dict:
     """What the server's start-up log reported (empty without a server)."""
     return server.reported() if server else {}
+
+
+def reported_rows(reported: dict) -> list[dict]:
+    """What the start-up log reported as rows: layers offloaded, KV cache, slots, context (lab.serving.engine_logs)."""
+    return engine_logs.reported_rows(reported)
 
 
 def stop(server: Server | None) -> dict | None:
@@ -104,6 +160,19 @@ def smoke_rows(smoke: dict | None) -> list[dict]:
                      "prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens")})
     return rows
 
+
+
+def checks_table(found: list[Check]):
+    """The checks, worst first (a DataFrame)."""
+    return lab_checks.table(found)
+
+
+def by_hand(s: Session):
+    """The serving half of the by-hand track for the profile's card (lab.serving.byhand), as Markdown for a notebook
+    cell: the model file and its sha256, llama-bench, llama-server, curl, the offload line, reaching it over SSH."""
+    from IPython.display import Markdown
+
+    return Markdown(byhand.markdown(s.profile, part="serve"))
 
 
 def shape_findings(smoke: dict | None, discovery: dict | None) -> list[str]:
