@@ -4,7 +4,7 @@ import pytest
 
 from lab.core import evidence, profiles
 from lab.measure import bench_run, metrics
-from lab.pages import benchmark
+from lab.pages import benchmark, benchmark_tables
 from lab.predict import profile_speed
 
 
@@ -18,13 +18,13 @@ def test_a_profile_that_cannot_start_here_goes_through_every_step_as_skipped(tmp
     assert served.runs == served.summaries == [] and served.busy is None and served.peer["skipped"]
     assert benchmark.start_text(served) == f"{served.command.shell()}\nskipped: {served.skip_reason}"
     assert benchmark.stop_text(served) == "server stopped: None"
-    assert repr(benchmark.requests_table(served.runs)) == "benchmark skipped"
-    assert repr(benchmark.sweep_table(served.summaries)) == "benchmark skipped"
+    assert repr(benchmark_tables.requests_table(served.runs)) == "benchmark skipped"
+    assert repr(benchmark_tables.sweep_table(served.summaries)) == "benchmark skipped"
     assert benchmark.client_cpu_text(served.runs) == "no runs"
 
     lb, lb_skip = bench_run.in_process(prof, served.summaries)
     assert lb is None and benchmark.llama_bench_text(lb, lb_skip) == f"llama-bench skipped: {lb_skip}"
-    assert benchmark.llama_bench_rows(lb) == [] and bench_run.in_process_tok_s(lb) is None
+    assert benchmark_tables.llama_bench_rows(lb) == [] and bench_run.in_process_tok_s(lb) is None
     batched, batched_skip = bench_run.in_process_batched(prof, served, tmp_path / "logs")
     assert batched is None and "GPU" in batched_skip
     assert benchmark.batched_bench_text(batched, batched_skip) == f"llama-batched-bench skipped: {batched_skip}"

@@ -22,7 +22,7 @@ from lab.predict import kvcache
 from lab.serving import engines, serve
 from lab.serving.server import group_members
 from lab.measure import load_levels, loadgen, metrics, vllm_kv
-from lab.pages import benchmark
+from lab.pages import benchmark_tables
 from conftest import wait_for
 
 pytestmark = [pytest.mark.tools, pytest.mark.vllm]
@@ -85,7 +85,7 @@ def test_short_sweep_through_the_lab_client(vllm_server):
     assert per_word is not None
     [run] = load_levels.sweep(target, [2], 4, words, warmup_requests=1)
     summary = metrics.summarise_run(run)
-    print(f"\nconcurrency 2: {benchmark.summary_row(summary)}")
+    print(f"\nconcurrency 2: {benchmark_tables.summary_row(summary)}")
     assert summary["successes"] == 4 and summary["failures"] == 0
     assert all(r.output_tokens == 16 and r.choice_chunks >= 1 and r.first_choice_s <= r.ttft_s for r in run.results)
     assert all(40 <= r.prompt_tokens <= 90 for r in run.results)

@@ -1,21 +1,44 @@
 """lab.measure.bench_run (notebook 06's steps, one call each) and the views notebook 06 shows between them
-(lab.pages.benchmark): a profile that cannot start here goes through every step as skipped, saying why, and
-the record and closing text are built from that; the decode-speed table divides by llama-bench's speed."""
+(lab.pages.benchmark, its tables lab.pages.benchmark_tables): a profile that cannot start here goes through every
+step as skipped, saying why, and the record and closing text are built from that; the decode-speed table divides by
+llama-bench's speed."""
 import pytest
 
 from lab.measure import bench_run, metrics
-from lab.pages import benchmark
+from lab.pages import benchmark, benchmark_tables
 
 
 def test_decode_speeds_are_divided_by_the_in_process_speed():
     single = {"server_decode_tok_s": 90.0, "stream_decode_tok_s": 80.0}
     rl = {"decode_ceiling_tok_s": 400.0, "predicted_decode_tok_s": 150.0}
-    rows = benchmark.decode_speeds_table(single, 100.0, rl).to_dict(orient="records")
+    rows = benchmark_tables.decode_speeds_table(single, 100.0, rl).to_dict(orient="records")
     assert [(r["tok/s"], r["÷ in-process"]) for r in rows] == [(100.0, 1.0), (90.0, 0.9), (80.0, 0.8), (400.0, 4.0),
                                                                (150.0, 1.5)]
-    unmeasured = benchmark.decode_speeds_table(None, None, rl).to_dict(orient="records")
+    unmeasured = benchmark_tables.decode_speeds_table(None, None, rl).to_dict(orient="records")
     assert [r["÷ in-process"] for r in unmeasured] == [None] * 5 and unmeasured[3]["tok/s"] == 400.0
     assert bench_run.single_stream([]) is None and bench_run.single_stream([single, {}]) is single
+
+
+def test_notebook_06_calls_its_steps_on_its_page(tmp_path):
+    """What notebook 06 calls, named on its page: the profile with a cell's values, and a server you run that does
+    not answer fails before anything starts (lab.diagnose.endpoint_diagnose says why; no sweep is kept)."""
+    import yaml
+
+    from lab.core import profiles, session
+    from lab.core.paths import PARAMS
+    from lab.diagnose import endpoint_diagnose
+    from lab.serving import serve
+
+    cpu = profiles.load("cpu-default")
+    assert benchmark.profile_with(cpu, bench_prompt_tokens=96).bench_prompt_tokens == 96 != cpu.bench_prompt_tokens
+    assert benchmark.profile_with(cpu, bench_prompt_tokens=cpu.bench_prompt_tokens) is cpu
+    mine = tmp_path / "ep-unit.yaml"
+    mine.write_text(yaml.safe_dump({**yaml.safe_load((PARAMS / "endpoint-example.yaml").read_text()), "name": "ep-unit",
+                                    "endpoint_url": f"http://127.0.0.1:{serve.free_port()}/v1"}))
+    steps = benchmark.steps(session.Session(profiles.load(mine), mine, tmp_path / "run"))
+    with pytest.raises(endpoint_diagnose.EndpointUnreachable, match="nothing usable answers"):
+        benchmark.serve_and_sweep(steps, steps.s.profile)
+    assert steps.served is None and benchmark.in_process_tok_s(None) is None
 
 
 def test_served_over_in_process_per_level_says_what_limits_it():

@@ -13,7 +13,7 @@ from lab.core.paths import ROOT
 from lab.measure import (busy_host, gpumon, load_levels, loadgen, metrics, multigpu, peer_verdicts, speculative, tune,
                          tune_choice, tune_settings)
 from lab.measure.loadgen import RequestResult
-from lab.pages import benchmark
+from lab.pages import benchmark, benchmark_tables
 from lab.predict import claims
 from lab.records import report
 
@@ -44,10 +44,10 @@ def test_every_entry_has_a_unit_a_rounding_and_a_meaning():
 def test_every_figure_the_summaries_tables_and_rows_carry_is_in_the_schema():
     names = [*run_summary.RunSummary.model_fields, *run_summary.LEVEL_FIGURES, *metrics.SPREAD_KEYS,
              *speculative.TABLE_FIGURES, *tune.ROW_FIGURES_ONE_STREAM, *tune.ROW_FIGURES_ALL_STREAMS,
-             *benchmark.REPETITION_COLUMNS,
+             *benchmark_tables.REPETITION_COLUMNS,
              *metrics.repetition_figures([_ok(0, 0.1, 1.1, 11)], 1.5, 1)]
     assert [n for n in names if fields.get(n) is None] == []
-    row = benchmark.summary_row(metrics.summarise_run(_run()))
+    row = benchmark_tables.summary_row(metrics.summarise_run(_run()))
     flat = [k for k in row if k not in ("reps", "valid", "why_not", "output_throughput_sd")]
     assert [k for k in flat if fields.get(k) is None] == []
 
@@ -86,8 +86,8 @@ def test_no_module_writes_an_old_name():
     assert old == {"output_tok_s": "output_throughput", "aggregate_tok_s": "output_throughput",
                    "decode_tok_s": "stream_decode_tok_s", "single_decode_tok_s": "stream_decode_tok_s",
                    "output_tok_s_spread": "output_throughput_spread", "peak_vram_mib_total": "peak_vram_mib"}
-    for module in (metrics, loadgen, load_levels, tune, tune_choice, tune_settings, speculative, benchmark, multigpu,
-                   gpumon,
+    for module in (metrics, loadgen, load_levels, tune, tune_choice, tune_settings, speculative, benchmark, benchmark_tables,
+                   multigpu, gpumon,
                    peer_verdicts, busy_host, claims):
         source = inspect.getsource(module)
         assert [n for n in old if re.search(rf"[\"']{n}[\"']|\b{n}=", source)] == [], module.__name__
