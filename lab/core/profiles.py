@@ -481,6 +481,8 @@ def varied(profile: Profile, **values) -> Profile:
         raise ProfileError(f"notebook value {unknown[0]!r} is not a profile field"
                            + (f": did you mean {near[0]!r}?" if near else " (params/cpu-default.yaml lists them)"))
     note = ", ".join(f"{k} {v}" for k, v in changed.items())
-    data = {**profile.model_dump(), **changed,
+    # the fields the profile set, not every default: an endpoint profile may not name host or port (a rule of the
+    # schema), and a dump of every field would name them
+    data = {**profile.model_dump(exclude_unset=True), **changed,
             "description": f"{profile.description} (varied in the notebook: {note})"}
     return from_data(data, f"{profile.name} with the notebook's values")

@@ -1,7 +1,10 @@
 """Notebook 05's page (KV-cache math): its tables, charts, checks, the 05_kv_cache record (`record`) and its
 closing text (`what_this_means`), built from lab.predict.kvcache / lab.predict.memory_plan predictions and the
 llama.cpp grid (lab.measure.kvcache_verify) and vLLM (lab.measure.vllm_kv) measurements, so the notebook's cells
-stay one call each."""
+stay one call each. The notebook's steps (`read_architecture(s)`, `with_values(profile, ...)`,
+`plan_memory(profile, arch)`, `check_against_llama_cpp(s)`, `check_against_vllm(s, arch)`, `seed_kv_claims(s)`,
+`ask_server(s)`, `plan_beside_server(s, arch, plan, served)`, and `start`, `answer`, `show` from lab.pages.session)
+are here too: the notebook imports this page and nothing else from lab."""
 from __future__ import annotations
 
 from lab.core.units import GB, GIB, MIB
@@ -11,14 +14,80 @@ from lab.core.session import Session
 from lab.model import models
 from lab.model import weights as weights_mod
 from lab.model.models import ArchSpec
-from lab.measure import vllm_kv
-from lab.predict import claims_views, kvcache, memory_plan
+from lab.measure import kvcache_verify, vllm_kv
+from lab.predict import claims, claims_views, kvcache, memory_plan
 from lab.pages import session
+from lab.pages.session import answer, show, start  # noqa: F401  (what every notebook calls, through its page)
 from lab.serving import endpoint
 
 NAME = "05_kv_cache"
 PARITY_SOURCE = ("llama.cpp src/llama-kv-cache.cpp (the size line), src/llama-context.cpp (n_ctx padding, "
                  "per-slot split), src/llama-kv-cache-iswa.cpp (SWA cache size)")
+CLAIM_COLUMNS = ["id", "claim", "value", "verdict", "why"]  # the claims table as section 4 shows it
+
+
+# ---------------------------------------------------------------- the notebook's steps
+def read_architecture(s: Session) -> ArchSpec:
+    """The profile's model architecture: from the GGUF itself, or from a real config.json in lab/data/
+    (lab.model.models.arch_for)."""
+    return models.arch_for(s.profile)
+
+
+def with_values(profile: profiles.Profile, **values) -> profiles.Profile:
+    """The profile with the values a learner changed in a "Try" cell (context_tokens, parallel_slots, kv_cache_dtype,
+    host_ram_gib_min, gpu_count, ...), validated as a profile; the profile itself when nothing changed
+    (lab.core.profiles.varied)."""
+    return profiles.varied(profile, **values)
+
+
+def plan_memory(profile: profiles.Profile, arch: ArchSpec) -> dict:
+    """Weights + KV + runtime overhead against the device's memory: the longest context and the most sequences that
+    fit (lab.predict.memory_plan.plan_memory)."""
+    return memory_plan.plan_memory(profile, arch)
+
+
+def check_against_llama_cpp(s: Session) -> tuple[list[dict], str | None]:
+    """Section 3: llama-server started over the grid of contexts, slots and KV dtypes (logs in the run folder), each
+    KV buffer it reports beside the prediction (lab.measure.kvcache_verify); (rows, why it was skipped or None)."""
+    return kvcache_verify.run_for_profile(s.profile, s.logs, vllm_kv.llama_grid_skip_reason(s.profile))
+
+
+def check_against_vllm(s: Session, arch: ArchSpec) -> dict:
+    """Section 3b: on a vLLM profile, the KV cache predicted, the profile's vLLM started once, its log line and
+    /metrics read and compared, the server stopped (lab.measure.vllm_kv.verify); skipped elsewhere."""
+    return vllm_kv.verify(s.profile, arch, s.logs)
+
+
+def vllm_checks(result: dict) -> list[Check]:
+    """One check per quantity vLLM reports; pass only when it is exactly the predicted value."""
+    return vllm_kv.checks(result)
+
+
+def seed_kv_claims(s: Session) -> list:
+    """The seeds' KV, layer and memory claims, judged by the claims ledger (lab.predict.claims: the same verdicts
+    notebook 06 and `lab plan` show)."""
+    return claims_views.of_kinds(claims.verdicts(s.profile), "kv", "layers")
+
+
+def claims_table(kv_claims: list):
+    """The claims with their verdicts and why (the record keeps every column)."""
+    return claims_views.table(kv_claims)[CLAIM_COLUMNS]
+
+
+def claims_arithmetic_table(kv_claims: list):
+    """The arithmetic behind each verdict, one row per model: the judged model, then the comparisons."""
+    return claims_views.models_table(kv_claims)
+
+
+def ask_server(s: Session) -> dict | None:
+    """What the profile's server says about itself: notebook 04's record of this run, or (an endpoint profile) asked
+    now; None when no server reported (lab.serving.endpoint.discovery_for)."""
+    return endpoint.discovery_for(s.profile, evidence.read_records(s.run_dir))
+
+
+def plan_beside_server(s: Session, arch: ArchSpec, plan: dict, served: dict | None) -> list[dict]:
+    """Each quantity the server reports beside the plan's, row by row; none when it reported nothing."""
+    return endpoint.plan_vs_server(s.profile, arch, plan, served)
 
 
 def _pd():

@@ -4,7 +4,7 @@ from conftest import ROOT
 
 from lab.core import profiles
 from lab.model import models, quant_targets, weights
-from lab.pages import kv_cache
+from lab.pages import kv_cache, session
 from lab.predict import claims, claims_views, kvcache, memory_plan
 
 GIB = 2**30
@@ -129,6 +129,29 @@ def test_fit_check_and_record_from_the_plan_and_the_grid():
     assert rec["kv_grid"] == [row] and rec["claims"] == [v.to_dict() for v in kv_claims]
     assert kv_cache.closing_text(rec).startswith(f"- **{arch.name}**")
 
+
+
+def test_the_notebook_s_steps_are_the_instruments_calls(tmp_path):
+    """Notebook 05 calls its page only: each step is the lab's own call (the same architecture, plan, claims and
+    server comparison), with the values a learner changes in a "Try" cell validated as a profile."""
+    from lab.core.session import start
+    from lab.serving import endpoint
+
+    s = start("cpu-default", str(tmp_path / "run"))
+    arch = kv_cache.read_architecture(s)
+    assert arch == models.arch_for(s.profile)
+    varied = kv_cache.with_values(s.profile, context_tokens=16384, parallel_slots=1)
+    assert kv_cache.with_values(s.profile, context_tokens=s.profile.context_tokens) is s.profile
+    assert kv_cache.plan_memory(varied, arch) == memory_plan.plan_memory(profiles.varied(s.profile, context_tokens=16384,
+                                                                                        parallel_slots=1), arch)
+    kv_claims = kv_cache.seed_kv_claims(s)
+    assert [c.id for c in kv_claims] == [c.id for c in claims_views.of_kinds(claims.verdicts(s.profile), "kv", "layers")]
+    assert list(kv_cache.claims_table(kv_claims).columns) == kv_cache.CLAIM_COLUMNS
+    assert kv_cache.claims_arithmetic_table(kv_claims).equals(claims_views.models_table(kv_claims))
+    plan = kv_cache.plan_memory(s.profile, arch)
+    assert kv_cache.plan_beside_server(s, arch, plan, None) == endpoint.plan_vs_server(s.profile, arch, plan, None) == []
+    assert kv_cache.vllm_checks({"skipped": "engine llama.cpp", "rows": []})[0].status == "skip"
+    assert (kv_cache.start, kv_cache.answer, kv_cache.show) == (session.start, session.answer, session.show)
 
 def test_how_long_a_context_has_one_answer_everywhere():
     """Issue 37 found four answers for v100-32g-x1 (the profile's comment 61,440 per slot and "the whole 262,144",

@@ -10,9 +10,6 @@ from lab.core.paths import NOTEBOOKS
 PAGES = {"01_hardware_checks": "hardware", "02_install_verification": "install", "03_quantize": "quantize",
          "04_serve": "serve", "05_kv_cache_math": "kv_cache", "06_benchmarking": "benchmark",
          "07_troubleshooting": "troubleshoot"}
-# Notebooks still calling instruments directly (moving them is under way); the set only shrinks.
-PENDING = {"01_hardware_checks", "02_install_verification", "03_quantize", "04_serve", "05_kv_cache_math",
-           "06_benchmarking"}
 
 
 def lab_imports(name: str) -> list[str]:
@@ -34,12 +31,6 @@ def test_every_notebook_has_a_page():
     assert sorted(PAGES) == sorted(p.stem for p in NOTEBOOKS.glob("0*.ipynb"))
 
 
-@pytest.mark.parametrize("name", sorted(set(PAGES) - PENDING))
+@pytest.mark.parametrize("name", sorted(PAGES))
 def test_a_notebook_imports_its_page_and_nothing_else_from_lab(name):
     assert lab_imports(name) == [f"from lab.pages import {PAGES[name]} as page"]
-
-
-@pytest.mark.parametrize("name", sorted(PENDING))
-def test_pending_notebooks_are_really_pending(name):
-    """A notebook moved to its page leaves PENDING (so the test above covers it from then on)."""
-    assert lab_imports(name) != [f"from lab.pages import {PAGES[name]} as page"]

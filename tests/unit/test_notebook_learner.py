@@ -92,6 +92,12 @@ def test_varied_is_the_profile_when_nothing_changes_and_validated_when_something
         profiles.varied(p, kv_cache_dtype="q5_0")
     with pytest.raises(profiles.ProfileError, match="'contxt' is not a profile field: did you mean 'context_tokens'"):
         profiles.varied(p, contxt=8192)
+    # a server you run (an endpoint profile may not name host or port): only the fields the profile set are carried
+    ep = profiles.load("endpoint-example")
+    e = profiles.varied(ep, context_tokens=8192)
+    assert e.context_tokens == 8192 and e.endpoint_url == ep.endpoint_url
+    assert {k: v for k, v in e.model_dump().items() if k not in ("context_tokens", "description")} == {
+        k: v for k, v in ep.model_dump().items() if k not in ("context_tokens", "description")}
 
 
 def _plan(name: str, **values) -> dict:
