@@ -31,8 +31,6 @@ from typing import Any
 
 from lab.core import disk
 from lab.core.paths import OUTPUTS, ROOT
-# Redaction is lab.core.redaction's; named here too, where every caller has always found it.
-from lab.core.redaction import MIN_SECRET_CHARS, SECRET_NAME, redact, redact_all, redacted_excerpt  # noqa: F401
 
 # 2 (2026-12-04): a GPU figure is a total (a number) or a `_per_gpu` list, never a list under a total's name
 # (lab/data/fields.yaml `gpus:`); version-1 records are read through lab.core.fields.canonical
@@ -296,12 +294,6 @@ def write_whole(path: str | Path, text: str | bytes) -> Path:
                 "or write runs to a larger disk (lab run --out DIR)") from None
         raise
     return path
-
-
-# The readers of a run folder (capped, shaped): lab.core.run_folder, kept here under their old names for callers.
-from lab.core.run_folder import (MANIFEST_FIELDS, MAX_FOLDER_BYTES, MAX_JSON_DEPTH, MAX_RECORD_BYTES,  # noqa: E402,F401
-                                 RECORD_FIELDS, UnreadableJson, folder_files, parse_json, read_capped,
-                                 read_json_file, read_manifest, read_record_file, read_records)
 
 
 def record_hashes(run_dir: str | Path) -> dict[str, str]:

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.core.evidence import redact
+from lab.core.redaction import redact
 from lab.diagnose import run_inputs
 from lab.diagnose.knowledge_base import (SEVERITY_RANK, Entry, conditions_hold, derive_facts, describe_conditions,
                                          load_kb)

@@ -8,7 +8,7 @@ are here too: the notebook imports this page and nothing else from lab."""
 from __future__ import annotations
 
 from lab.core.units import GB, GIB, MIB
-from lab.core import evidence, profiles
+from lab.core import evidence, profiles, run_folder
 from lab.core.checks import Check
 from lab.core.session import Session
 from lab.model import models
@@ -82,7 +82,7 @@ def claims_arithmetic_table(kv_claims: list):
 def ask_server(s: Session) -> dict | None:
     """What the profile's server says about itself: notebook 04's record of this run, or (an endpoint profile) asked
     now; None when no server reported (lab.serving.endpoint.discovery_for)."""
-    return endpoint.discovery_for(s.profile, evidence.read_records(s.run_dir))
+    return endpoint.discovery_for(s.profile, run_folder.read_records(s.run_dir))
 
 
 def plan_beside_server(s: Session, arch: ArchSpec, plan: dict, served: dict | None) -> list[dict]:

@@ -2,7 +2,7 @@
 why, is that file's docstring."""
 import pytest
 
-from lab.core import evidence, profiles
+from lab.core import evidence, profiles, run_folder
 from lab.measure import bench_run, metrics
 from lab.pages import benchmark, benchmark_tables
 from lab.predict import profile_speed
@@ -50,7 +50,7 @@ def test_a_profile_that_cannot_start_here_goes_through_every_step_as_skipped(tmp
     steps = bench_steps.Steps(session.Session(prof, profiles.resolve("v100-32g-x1"), tmp_path))
     steps.profile, steps.rl, steps.served, steps.llama_bench, steps.batched = prof, rl, served, (lb, lb_skip), (batched, batched_skip)
     shown = benchmark.record(steps)
-    written = evidence.read_records(tmp_path)["06_benchmark"]
+    written = run_folder.read_records(tmp_path)["06_benchmark"]
     assert shown == written["summary"] and written["what_this_means"] == benchmark.closing_text(written)
     assert written["yardstick"] == yard and [c["name"] for c in written["checks"]] == [c.name for c in found]
     assert [c["title"] for c in written["charts"]][:2] == ["Throughput and latency by concurrency vs the roofline",
