@@ -10,7 +10,8 @@ show is measured and predicted by the layers below (lab.measure, lab.predict, la
     06_benchmarking.ipynb         lab.pages.benchmark
     07_troubleshooting.ipynb      lab.pages.troubleshoot
 
-Every notebook starts with lab.pages.session (the session, with where the server runs). A page writes its record
+A notebook imports its page and nothing else from lab; every page takes start, answer and show from lab.pages.session
+(the session, with where the server runs) and names the notebook's steps in the user's words. A page writes its record
 with `record(s, ...)` (lab.core.session.Session.record: provenance, mode, server_scope, and the closing text built
 from the record as written, kept in it as `what_this_means`); `what_this_means(s)` shows that text from the record.
 """
