@@ -145,7 +145,13 @@ def context_for_probe(found: dict | None, profile) -> tuple[int, str]:
     reported = ((found or {}).get("facts") or {}).get("context_per_request")
     if reported:
         return int(reported), "reported by the server"
-    return profile.context_tokens // max(profile.parallel_slots, 1), "the profile's context_tokens ÷ parallel_slots"
+    from lab.predict import kvcache
+
+    per_request = kvcache.context_per_request(profile.engine, profile.context_tokens, profile.parallel_slots)
+    how = {"vllm": "the profile's context_tokens (vLLM's max_model_len, whatever the concurrency)",
+           "llama.cpp": "the profile's context_tokens ÷ parallel_slots, rounded up to 256 as llama.cpp does",
+           "llama-cpp-python": "the profile's context_tokens ÷ parallel_slots, rounded up to 256 as llama.cpp does"}
+    return per_request, how.get(profile.engine, "the profile's context_tokens ÷ parallel_slots")
 
 
 def probe_context(client: httpx.Client, base: str, model: str, key: str | None, context: int, context_from: str) -> dict:

@@ -171,8 +171,10 @@ def invalid(setting: Setting, profile: Profile, n_cores: int | None = None) -> s
         return f"-ub {setting.ubatch} > -b {setting.batch}: llama.cpp clamps ub to b, so this is another point's setting"
     if setting.threads > n_cores:
         return f"-t {setting.threads} > {n_cores} cores: oversubscribed threads only measure contention"
+    from lab.predict import kvcache
+
     ctx = setting.context or profile.context_tokens
-    per_slot = ctx // setting.slots
+    per_slot = kvcache.context_per_request("llama.cpp", ctx, setting.slots)  # lab tune runs llama-server
     need = (setting.prompt_tokens or profile.bench_prompt_tokens) + profile.bench_output_tokens + 16
     if per_slot < need:
         return (f"-np {setting.slots} leaves {per_slot} tokens per slot (-c {ctx} split), "

@@ -464,7 +464,7 @@ def _predict(ask: Ask, base, row: int) -> dict:
                         "(roofline, plain decode)") if bpt else rl["reason"])
     memory, why = _fit(a, mem)
     out["memory"] = memory
-    n_seq = kvcache.llama_cpp_context(a.context, a.slots)["n_ctx_seq"] if a.engine == "llama.cpp" else a.context
+    n_seq = kvcache.context_per_request(a.engine, a.context, a.slots)
     if a.depth > n_seq:
         why = why or f"depth {a.depth:,} is beyond one slot's context ({n_seq:,}: {a.context:,} over {a.slots} slot(s))"
     if a.depth >= DEEP_TOKENS:

@@ -246,6 +246,16 @@ def llama_cpp_context(n_ctx: int, n_parallel: int = 1, kv_unified: bool = False)
     return {"n_ctx": per_seq * n_parallel, "n_ctx_seq": per_seq, "n_stream": n_parallel}
 
 
+def context_per_request(engine: str, context_tokens: int, slots: int) -> int:
+    """The context one request gets: llama.cpp's n_ctx_seq (-c split over -np slots, each rounded up to 256:
+    `llama_cpp_context`), vLLM's max_model_len whatever the concurrency; another engine's: -c ÷ slots, unpadded."""
+    if engine in ("llama.cpp", "llama-cpp-python"):
+        return llama_cpp_context(context_tokens, max(slots, 1))["n_ctx_seq"]
+    if engine == "vllm":
+        return context_tokens
+    return context_tokens // max(slots, 1)
+
+
 def _llama_cache(name: str, arch: ArchSpec, layers: int, cells: int, n_seq: int, n_stream: int,
                  type_k: str, type_v: str) -> dict:
     k = row_bytes(type_k, arch.n_kv_heads * arch.head_dim_k) * cells * n_stream * layers

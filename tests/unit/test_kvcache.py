@@ -245,3 +245,19 @@ def test_a_layer_split_needs_no_head_count_that_divides_the_gpus(qwen3_32b, qwen
     for arch in (qwen3_32b, qwen38_27b):
         heads = kvcache.kv_cache_breakdown(arch, 32_768, 4, "q8_0", tensor_parallel=2)
         assert kvcache.kv_cache_breakdown(arch, 32_768, 4, "q8_0", 2, "layers")["per_gpu_bytes"] == heads["per_gpu_bytes"]
+
+
+def test_the_context_one_request_gets_is_one_answer():
+    """llama.cpp: -c split over -np, each rounded up to 256 (llama_cpp_context); vLLM: max_model_len; another engine's
+    server: -c ÷ slots. endpoint_diagnose's probe and lab tune's check read this one function."""
+    from lab.core import profiles
+    from lab.diagnose import endpoint_diagnose
+    from lab.predict import kvcache
+
+    assert kvcache.context_per_request("llama.cpp", 10_000, 3) == 3_584  # 10,240 ÷ 3 = 3,413 → 3,584
+    assert kvcache.context_per_request("vllm", 10_000, 3) == 10_000
+    assert kvcache.context_per_request("external", 10_000, 3) == 3_333
+    p = profiles.varied(profiles.load("cpu-default"), context_tokens=10_000, parallel_slots=3)
+    assert endpoint_diagnose.context_for_probe(None, p) == (
+        3_584, "the profile's context_tokens ÷ parallel_slots, rounded up to 256 as llama.cpp does")
+    assert endpoint_diagnose.context_for_probe({"facts": {"context_per_request": 4096}}, p) == (4096, "reported by the server")

@@ -33,7 +33,9 @@ def test_invalid_combinations_say_why():
     assert "needs -fa on" in tune_settings.invalid(replace(base, kv="q8_0", flash_attn="off"), prof, 2)
     assert "clamps ub" in tune_settings.invalid(replace(base, batch=256, ubatch=512), prof, 2)
     assert "cores" in tune_settings.invalid(replace(base, threads=8), prof, 2)
-    assert "tokens per slot" in tune_settings.invalid(replace(base, slots=64), prof, 2)  # 4096 / 64 = 64 < 128 + 64 + 16
+    # llama.cpp rounds each slot's share up to 256 (4096 / 64 = 64 -> 256): enough for 128 + 64 + 16, not for 512 + 64 + 16
+    assert tune_settings.invalid(replace(base, slots=64), prof, 2) is None
+    assert "leaves 256 tokens per slot" in tune_settings.invalid(replace(base, slots=64, prompt_tokens=512), prof, 2)
 
 
 def _pt(name, dim, single, total, concurrency=4):
