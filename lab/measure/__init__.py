@@ -12,7 +12,9 @@ load and benchmark   loadgen (the client: one streamed request, one run), load_l
 server sweeps        tune (lab tune: one setting at a time, each point its own server), tune_settings (what a
                      point is), tune_choice (which point wins, the profile patch), slot_placement (where a tune
                      point's requests landed; any log's slot blocks against decode speed), speculative (draft model,
-                     n-grams, MTP at one stream), busy_host (busy cores beside the server, placement held equal)
+                     n-grams, MTP at one stream), busy_host (busy cores beside the server, placement held equal),
+                     backend_sampling (what -bs changes in the answers: greedy tokens, seeded draws per sampler;
+                     backend_sampling_verdict: its statistics, verdict and record)
 multi-GPU            multigpu (split modes, two over one), allreduce_bench (NCCL all-reduce at decode sizes)
 KV against engines   kvcache_verify (llama-server's caches against lab.predict.kvcache, each point built by
                      lab.serving.engines), vllm_kv (vLLM's)
