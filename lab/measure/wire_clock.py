@@ -71,6 +71,13 @@ class Wire:
             loop.run_forever()
             server.close()
             loop.run_until_complete(server.wait_closed())
+            # relays still open (a client that kept its connection) end here, while the loop runs: left to the
+            # garbage collector, their `finally` closed sockets on a closed loop ("Event loop is closed", a pytest
+            # warning in a fresh clone, 2026-12-05)
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
         self._thread = threading.Thread(target=serve, name="wire-clock", daemon=True)
