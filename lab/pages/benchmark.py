@@ -21,7 +21,7 @@ from lab.pages import session
 from lab.pages.benchmark_tables import (  # noqa: F401  (the notebook's tables, through its page)
     calibration_table, capacity_rows, decode_speeds_table, llama_bench_rows, repetitions_table, requests_table,
     resource_windows, resources_table, roofline_rows, summary_row, sweep_table, yardstick_table)
-from lab.pages.session import answer, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.pages.session import answer, checks_table, show, start  # noqa: F401  (what every notebook calls, through its page)
 from lab.predict import claims, claims_views
 
 NAME = "06_benchmark"
@@ -100,10 +100,6 @@ def claims_table(verdicts: list):
     """The claims ledger, one row per claim (lab.predict.claims_views.table)."""
     return claims_views.table(verdicts)
 
-
-def checks_table(found: list):
-    """The benchmark's checks, worst first."""
-    return lab_checks.table(found)
 
 
 # ---------------------------------------------------------------- the lines between the steps

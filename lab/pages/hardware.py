@@ -15,7 +15,7 @@ from lab.core.session import Session
 from lab.measure import copy_bandwidth, gpu_links, hardware_checks, inventory, psu_sizing
 from lab.measure.hardware_checks import gib
 from lab.pages import session
-from lab.pages.session import answer, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.pages.session import answer, checks_table, show, start  # noqa: F401  (what every notebook calls, through its page)
 from lab.predict import profile_speed
 
 NAME = "01_hardware"
@@ -43,10 +43,6 @@ def measure_bandwidth(s: Session) -> dict:
     raw samples, mean and sd)."""
     return copy_bandwidth.measure()
 
-
-def checks_table(found: list[Check]):
-    """The checks, worst first (a DataFrame)."""
-    return checks.table(found)
 
 
 def size_psu(s: Session, inv: dict) -> dict:

@@ -5,13 +5,12 @@ lab.predict.compat judged. The notebook's steps (`installed_versions(s)`, `toolc
 lab.pages.session) are here too: the notebook imports this page and nothing else from lab."""
 from __future__ import annotations
 
-from lab.core import checks
 from lab.core.checks import Check
 from lab.core.profiles import Profile
 from lab.core.session import Session
 from lab.measure import install as this_machine
 from lab.pages import session
-from lab.pages.session import answer, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.pages.session import answer, checks_table, show, start  # noqa: F401  (what every notebook calls, through its page)
 from lab.serving import byhand
 
 NAME = "02_install"
@@ -40,10 +39,6 @@ def rule_checks(facts: dict) -> list[Check]:
     """The compatibility rules (lab/data/compat_rules.yaml) evaluated on `facts`; unknown inputs skip a rule."""
     return this_machine.rule_checks(facts)
 
-
-def checks_table(found: list[Check]):
-    """Checks, worst first (a DataFrame)."""
-    return checks.table(found)
 
 
 def by_hand(s: Session):

@@ -20,7 +20,7 @@ from lab.model.quant_formats import DATA
 from lab.model.quant_ladder import Ladder, Reference, SizeCheck, Speed
 from lab.model.quant_quality import XCHECK_KLD_ABS, XCHECK_KLD_REL, XCHECK_PPL_REL, XCHECK_TOP1_PP, Quality, heldout_text
 from lab.pages import session
-from lab.pages.session import answer, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.pages.session import answer, checks_table, show, start  # noqa: F401  (what every notebook calls, through its page)
 from lab.predict import claims, claims_views
 
 NAME = "03_quantize"
@@ -100,10 +100,6 @@ def vllm_plan(s: Session) -> dict:
     """For vLLM users: which checkpoint formats this GPU can run, and the commands that make them."""
     return quant_targets.vllm_quant_plan(s.profile)
 
-
-def checks_table(found: list[lab_checks.Check]):
-    """The checks, worst first (a DataFrame)."""
-    return lab_checks.table(found)
 
 
 def summarise(ladder: Ladder, sizes: SizeCheck, quality: Quality, speed: Speed) -> list[dict]:

@@ -8,7 +8,6 @@ steps (`command(s, context_tokens=..., parallel_slots=..., kv_cache_dtype=...)`,
 lab.pages.session) are here too: the notebook imports this page and nothing else from lab."""
 from __future__ import annotations
 
-from lab.core import checks as lab_checks
 from lab.core import evidence, profiles
 from lab.core.checks import Check
 from lab.core.display import markdown_text
@@ -16,7 +15,7 @@ from lab.core.profiles import Profile
 from lab.core.session import Session
 from lab.diagnose import endpoint_diagnose
 from lab.pages import session
-from lab.pages.session import answer, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.pages.session import answer, checks_table, show, start  # noqa: F401  (what every notebook calls, through its page)
 from lab.serving import byhand, endpoint, engine_logs, engines, seed_commands, serve
 from lab.serving.engines import Command
 from lab.serving.serve import DEFAULT_HEALTH_TIMEOUT_S, Server, health_timeout_for
@@ -161,10 +160,6 @@ def smoke_rows(smoke: dict | None) -> list[dict]:
     return rows
 
 
-
-def checks_table(found: list[Check]):
-    """The checks, worst first (a DataFrame)."""
-    return lab_checks.table(found)
 
 
 def by_hand(s: Session):

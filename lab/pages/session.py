@@ -31,6 +31,13 @@ def show(data, empty: str | None = None):
     return display.show(data) if empty is None else display.show(data, empty=empty)
 
 
+def checks_table(found: list):
+    """A page's checks, worst first, as a table for a notebook cell (lab.core.checks.table)."""
+    from lab.core import checks
+
+    return checks.table(found)
+
+
 def closing(s: core_session.Session, name: str):
     """Record `name`'s closing text, as the page wrote it into the record (Session.record's `closing`), as Markdown
     for a notebook cell: each page's `what_this_means(s)`."""
