@@ -466,6 +466,13 @@ def all_profiles() -> list[Path]:
     return sorted(paths.PARAMS.glob("*.yaml"))
 
 
+def settings(profile: Profile) -> dict:
+    """The settings a profile was given (not every default), as plain JSON values: what `lab run` passes each notebook
+    (its `settings` parameter) and what `varied` changes. Validated again, they make the same profile; a dump of
+    every field would not always validate (an endpoint profile may not name host or port: a rule of the schema)."""
+    return profile.model_dump(mode="json", exclude_unset=True)
+
+
 def varied(profile: Profile, **values) -> Profile:
     """The profile with the values a learner set at the top of a notebook section (e.g. `context_tokens=131072`),
     validated by the same schema and messages as a profile file, so a typo or a value llama.cpp does not take
@@ -481,8 +488,6 @@ def varied(profile: Profile, **values) -> Profile:
         raise ProfileError(f"notebook value {unknown[0]!r} is not a profile field"
                            + (f": did you mean {near[0]!r}?" if near else " (params/cpu-default.yaml lists them)"))
     note = ", ".join(f"{k} {v}" for k, v in changed.items())
-    # the fields the profile set, not every default: an endpoint profile may not name host or port (a rule of the
-    # schema), and a dump of every field would name them
-    data = {**profile.model_dump(exclude_unset=True), **changed,
+    data = {**settings(profile), **changed,
             "description": f"{profile.description} (varied in the notebook: {note})"}
     return from_data(data, f"{profile.name} with the notebook's values")

@@ -1,5 +1,5 @@
 """What every notebook calls, through its page (`from lab.pages import <page> as page`, the notebook's one lab
-import; each page imports these names): the session a notebook starts (`page.start(globals())` in its second cell:
+import; each page imports these names): the session a notebook starts (`page.start(profile, run_dir, settings)` in its second cell:
 lab.core.session's, with where the profile's server runs, lab.serving.endpoint.where, worked out once, shown by
 notebooks 01–03 and written into every record as `server_scope`; it lives here, in the top layer, because lab.core
 cannot import lab.serving), the answer so far (`page.answer(s)`), a table (`page.show`) and the closing text."""
@@ -11,9 +11,20 @@ from lab.core import session as core_session
 from lab.serving import endpoint
 
 
-def start(profile: str | Mapping, run_dir: str = "") -> core_session.Session:
-    """lab.core.session.start (see there: the notebook's globals, or a profile name or path) with `server_scope`."""
-    return core_session.start(profile, run_dir, scope=endpoint.where)
+def start(profile: str, run_dir: str = "", settings: Mapping | None = None) -> core_session.Session:
+    """lab.core.session.start (see there: the notebook's three parameters) with `server_scope`, and the kernel's
+    variables to refuse a profile papermill injected as variables (`-f params/X.yaml`)."""
+    return core_session.start(profile, run_dir, settings, scope=endpoint.where, namespace=_kernel_variables())
+
+
+def _kernel_variables() -> Mapping | None:
+    """The notebook kernel's variables (IPython's user namespace), or None outside a kernel."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return shell.user_ns if shell is not None else None
 
 
 def answer(s: core_session.Session):

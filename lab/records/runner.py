@@ -112,7 +112,7 @@ def _error_text(exc: Exception) -> str:
     return f"{ename}: {evalue}"
 
 
-REQUIRED_PARAMETERS = ("profile", "run_dir")
+REQUIRED_PARAMETERS = ("profile", "run_dir", "settings")
 
 
 def parameter_problem(book: Path) -> str | None:
@@ -193,7 +193,10 @@ def look_at_report(run_dir: Path) -> None:
               f"(page {seen['page_height']} px high; screenshot report.png)", file=sys.stderr, flush=True)
 
 
-def run_notebook(book: Path, run_dir: Path, profile_path: Path, runtime: Path | None = None) -> NotebookResult:
+def run_notebook(book: Path, run_dir: Path, profile_path: Path, runtime: Path | None = None,
+                 settings: dict | None = None) -> NotebookResult:
+    """Run one notebook into the run folder. The profile arrives once: `settings` (the profile this run validated,
+    `notebook_settings`) travel as the notebook's `settings` parameter, so its kernel reads no file again."""
     import papermill as pm
 
     out = run_dir / "notebooks" / book.name
@@ -203,7 +206,8 @@ def run_notebook(book: Path, run_dir: Path, profile_path: Path, runtime: Path | 
         return NotebookResult(book.stem, "failed", 0.0, f"BadParameters: {problem}")
     try:
         with kernel_environment():
-            pm.execute_notebook(str(book), str(out), parameters={"profile": str(profile_path), "run_dir": str(run_dir)},
+            pm.execute_notebook(str(book), str(out), parameters={"profile": str(profile_path), "run_dir": str(run_dir),
+                                                            "settings": settings or {}},
                                 kernel_name=KERNEL_NAME, progress_bar=True, cwd=str(NOTEBOOKS),
                                 request_save_on_cell_execute=True,
                                 kernel_manager_class=kernel_manager_class(run_dir / "logs" / f"kernel-{book.stem}.log",
@@ -334,7 +338,7 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
                 where.update(notebook=book.stem, during=f"notebook {book.stem}")
                 say(f"[run] {book.stem} ...")
                 interrupt.cut_point(f"notebook-start:{prefix}")
-                res = run_notebook(book, run_dir, profile_path, runtime)
+                res = run_notebook(book, run_dir, profile_path, runtime, profiles.settings(prof))
             result.results.append(res)
             where.update(notebook=None, during=f"the step after {book.stem}")
             say(f"[run] {book.stem}: {res.status} ({res.duration_s:.1f} s)" + (f" — {res.error}" if res.error else ""))

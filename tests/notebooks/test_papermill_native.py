@@ -1,6 +1,7 @@
-"""Notebooks tier: papermill run the way its own docs show (`papermill NB OUT -f params/X.yaml`, `-p profile X`),
-not through `lab run`: the notebook runs THAT profile or stops with an error naming what was wrong. Before, `-f`
-injected the profile's keys as variables the notebook never read, and it ran cpu-default without a word.
+"""Notebooks tier: papermill run by hand (`papermill NB OUT -p profile params/X.yaml`, `-y "settings: {...}"`), not
+through `lab run`: the notebook runs THAT profile or stops with an error naming what was wrong. `-f params/X.yaml`
+injects the profile's keys as variables the notebook never reads: refused with the fix, never the default profile
+run without a word.
 
 Notebook 01 (the cheapest on CPU) for the runs that go through; the refusals stop in its session cell."""
 import json
@@ -35,17 +36,12 @@ def outputs_text(nb_path: Path) -> str:
 
 
 @pytest.mark.parametrize("name", ["cpu-default", "v100-32g-x1"])
-def test_papermill_f_runs_the_profile_file_it_was_given(tmp_path, name):
-    proc, out, run = papermill(tmp_path, "-f", f"params/{name}.yaml")
+def test_papermill_p_profile_runs_the_profile_file_it_was_given(tmp_path, name):
+    proc, out, run = papermill(tmp_path, "-p", "profile", f"params/{name}.yaml")
     # v100-32g-x1 on this CPU box: its GPU checks fail (they are checks, not errors) and the notebook runs on
     assert proc.returncode == 0, proc.stderr[-3000:]
     rec = json.loads((run / "records" / "01_hardware.json").read_text())
-    copy = Path(rec["provenance"]["profile_file"])
-    assert copy.parent == run and copy.name.startswith(f"profile-{name}-injected-")
-    assert rec["provenance"]["profile_sha256"] == evidence.sha256_file(copy)
-    # the copy holds exactly what papermill injected (the YAML file's settings) and is the shipped profile
-    assert yaml.safe_load(copy.read_text()) == yaml.safe_load((ROOT / "params" / f"{name}.yaml").read_text())
-    assert profiles.load(copy) == profiles.load(name)
+    assert rec["provenance"]["profile_file"] == str((ROOT / "params" / f"{name}.yaml").resolve())
     assert rec["charts"][0]["figure"]["layout"]["title"]["text"] == f"Hardware checks: {name}"
     shown = outputs_text(out)
     assert f"The answer so far · {name}" in shown
@@ -57,15 +53,26 @@ def test_papermill_f_runs_the_profile_file_it_was_given(tmp_path, name):
     assert scanned and not leaks, leaks
 
 
+def test_papermill_y_settings_changes_one_setting_and_keeps_a_copy(tmp_path):
+    proc, out, run = papermill(tmp_path, "-y", "settings: {threads: 1}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = json.loads((run / "records" / "01_hardware.json").read_text())
+    copy = Path(rec["provenance"]["profile_file"])
+    assert copy.parent == run and copy.name.startswith("profile-cpu-default-settings-")
+    assert rec["provenance"]["profile_sha256"] == evidence.sha256_file(copy)
+    # the copy is params/cpu-default.yaml's settings with threads changed, and nothing else
+    assert yaml.safe_load(copy.read_text()) == {**yaml.safe_load((ROOT / "params" / "cpu-default.yaml").read_text()),
+                                                "threads": 1}
+    assert profiles.load(copy).threads == 1
+
+
 @pytest.mark.parametrize("args, message", [
-    (["-f", "params/v100-32g-x1.yaml", "-p", "profile", "cpu-default"],
-     "papermill injected both profile='cpu-default' and profile settings (name, description, gpu_name_pattern, "
-     "gpu_count, … 30 in all): give one"),
-    (["-f", "params/cpu-default.yaml", "-p", "gpu_memory_utilisation", "0.8"],
-     "papermill parameter 'gpu_memory_utilisation' is neither a notebook parameter (profile, run_dir) nor a profile "
-     "setting — did you mean 'gpu_memory_utilization'?"),
-    (["-y", "threads: 0"], "params/cpu-default.yaml with -p threads 0: 1 problem(s)"),
-], ids=["profile-and-settings", "unknown-key", "a-setting-alone"])
+    (["-f", "params/v100-32g-x1.yaml"],
+     "papermill injected a profile's settings as notebook variables (name, description, gpu_name_pattern, "
+     "gpu_count, … 30 in all: -f or -y with a profile file), which the notebook does not read"),
+    (["-y", "settings: {gpu_memory_utilisation: 0.8}"], "did you mean 'gpu_memory_utilization'"),
+    (["-y", "settings: {threads: 0}"], "params/cpu-default.yaml with settings threads: 0: 1 problem(s)"),
+], ids=["profile-as-variables", "unknown-key", "a-bad-setting"])
 def test_papermill_refuses_what_it_cannot_run_in_the_session_cell(tmp_path, args, message):
     proc, out, run = papermill(tmp_path, *args)
     assert proc.returncode != 0
@@ -74,5 +81,5 @@ def test_papermill_refuses_what_it_cannot_run_in_the_session_cell(tmp_path, args
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert "injected-parameters" in code[1]["metadata"]["tags"]
     [failed] = [i for i, c in enumerate(code) if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
-    assert failed == 2 and "page.start(globals())" in "".join(code[2]["source"])  # the first cell after them
+    assert failed == 2 and "page.start(profile, run_dir, settings)" in "".join(code[2]["source"])  # the cell after
     assert not (run / "records").exists() or not list((run / "records").iterdir())  # nothing recorded

@@ -34,3 +34,25 @@ def test_every_notebook_has_a_page():
 @pytest.mark.parametrize("name", sorted(PAGES))
 def test_a_notebook_imports_its_page_and_nothing_else_from_lab(name):
     assert lab_imports(name) == [f"from lab.pages import {PAGES[name]} as page"]
+
+
+def code_cells(name: str) -> list[str]:
+    nb = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text())
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_the_profile_arrives_once_as_the_notebooks_parameters(name):
+    # the parameters cell's three names go to page.start as arguments: nothing is read back from the kernel's history
+    params, session_cell = code_cells(name)[:2]
+    assigned = [n.target.id for n in ast.parse(params).body if isinstance(n, ast.AnnAssign)]
+    assert assigned == ["profile", "run_dir", "settings"]
+    assert "s = page.start(profile, run_dir, settings)" in session_cell
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_no_cell_assigns_name_or_description(name):
+    # what lab.core.session.injected_profile tells a profile papermill injected as variables (-f X.yaml) by
+    stored = {n.id for cell in code_cells(name) for n in ast.walk(ast.parse(cell))
+              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    assert not stored & {"name", "description"}

@@ -60,8 +60,10 @@ def cell_problems(source: str) -> list[str]:
 def notebook_problems(book: Path) -> list[str]:
     """Every problem of every code cell, as 'NOTEBOOK cell INDEX: CONSTRUCT, line N' (cell index as Jupyter counts)."""
     cells = json.loads(book.read_text())["cells"]
+    # the parameters cell holds papermill's typed defaults, `settings: dict = {}` among them: a literal, not a record
     return [f"{book.name} cell {i}: {problem}" for i, c in enumerate(cells) if c["cell_type"] == "code"
-            for problem in cell_problems("".join(c["source"]))]
+            for problem in cell_problems("".join(c["source"]))
+            if not ("parameters" in c.get("metadata", {}).get("tags", []) and problem.startswith("a dict literal"))]
 
 
 @pytest.mark.parametrize("book", NOTEBOOKS, ids=lambda p: p.stem)
