@@ -443,8 +443,8 @@ def _one_line(exc: BaseException) -> str:
 
 # Verbs whose module owns its options, with its own main(argv) (argparse cannot forward "--x" through a subparser);
 # each is registered in build_parser with add_help=False so `lab --help` lists it. Imported only when it is the verb.
-OWN_PARSERS = {"synth": "lab.model.synth", "multigpu": "lab.measure.multigpu", "cache": "lab.diagnose.cache",
-               "tune": "lab.measure.tune", "predict": "lab.predict.predict_cli"}
+OWN_PARSERS = {"synth": "lab.model.synth", "multigpu": "lab.experiments.multigpu", "cache": "lab.diagnose.cache",
+               "tune": "lab.experiments.tune", "predict": "lab.predict.predict_cli"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -515,7 +515,7 @@ def record_figure(name: str, tried: int, handled: int, note: str = "") -> None:
 
 def pytest_terminal_summary(terminalreporter):
     if PEER_LINES:
-        terminalreporter.section("peer clients (lab.measure.peer_clients)")
+        terminalreporter.section("peer clients (lab.experiments.peer_clients)")
         for line in PEER_LINES:
             terminalreporter.write_line(line)
     if not FIGURES:

@@ -27,7 +27,7 @@ import stat
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from lab.core import disk
 from lab.core.paths import OUTPUTS, ROOT
@@ -219,21 +219,33 @@ def _to_jsonable(obj: Any) -> Any:
     raise TypeError(f"cannot record a {type(obj).__name__} as JSON: convert it first ({obj!r:.80})")
 
 
-def write_record(run_dir: str | Path, name: str, data: dict, profile_path: str | Path | None = None) -> Path:
-    """Write records/<name>.json with schema_version and provenance; return its path."""
+def write_record(run_dir: str | Path, name: str, data: dict, profile_path: str | Path | None = None,
+                 closing: Callable[[dict], str] | None = None) -> Path:
+    """Write records/<name>.json with schema_version and provenance, once; return its path.
+
+    Checked first, nothing written on a problem: every key (and summary key) must be in the record schema
+    (lab/data/records.yaml, lab.core.record_schema: a ValueError names the key, the nearest known name and where to
+    add it), and every GPU figure in its shape (lab/data/fields.yaml). `closing` (a page's closing text from a
+    record) gets the record exactly as the file will hold it (its JSON text read back, in memory); its text is kept
+    in the record as `what_this_means`."""
     if not re.match(r"^\d\d_[a-z0-9_]+$", name):
         raise ValueError(f"record name {name!r}: use 'NN_words' like '01_hardware'")
     data = _to_jsonable(data)
-    from lab.core import fields  # the schema reads lab/data: not at import time
+    from lab.core import fields, record_schema  # the schemas read lab/data: not at import time
 
+    record_schema.check(name, data)
     wrong = fields.gpu_shape_problems(data)
     if wrong:  # a GPU-shaped figure in the wrong shape is a bug in the lab, found here rather than by a reader
         raise ValueError(f"record {name}: {len(wrong)} GPU figure(s) not in their schema shape: " + "; ".join(wrong[:5]))
     body = {"schema_version": SCHEMA_VERSION, "record": name, "created_utc": utc_now(),
             "provenance": provenance(profile_path), **data}
+    text = json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False)
+    if closing is not None:
+        body["what_this_means"] = closing(json.loads(text))
+        text = json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False)
     path = Path(run_dir) / "records" / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    return write_whole(path, json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False))
+    return write_whole(path, text)
 
 
 # A write that fails for want of space: the file system is full (ENOSPC) or the user's quota is (EDQUOT).

@@ -1,6 +1,6 @@
 """A free TCP port for a server the lab starts (llama-server, vLLM, JupyterLab, a torch.distributed rendezvous).
 
-Kept apart from lab.serving.serve so scripts that travel alone (lab.measure.allreduce_bench on a GPU box) use the same
+Kept apart from lab.serving.serve so scripts that travel alone (lab.experiments.allreduce_bench on a GPU box) use the same
 pick without importing an HTTP client."""
 from __future__ import annotations
 

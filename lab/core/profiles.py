@@ -130,7 +130,7 @@ class Profile(BaseModel):
     bench_duration_s: float = Field(default=30, gt=0, le=86_400)
     tune_budget_s: float = Field(default=30, gt=0, le=86_400)  # `lab tune` + speculative decoding in notebook 06: time budget each
     # Speculative decoding's draft model for notebook 06: a GGUF path, or "synth:<layers>" = a random-weight file
-    # of model_synth's shape with that many layers (lab/measure/speculative.py); None: only ngram and MTP are tried.
+    # of model_synth's shape with that many layers (lab/experiments/speculative.py); None: only ngram and MTP are tried.
     spec_draft: str | None = Field(default=None, pattern=r"^(synth:[1-9][0-9]*|[^:]+\.gguf)$")
 
     @field_validator("*")

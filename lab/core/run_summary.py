@@ -106,7 +106,7 @@ class RunSummary(Figures):
     cut: str | None = None
 
 
-# The figures of one level a tune point keeps (lab.measure.tune `levels`), by the run summary's names; a latency
+# The figures of one level a tune point keeps (lab.experiments.tune `levels`), by the run summary's names; a latency
 # statistic by its flat name (lab.core.fields.flat).
 LEVEL_FIGURES = ("output_throughput", "stream_decode_tok_s", "decode_tok_s_summed", "server_decode_tok_s",
                  "prefill_tok_s", "requests", "successes", "duration_s", "spread", "warmup", "joules_per_token",

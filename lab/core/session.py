@@ -59,17 +59,14 @@ class Session:
         on the profile's hardware, its numbers are predictions) and the session's `server_scope`.
 
         `closing`: the page's closing text from a record (lab.pages.<page>.closing_text). It is built from the record
-        as written (read back from disk, so it says only what the record holds) and kept in it as `what_this_means`:
-        the notebook's last cell and report.html show that text, and the report needs no page code."""
+        exactly as it will be written (evidence.write_record: its JSON text read back in memory, so it says only what
+        the record holds) and kept in it as `what_this_means`: the notebook's last cell and report.html show that
+        text, and the report needs no page code. The file is written once, checked against the record schema first."""
         why = planmode.reason(self.profile)
         data = {**data, "mode": "plan" if why else "measure", **({"plan_reason": why} if why else {})}
         if self.server_scope is not None:
             data["server_scope"] = self.server_scope
-        path = evidence.write_record(self.run_dir, name, data, self.profile_path)
-        if closing is None:
-            return path
-        data["what_this_means"] = closing(run_folder.read_record_file(path))
-        return evidence.write_record(self.run_dir, name, data, self.profile_path)
+        return evidence.write_record(self.run_dir, name, data, self.profile_path, closing=closing)
 
     def read(self, name: str) -> dict:
         """records/<name>.json of this run, or a one-line error saying which cell writes it."""

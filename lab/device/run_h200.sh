@@ -27,12 +27,12 @@
 # prompts against the profile (ISO_BUDGET_S, default 950 s), then draft-mtp n-max 1-3 at one stream (MTP_BUDGET_S,
 # default 150 s; 0 = skip) — into $WORK/isolate-run, packed like a suite run. ISO_OUTPUT: tokens per request (128).
 # MODE=peers (carry [".device", ".device-peers"]; no suite; python3 -m lab.setup.device_prep --peers fills .device-peers/):
-# the lab's client against llama-benchy and guidellm (PEER_TOOLS; lab.measure.peer_clients) on the profile's llama-server with the
+# the lab's client against llama-benchy and guidellm (PEER_TOOLS; lab.experiments.peer_clients) on the profile's llama-server with the
 # stand-in, at 1, 8 and 16 streams (PEER_LEVELS), PEER_REPS repetitions (3), PEER_REQUESTS requests a level (16; at
 # least 2 a stream), PEER_INPUT/PEER_OUTPUT tokens (512/128), the clients through the wire clock's proxy unless
 # PEER_WIRE=0 (lab.measure.wire_clock: TTFT of every request of both runs on one clock) — into
 # $WORK/peers-run/peer_clients/, packed like a suite run;
-# then the busy-host check (lab.measure.busy_host: the lab's client at 8 streams with BUSY_CORES cores kept busy,
+# then the busy-host check (lab.experiments.busy_host: the lab's client at 8 streams with BUSY_CORES cores kept busy,
 # default 0,2,8; empty = skip) into $WORK/peers-run/busy_host/.
 # MODE=smoke (carry [".device"] alone; kind nvidia-h200): the GPU smoke a change to measurement, records, pages or the
 # schema runs before it is called done (README "Contributing"). Set-up (the same llama.cpp build for the GPU's arch, from
@@ -75,8 +75,8 @@ isolate() {  # MODE=isolate, after set-up and the stand-in (see the top)
 import json, sys
 from pathlib import Path
 from lab.core import profiles
-from lab.measure import tune, tune_settings
-from lab.model import llama_batched_bench as bb
+from lab.experiments import tune, tune_settings
+from lab.measure import llama_batched_bench as bb
 
 prof, run, n_gen = profiles.load(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 argv = list(tune.command_for(prof, tune_settings.baseline(prof)).argv)  # the baseline server's own -fa/-t/-ngl/-ctk/-ctv
@@ -118,7 +118,7 @@ peers() {  # MODE=peers, after set-up and the stand-in (see the top)
     .device-peers/whl/*.whl || { say "pip install of .device-peers/whl failed"; return 1; }
   say "peer clients: $(PYTHONPATH="$site:$WORK/site" python3 -c 'import importlib.metadata as m; print(", ".join(f"{p} {m.version(p)}" for p in ("llama-benchy", "guidellm", "transformers", "datasets", "pyarrow", "aiohttp", "torch")))' 2>&1 | tail -1)"
   # their tokenizer: the served file's own (HF copy made from the GGUF by lab.setup.hfmodel), and the info file
-  # lab.measure.peer_clients reads (LAB_PEERS_INFO): which python runs them, with which PYTHONPATH
+  # lab.experiments.peer_clients reads (LAB_PEERS_INFO): which python runs them, with which PYTHONPATH
   PYTHONPATH="$site:$WORK/site:$PWD" python3 - "$synth" "$run/lab-peers.json" "$site:$WORK/site" <<'PY' || { say "peer tokenizer failed"; return 1; }
 import importlib.metadata as md, json, sys, time
 from lab.core import paths
@@ -137,15 +137,15 @@ open(sys.argv[2], "w").write(json.dumps(info, indent=2))
 print(f"peer tokenizer: {tok['path']}", flush=True)
 PY
   say "lab client vs llama-benchy, guidellm at ${PEER_LEVELS:-1,8,16} streams, ${PEER_REPS:-3} repetitions"
-  LAB_PEERS_INFO="$run/lab-peers.json" .venv/bin/python -m lab.measure.peer_clients \
+  LAB_PEERS_INFO="$run/lab-peers.json" .venv/bin/python -m lab.experiments.peer_clients \
     --profile "$run/profile-$PROFILE-synthetic.yaml" --run-dir "$run" --levels "${PEER_LEVELS:-1,8,16}" \
     --requests "${PEER_REQUESTS:-16}" --input-tokens "${PEER_INPUT:-512}" --output-tokens "${PEER_OUTPUT:-128}" \
     --repetitions "${PEER_REPS:-3}" --tools "${PEER_TOOLS:-llama-benchy,guidellm}" $([ "${PEER_WIRE:-1}" = 1 ] && echo --wire)
   cp "$run/peer_clients/peer_clients.json" "$run/records/" 2>/dev/null
-  # does a busy host slow the server? (guidellm's clients burned 1-1.5 cores; lab.measure.busy_host)
+  # does a busy host slow the server? (guidellm's clients burned 1-1.5 cores; lab.experiments.busy_host)
   if [ -n "${BUSY_CORES-0,2,8}" ]; then
     say "busy host: lab client at 8 streams with ${BUSY_CORES-0,2,8} busy cores beside the server, 3 repetitions"
-    .venv/bin/python -m lab.measure.busy_host --profile "$run/profile-$PROFILE-synthetic.yaml" --run-dir "$run" \
+    .venv/bin/python -m lab.experiments.busy_host --profile "$run/profile-$PROFILE-synthetic.yaml" --run-dir "$run" \
       --busy "${BUSY_CORES-0,2,8}" --concurrency 8 --requests "${PEER_REQUESTS:-16}" \
       --input-tokens "${PEER_INPUT:-512}" --output-tokens "${PEER_OUTPUT:-128}" --repetitions 3
     cp "$run/busy_host/busy_host.json" "$run/records/" 2>/dev/null

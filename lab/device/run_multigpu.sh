@@ -35,7 +35,7 @@ model=${MODEL:-}
 [ -f "$model" ] || { say "no synthetic model ($model)"; exit 1; }
 say "nvidia-smi topo -m:"; nvidia-smi topo -m 2>&1 | head -12
 say "all-reduce (${ALLREDUCE_BACKEND:-nccl}, 2 processes) ..."
-timeout 120 $py -m lab.measure.allreduce_bench --backend "${ALLREDUCE_BACKEND:-nccl}" --arch qwen3.8-27b --out "$run_dir"; say "all-reduce rc=$?"
+timeout 120 $py -m lab.experiments.allreduce_bench --backend "${ALLREDUCE_BACKEND:-nccl}" --arch qwen3.8-27b --out "$run_dir"; say "all-reduce rc=$?"
 left=$(( CALL_S - ($(date +%s) - t_start) - 20 ))   # 20 s for the report and the tar
 BUDGET_S=$(( left > 300 ? left - 150 : left / 2 ))  # start no new split mode after this (one mode takes ~1-2 min)
 say "split modes (no new mode after ${BUDGET_S} s, stopped at ${left} s) ..."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Speculative decoding alone (notebook 06's section, lab.measure.speculative) on a lent GPU machine, from this repo's own
+# Speculative decoding alone (notebook 06's section, lab.experiments.speculative) on a lent GPU machine, from this repo's own
 # files, offline: set-up (llama.cpp built for the GPU from the carried source), the profile's synthetic stand-in
 # and its synthetic draft, then every speculative variant at one stream, into a new run folder packed into
 # $OUT/spec.tar.gz. For re-measuring speculation without re-running the whole suite (lab/device/run_h200.sh).
@@ -23,24 +23,7 @@ PYTHONPATH="$WORK/site:$PWD" python3 -c "from lab.core import paths; from lab.se
 python3 -m lab.setup > "$OUT/setup.log" 2>&1 || { say "lab.setup failed"; tail -20 "$OUT/setup.log"; exit 1; }
 wait
 say "set-up and stand-in done"
-.venv/bin/python - "$PROFILE" "${BUDGET_S:-200}" <<'PY'
-import sys
-from pathlib import Path
-from lab.core import evidence, profiles
-from lab.model import standin
-from lab.measure import speculative
-
-name, budget = sys.argv[1], float(sys.argv[2])
-given = Path("params") / f"{name}.yaml"
-run_dir = evidence.new_run_dir(name)
-used = standin.for_run(profiles.load(given), given, run_dir, allow=True, progress=False) or given
-profile = profiles.load(used)
-draft, why = speculative.draft_for(profile)
-print(f"draft: {draft} ({why})", flush=True)
-result = speculative.measure(profile, draft, run_dir / "logs" / "speculative", requests=3, budget_s=budget)
-evidence.write_record(run_dir, "06_speculative", speculative.build_record(result), used)
-print(f"run folder: {run_dir}", flush=True)
-PY
+.venv/bin/python -m lab.experiments.speculative --profile "params/$PROFILE.yaml" --budget-s "${BUDGET_S:-200}"
 rc=$?
 run_dir=$(ls -d outputs/"$PROFILE"/*/ 2>/dev/null | tail -1)
 [ -n "$run_dir" ] && tar czf "$OUT/spec.tar.gz" -C "$(dirname "$run_dir")" --exclude='*.gguf' "$(basename "$run_dir")"

@@ -11,7 +11,8 @@ import time
 
 from lab.core import evidence, paths
 from lab.core.checks import Check
-from lab.model import llama_batched_bench, llama_bench
+from lab.measure import llama_batched_bench
+from lab.model import llama_bench
 from lab.serving import endpoint
 from lab.measure import bench_source, loadgen, metrics
 
@@ -58,7 +59,7 @@ def llama_cpp_model(profile, tool: str):
 
 def batched_for(profile, server_argv, levels: list[int], n_prompt: int, reps: int = 1, env: dict | None = None,
                 log=None) -> tuple[dict | None, str | None]:
-    """llama-batched-bench (lab.model.llama_batched_bench) for the profile's model at the served benchmark's
+    """llama-batched-bench (lab.measure.llama_batched_bench) for the profile's model at the served benchmark's
     concurrency `levels`, `n_prompt` prompt tokens (the served requests' length) and the profile's output length,
     with the llama-server command's own shared settings (threads, -ngl, KV type, -fa, batch sizes, GPU split);
     (None, why) when this machine cannot run it."""

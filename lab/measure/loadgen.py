@@ -99,7 +99,7 @@ class Target:
     api_key: str | None = None
     ignore_eos: bool = True  # fixed output length (llama-server and vLLM honour it)
     timeout_s: float = 300.0  # one request's OVERALL limit, send to [DONE] (lab.core.deadline), not a per-read timeout
-    extra_body: dict | None = None  # more request fields (lab.measure.tune's sampling variants: samplers, top_k, ...)
+    extra_body: dict | None = None  # more request fields (lab.experiments.tune's sampling variants: samplers, top_k, ...)
 
     @property
     def url(self) -> str:

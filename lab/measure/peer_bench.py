@@ -175,7 +175,7 @@ def run_vllm_bench(argv: list[str], env: dict[str, str], result_path: Path, log_
 
 def run_lab_client(server, load: PeerLoad, endpoint: str = "completions") -> loadgen.RunResult:
     """The lab's client with the same load on the same server (`endpoint` "chat": /v1/chat/completions, for a peer
-    client that speaks only that, lab.measure.peer_clients): one level of lab.measure.load_levels.measure."""
+    client that speaks only that, lab.experiments.peer_clients): one level of lab.measure.load_levels.measure."""
     target, words, _ = load_levels.against(server, load.input_tokens, load.output_tokens,
                                            model=server.command.served_model or "default", endpoint=endpoint)
     [m] = load_levels.measure(target, [load_levels.Level(load.concurrency, load.num_prompts)], words,

@@ -1,6 +1,6 @@
 """The peer benchmark clients themselves (llama-benchy, guidellm, aiperf in .venv-peers, lab/setup/peers.py): where
 they are and whether they can run here, their command lines for one load (lab.measure.peer_bench.PeerLoad), running
-one, and reading its export into the lab's metric names (pure). lab.measure.peer_clients runs them beside the lab's
+one, and reading its export into the lab's metric names (pure). lab.experiments.peer_clients runs them beside the lab's
 client and compares."""
 from __future__ import annotations
 

@@ -99,7 +99,7 @@ def server_ratio(key: str, lab: dict | None, theirs: dict | None) -> float | Non
 def explain(key: str, ratio: float | None, lab: dict | None, theirs: dict | None, tolerance: float,
             per_chunk: float = 1.0) -> str | None:
     """Why lab ÷ theirs (`ratio`) left 1 ± tolerance when the server's own clock accounts for it: the text, or None.
-    `per_chunk` divides out the lab's ITL being per stream chunk (peer_clients._itl_per_chunk)."""
+    `per_chunk` divides out the lab's ITL being per stream chunk (lab.experiments.peer_verdicts.itl_per_chunk)."""
     srv = server_ratio(key, lab, theirs)
     if ratio is None or srv is None:
         return None

@@ -3,7 +3,7 @@
 llama-server logs every request's slot at info level (-lv 3 and above): "slot launch_slot_: id  9 | task 57 |
 processing task" (tools/server/server-context.cpp). A tune point sends its requests in a fixed order — the server's
 one-token smoke request, then per level the warm-up rounds and the repetitions, each a closed batch of N requests
-(lab.measure.tune.Method.plan, lab.measure.load_levels.sweep) — so the n-th logged launch is the n-th request, and each
+(lab.experiments.tune.Method.plan, lab.measure.load_levels.sweep) — so the n-th logged launch is the n-th request, and each
 round's set of slots can be set beside its output tok/s and TPOT. On the H200 (2026-12-02) this separated the two
 speeds of 8 streams on 16 slots: llama.cpp issue #25840 reports hybrid decode slower when the busy slots are not
 contiguous.

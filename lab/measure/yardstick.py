@@ -2,7 +2,7 @@
 
 Two yardsticks run the same model with the server's own settings, without HTTP, a scheduler or slots:
 llama-bench's tg for one stream (lab.model.llama_bench) and llama-batched-bench's S_TG for N sequences decoding in
-lockstep (lab.model.llama_batched_bench). Each ratio row says what limits it:
+lockstep (lab.measure.llama_batched_bench). Each ratio row says what limits it:
 
 * one stream: llama-server spends a fixed time per token outside the compute graph (sampling, detokenizing,
   streaming; lab/data/served_overhead.yaml), which caps served ÷ in-process at 1 ÷ (1 + cost × tg);

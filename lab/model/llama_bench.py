@@ -12,8 +12,8 @@ mean and sample standard deviation stay beside it (`tok_s_mean`, `tok_s_sd`) for
 table, and every raw sample is kept (`samples_tok_s`, `samples_ns`).
 
 Used by notebook 03 (lab.model.quant_ladder.measure_speed: the quant ladder), notebook 06
-(lab.measure.bench.in_process_for), the split-mode comparison (lab.measure.multigpu) and the speculative
-verification batches (lab.measure.speculative). It lives in the model layer because quant_ladder (model layer) calls it.
+(lab.measure.bench.in_process_for), the split-mode comparison (lab.experiments.multigpu) and the speculative
+verification batches (lab.experiments.speculative). It lives in the model layer because quant_ladder (model layer) calls it.
 """
 from __future__ import annotations
 

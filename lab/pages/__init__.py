@@ -1,6 +1,6 @@
 """The notebooks' pages: one module per notebook, named in the user's words, holding that notebook's tables,
 charts, record and closing text (`what_this_means(s)`, the same name in every page) and nothing else; what they
-show is measured and predicted by the layers below (lab.measure, lab.predict, lab.serving, lab.model, ...).
+show is measured and predicted by the layers below (lab.experiments, lab.measure, lab.predict, lab.serving, ...).
 
     01_hardware_checks.ipynb      lab.pages.hardware
     02_install_verification.ipynb lab.pages.install
@@ -11,9 +11,11 @@ show is measured and predicted by the layers below (lab.measure, lab.predict, la
     07_troubleshooting.ipynb      lab.pages.troubleshoot
 
 A notebook imports its page and nothing else from lab; every page takes start, answer and show from lab.pages.session
-(the session, with where the server runs) and names the notebook's steps in the user's words. A page writes its record
-with `record(s, ...)` (lab.core.session.Session.record: provenance, mode, server_scope, and the closing text built
-from the record as written, kept in it as `what_this_means`); `what_this_means(s)` shows that text from the record.
+(the session, with where the server runs) and names the notebook's steps in the user's words. Each step keeps what
+the record needs in the session's one accumulator (`s.results`, lab.pages.session.keep), and the page writes its
+record one way, `record(s)`: built from what the steps kept (lab.core.session.Session.record: provenance, mode,
+server_scope, and the closing text built from the record as written, kept in it as `what_this_means`);
+`what_this_means(s)` shows that text from the record.
 """
 
 

@@ -1,8 +1,8 @@
 """Notebook 06's page (benchmarking), the notebook's one lab import: its steps, named as the notebook says them
-(the steps' results kept as the cells run them, lab.measure.bench_steps.Steps, which lab.measure.bench_run runs), the
+(the steps' results kept as the cells run them, lab.pages.benchmark_steps.Steps, which lab.pages.benchmark_run runs), the
 lines printed between them, the sweep's charts, the 06_benchmark record built from the steps (`record`), the 06_tune
 and 06_speculative records, and the closing text (`what_this_means`) — all from numbers measured elsewhere
-(lab.measure.bench_run over lab.measure.loadgen, metrics, bench, peer_bench, tune and speculative). Its tables are
+(lab.pages.benchmark_run over lab.measure.loadgen, metrics, bench, peer_bench, tune and speculative). Its tables are
 lab.pages.benchmark_tables, shown through this page."""
 from __future__ import annotations
 
@@ -13,15 +13,17 @@ from lab.core import display, evidence, profiles
 from lab.core.profiles import Profile
 from lab.core.session import Session
 from lab.diagnose import endpoint_diagnose
-from lab.measure import bench_run, gpumon, metrics, peer_bench, speculative, tune
-from lab.measure.bench_run import ServedSweep
-from lab.measure.bench_steps import Steps
+from lab.experiments import speculative, tune
+from lab.measure import gpumon, metrics, peer_bench
+from lab.pages import benchmark_run
+from lab.pages.benchmark_run import ServedSweep
+from lab.pages.benchmark_steps import Steps
 from lab.measure.loadgen import RunResult
 from lab.pages import session
 from lab.pages.benchmark_tables import (  # noqa: F401  (the notebook's tables, through its page)
     calibration_table, capacity_rows, decode_speeds_table, llama_bench_rows, repetitions_table, requests_table,
     resource_windows, resources_table, roofline_rows, summary_row, sweep_table, yardstick_table)
-from lab.pages.session import answer, checks_table, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.pages.session import answer, checks_table, keep, show, start  # noqa: F401  (what every notebook calls, through its page)
 from lab.predict import claims, claims_views
 
 NAME = "06_benchmark"
@@ -34,13 +36,14 @@ def profile_with(profile: Profile, **values) -> Profile:
 
 
 def steps(s: Session) -> Steps:
-    """Where every step's result is kept as its cell runs it (lab.measure.bench_steps), for the record at the end."""
-    return Steps(s)
+    """Where every step's result is kept as its cell runs it (lab.pages.benchmark_steps), for the record at the end;
+    kept in the session (`s.results["steps"]`) for `record(s)`."""
+    return keep(s, "steps", Steps(s))
 
 
 def serve_and_sweep(steps: Steps, profile: Profile) -> ServedSweep:
     """Start the profile's server, size the prompts, run the sweep (and the peer check), stop it (lab.measure.
-    bench_run.serve_and_sweep); a server you run that does not answer fails first, saying why."""
+    benchmark_run.serve_and_sweep); a server you run that does not answer fails first, saying why."""
     endpoint_diagnose.require_reachable(steps.s.profile)
     return steps.serve_and_sweep(profile)
 
@@ -52,21 +55,21 @@ def peer_text(served: ServedSweep) -> str:
 
 def single_stream(served: ServedSweep) -> dict | None:
     """The one-stream level's summary (None when nothing was served)."""
-    return bench_run.single_stream(served.summaries)
+    return benchmark_run.single_stream(served.summaries)
 
 
 def in_process_tok_s(llama_bench_result: dict | None) -> float | None:
     """llama-bench's tg, one stream in-process (None when it did not run)."""
-    return bench_run.in_process_tok_s(llama_bench_result)
+    return benchmark_run.in_process_tok_s(llama_bench_result)
 
 
 def tune_settings(s: Session, profile: Profile) -> dict:
     """`lab tune` on this profile: the profile's settings, then one changed at a time, each on its own server."""
-    return bench_run.tune_settings(profile, s.logs)
+    return keep(s, "tune", benchmark_run.tune_settings(profile, s.logs))
 
 
 def tune_chart(s: Session, tuned: dict):
-    return tune.chart(tuned, title=f"{s.profile.name}: throughput vs latency per setting")
+    return keep(s, "tune_chart", tune.chart(tuned, title=f"{s.profile.name}: throughput vs latency per setting"))
 
 
 def tune_rows(tuned: dict) -> list[dict]:
@@ -74,13 +77,13 @@ def tune_rows(tuned: dict) -> list[dict]:
 
 
 def draft_for(profile: Profile) -> tuple[str | None, str]:
-    """The draft model speculative decoding uses here, and why (lab.measure.speculative.draft_for)."""
+    """The draft model speculative decoding uses here, and why (lab.experiments.speculative.draft_for)."""
     return speculative.draft_for(profile)
 
 
 def speculative_variants(s: Session, profile: Profile, draft: str | None) -> dict:
     """One stream with and without speculative decoding, each variant on its own one-slot server."""
-    return bench_run.speculative_variants(profile, s.logs, draft)
+    return keep(s, "speculative", benchmark_run.speculative_variants(profile, s.logs, draft))
 
 
 def speculative_rows(spec: dict) -> list[dict]:
@@ -298,26 +301,29 @@ def energy_chart_of(steps: Steps):
     return energy_chart(steps.served.summaries, title=f"{steps.profile.name}: energy and memory by concurrency")
 
 
-def record(steps: Steps) -> dict:
-    """Write records/06_benchmark.json from what the steps measured (lab.measure.bench_steps), with its closing
-    text; its summary, to show."""
+def record(s: Session) -> dict:
+    """Write records/06_benchmark.json from what the steps measured (`s.results["steps"]`, lab.pages.benchmark_steps),
+    with its closing text; its summary, to show."""
+    steps = s.results["steps"]
     (lb, lb_skip), (batched, batched_skip) = steps.llama_bench, steps.batched
-    steps.s.record(NAME, build_record(
+    s.record(NAME, build_record(
         steps.profile, served=steps.served, llama_bench_result=lb, llama_bench_skip=lb_skip, roofline_result=steps.rl,
         capacity=steps.capacity, verdicts=steps.claim_verdicts(), found=steps.checks(), queue=steps.queue(),
         sweep_fig=sweep_chart_of(steps), energy_fig=energy_chart_of(steps), batched=batched, batched_skip=batched_skip,
         yardstick=steps.yardstick()), closing=closing_text)
-    return steps.s.read(NAME)["summary"]
+    return s.read(NAME)["summary"]
 
 
-def record_tune(s: Session, tuned: dict, fig):
-    """records/06_tune.json (lab.measure.tune.build_record: the settings tried and the patch)."""
-    return s.record("06_tune", tune.build_record(tuned, fig))
+def record_tune(s: Session):
+    """records/06_tune.json (lab.experiments.tune.build_record: the settings `tune_settings` tried, the patch, and the
+    chart `tune_chart` drew)."""
+    return s.record("06_tune", tune.build_record(s.results.get("tune"), s.results.get("tune_chart")))
 
 
-def record_speculative(s: Session, spec: dict):
-    """records/06_speculative.json (lab.measure.speculative.build_record: one stream with and without it)."""
-    return s.record("06_speculative", speculative.build_record(spec))
+def record_speculative(s: Session):
+    """records/06_speculative.json (lab.experiments.speculative.build_record: one stream with and without it, as
+    `speculative_variants` kept it)."""
+    return s.record("06_speculative", speculative.build_record(s.results.get("speculative")))
 
 
 def served_gap_markdown(single: dict | None, in_process_tok_s: float | None) -> str:

@@ -4,7 +4,8 @@ the 01_hardware record (`record`) and its closing text (`what_this_means`), buil
 healthy for the profile), lab.measure.gpu_links (how its GPUs are joined) and lab.measure.psu_sizing (the power
 supply it needs). The notebook's steps (`take_inventory(s)`, `survey_gpu_links(s)`, `measure_bandwidth(s)`,
 `size_psu(s, inv)`, and `start`, `answer`, `show` from lab.pages.session) are here too: the notebook imports this
-page and nothing else from lab.
+page and nothing else from lab. Each step keeps what it measured in the session (`s.results`: inventory,
+gpu_links, bandwidth, power_supply); `record(s)` builds the record from those and the checks they give (`check_all`).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from lab.core.session import Session
 from lab.measure import copy_bandwidth, gpu_links, hardware_checks, inventory, psu_sizing
 from lab.measure.hardware_checks import gib
 from lab.pages import session
-from lab.pages.session import answer, checks_table, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.pages.session import answer, checks_table, keep, show, start  # noqa: F401  (what every notebook calls, through its page)
 from lab.predict import profile_speed
 
 NAME = "01_hardware"
@@ -24,13 +25,13 @@ NAME = "01_hardware"
 # ---------------------------------------------------------------- the notebook's steps
 def take_inventory(s: Session) -> dict:
     """What this box has: NVML's GPUs, the host, the model file and its disk (lab.measure.inventory.collect)."""
-    return inventory.collect(s.profile)
+    return keep(s, "inventory", inventory.collect(s.profile))
 
 
 def survey_gpu_links(s: Session) -> dict:
     """How this box's GPUs are joined, pair by pair: peer-to-peer, NVLink or the PCIe path, and a copy from each GPU
     to the other timed (lab.measure.gpu_links.survey; no pair with one GPU or none)."""
-    return gpu_links.survey()
+    return keep(s, "gpu_links", gpu_links.survey())
 
 
 def pair_table(links: dict):
@@ -41,13 +42,13 @@ def pair_table(links: dict):
 def measure_bandwidth(s: Session) -> dict:
     """Copy bandwidth, read + write counted: on the GPU when there is one, else host RAM (lab.measure.copy_bandwidth;
     raw samples, mean and sd)."""
-    return copy_bandwidth.measure()
+    return keep(s, "bandwidth", copy_bandwidth.measure())
 
 
 
 def size_psu(s: Session, inv: dict) -> dict:
     """The power supply this box needs, with the arithmetic (lab.measure.psu_sizing.advice)."""
-    return psu_sizing.advice(inv, s.profile)
+    return keep(s, "power_supply", psu_sizing.advice(inv, s.profile))
 
 
 def psu_table(psu: dict):
@@ -190,9 +191,13 @@ def build_record(profile: Profile, inv: dict, bw: dict, links: dict, psu: dict, 
     }
 
 
-def record(s: Session, inv: dict, bw: dict, links: dict, psu: dict, found: list[Check]):
-    """Write records/01_hardware.json (`build_record`) with its closing text; its path."""
-    return s.record(NAME, build_record(s.profile, inv, bw, links, psu, found), closing=closing_text)
+def record(s: Session):
+    """Write records/01_hardware.json with its closing text, built (`build_record`) from what the steps kept in
+    `s.results` and the checks they give (`check_all`, as the notebook shows them); its path."""
+    inv, bw, links = (s.results.get(k) for k in ("inventory", "bandwidth", "gpu_links"))
+    found = check_all(inv, bw, s.profile, links)
+    return s.record(NAME, build_record(s.profile, inv, bw, links, s.results.get("power_supply"), found),
+                    closing=closing_text)
 
 
 def what_this_means(s: Session):

@@ -2,7 +2,9 @@
 (`record`) and its closing text (`what_this_means`), from what lab.measure.install found on this machine and
 lab.predict.compat judged. The notebook's steps (`installed_versions(s)`, `toolchain_checks(s, versions)`,
 `machine_facts(s, versions)`, `rule_checks(facts)`, `by_hand(s)`, and `start`, `answer`, `show` from
-lab.pages.session) are here too: the notebook imports this page and nothing else from lab."""
+lab.pages.session) are here too: the notebook imports this page and nothing else from lab. Each step keeps what it
+found in the session (`s.results`: versions, toolchain_checks, facts); `record(s)` builds the record from those and
+the rules they give (`rule_checks`)."""
 from __future__ import annotations
 
 from lab.core.checks import Check
@@ -10,7 +12,7 @@ from lab.core.profiles import Profile
 from lab.core.session import Session
 from lab.measure import install as this_machine
 from lab.pages import session
-from lab.pages.session import answer, checks_table, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.pages.session import answer, checks_table, keep, show, start  # noqa: F401  (what every notebook calls, through its page)
 from lab.serving import byhand
 
 NAME = "02_install"
@@ -20,19 +22,19 @@ NAME = "02_install"
 def installed_versions(s: Session) -> dict:
     """What is installed on this machine: driver, CUDA, nvcc, torch, llama-cpp-python, the llama.cpp tools, vLLM,
     Jupyter, Python (lab.measure.install.installed_versions)."""
-    return this_machine.installed_versions(s.profile)
+    return keep(s, "versions", this_machine.installed_versions(s.profile))
 
 
 def toolchain_checks(s: Session, versions: dict) -> list[Check]:
     """Is the lab's own toolchain complete: the bindings import, the tools are built, both from one llama.cpp build
     (lab.measure.install.install_checks)."""
-    return this_machine.install_checks(s.profile, versions)
+    return keep(s, "toolchain_checks", this_machine.install_checks(s.profile, versions))
 
 
 def machine_facts(s: Session, versions: dict) -> dict:
     """The facts the compatibility rules read: seen on this machine, else declared by the profile
     (lab.measure.install.machine_facts)."""
-    return this_machine.machine_facts(s.profile, versions)
+    return keep(s, "facts", this_machine.machine_facts(s.profile, versions))
 
 
 def rule_checks(facts: dict) -> list[Check]:
@@ -119,9 +121,12 @@ def build_record(profile: Profile, versions: dict, facts: dict, tool_checks: lis
     return record
 
 
-def record(s: Session, versions: dict, facts: dict, tool_checks: list, rule_checks_: list) -> dict:
-    """Write records/02_install.json (`build_record`) with its closing text; its summary, to show."""
-    s.record(NAME, build_record(s.profile, versions, facts, tool_checks, rule_checks_), closing=closing_text)
+def record(s: Session) -> dict:
+    """Write records/02_install.json with its closing text, built (`build_record`) from what the steps kept in
+    `s.results` and the rules the facts give (`rule_checks`, as the notebook shows them); its summary, to show."""
+    facts = s.results.get("facts")
+    s.record(NAME, build_record(s.profile, s.results.get("versions"), facts, s.results.get("toolchain_checks") or [],
+                                rule_checks(facts)), closing=closing_text)
     return s.read(NAME)["summary"]
 
 

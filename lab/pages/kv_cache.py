@@ -1,10 +1,10 @@
-"""Notebook 05's page (KV-cache math): its tables, charts, checks, the 05_kv_cache record (`record`) and its
-closing text (`what_this_means`), built from lab.predict.kvcache / lab.predict.memory_plan predictions and the
-llama.cpp grid (lab.measure.kvcache_verify) and vLLM (lab.measure.vllm_kv) measurements, so the notebook's cells
-stay one call each. The notebook's steps (`read_architecture(s)`, `with_values(profile, ...)`,
-`plan_memory(profile, arch)`, `check_against_llama_cpp(s)`, `check_against_vllm(s, arch)`, `seed_kv_claims(s)`,
-`ask_server(s)`, `plan_beside_server(s, arch, plan, served)`, and `start`, `answer`, `show` from lab.pages.session)
-are here too: the notebook imports this page and nothing else from lab."""
+"""Notebook 05's page (KV-cache math): its tables, charts, checks, the 05_kv_cache record (`record`) and its closing
+text (`what_this_means`), from lab.predict.kvcache / memory_plan predictions and the llama.cpp grid
+(lab.measure.kvcache_verify) and vLLM (lab.measure.vllm_kv) measurements, so the notebook's cells stay one call each.
+Its steps (`read_architecture(s)`, `with_values`, `plan_for(s, profile, arch)`, `seeds_target(s, ...)`,
+`longest_context(s, ...)`, `check_against_llama_cpp(s)`, `check_against_vllm(s, arch)`, `seed_kv_claims(s)`,
+`ask_server(s)`, `plan_beside_server(s, ...)`) keep their results in the session (`s.results`); `record(s)` builds the
+record from those and what follows from them alone (the parity checks, the memory and parity charts)."""
 from __future__ import annotations
 
 from lab.core.units import GB, GIB, MIB
@@ -17,7 +17,7 @@ from lab.model.models import ArchSpec
 from lab.measure import kvcache_verify, vllm_kv
 from lab.predict import claims, claims_views, kvcache, memory_plan
 from lab.pages import session
-from lab.pages.session import answer, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.pages.session import answer, keep, show, start  # noqa: F401  (what every notebook calls, through its page)
 from lab.serving import endpoint
 
 NAME = "05_kv_cache"
@@ -30,7 +30,7 @@ CLAIM_COLUMNS = ["id", "claim", "value", "verdict", "why"]  # the claims table a
 def read_architecture(s: Session) -> ArchSpec:
     """The profile's model architecture: from the GGUF itself, or from a real config.json in lab/data/
     (lab.model.models.arch_for)."""
-    return models.arch_for(s.profile)
+    return keep(s, "architecture", models.arch_for(s.profile))
 
 
 def with_values(profile: profiles.Profile, **values) -> profiles.Profile:
@@ -46,16 +46,22 @@ def plan_memory(profile: profiles.Profile, arch: ArchSpec) -> dict:
     return memory_plan.plan_memory(profile, arch)
 
 
+def plan_for(s: Session, profile: profiles.Profile, arch: ArchSpec) -> dict:
+    """`plan_memory` for the notebook's values (`with_values`), kept as the plan the record holds (the latest)."""
+    return keep(s, "plan", plan_memory(profile, arch))
+
+
 def check_against_llama_cpp(s: Session) -> tuple[list[dict], str | None]:
     """Section 3: llama-server started over the grid of contexts, slots and KV dtypes (logs in the run folder), each
     KV buffer it reports beside the prediction (lab.measure.kvcache_verify); (rows, why it was skipped or None)."""
-    return kvcache_verify.run_for_profile(s.profile, s.logs, vllm_kv.llama_grid_skip_reason(s.profile))
+    rows, skip_reason = kvcache_verify.run_for_profile(s.profile, s.logs, vllm_kv.llama_grid_skip_reason(s.profile))
+    return keep(s, "llama_cpp_grid", rows), keep(s, "llama_cpp_skipped", skip_reason)
 
 
 def check_against_vllm(s: Session, arch: ArchSpec) -> dict:
     """Section 3b: on a vLLM profile, the KV cache predicted, the profile's vLLM started once, its log line and
     /metrics read and compared, the server stopped (lab.measure.vllm_kv.verify); skipped elsewhere."""
-    return vllm_kv.verify(s.profile, arch, s.logs)
+    return keep(s, "vllm_check", vllm_kv.verify(s.profile, arch, s.logs))
 
 
 def vllm_checks(result: dict) -> list[Check]:
@@ -66,7 +72,7 @@ def vllm_checks(result: dict) -> list[Check]:
 def seed_kv_claims(s: Session) -> list:
     """The seeds' KV, layer and memory claims, judged by the claims ledger (lab.predict.claims: the same verdicts
     notebook 06 and `lab plan` show)."""
-    return claims_views.of_kinds(claims.verdicts(s.profile), "kv", "layers")
+    return keep(s, "kv_claims", claims_views.of_kinds(claims.verdicts(s.profile), "kv", "layers"))
 
 
 def claims_table(kv_claims: list):
@@ -82,12 +88,12 @@ def claims_arithmetic_table(kv_claims: list):
 def ask_server(s: Session) -> dict | None:
     """What the profile's server says about itself: notebook 04's record of this run, or (an endpoint profile) asked
     now; None when no server reported (lab.serving.endpoint.discovery_for)."""
-    return endpoint.discovery_for(s.profile, run_folder.read_records(s.run_dir))
+    return keep(s, "server", endpoint.discovery_for(s.profile, run_folder.read_records(s.run_dir)))
 
 
 def plan_beside_server(s: Session, arch: ArchSpec, plan: dict, served: dict | None) -> list[dict]:
     """Each quantity the server reports beside the plan's, row by row; none when it reported nothing."""
-    return endpoint.plan_vs_server(s.profile, arch, plan, served)
+    return keep(s, "plan_vs_server", endpoint.plan_vs_server(s.profile, arch, plan, served))
 
 
 def _pd():
@@ -228,6 +234,19 @@ def target_rows(device_bytes: int, weights_format: str = "Q4_K_M", kv_dtypes: tu
                              "total_GiB": round(total / GIB, 2), "fits": total <= device_bytes,
                              "beyond_trained_context": ctx > arch.max_context})
     return rows
+
+
+def seeds_target(s: Session, card_profile: str, weights_quant: str, kv_dtypes):
+    """The seeds' target on one card of `card_profile` (`target_rows`), kept with its chart (`target_chart`): the chart."""
+    card = device_bytes(card_profile)
+    rows = keep(s, "seeds_target", target_rows(card, weights_quant, kv_dtypes))
+    title = f"{weights_quant} weights + KV (llama.cpp) + overhead on one card of {card_profile}"
+    return keep(s, "seeds_target_chart", target_chart(rows, card, title))
+
+
+def longest_context(s: Session, card_profile: str, weights_quant: str, kv_dtypes):
+    """`target_max_context_table` on one card of `card_profile`, kept for the record."""
+    return keep(s, "longest_context", target_max_context_table(device_bytes(card_profile), weights_quant, kv_dtypes))
 
 
 def target_max_context_table(device_bytes: int, weights_format: str = "Q4_K_M",
@@ -425,9 +444,20 @@ def build_record(*, arch: ArchSpec, plan: dict, grid_rows: list[dict], skip_reas
     }
 
 
-def record(s: Session, **parts):
-    """Write records/05_kv_cache.json (`build_record(**parts)`) with its closing text; its path."""
-    return s.record(NAME, build_record(**parts), closing=closing_text)
+def record(s: Session):
+    """Write records/05_kv_cache.json with its closing text, built (`build_record`) from what the steps kept in
+    `s.results` and what follows from them alone, as the notebook shows it; its path."""
+    r = s.results
+    arch, plan, grid, skip, vllm_result = (r.get(k) for k in (
+        "architecture", "plan", "llama_cpp_grid", "llama_cpp_skipped", "vllm_check"))
+    grid = grid or []
+    return s.record(NAME, build_record(
+        arch=arch, plan=plan, grid_rows=grid, skip_reason=skip, parity=parity_checks(grid, skip),
+        vllm_result=vllm_result, vllm_parity=vllm_checks(vllm_result), kv_claims=r.get("kv_claims") or [],
+        target=r.get("seeds_target") or [], target_max=r.get("longest_context", []),
+        plan_vs_server=r.get("plan_vs_server") or [], served=r.get("server"),
+        stack_fig=memory_stack_chart(arch, plan), target_fig=r.get("seeds_target_chart"),
+        parity_fig=parity_chart(grid)), closing=closing_text)
 
 
 def what_this_means(s: Session):

@@ -6,7 +6,9 @@ recommendation and the vLLM route as Markdown, the 03_quantize record (`record`)
 and predicted. The notebook's steps (`f16_reference(s)`, `build_ladder(s, ref)`, `size_check`, `published_sizes`,
 `measure_quality(s, ladder)`, `crosscheck`, `measure_speed(s, ladder)`, `target_sizes(s, types)`, `size_claims(s)`,
 `vllm_plan(s)`, and `start`, `answer`, `show` from lab.pages.session) are here too: the notebook imports this page and
-nothing else from lab."""
+nothing else from lab. Each step keeps what it made or measured in the session (`s.results`: reference, ladder, sizes,
+quality, crosscheck, speed, targets, size_claims, vllm_plan); `record(s)` builds the record from those and what
+follows from them alone (the published sizes, the summary rows, the chart, the recommendation, the checks)."""
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -20,7 +22,7 @@ from lab.model.quant_formats import DATA
 from lab.model.quant_ladder import Ladder, Reference, SizeCheck, Speed
 from lab.model.quant_quality import XCHECK_KLD_ABS, XCHECK_KLD_REL, XCHECK_PPL_REL, XCHECK_TOP1_PP, Quality, heldout_text
 from lab.pages import session
-from lab.pages.session import answer, checks_table, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.pages.session import answer, checks_table, keep, show, start  # noqa: F401  (what every notebook calls, through its page)
 from lab.predict import claims, claims_views
 
 NAME = "03_quantize"
@@ -37,18 +39,18 @@ SHIPPED_KLD_MAX = 0.01
 def f16_reference(s: Session) -> Reference:
     """The F16 reference written from the profile's ladder source (the shipped SmolLM2 file), every metadata key
     kept, itself dequantized from that file's type (lab.model.quant_ladder.f16_reference); reused when present."""
-    return quant_ladder.f16_reference(s.profile)
+    return keep(s, "reference", quant_ladder.f16_reference(s.profile))
 
 
 def build_ladder(s: Session, reference: Reference) -> Ladder:
     """Q8_0 → Q6_K → Q5_K_M → Q4_K_M → Q4_0 made by llama-quantize from the reference, cached outside the checkout
     (free disk checked first, files reused when present), llama-quantize's output in the run folder's logs."""
-    return quant_ladder.build_ladder(reference, log_dir=s.logs)
+    return keep(s, "ladder", quant_ladder.build_ladder(reference, log_dir=s.logs))
 
 
-def size_check(ladder: Ladder) -> SizeCheck:
+def size_check(s: Session, ladder: Ladder) -> SizeCheck:
     """Each file's size against parameters × bits per weight and against llama.cpp's per-tensor choice."""
-    return quant_ladder.size_check(ladder)
+    return keep(s, "sizes", quant_ladder.size_check(ladder))
 
 
 def published_sizes() -> list[dict]:
@@ -60,30 +62,30 @@ def published_sizes() -> list[dict]:
 def measure_quality(s: Session, ladder: Ladder) -> Quality:
     """Mean KLD, top-1 agreement and perplexity of each file against the reference on the held-out text
     (llama-perplexity --kl-divergence; cached by the files', the text's and the build's identity)."""
-    return quant_quality.measure_quality(ladder, log_dir=s.logs)
+    return keep(s, "quality", quant_quality.measure_quality(ladder, log_dir=s.logs))
 
 
-def crosscheck(ladder: Ladder, quality: Quality) -> list[dict]:
+def crosscheck(s: Session, ladder: Ladder, quality: Quality) -> list[dict]:
     """The first two chunks' KLD computed again, independently (llama-cpp-python's raw logits, a float64 softmax),
     beside llama-perplexity's."""
-    return quant_quality.crosscheck_kld(ladder, quality)
+    return keep(s, "crosscheck", quant_quality.crosscheck_kld(ladder, quality))
 
 
 def measure_speed(s: Session, ladder: Ladder) -> Speed:
     """llama-bench's prompt processing and generation speed for every file (median of 3 after a warm-up)."""
-    return quant_ladder.measure_speed(ladder, log_dir=s.logs)
+    return keep(s, "speed", quant_ladder.measure_speed(ladder, log_dir=s.logs))
 
 
 def target_sizes(s: Session, types=TARGET_TYPES) -> list[dict]:
     """The 27B-class weights at each type: the profile's model and real neighbours, through the per-tensor rules
     that matched the ladder; a type the lab does not model is refused with the list of those it does."""
-    return quant_targets.target_sizes(s.profile, types)
+    return keep(s, "targets", quant_targets.target_sizes(s.profile, types))
 
 
 def size_claims(s: Session) -> list:
     """The seeds' size claims as the ledger judged them (lab.predict.claims: the verdicts notebook 06 and `lab plan`
     show)."""
-    return claims_views.of_kinds(claims.verdicts(s.profile), "size")
+    return keep(s, "size_claims", claims_views.of_kinds(claims.verdicts(s.profile), "size"))
 
 
 def claims_table(verdicts: list):
@@ -98,7 +100,7 @@ def claims_by_model(verdicts: list):
 
 def vllm_plan(s: Session) -> dict:
     """For vLLM users: which checkpoint formats this GPU can run, and the commands that make them."""
-    return quant_targets.vllm_quant_plan(s.profile)
+    return keep(s, "vllm_plan", quant_targets.vllm_quant_plan(s.profile))
 
 
 
@@ -370,9 +372,19 @@ def build_record(*, reference: Reference, ladder: Ladder, sizes: SizeCheck, publ
     }
 
 
-def record(s: Session, **parts):
-    """Write records/03_quantize.json (`build_record(**parts)`) with its closing text; its path."""
-    return s.record(NAME, build_record(**parts), closing=closing_text)
+def record(s: Session):
+    """Write records/03_quantize.json with its closing text, built (`build_record`) from what the steps kept in
+    `s.results` and what follows from them alone, as the notebook shows it; its path."""
+    r = s.results
+    reference, ladder, sizes, quality, xcheck, speed, targets = (r.get(k) for k in (
+        "reference", "ladder", "sizes", "quality", "crosscheck", "speed", "targets"))
+    published = published_sizes()
+    rows = summarise(ladder, sizes, quality, speed)
+    return s.record(NAME, build_record(
+        reference=reference, ladder=ladder, sizes=sizes, published=published, quality=quality, xcheck=xcheck,
+        speed=speed, rows=rows, fig=ladder_chart(rows), targets=targets, rec=recommend(rows, targets, s.profile),
+        verdicts=r.get("size_claims") or [], plan=r.get("vllm_plan"),
+        checks=make_checks(reference, ladder, sizes, quality, xcheck, speed, published)), closing=closing_text)
 
 
 def what_this_means(s: Session):

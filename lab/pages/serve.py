@@ -5,18 +5,21 @@ smoke test as rows, the serve checks (started, health time, both routes answer, 
 (the process, its health, its smoke test, its stop) and what its log said (lab.serving.engine_logs). The notebook's
 steps (`command(s, context_tokens=..., parallel_slots=..., kv_cache_dtype=...)`, `seed_corrections(s, cmd)`,
 `then_and_now(s, cmd)`, `start_server(s, cmd)`, `by_hand(s)`, ..., and `start`, `answer`, `show` from
-lab.pages.session) are here too: the notebook imports this page and nothing else from lab."""
+lab.pages.session) are here too: the notebook imports this page and nothing else from lab. Each step keeps what it
+built, started or was told in the session (`s.results`: command, seed_corrections, then_and_now, server,
+why_not_started, smoke_test, discovery, reported, stop); `record(s)` builds the record from those and the serve
+checks they give (`serve_checks`)."""
 from __future__ import annotations
 
-from lab.core import evidence, profiles
+from lab.core import evidence, fields, profiles
 from lab.core.checks import Check
 from lab.core.display import markdown_text
 from lab.core.profiles import Profile
 from lab.core.session import Session
 from lab.diagnose import endpoint_diagnose
 from lab.pages import session
-from lab.pages.session import answer, checks_table, show, start  # noqa: F401  (what every notebook calls, through its page)
-from lab.serving import byhand, endpoint, engine_logs, engines, seed_commands, serve
+from lab.pages.session import answer, checks_table, keep, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.serving import byhand, endpoint, engine_logs, engines, flag_table, seed_commands, serve
 from lab.serving.engines import Command
 from lab.serving.serve import DEFAULT_HEALTH_TIMEOUT_S, Server, health_timeout_for
 
@@ -32,19 +35,19 @@ def command(s: Session, *, context_tokens: int | None = None, parallel_slots: in
     not take fails here with the fix (lab.core.profiles.varied)."""
     values = {"context_tokens": context_tokens, "parallel_slots": parallel_slots, "kv_cache_dtype": kv_cache_dtype}
     served = profiles.varied(s.profile, **{k: v for k, v in values.items() if v is not None})
-    return engines.build_command(served, installed_version=engines.installed_version(served))
+    return keep(s, "command", engines.build_command(served, installed_version=engines.installed_version(served)))
 
 
 def seed_corrections(s: Session, cmd: Command) -> list:
     """The seeds' serve commands for the profile's engine, corrected for the engine version `cmd` was built for
     (lab.serving.seed_commands.seed_corrections_for)."""
-    return seed_commands.seed_corrections_for(s.profile, installed_version=cmd.engine_version)
+    return keep(s, "seed_corrections", seed_commands.seed_corrections_for(s.profile, installed_version=cmd.engine_version))
 
 
 def then_and_now(s: Session, cmd: Command) -> list:
     """On a vLLM profile, the seeds' vLLM commands as the seed ran them (vLLM 0.4.2), for the version `cmd` was built
     for and for the newest vLLM run here (lab.serving.seed_commands.seed_then_and_now); empty for other engines."""
-    return seed_commands.seed_then_and_now(s.profile, installed_version=cmd.engine_version)
+    return keep(s, "then_and_now", seed_commands.seed_then_and_now(s.profile, installed_version=cmd.engine_version))
 
 
 def then_and_now_rows(then_and_now: list) -> list[dict]:
@@ -91,10 +94,11 @@ def start_server(s: Session, command: Command, name: str = NAME) -> tuple[Server
     here, saying why (lab.diagnose.endpoint_diagnose.require_reachable). Whether this machine can start it is the
     profile's (its GPUs, its engine): the values `command` takes change the command's flags, not that."""
     endpoint_diagnose.require_reachable(s.profile)
-    skip_reason = serve.why_not_startable(s.profile, command)
+    keep(s, "server", None)
+    skip_reason = keep(s, "why_not_started", serve.why_not_startable(s.profile, command))
     if skip_reason:
         return None, skip_reason
-    return serve.start(command, log_dir=s.logs, name=name), None
+    return keep(s, "server", serve.start(command, log_dir=s.logs, name=name)), None
 
 
 def start_text(server: Server | None, skip_reason: str | None) -> str:
@@ -103,14 +107,14 @@ def start_text(server: Server | None, skip_reason: str | None) -> str:
     return f"{server!r}: healthy and answering after {server.health_s} s"
 
 
-def smoke_test(server: Server | None) -> dict | None:
+def smoke_test(s: Session, server: Server | None) -> dict | None:
     """One greedy request on each OpenAI route (lab.serving.serve.smoke_test); None without a server."""
-    return serve.smoke_test(server) if server else None
+    return keep(s, "smoke_test", serve.smoke_test(server) if server else None)
 
 
-def discover(server: Server | None) -> dict | None:
+def discover(s: Session, server: Server | None) -> dict | None:
     """What the server says about itself through its API (lab.serving.endpoint.discover_server); None without one."""
-    return endpoint.discover_server(server) if server else None
+    return keep(s, "discovery", endpoint.discover_server(server) if server else None)
 
 
 def discovery_text(found: dict | None) -> str:
@@ -131,9 +135,9 @@ def routes_rows(found: dict | None) -> list[dict]:
     return endpoint.probe_rows(found)
 
 
-def reported(server: Server | None) -> dict:
+def reported(s: Session, server: Server | None) -> dict:
     """What the server's start-up log reported (empty without a server)."""
-    return server.reported() if server else {}
+    return keep(s, "reported", server.reported() if server else {})
 
 
 def reported_rows(reported: dict) -> list[dict]:
@@ -141,9 +145,9 @@ def reported_rows(reported: dict) -> list[dict]:
     return engine_logs.reported_rows(reported)
 
 
-def stop(server: Server | None) -> dict | None:
+def stop(s: Session, server: Server | None) -> dict | None:
     """Stop the server and check no process of its group is left (None: no server was started)."""
-    return server.stop() if server else None
+    return keep(s, "stop", server.stop() if server else None)
 
 
 def smoke_rows(smoke: dict | None) -> list[dict]:
@@ -223,10 +227,10 @@ def build_record(command: Command, corrections: list, skip_reason: str | None, s
                  then_and_now: list | None = None, discovery: dict | None = None) -> dict:
     """The 04_serve record: summary, checks, tables, command, seed corrections, reported, smoke, stop;
     for a vLLM profile also the seeds' vLLM commands then (vLLM 0.4.2) and now (seed_commands.seed_then_and_now);
-    `discovery` (lab.serving.endpoint.discover): what the server said about itself through its API."""
-    slots = reported.get("slots") or {}
+    `discovery` (lab.serving.endpoint.discover): what the server said about itself through its API. What the server
+    says of a setting a profile field makes (its log, else its API) sits under the profile's name
+    (lab/data/flag_table.yaml: parallel_slots, context_tokens, ...; context_per_request)."""
     kv = reported.get("kv_caches") or []
-    off = reported.get("offloaded")
     vllm_kv_gib = reported.get("kv_cache_memory_gib")
     summary = {"engine": command.engine, "engine_version": command.engine_version, "started": server is not None,
                "skipped": skip_reason, "health_s": server.health_s if server else None,
@@ -237,13 +241,11 @@ def build_record(command: Command, corrections: list, skip_reason: str | None, s
                "kv_cache_mib": round(sum(float(k["size_mib"]) for k in kv if k["cache"] != "recurrent"), 2) if kv else
                (round(vllm_kv_gib * 1024, 2) if vllm_kv_gib is not None else None),
                "kv_cache_tokens": reported.get("kv_cache_tokens"),
-               "slots": slots.get("n_slots"), "n_ctx_slot": slots.get("n_ctx_slot"),
-               "layers_offloaded": f"{off['layers']}/{off['of']}" if off else None,
+               **flag_table.reported_values(command.engine, reported, (discovery or {}).get("facts")),
                "serialises_requests": command.serialises_requests, "external": command.external,
                "endpoint_url": command.base_url if command.external else None,
                "engine_found": discovery["engine"] if discovery else None,
                "engine_found_version": discovery["version"] if discovery else None,
-               "context_per_request_reported": ((discovery or {}).get("facts") or {}).get("context_per_request"),
                "shape_findings": len(shape_findings(smoke, discovery))}
     tables = [evidence.table_entry("Command flags and why", command.notes_rows()),
               evidence.table_entry("Smoke test", smoke_rows(smoke)),
@@ -270,9 +272,16 @@ def build_record(command: Command, corrections: list, skip_reason: str | None, s
             "log": str(server.log_path) if server and server.log_path else None}
 
 
-def record(s: Session, *args, **kwargs) -> dict:
-    """Write records/04_serve.json (`build_record(*args, **kwargs)`) with its closing text; its summary, to show."""
-    s.record(NAME, build_record(*args, **kwargs), closing=closing_text)
+def record(s: Session) -> dict:
+    """Write records/04_serve.json with its closing text, built (`build_record`) from what the steps kept in
+    `s.results` and the serve checks they give (`serve_checks`, as the notebook shows them); its summary, to show."""
+    r = s.results
+    skip_reason, server, smoke, stop_report, found = (r.get(k) for k in (
+        "why_not_started", "server", "smoke_test", "stop", "discovery"))
+    checks = serve_checks(skip_reason, server, smoke, stop_report, discovery=found)
+    s.record(NAME, build_record(r.get("command"), r.get("seed_corrections") or [], skip_reason, server, smoke,
+                                r.get("reported") or {}, stop_report, checks, then_and_now=r.get("then_and_now"),
+                                discovery=found), closing=closing_text)
     return s.read(NAME)["summary"]
 
 
@@ -282,8 +291,9 @@ def what_this_means(s: Session):
 
 
 def closing_text(record: dict) -> str:
-    """What notebook 04 means for the user, from its record (Markdown, one point per line)."""
-    s = record["summary"]
+    """What notebook 04 means for the user, from its record (Markdown, one point per line); a record written before
+    the profile's names were the record's reads through lab.core.fields.canonical (n_ctx_slot: context_per_request)."""
+    s = fields.canonical(record["summary"])
     if s["skipped"]:
         return (f"- Not started here: {s['skipped']}\n- On the target machine, run the command shown above (or the "
                 "by-hand steps in section 'By hand'); the seed commands beside it say which of their flags would fail "
@@ -297,12 +307,13 @@ def closing_text(record: dict) -> str:
                     # the version is the server's own string (Ollama's /api/version): text, never markup
                     + (f"It is {found} {markdown_text(s['engine_found_version']) if s.get('engine_found_version') else '(version not reported)'}."
                        if found and found != "unknown" else "Its engine could not be identified from its routes."))
-        if s.get("context_per_request_reported"):
-            lines.append(f"It gives one request {markdown_text(s['context_per_request_reported'])} tokens of context (prompt + output), "
+        if s.get("context_per_request"):
+            lines.append(f"It gives one request {markdown_text(s['context_per_request'])} tokens of context (prompt + output), "
                          "as it reports itself; notebook 05 sets that beside the plan.")
-    if s.get("slots"):
-        lines.append(f"It runs {s['slots']} slots of {s['n_ctx_slot']} tokens each: one request gets at most "
-                     f"{s['n_ctx_slot']} tokens of context (prompt + output), whatever -c says.")
+    elif s.get("parallel_slots") and s.get("context_per_request"):
+        lines.append(f"It runs {s['parallel_slots']} slots (parallel_slots) of {s['context_per_request']} tokens each "
+                     f"(context_per_request): one request gets at most {s['context_per_request']} tokens of context "
+                     "(prompt + output), whatever context_tokens says.")
     if s.get("kv_cache_mib") is not None:
         tokens = f" = {s['kv_cache_tokens']:,} tokens" if s.get("kv_cache_tokens") else ""
         lines.append(f"Its KV cache takes {s['kv_cache_mib']} MiB{tokens} (compare with notebook 05's prediction).")

@@ -55,3 +55,11 @@ def closing(s: core_session.Session, name: str):
     from IPython.display import Markdown
 
     return Markdown(s.read(name)["what_this_means"])
+
+
+def keep(s: core_session.Session, name: str, value):
+    """Keep a notebook step's result in the session's accumulator (`s.results[name]`, a name in the user's words) and
+    return it for the cell to show: the page's `record(s)` builds the notebook's record from what its steps kept (a cell
+    run again replaces its result; a step not run leaves none, which the record says as None or empty)."""
+    s.results[name] = value
+    return value

@@ -1,6 +1,8 @@
 """Notebook 07's page (troubleshooting): this run's findings as a table, the reproductions (what happened, rows),
 the severity chart, the checks, the 07_troubleshooting and 07_endpoint records and their closing texts. `lab doctor`'s
-terminal text and exit code are lab.diagnose.doctor's; the diagnosis itself lab.diagnose.troubleshoot's."""
+terminal text and exit code are lab.diagnose.doctor's; the diagnosis itself lab.diagnose.troubleshoot's. Each step
+keeps its result in the session (`s.results`: run_findings, endpoint, reproductions by pitfall, captured);
+`record(s)` and `endpoint_record(s)` build the records from those."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +15,7 @@ from lab.diagnose.knowledge_base import SEVERITIES, load_kb
 from lab.diagnose.troubleshoot import Finding
 from lab.diagnose.troubleshoot_repro import SOURCE, Reproduction
 from lab.pages import session
-from lab.pages.session import answer, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.pages.session import answer, keep, show, start  # noqa: F401  (what every notebook calls, through its page)
 
 NAME, ENDPOINT = "07_troubleshooting", "07_endpoint"
 # The pitfalls notebook 07 makes happen, in its order (lab.diagnose.troubleshoot_repro): name → the reproduction.
@@ -29,12 +31,12 @@ def knowledge_base_line() -> str:
 
 def diagnose_run(s: Session) -> list[Finding]:
     """This run folder diagnosed (lab.diagnose.troubleshoot.diagnose: logs, checks, records, notebook errors)."""
-    return troubleshoot.diagnose(s.run_dir)
+    return keep(s, "run_findings", troubleshoot.diagnose(s.run_dir))
 
 
 def diagnose_endpoint(s: Session) -> dict:
     """The profile's endpoint asked five questions, each answer read with the knowledge base."""
-    return endpoint_diagnose.run(s.profile)
+    return keep(s, "endpoint", endpoint_diagnose.run(s.profile))
 
 
 def endpoint_rows(result: dict) -> list[dict]:
@@ -45,12 +47,19 @@ def reproduce(s: Session, pitfall: str):
     """One pitfall made to happen in this run folder (PITFALLS; "port in use" gives a list: one per way)."""
     if pitfall not in PITFALLS:
         raise ValueError(f"unknown pitfall {pitfall!r}; the ones notebook 07 reproduces: {', '.join(PITFALLS)}")
-    return PITFALLS[pitfall](s.run_dir)
+    s.results.setdefault("reproductions", {})[pitfall] = PITFALLS[pitfall](s.run_dir)
+    return s.results["reproductions"][pitfall]
 
 
-def captured() -> list[dict]:
+def reproductions(s: Session) -> list[Reproduction]:
+    """Every pitfall reproduced so far, in the order they ran ("port in use" counts one per way)."""
+    done = (s.results.get("reproductions") or {}).values()
+    return [r for rep in done for r in (rep if isinstance(rep, list) else [rep])]
+
+
+def captured(s: Session) -> list[dict]:
     """The GPU-only pitfalls, diagnosed from the real texts kept in lab/data/captured_errors.yaml."""
-    return troubleshoot_repro.diagnose_captured()
+    return keep(s, "captured", troubleshoot_repro.diagnose_captured())
 
 
 
@@ -205,18 +214,20 @@ def build_record(findings: list[Finding], reps: list[Reproduction], captured: li
             "captured": captured}
 
 
-def record(s: Session, findings: list[Finding], reps: list[Reproduction], captured: list[dict]):
-    """Write records/07_troubleshooting.json with its closing text; its checks as the table the notebook shows."""
+def record(s: Session):
+    """Write records/07_troubleshooting.json with its closing text, built (`build_record`) from what the steps kept in
+    `s.results`; its checks as the table the notebook shows."""
     from lab.core import checks
 
-    s.record(NAME, build_record(findings, reps, captured), closing=closing_text)
+    s.record(NAME, build_record(s.results.get("run_findings") or [], reproductions(s), s.results.get("captured") or []),
+             closing=closing_text)
     return checks.table(checks.from_dicts(s.read(NAME)["checks"]))
 
 
-def endpoint_record(s: Session, result: dict):
-    """Write records/07_endpoint.json (lab.diagnose.endpoint_diagnose: what the five requests met) with its closing
-    text, and show that text (Markdown)."""
-    s.record(ENDPOINT, endpoint_diagnose.build_record(result), closing=endpoint_diagnose.what_this_means)
+def endpoint_record(s: Session):
+    """Write records/07_endpoint.json (lab.diagnose.endpoint_diagnose: what the five requests `diagnose_endpoint` kept
+    met) with its closing text, and show that text (Markdown)."""
+    s.record(ENDPOINT, endpoint_diagnose.build_record(s.results.get("endpoint")), closing=endpoint_diagnose.what_this_means)
     return session.closing(s, ENDPOINT)
 
 

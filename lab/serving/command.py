@@ -108,10 +108,14 @@ def rule(rule_id: str) -> dict:
     raise KeyError(f"lab/data/engine_rules.yaml has no rule {rule_id!r}")
 
 
-def _note(rule_id: str, flag: str = "", level: Level = "info", prefix: str = "") -> Note:
+def note(rule_id: str, flag: str = "", level: Level = "info", prefix: str = "") -> Note:
+    """The note for `flag` that quotes rule `rule_id` of lab/data/engine_rules.yaml (its text, after `prefix`, and source)."""
     r = rule(rule_id)
     text = f"{prefix} {r['text']}".strip() if prefix else r["text"]
     return Note(flag, text, r["source"], level)
+
+
+_note = note  # the builders' short name
 
 
 def _model_arg(profile: Profile, model_path: str | Path | None) -> tuple[str, list[Note]]:

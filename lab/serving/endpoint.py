@@ -29,7 +29,7 @@ import httpx
 
 from lab.core import deadline, redaction
 from lab.core.deadline import Deadline
-from lab.serving import shapes
+from lab.serving import flag_table, shapes
 
 TIMEOUT_S = 10.0  # one route: connect, every read, and the whole reply
 # All of discovery (~12 routes): a server that answers each route just under TIMEOUT_S, or trickles its replies,
@@ -221,13 +221,13 @@ def _llama_facts(probes: dict, served: str | None) -> dict:
     meta = _model_entry(probes, served).get("meta") or {}
     n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
     total = props.get("total_slots")
-    return {"context_per_request": n_ctx, "slots": total, "context_total": n_ctx * total if n_ctx and total else None,
+    # the profile's names (lab/data/flag_table.yaml): total_slots is parallel_slots, n_ctx × slots its context_tokens
+    return {"context_per_request": n_ctx, "parallel_slots": total, "context_tokens": n_ctx * total if n_ctx and total else None,
             "context_trained": meta.get("n_ctx_train"), "model_file": props.get("model_path"),
             "model_bytes": meta.get("size"), "parameters": meta.get("n_params"),
             "slots_endpoint": isinstance(slots, list), "slots_busy": sum(bool(s.get("is_processing")) for s in slots)
             if isinstance(slots, list) else None, "build": props.get("build_info"),
-            "sources": {"context_per_request": "GET /props default_generation_settings.n_ctx",
-                        "slots": "GET /props total_slots", "context_total": "n_ctx per slot × total_slots",
+            "sources": {**flag_table.http_sources("llama.cpp"),
                         "build": "GET /props build_info", "slots_busy": "GET /slots is_processing", "context_trained": "GET /v1/models meta.n_ctx_train",
                         "model_bytes": "GET /v1/models meta.size", "model_file": "GET /props model_path"}}
 
@@ -239,11 +239,12 @@ def _vllm_facts(probes: dict, served: str | None) -> dict:
     full = probes["vllm"].get("metrics_full") or metrics_text
     cache = vllm_env.cache_config_from_metrics(full) or {}
     entry = _model_entry(probes, served)
-    return {"context_per_request": entry.get("max_model_len"), "kv_cache_tokens": cache.get("kv_cache_size_tokens"),
+    return {"context_per_request": entry.get("max_model_len"), "context_tokens": entry.get("max_model_len"),
+            "gpu_memory_utilization": cache.get("gpu_memory_utilization"), "kv_cache_tokens": cache.get("kv_cache_size_tokens"),
             "kv_cache_blocks": cache.get("num_gpu_blocks"), "kv_block_size": cache.get("block_size"),
             "kv_cache_dtype": cache.get("cache_dtype"), "kv_cache_bytes": cache.get("kv_cache_memory_bytes"),
             "max_concurrency": cache.get("kv_cache_max_concurrency"), "model_root": entry.get("root"),
-            "sources": {"context_per_request": "GET /v1/models max_model_len",
+            "sources": {**flag_table.http_sources("vllm"),
                         "kv_cache_tokens": "GET /metrics vllm:cache_config_info",
                         "kv_cache_blocks": "GET /metrics vllm:cache_config_info num_gpu_blocks"}}
 
@@ -264,7 +265,7 @@ def _ollama_facts(probes: dict, served: str | None) -> dict:
             "quantization": ((mine or {}).get("details") or show.get("details") or {}).get("quantization_level"),
             "memory_bytes": size, "vram_bytes": vram, "gpu_share": round(vram / size, 3) if size and vram is not None else None,
             "parameters_label": ((mine or {}).get("details") or show.get("details") or {}).get("parameter_size"),
-            "num_parallel": None,
+            "parallel_slots": None,
             "sources": {"context_per_request": "GET /api/ps context_length (the context Ollama allocated), else "
                         "/api/show parameters num_ctx", "context_trained": "POST /api/show model_info <arch>.context_length",
                         "layers": "POST /api/show model_info <arch>.block_count",
@@ -363,7 +364,9 @@ def discover_server(server) -> dict:
 
 FACT_LABELS = (("model_ids", "models listed"), ("served_model_listed", "the profile's served_model is listed"),
                ("loaded", "model loaded"), ("context_per_request", "context per request (tokens)"),
-               ("slots", "parallel slots"), ("context_total", "context, all slots (tokens)"),
+               ("parallel_slots", "parallel_slots (requests decoded together)"),
+               ("context_tokens", "context_tokens (llama.cpp: all slots; vLLM: one request)"),
+               ("gpu_memory_utilization", "gpu_memory_utilization"),
                ("context_trained", "model's trained context (tokens)"), ("quantization", "quantization"),
                ("layers", "layers"), ("model_bytes", "model size (bytes)"),
                ("memory_bytes", "in memory: weights + KV + buffers (bytes)"), ("vram_bytes", "of which in GPU memory (bytes)"),
@@ -445,8 +448,8 @@ def plan_vs_server(profile, arch, plan: dict, found: dict | None) -> list[dict]:
     f, src = found["facts"], found["facts"].get("sources", {})
     rows = [_row("context per request (tokens)", plan["context_tokens_per_sequence"], f.get("context_per_request"),
                  src.get("context_per_request", "")),
-            _row("parallel slots", plan["parallel_slots"], f.get("slots"), src.get("slots", "")),
-            _row("context, all slots (tokens)", plan["context_tokens"], f.get("context_total"), src.get("context_total", "")),
+            _row("parallel_slots", plan["parallel_slots"], f.get("parallel_slots"), src.get("parallel_slots", "")),
+            _row("context_tokens", plan["context_tokens"], f.get("context_tokens"), src.get("context_tokens", "")),
             _row("model's trained context (tokens)", arch.max_context, f.get("context_trained"), src.get("context_trained", "")),
             _row("layers", arch.n_layers, f.get("layers"), src.get("layers", "")),
             _row("quantization", profile.model_quant, f.get("quantization"), src.get("quantization", ""),

@@ -345,7 +345,8 @@ def failure_said(engine: str, text: str, most: int = 3) -> list[str]:
 
 
 def reported_rows(reported: dict) -> list[dict]:
-    """The parsed log as (what, value) rows: layers offloaded, KV buffer, slots, context, model, build."""
+    """The parsed log as (what, value) rows: layers offloaded, KV buffer, slots, context, model, build; a figure a
+    profile field sets is named by the field (parallel_slots (n_slots))."""
     rows = []
 
     def add(what, value):
@@ -368,13 +369,14 @@ def reported_rows(reported: dict) -> list[dict]:
         add(f"recurrent-state buffer on {dev}", f"{mib:.2f} MiB")
     for dev, mib in reported.get("model_buffers_mib", {}).items():
         add(f"model buffer on {dev}", f"{mib:.2f} MiB")
+    # a figure a profile field sets is named as the profile names it (lab/data/flag_table.yaml), the log's word beside
     slots = reported.get("slots")
     if slots:
-        add("slots", slots["n_slots"])
-        add("context per slot (n_ctx_slot)", slots["n_ctx_slot"])
+        add("parallel_slots (n_slots)", slots["n_slots"])
+        add("context_per_request (n_ctx_slot)", slots["n_ctx_slot"])
         add("KV unified across slots", slots["kv_unified"])
     ctx = reported.get("context", {})
-    add("context total (n_ctx)", ctx.get("n_ctx"))
+    add("context_tokens (n_ctx)", ctx.get("n_ctx"))
     add("context trained (n_ctx_train)", reported.get("hparams", {}).get("n_ctx_train"))
     add("flash attention", reported.get("flash_attention"))
     model = reported.get("model", {})
@@ -391,7 +393,7 @@ def reported_rows(reported: dict) -> list[dict]:
         add("threads", f"{thr['n_threads']} of {thr['cpus']} CPUs")
     for key, what in (("version", "vLLM version"), ("engine", "vLLM engine"), ("kv_cache_tokens", "KV cache (tokens)"),
                       ("kv_cache_device", "KV cache on"), ("kv_cache_memory_gib", "KV cache memory (GiB)"),
-                      ("max_model_len", "max model len (tokens per request)"), ("weights_gib", "weights (GiB)"),
+                      ("max_model_len", "context_tokens (max model len: tokens per request)"), ("weights_gib", "weights (GiB)"),
                       ("checkpoint_gib", "checkpoint size (GiB)"), ("attention_backend", "attention backend"),
                       ("init_engine_s", "engine init: profile, KV cache, warm-up (s)"), ("listening", "listening on")):
         add(what, reported.get(key))

@@ -21,15 +21,13 @@ from pathlib import Path
 
 from lab.core import paths, processes, redaction
 from lab.core.profiles import Profile
-from lab.serving import vllm_command
+from lab.serving import flag_table, vllm_command
 # LOOPBACK is lab.serving.command's, named here too for lab.serving.serve (`from lab.serving.engines import LOOPBACK`)
 from lab.serving.command import (LOOPBACK, Command, Note, _host_notes, _model_arg, _note, _venv_fits,  # noqa: F401
                                  cuda_env, engine_python_path)
 
 # llama.cpp's log verbosity that shows model/KV/slot set-up without per-token debug lines.
 LLAMA_LOG_VERBOSITY = 4
-# ggml type ids that llama-cpp-python's --type_k/--type_v take (llama_cpp/llama_cpp.py GGML_TYPE_*).
-_GGML_TYPE_IDS = {"f16": 1, "q4_0": 2, "q8_0": 8}
 
 
 # ---------------------------------------------------------------- building commands
@@ -113,6 +111,8 @@ def _replace(cmd: Command, **changes) -> Command:
 
 
 def _llama_server(profile: Profile, host: str, port: int, model_path, _installed, _cc_value) -> Command:
+    """llama-server: the profile's fields as flags by lab/data/flag_table.yaml (-c -np -t -ngl -ctk/-ctv, then the GPU
+    part: -sm -ts -mg), around the flags no profile field sets (-fa, --host, --port, CORS, -lv)."""
     notes: list[Note] = []
     try:
         binary = str(paths.tool("llama-server"))
@@ -122,15 +122,9 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
         notes.append(_note("llama-server", "llama-server", "warn", prefix=f"Not built on this machine ({exc})."))
     model, model_notes = _model_arg(profile, model_path)
     notes += [_note("llama-model", "-m"), *model_notes]
-    kv = profile.kv_cache_dtype
-    if kv in ("auto",):
-        kv = "f16"
-    if kv not in ("f16", "bf16", "q8_0", "q4_0"):
-        notes.append(_note("llama-kv-type", "-ctk/-ctv", "error", prefix=f"kv_cache_dtype {kv} is not a llama.cpp type."))
-    fa = llama_flash_attn(kv, profile.split_mode)
-    ngl = "999" if profile.n_gpu_layers == -1 else str(profile.n_gpu_layers)
-    argv = [binary, "-m", model, "-c", str(profile.context_tokens), "-np", str(profile.parallel_slots),
-            "-t", str(profile.threads), "-ngl", ngl, "-ctk", kv, "-ctv", kv, "-fa", fa,
+    served = flag_table.flags(profile, "llama.cpp")
+    fa = llama_flash_attn("f16" if profile.kv_cache_dtype == "auto" else profile.kv_cache_dtype, profile.split_mode)
+    argv = [binary, "-m", model, *served.argv, "-fa", fa,
             "--host", host, "--port", str(port), "--cors-origins", "localhost", "--no-cors-credentials",
             "-lv", str(LLAMA_LOG_VERBOSITY)]
     gpu_argv, env, gpu_notes = llama_gpu_settings(profile)
@@ -139,10 +133,8 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
     if omp := processes.llama_cpp_env():  # waiting CPU threads sleep instead of spinning (lab.core.processes)
         env = {**env, **omp}
         notes.append(_note("llama-omp-wait", "GOMP_SPINCOUNT"))
-    notes += [_note("llama-ctx", "-c"), _note("llama-np", "-np"), _note("llama-threads", "-t"),
-              _note("llama-ngl", "-ngl"), _note("llama-kv-type", "-ctk/-ctv"), _note("llama-fa", "-fa"),
-              *_host_notes(profile, host, "llama-host"), _note("llama-cors", "--cors-origins"),
-              _note("llama-verbosity", "-lv")]
+    notes += [*served.notes, _note("llama-fa", "-fa"), *_host_notes(profile, host, "llama-host"),
+              _note("llama-cors", "--cors-origins"), _note("llama-verbosity", "-lv")]
     secret = {}
     if profile.api_key_env:
         secret["LLAMA_API_KEY"] = profile.api_key_env
@@ -161,45 +153,24 @@ def llama_flash_attn(type_v: str, split_mode: str | None = None) -> str:
 
 
 def llama_gpu_settings(profile: Profile) -> tuple[list[str], dict[str, str], list[Note]]:
-    """llama.cpp's multi-GPU flags (-sm, -ts, -mg) and CUDA environment for a profile, with their notes.
-    Shared by llama-server (build_command) and llama-bench (lab.measure.multigpu), so both place the model alike."""
-    argv: list[str] = []
+    """llama.cpp's multi-GPU flags (-sm, -ts, -mg: lab/data/flag_table.yaml's "gpu" part) and CUDA environment for a
+    profile, with their notes. Shared by llama-server (build_command) and llama-bench (lab.experiments.multigpu), so both
+    place the model alike."""
     env, notes = cuda_env(profile)
-    if profile.split_mode:
-        argv += ["-sm", profile.split_mode]
-        notes.append(_note("llama-split-mode", "-sm"))
-        if profile.split_mode == "tensor":
-            notes.append(_note("llama-split-tensor", "-sm tensor"))
-    if profile.tensor_split:
-        # "/" between GPUs: llama-server splits on "," or "/", llama-bench on "/" only (its "," separates
-        # values to test), so one spelling serves both (tools/llama-bench/llama-bench.cpp, common/arg.cpp)
-        argv += ["-ts", "/".join(f"{x:g}" for x in profile.tensor_split)]
-        notes.append(_note("llama-tensor-split", "-ts"))
-    if profile.main_gpu is not None:
-        argv += ["-mg", str(profile.main_gpu)]
-        notes.append(_note("llama-main-gpu", "-mg"))
-    return argv, env, notes
+    gpu = flag_table.flags(profile, "llama.cpp", "gpu")
+    return gpu.argv, {**env, **gpu.env}, notes + gpu.notes
 
 
 def _llama_cpp_python(profile: Profile, host: str, port: int, model_path, installed, _cc_value) -> Command:
     python = profile.engine_python or sys.executable
     model, notes = _model_arg(profile, model_path)
     notes = [_note("lcp-server", "llama_cpp.server", "warn"), *notes]
-    ngl = "-1" if profile.n_gpu_layers == -1 else str(profile.n_gpu_layers)
+    served = flag_table.flags(profile, "llama-cpp-python")
+    kv = flag_table.flags(profile, "llama-cpp-python", "kv")
     argv = [python, "-m", "llama_cpp.server", "--model", model, "--model_alias", profile.model_name,
-            "--n_ctx", str(profile.context_tokens), "--n_threads", str(profile.threads),
-            "--n_gpu_layers", ngl, "--interrupt_requests", "false", "--host", host, "--port", str(port)]
-    notes += [_note("lcp-threads", "--n_threads"), _note("lcp-interrupt", "--interrupt_requests"),
-              *_host_notes(profile, host, "llama-host"), _note("lcp-health", "/v1/models")]
-    kv = "f16" if profile.kv_cache_dtype == "auto" else profile.kv_cache_dtype
-    if kv not in _GGML_TYPE_IDS:
-        notes.append(_note("llama-kv-type", "--type_k/--type_v", "error",
-                           prefix=f"kv_cache_dtype {kv} is not available in llama_cpp.server (f16, q8_0, q4_0)."))
-    elif kv != "f16":
-        argv += ["--type_k", str(_GGML_TYPE_IDS[kv]), "--type_v", str(_GGML_TYPE_IDS[kv]), "--flash_attn", "true"]
-        notes.append(_note("llama-kv-type", "--type_k/--type_v/--flash_attn"))
-    if profile.parallel_slots > 1:
-        notes.append(_note("lcp-slots", "parallel_slots", "warn"))
+            *served.argv, "--interrupt_requests", "false", "--host", host, "--port", str(port), *kv.argv]
+    notes += [*served.notes, _note("lcp-interrupt", "--interrupt_requests"),
+              *_host_notes(profile, host, "llama-host"), _note("lcp-health", "/v1/models"), *kv.notes]
     secret = {"API_KEY": profile.api_key_env} if profile.api_key_env else {}
     if secret:
         notes.append(_note("lcp-api-key", "API_KEY"))

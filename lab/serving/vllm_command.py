@@ -1,6 +1,7 @@
 """The vLLM server command of a profile (lab.serving.engines.build_command's vLLM builder): the entry point by version
-(`vllm serve` vs the old module path), dtype and KV type by compute capability, parallelism, the environment, each
-flag with its note from lab/data/engine_rules.yaml."""
+(`vllm serve` vs the old module path), the profile's fields as flags by lab/data/flag_table.yaml (dtype and KV type
+by compute capability, parallelism, --max-num-seqs), the environment, each flag with its note from
+lab/data/engine_rules.yaml."""
 from __future__ import annotations
 
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 from lab.core import paths
 from lab.core.profiles import Profile
 from lab.core.versions import at_least, compute_capability
+from lab.serving import flag_table
 from lab.serving.command import (Command, Note, _host_notes, _model_arg, _note, cuda_env, engine_python_path,
                                  rule)
 
@@ -42,27 +44,6 @@ def _vllm_env(profile: Profile) -> tuple[dict[str, str], list[Note]]:
     return env, [_note(ids[k], k) for k in env if k in ids]
 
 
-def _vllm_dtype(profile: Profile, cc: tuple[int, int] | None) -> tuple[list[str], list[Note]]:
-    if profile.dtype != "auto":
-        if profile.dtype == "bfloat16" and cc and cc < (8, 0):
-            return ["--dtype", "bfloat16"], [_note("vllm-dtype-half", "--dtype", "error")]
-        return ["--dtype", profile.dtype], []
-    if cc and cc < (8, 0):
-        return ["--dtype", "half"], [_note("vllm-dtype-half", "--dtype half")]
-    return [], []
-
-
-def _vllm_kv(profile: Profile, version: str, cc: tuple[int, int] | None) -> tuple[list[str], list[Note]]:
-    kv = profile.kv_cache_dtype
-    if kv in ("f16", "bf16", "auto"):
-        return [], [_note("vllm-kv-dtype-map", "--kv-cache-dtype")]
-    if kv in ("q8_0", "q4_0"):
-        return [], [_note("vllm-kv-dtype-map", "--kv-cache-dtype", "error")]
-    if cc and cc < (8, 9) and at_least(version, rule("vllm-swap-space")["since"]):
-        return ["--kv-cache-dtype", kv], [_note("vllm-fp8-kv", "--kv-cache-dtype", "error")]
-    return ["--kv-cache-dtype", kv], [_note("vllm-kv-dtype-map", "--kv-cache-dtype")]
-
-
 def _vllm_version_notes(profile: Profile, version: str, cc: tuple[int, int] | None) -> list[Note]:
     notes = []
     if at_least(version, rule("vllm-log-requests")["since"]):
@@ -78,40 +59,22 @@ def _vllm_version_notes(profile: Profile, version: str, cc: tuple[int, int] | No
 
 
 def build(profile: Profile, host: str, port: int, model_path, installed, cc_value) -> Command:
+    """vLLM: the profile's fields as flags by lab/data/flag_table.yaml (its "serve" part after --port, its "batch"
+    part after --kv-cache-dtype), around the flags no profile field sets (entry point, --served-model-name, --host,
+    --port, --disable-log-requests before 0.10.1)."""
     version = installed or profile.engine_version
     cc = compute_capability(cc_value)
     model, notes = _vllm_model(profile, model_path)
     argv, entry_note = _vllm_entry(profile, version, model)
     env, env_notes = _vllm_env(profile)
     notes = [entry_note, *notes, *env_notes]
-    argv += ["--served-model-name", profile.model_name, "--host", host, "--port", str(port),
-             "--max-model-len", str(profile.context_tokens),
-             "--gpu-memory-utilization", str(profile.gpu_memory_utilization)]
-    notes += [_note("vllm-served-name", "--served-model-name"), *_host_notes(profile, host, "vllm-host"),
-              _note("vllm-max-model-len", "--max-model-len"), _note("vllm-gpu-mem", "--gpu-memory-utilization")]
-    if profile.tensor_parallel_size > 1:
-        argv += ["--tensor-parallel-size", str(profile.tensor_parallel_size)]
-        notes.append(_note("vllm-tp", "--tensor-parallel-size"))
-    if profile.pipeline_parallel_size > 1:
-        argv += ["--pipeline-parallel-size", str(profile.pipeline_parallel_size)]
-        notes.append(_note("vllm-pipeline-parallel", "--pipeline-parallel-size"))
     gpu_env, gpu_notes = cuda_env(profile)
-    env = {**env, **gpu_env}
-    notes += gpu_notes
-    if profile.nccl_p2p_disable:
-        env["NCCL_P2P_DISABLE"] = "1"
-        argv.append("--disable-custom-all-reduce")
-        notes += [_note("nccl-p2p-disable", "NCCL_P2P_DISABLE"),
-                  _note("vllm-disable-custom-all-reduce", "--disable-custom-all-reduce")]
-    for extra, extra_notes in (_vllm_dtype(profile, cc), _vllm_kv(profile, version, cc)):
-        argv += extra
-        notes += extra_notes
-    if profile.parallel_slots > 1:
-        argv += ["--max-num-seqs", str(profile.parallel_slots)]
-        notes.append(_note("vllm-max-num-seqs", "--max-num-seqs"))
-    if profile.enforce_eager:
-        argv.append("--enforce-eager")
-        notes.append(_note("vllm-enforce-eager", "--enforce-eager"))
+    served = flag_table.flags(profile, "vllm", version=version, cc=cc)
+    batch = flag_table.flags(profile, "vllm", "batch", version=version, cc=cc)
+    argv += ["--served-model-name", profile.model_name, "--host", host, "--port", str(port), *served.argv, *batch.argv]
+    env = {**env, **gpu_env, **served.env, **batch.env}
+    notes += [_note("vllm-served-name", "--served-model-name"), *_host_notes(profile, host, "vllm-host"),
+              *gpu_notes, *served.notes, *batch.notes]
     if not at_least(version, rule("vllm-log-requests")["since"]):
         argv.append("--disable-log-requests")
         notes.append(_note("vllm-log-requests", "--disable-log-requests"))

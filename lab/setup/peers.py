@@ -1,6 +1,6 @@
 """Set-up step for the peer benchmark clients: their own venv (.venv-peers) with aiperf, llama-benchy and guidellm.
 
-lab.measure.peer_clients runs these PyPI benchmark clients against the same llama-server and load as the lab's
+lab.experiments.peer_clients runs these PyPI benchmark clients against the same llama-server and load as the lab's
 own client (lab.measure.loadgen) and compares their figures. They pin heavy and conflicting packages (aiperf:
 pandas~=2.3, rich~=14.1, dash, optuna...; guidellm: torch), which must not move the lab's own pins, so they get a
 venv of their own, like the vLLM engine (lab/setup/vllm.py, whose helpers this mirrors). Standard library only.

@@ -41,9 +41,9 @@ def test_measured_as_an_endpoint_with_its_key(keyed_server, tmp_path, monkeypatc
     serve_rec = read_record(run, "04_serve")
     s = serve_rec["summary"]
     assert s["external"] and s["completions_ok"] and s["chat_ok"] and s["stopped_clean"] is None
-    assert (s["engine_found"], s["context_per_request_reported"]) == ("llama.cpp", 1024)  # -c 2048 -np 2
+    assert (s["engine_found"], s["context_per_request"]) == ("llama.cpp", 1024)  # -c 2048 -np 2
     facts = serve_rec["discovery"]["facts"]
-    assert facts["slots"] == 2 and facts["context_trained"] == 8192 and facts["model_bytes"] == 96576768
+    assert facts["parallel_slots"] == 2 and facts["context_trained"] == 8192 and facts["model_bytes"] == 96576768
 
     b = read_record(run, "06_benchmark")
     assert [x["successes"] for x in b["sweep"]] == [4, 4] and b["summary"]["tokens_counted_from"] == ["usage"]

@@ -27,7 +27,7 @@ def test_vllm_measured_as_an_endpoint(vllm_endpoint, tmp_path):
     s = read_record(run, "04_serve")["summary"]
     assert s["external"] and s["completions_ok"] and s["chat_ok"]
     assert s["engine_found"] == "vllm" and s["engine_found_version"].startswith("0.32")
-    assert s["context_per_request_reported"] == 4096  # --max-model-len, from /v1/models
+    assert s["context_per_request"] == 4096  # --max-model-len, from /v1/models
     facts = read_record(run, "04_serve")["discovery"]["facts"]
     assert facts["kv_cache_tokens"] and facts["kv_block_size"]  # /metrics vllm:cache_config_info
     b = read_record(run, "06_benchmark")

@@ -29,7 +29,7 @@ def test_notebook_04_serves_the_default_profile(cpu_default_run):
     record = notebook_record(run_dir, "04_serve")
     assert [c["status"] for c in record["checks"]] == ["pass"] * 6  # the 6th: replies of the documented shape
     s = record["summary"]
-    assert s["completions_ok"] and s["chat_ok"] and s["stopped_clean"] and s["slots"] == 4 and s["kv_cache_mib"] == 90.0
+    assert s["completions_ok"] and s["chat_ok"] and s["stopped_clean"] and s["parallel_slots"] == 4 and s["kv_cache_mib"] == 90.0
     assert record["command"]["argv"][0].endswith("llama-server") and record["seed_corrections"]
     assert (run_dir / "logs" / "04_serve.log").exists()
     assert not group_members(record["stop"]["pid"])

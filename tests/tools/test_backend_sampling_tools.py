@@ -1,4 +1,4 @@
-"""lab.measure.backend_sampling on the real llama-server (the CPU build) with the embedded SmolLM2-135M-Instruct and
+"""lab.experiments.backend_sampling on the real llama-server (the CPU build) with the embedded SmolLM2-135M-Instruct and
 Gemma 3 270M: two servers of each model, one without and one with -bs. What lab/data/backend_sampling.yaml says is
 asserted as measured: greedy token ids identical for every prompt; seeded one-token draws from the same distribution
 for a backend chain, penalties, a mixed chain (typical-p on the host) and a host fallback (grammar, which the -bs
@@ -9,11 +9,11 @@ import pytest
 
 from conftest import record_figure, setup_missing
 from lab.core import paths
-from lab.measure import backend_sampling as bs
+from lab.experiments import backend_sampling as bs
 
 pytestmark = pytest.mark.tools
 # Fewer than the module's defaults so both models stay under a minute on 2 cores (Gemma's 262k-token vocabulary
-# costs 30-70 ms a draw there); the full run is `python -m lab.measure.backend_sampling --out DIR`.
+# costs 30-70 ms a draw there); the full run is `python -m lab.experiments.backend_sampling --out DIR`.
 SETTINGS = {"smollm2": ("server defaults", "top_k 10", "penalties", "min_p 0.3 with min_keep", "typical_p", "grammar"),
             "gemma3-270m": ("server defaults", "penalties")}
 PROMPTS = {"smollm2": 24, "gemma3-270m": 12}

@@ -26,7 +26,7 @@ def test_a_real_run_on_the_embedded_model(smol_model, tmp_path):
 
 @pytest.mark.tools
 def test_batched_bench_runs_on_the_embedded_model(tmp_path):
-    from lab.model import llama_batched_bench as bb
+    from lab.measure import llama_batched_bench as bb
 
     res = bb.run(paths.embedded_model("smollm2"), n_prompt=16, n_gen=8, n_parallel=[1, 2], reps=2, flags=["-t", "2"],
                  log=tmp_path / "bb.log")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.measure import multigpu
+from lab.experiments import multigpu
 
 from conftest import ROOT, setup_missing
 
@@ -51,7 +51,7 @@ def test_allreduce_bench_runs_on_gloo(tmp_path):
             pytest.skip("opt-in: no Python with PyTorch here (the lab venv has none; .venv-vllm has: `make test`)")
         setup_missing("no Python with PyTorch here (the lab venv has none; .venv-vllm has)",
                       "python3 -m lab.setup --engine vllm --profile cpu-vllm")
-    proc = subprocess.run([python, "-m", "lab.measure.allreduce_bench", "--backend", "gloo", "--arch", "qwen3.5-27b",
+    proc = subprocess.run([python, "-m", "lab.experiments.allreduce_bench", "--backend", "gloo", "--arch", "qwen3.5-27b",
                            "--batches", "1", "--sizes", "4096", "--samples", "2", "--iters", "2", "--out", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

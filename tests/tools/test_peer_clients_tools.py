@@ -7,7 +7,8 @@ import os
 import pytest
 
 from conftest import PEER_LINES, setup_missing
-from lab.measure import peer_clients, peer_tools
+from lab.experiments import peer_clients, peer_verdicts
+from lab.measure import peer_tools
 from lab.measure.peer_bench import PeerLoad
 
 
@@ -22,7 +23,7 @@ def test_lab_client_agrees_with_llama_benchy_and_guidellm_on_a_real_server(tmp_p
     if why:
         setup_missing(why)
     # One repetition of a light load (~3-5 min on the loaded 2-core CI box): the repeated measurement, with the spread,
-    # is `python -m lab.measure.peer_clients --profile cpu-default ... --repetitions 3` (outputs/peer_clients-cpu/).
+    # is `python -m lab.experiments.peer_clients --profile cpu-default ... --repetitions 3` (outputs/peer_clients-cpu/).
     record = peer_clients.run_on_smollm2(tmp_path, load=TEST_LOAD, repetitions=1)
     print(peer_clients.text(record))
     PEER_LINES.append(peer_clients.headline(record) + f" ({tmp_path / 'peer_clients' / 'peer_clients.json'})")
@@ -41,8 +42,8 @@ def test_lab_client_agrees_with_llama_benchy_and_guidellm_on_a_real_server(tmp_p
         print(row)
         # a ratio beyond ±5 % without a definition behind it is a warning (the clients ran back to back on a shared
         # CPU), not a failure; each one that a definition explains says which
-        if peer_clients.verdict(row) == "definition" and "per stream chunk" not in row["why they differ"]:
-            assert row["why they differ"] == peer_clients.EXPLAIN[(row["tool"], row["metric"])], row
+        if peer_verdicts.verdict(row) == "definition" and "per stream chunk" not in row["why they differ"]:
+            assert row["why they differ"] == peer_verdicts.EXPLAIN[(row["tool"], row["metric"])], row
     for r in record["results"]:  # the referee: the server's own log found each run's requests, O tokens each
         # (theirs only when every one of their requests finished: llama-benchy's "Server disconnected" ones do not)
         for side in ("lab", "theirs") if not r["theirs"]["failures"] else ("lab",):

@@ -75,7 +75,7 @@ def test_doctor_on_odd_inputs(tmp_path):
 
 def _run_folder(path: Path, bad_records: dict[str, bytes]) -> Path:
     (path / "records").mkdir(parents=True)
-    evidence.write_record(path, "01_good", {"title": "Good", "summary": {"answer": 42}, "checks": []})
+    evidence.write_record(path, "06_tune", {"title": "Good", "summary": {"points_ok": 42}, "checks": []})
     for name, content in bad_records.items():
         (path / "records" / f"{name}.json").write_bytes(content)
     (path / "manifest.json").write_text(json.dumps({"run_id": path.name, "profile": {"name": "t"}, "notebooks": [],

@@ -202,9 +202,14 @@ def test_notebook_04_steps_without_a_server_say_so():
     """Notebook 04's cells are one call each whether or not a server started: without one, each step says so."""
     from lab.serving import seed_commands
 
+    from lab.core.session import Session
+
     prof = profiles.load("cpu-default")
-    assert serve_page.smoke_test(None) is None and serve_page.discover(None) is None
-    assert serve_page.reported(None) == {} and serve_page.stop(None) is None
+    s = Session(prof, profiles.resolve("cpu-default"), Path("unused"))
+    assert serve_page.smoke_test(s, None) is None and serve_page.discover(s, None) is None
+    assert serve_page.reported(s, None) == {} and serve_page.stop(s, None) is None
+    # each step keeps what it gave for the record (`record(s)`): here, that there was nothing
+    assert s.results == {"smoke_test": None, "discovery": None, "reported": {}, "stop": None}
     assert serve_page.start_text(None, "no GPU here") == "skipped: no GPU here"
     assert serve_page.discovery_text(None) == "no server to ask"
     assert serve_page.target_line(prof) == "the lab starts the server itself"

@@ -1,4 +1,4 @@
-"""lab.measure.speculative against the real llama-server on this CPU: a 4-layer random-weight target and a 1-layer draft of
+"""lab.experiments.speculative against the real llama-server on this CPU: a 4-layer random-weight target and a 1-layer draft of
 the same (tiny) shape and vocabulary. Random weights: the acceptance rate is what it is; what is checked is that
 drafting happened and was counted from the server's own timings, that a file without MTP layers is refused with
 llama.cpp's reason, that a qwen35 file with lab synth's MTP block drafts with it, and that --spec-synth-len gives
@@ -10,7 +10,7 @@ import yaml
 
 from lab.core import profiles
 from lab.model import models, synth
-from lab.measure import speculative
+from lab.experiments import speculative
 from lab.predict import kvcache
 from lab.serving import engine_logs
 

@@ -1,5 +1,5 @@
 """`lab tune --levels` as a user runs it, on the CPU with SmolLM2: one lever (-lv 3) against the profile, each level
-warmed up and measured twice, the per-level table with its spread in the record (lab.measure.tune.Method)."""
+warmed up and measured twice, the per-level table with its spread in the record (lab.experiments.tune.Method)."""
 import json
 import subprocess
 import sys

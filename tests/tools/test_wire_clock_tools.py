@@ -5,7 +5,8 @@ this holds by causality on any machine, however loaded."""
 import pytest
 
 from lab.core import profiles
-from lab.measure import peer_clients, wire_clock
+from lab.experiments import peer_clients
+from lab.measure import wire_clock
 from lab.measure.peer_bench import PeerLoad, run_lab_client
 from lab.serving import engines, serve
 

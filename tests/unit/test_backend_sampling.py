@@ -1,12 +1,12 @@
-"""lab.measure.backend_sampling's pure parts: the chi-square tail, the two-sample test, the greedy comparison, the
+"""lab.experiments.backend_sampling's pure parts: the chi-square tail, the two-sample test, the greedy comparison, the
 verdict (what blocks recommending -bs, what is only inconclusive) and `advice` over lab/data/backend_sampling.yaml.
 The servers themselves: tests/tools/test_backend_sampling_tools.py."""
 import random
 
 import pytest
 
-from lab.measure import backend_sampling as bs
-from lab.measure import backend_sampling_verdict as bv
+from lab.experiments import backend_sampling as bs
+from lab.experiments import backend_sampling_verdict as bv
 
 
 @pytest.mark.parametrize("x, df, p", [(3.841459, 1, 0.05), (5.991465, 2, 0.05), (18.307038, 10, 0.05),

@@ -13,7 +13,8 @@ import pytest
 from lab.core import profiles
 from lab.diagnose import troubleshoot as ts
 from lab.measure import gpumon
-from lab.model import llama_batched_bench, llama_bench
+from lab.measure import llama_batched_bench
+from lab.model import llama_bench
 from lab.serving import engine_logs
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "cuda_logs"

@@ -242,8 +242,8 @@ def test_parse_vllm_log_v1_and_v0():
 def test_reported_rows_show_slots_context_and_kv():
     rep = engine_logs.parse_llama_log((DATA / "llama_server_smollm2_lv4.log").read_text())
     rows = {r["what"]: r["value"] for r in engine_logs.reported_rows(rep)}
-    assert rows["slots"] == 4 and rows["context per slot (n_ctx_slot)"] == 1024
-    assert rows["context total (n_ctx)"] == 4096 and "90.00 MiB" in rows["KV cache (all layers)"]
+    assert rows["parallel_slots (n_slots)"] == 4 and rows["context_per_request (n_ctx_slot)"] == 1024
+    assert rows["context_tokens (n_ctx)"] == 4096 and "90.00 MiB" in rows["KV cache (all layers)"]
 
 
 def test_failure_said_puts_llama_cpp_s_cause_first_without_time_stamps():

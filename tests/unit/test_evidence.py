@@ -10,13 +10,13 @@ from lab.core.checks import Check
 
 
 def test_record_is_strict_json_with_schema_and_provenance(tmp_path):
-    path = evidence.write_record(tmp_path, "01_hardware", {"summary": {"x": 1.5}, "nan": math.nan,
+    path = evidence.write_record(tmp_path, "01_hardware", {"summary": {"bandwidth_gb_s": 1.5}, "bandwidth": math.nan,
                                                            "checks": [Check("a", "pass", 1, 1)]},
                                  profile_path=profiles.resolve("cpu-default"))
     body = json.loads(path.read_text())
     assert body["schema_version"] == evidence.SCHEMA_VERSION
     assert body["record"] == "01_hardware"
-    assert body["nan"] is None  # no value, never 0 and never invalid JSON
+    assert body["bandwidth"] is None  # no value, never 0 and never invalid JSON
     assert body["checks"][0]["status"] == "pass"
     prov = body["provenance"]
     assert len(prov["profile_sha256"]) == 64 and prov["git"]["short"]
@@ -56,17 +56,17 @@ def test_manifest_and_report_from_records(tmp_path):
     run = evidence.new_run_dir(prof.name, tmp_path)
     import plotly.graph_objects as go
 
-    evidence.write_record(run, "01_demo", {"title": "Demo", "summary": {"speed": 12.5},
+    evidence.write_record(run, "06_tune", {"title": "Demo", "summary": {"elapsed_s": 12.5},
                                            "checks": [Check("c1", "fail", 1, 2, "fix it", "here").to_dict()],
                                            "charts": [evidence.chart_entry("bars", go.Figure(go.Bar(x=[1, 2], y=[2, 3])))]})  # one point: text
     # a record's checks come back as the Checks they were (notebook 07 shows its table from its record)
-    assert checks.from_dicts(run_folder.read_records(run)["01_demo"]["checks"]) == [Check("c1", "fail", 1, 2, "fix it", "here")]
+    assert checks.from_dicts(run_folder.read_records(run)["06_tune"]["checks"]) == [Check("c1", "fail", 1, 2, "fix it", "here")]
     m = manifest.write(run, prof, prof_path, evidence.utc_now(),
-                       [{"notebook": "01_demo", "status": "failed", "duration_s": 1.0, "error": "Boom: x"}])
+                       [{"notebook": "06_tune", "status": "failed", "duration_s": 1.0, "error": "Boom: x"}])
     body = json.loads(m.read_text())
     assert body["status"] == "failed" and body["profile"]["name"] == "cpu-default"
     assert body["host"]["cpu_logical_cores"] >= 1 and body["packages"]["papermill"]
-    assert body["records"] == {"01_demo": evidence.sha256_file(run / "records" / "01_demo.json")}  # `lab report` checks them
+    assert body["records"] == {"06_tune": evidence.sha256_file(run / "records" / "06_tune.json")}  # `lab report` checks them
     html = report.build(run).read_text()
     assert "Boom: x" in html and "fix it" in html
     assert "plotly" in html.lower() and len(html) > 1_000_000  # plotly.js embedded: opens offline

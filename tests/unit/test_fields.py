@@ -10,8 +10,8 @@ from pydantic import ValidationError
 
 from lab.core import display, fields, run_summary
 from lab.core.paths import ROOT
-from lab.measure import (busy_host, gpumon, load_levels, loadgen, metrics, multigpu, peer_verdicts, speculative, tune,
-                         tune_choice, tune_settings)
+from lab.experiments import busy_host, multigpu, peer_verdicts, speculative, tune, tune_choice, tune_settings
+from lab.measure import gpumon, load_levels, loadgen, metrics
 from lab.measure.loadgen import RequestResult
 from lab.pages import benchmark, benchmark_tables
 from lab.predict import claims
@@ -85,7 +85,8 @@ def test_no_module_writes_an_old_name():
     old = fields.old_names()
     assert old == {"output_tok_s": "output_throughput", "aggregate_tok_s": "output_throughput",
                    "decode_tok_s": "stream_decode_tok_s", "single_decode_tok_s": "stream_decode_tok_s",
-                   "output_tok_s_spread": "output_throughput_spread", "peak_vram_mib_total": "peak_vram_mib"}
+                   "output_tok_s_spread": "output_throughput_spread", "peak_vram_mib_total": "peak_vram_mib",
+                   "n_ctx_slot": "context_per_request", "context_per_request_reported": "context_per_request"}
     for module in (metrics, loadgen, load_levels, tune, tune_choice, tune_settings, speculative, benchmark, benchmark_tables,
                    multigpu, gpumon,
                    peer_verdicts, busy_host, claims):

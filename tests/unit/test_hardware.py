@@ -299,7 +299,9 @@ def test_fake_inventory_round_trips_through_a_record(tmp_path):
     assert with_links[:-1] == found and with_links[-1] == gpu_links.link_checks(links, prof, inv)[0]
     psu = psu_sizing.advice(inv, prof)
     s = session.Session(prof, profiles.resolve("v100-32g-x1"), tmp_path, endpoint.where(prof))  # as notebooks start it
-    rec = json.loads(hardware.record(s, copy.deepcopy(inv), GPU_BW, links, psu, found).read_text())
+    s.results.update(inventory=copy.deepcopy(inv), bandwidth=GPU_BW, gpu_links=links, power_supply=psu)  # the steps'
+    rec = json.loads(hardware.record(s).read_text())
+    assert rec["checks"] == [c.to_dict() for c in with_links]  # the checks the notebook shows, worked out again
     assert rec["server_scope"]["local"] and [t["title"] for t in rec["tables"]][-1] == "PSU arithmetic"
     # the ceiling is the profile's one ceiling (`lab plan`'s: bytes read per token) at the bandwidth measured here
     rl = profile_speed.roofline_for(prof, {"bandwidth": GPU_BW})
@@ -307,5 +309,7 @@ def test_fake_inventory_round_trips_through_a_record(tmp_path):
     assert rec["summary"]["decode_ceiling_tok_s"] == pytest.approx(rl["bandwidth_gb_s"] * 1e9 / rec["summary"]["bytes_read_per_token"])
     text = hardware.closing_text(rec)
     assert rec["what_this_means"] == text and hardware.what_this_means(s).data == text  # the record keeps what it shows
-    assert "Verdict: pass" in text and "780.0 GB/s" in text and "850 W PSU" in text
+    # the notebook's checks include the GPU pairs' (this survey saw fewer GPUs than the profile: that one fails)
+    assert "Verdict: fail" in text and "**fail: GPU pair link**" in text
+    assert "780.0 GB/s" in text and "850 W PSU" in text
     assert text.endswith(f"- GPU pairs: none ({len(inv['gpus'])} GPU seen), so nothing is split across cards on this box.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -18,10 +19,15 @@ LAB = ROOT / "lab"
 # Layer of each package: a module may import its own package and packages with a smaller number.
 # lab.core at the bottom (lab.core.paths: where everything lives, standard library only); lab.setup above it
 # (it reads those locations, builds what model-layer modules use: lab.model.synth_metadata copies the tokenizer
-# GGUFs with lab.setup.llama_source) and under everything else. lab.pages (one module per notebook: its tables,
-# charts, record and closing text) sits on top of everything.
-LAYERS = {"core": 0, "setup": 1, "model": 2, "predict": 3, "serving": 4, "measure": 5, "diagnose": 6, "records": 7,
-          "pages": 8}
+# GGUFs with lab.setup.llama_source) and under everything else. Modules sit by what they are: lab.measure holds
+# instruments (measure one thing, return numbers; no `main`), lab.experiments what runs instruments against servers
+# in a planned order (each has a `main`), above diagnose (which reads instruments alone) and under records and pages
+# (notebook 06's page runs tune and speculative as steps). lab.pages (one module per notebook: its tables, charts,
+# steps, record and closing text) sits on top of everything.
+LAYERS = {"core": 0, "setup": 1, "model": 2, "predict": 3, "serving": 4, "measure": 5, "diagnose": 6,
+          "experiments": 7, "records": 8, "pages": 9}
+# Instruments that keep a `__main__` block, and why: not an experiment, the process the instrument itself starts.
+PROCESS_ENTRIES = {"lab.measure.bench_source": "running() starts it with -m in its own process, off the client's core"}
 MAX_LINES = 500
 # Over MAX_LINES today and being split: this list only shrinks (a module not named here must stay under).
 OVERSIZED: set[str] = set()
@@ -116,3 +122,41 @@ def test_setup_reads_only_paths_from_core():
     wrong = sorted(f"{name} imports {dep}" for name, deps in GRAPH.items() if package(name) == "setup"
                    for dep in deps if package(dep) != "setup" and dep != "lab.core.paths")
     assert not wrong, "set-up imports more than lab.core.paths from below: " + "; ".join(wrong)
+
+
+def top_level_main(path: Path) -> tuple[bool, bool]:
+    """(defines a top-level `main`, has an `if __name__ == "__main__":` block)."""
+    tree = ast.parse(path.read_text(), str(path))
+    has_main = any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body)
+    has_block = any(isinstance(n, ast.If) and "__main__" in ast.unparse(n.test) for n in tree.body)
+    return has_main, has_block
+
+
+def modules_of(pkg: str) -> list[str]:
+    return sorted(n for n in MODULES if n.startswith(f"lab.{pkg}."))
+
+
+def test_instruments_have_no_main():
+    """An instrument measures one thing and returns numbers; what runs instruments in a planned order with a command
+    line of its own is an experiment (lab/experiments), or a notebook's step (its page)."""
+    wrong = [f"{n} ({'main()' if m else ''}{' and ' if m and b else ''}{'a __main__ block' if b else ''})"
+             for n in modules_of("measure") if n not in PROCESS_ENTRIES for m, b in [top_level_main(MODULES[n])] if m or b]
+    assert not wrong, "instruments with a command line (move them to lab/experiments): " + "; ".join(wrong)
+    stale = [n for n in PROCESS_ENTRIES if n not in MODULES]
+    assert not stale, f"PROCESS_ENTRIES names modules that no longer exist: {stale}"
+
+
+def test_each_experiment_has_a_main():
+    """Each experiment module exposes `main`; a module without one is a part of an experiment and is imported by a
+    sibling that has one (tune_settings by tune, peer_verdicts by peer_clients)."""
+    runnable = {n for n in modules_of("experiments") if top_level_main(MODULES[n])[0]}
+    assert runnable, "lab/experiments has no module with a main"
+    orphans = [n for n in modules_of("experiments") if n not in runnable and not any(n in GRAPH[r] for r in runnable)]
+    assert not orphans, f"experiment modules with no main that no experiment imports (an instrument? lab/measure): {orphans}"
+
+
+@pytest.mark.parametrize("pkg", ["measure", "experiments"])
+def test_package_docstring_lists_its_modules(pkg):
+    doc = ast.get_docstring(ast.parse((LAB / pkg / "__init__.py").read_text())) or ""
+    missing = [n.rsplit(".", 1)[1] for n in modules_of(pkg) if not re.search(rf"\b{n.rsplit('.', 1)[1]}\b", doc)]
+    assert not missing, f"lab/{pkg}/__init__.py's docstring does not name: {missing}"

@@ -49,7 +49,7 @@ def test_command_places_every_setting(monkeypatch, tmp_path):
                      "-fa": "0,1", "-sm": "row"}
 
 
-# ---------------------------------------------------------------- llama-batched-bench (lab.model.llama_batched_bench)
+# ---------------------------------------------------------------- llama-batched-bench (lab.measure.llama_batched_bench)
 # two rows of its README's JSONL example (tools/batched-bench/README.md), the second at B = 2, and a repetition of B = 1
 JSONL = """llama_model_loader: loaded meta data
 {"n_kv_max": 2048, "n_batch": 2048, "n_ubatch": 512, "flash_attn": 0, "is_pp_shared": 0, "n_gpu_layers": 99, "n_threads": 8, "n_threads_batch": 8, "pp": 128, "tg": 128, "pl": 1, "n_kv": 256, "t_pp": 0.233810, "speed_pp": 547.453064, "t_tg": 3.503684, "speed_tg": 36.532974, "t": 3.737494, "speed": 68.495094}
@@ -60,7 +60,7 @@ llama_perf_context_print:        load time =     100.00 ms"""
 
 
 def test_batched_bench_rows_are_parsed_and_repetitions_give_the_median():
-    from lab.model import llama_batched_bench as bb
+    from lab.measure import llama_batched_bench as bb
 
     rows = bb.parse_jsonl(JSONL)
     assert [r["pl"] for r in rows] == [1, 2, 1]
@@ -72,7 +72,7 @@ def test_batched_bench_rows_are_parsed_and_repetitions_give_the_median():
 
 
 def test_batched_bench_takes_the_server_s_shared_settings():
-    from lab.model import llama_batched_bench as bb
+    from lab.measure import llama_batched_bench as bb
 
     argv = ["llama-server", "-m", "m.gguf", "-c", "262144", "-np", "16", "-t", "8", "-ngl", "999", "-ctk", "f16",
             "-ctv", "f16", "-fa", "auto", "--host", "127.0.0.1", "--port", "8080", "--cache-ram", "0", "-ctxcp", "0",

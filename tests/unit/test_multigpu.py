@@ -9,7 +9,7 @@ from lab.core import processes, profiles
 from lab.model import models
 from lab.predict import kvcache
 from lab.serving import engine_logs, engines
-from lab.measure import multigpu
+from lab.experiments import multigpu
 
 from conftest import ROOT
 

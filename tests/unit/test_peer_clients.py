@@ -1,4 +1,4 @@
-"""The lab's client against llama-benchy, guidellm and aiperf (lab.measure.peer_clients, set up by lab/setup/peers.py).
+"""The lab's client against llama-benchy, guidellm and aiperf (lab.experiments.peer_clients, set up by lab/setup/peers.py).
 
 Unit tier: their exports, captured from real runs on the embedded SmolLM2 (tests/data/peer_*), parsed into the lab's
 metric names; the comparison's verdicts and spread over repetitions; the command lines carry the load. Tools tier:
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.measure import peer_clients, peer_tools
+from lab.experiments import peer_clients, peer_verdicts
+from lab.measure import peer_tools
 from lab.measure.peer_bench import PeerLoad
 
 
@@ -71,11 +72,11 @@ def test_ratio_spread_and_headline_over_repetitions():
                   "itl_ms": {"mean": itl_theirs, "p50": None}, "e2el_ms": {"mean": 900.0, "p50": None},
                   "output_throughput": 80.0, "request_throughput": 1.0}
         return {"repetition": rep, "tool": "guidellm", "concurrency": 2,
-                "rows": peer_clients.compare("guidellm", ours, theirs)}
+                "rows": peer_verdicts.compare("guidellm", ours, theirs)}
 
     record = {"tools": ["guidellm"], "levels": [2], "results": [result(1, 102.0, 10.0), result(2, 98.0, 10.0),
                                                                  result(3, 100.0, 10.0)]}
-    ratios = {r["metric"]: r for r in peer_clients.ratio_spread(record)}
+    ratios = {r["metric"]: r for r in peer_verdicts.ratio_spread(record)}
     assert ratios["ttft_ms mean"]["samples"] == [1.02, 0.98, 1.0] and ratios["ttft_ms mean"]["mean"] == 1.0
     assert (ratios["ttft_ms mean"]["min"], ratios["ttft_ms mean"]["max"]) == (0.98, 1.02)
     # lab TPOT 12 vs guidellm's ITL 10: beyond 5 %, explained by where the window ends ([DONE])
@@ -140,11 +141,11 @@ def test_compare_judges_within_tolerance_and_explains_known_definition_differenc
     theirs = {"ttft_ms": {"mean": 100.0, "p50": 100.0}, "tpot_ms": {"mean": 10.0, "p50": 12.0},
               "itl_ms": {"mean": None, "p50": None}, "e2el_ms": {"mean": None}, "output_throughput": 160.0,
               "request_throughput": None}
-    rows = {r["metric"]: r for r in peer_clients.compare("llama-benchy", ours, theirs)}
+    rows = {r["metric"]: r for r in peer_verdicts.compare("llama-benchy", ours, theirs)}
     assert rows["ttft_ms mean"]["lab ÷ theirs"] == 1.04 and rows["ttft_ms mean"]["within ±5 %"] is True
     # its prompt counts the chat template, the lab's does not (runner.py:111-113): explained
     assert rows["ttft_ms p50"]["within ±5 %"] is False and rows["ttft_ms p50"]["why they differ"] == "as TTFT mean"
-    same = {r["metric"]: r for r in peer_clients.compare("guidellm", ours, theirs)}
+    same = {r["metric"]: r for r in peer_verdicts.compare("guidellm", ours, theirs)}
     assert same["ttft_ms p50"]["within ±5 %"] is False and same["ttft_ms p50"]["why they differ"] is None  # unexplained
     assert rows["tpot_ms mean"]["within ±5 %"] is False and "[DONE]" in rows["tpot_ms mean"]["why they differ"]
     assert rows["output_throughput"]["lab ÷ theirs"] == 0.5 and "decode tokens" in rows["output_throughput"]["why they differ"]
@@ -156,11 +157,11 @@ def test_itl_ratio_is_explained_by_tokens_per_chunk_only_when_the_counts_say_so(
     """The H200 run's one-stream figures (outputs/peer_clients-h200/20261202T053002Z_54fe515): 16 requests of 128
     tokens in 1,245 chunk gaps, lab ÷ llama-benchy ITL 1.654: 1.63 tokens a chunk explains it; 1.43 it does not."""
     ours = {"itl_ms": {"mean": 19.2, "n": 1245}, "successes": 16, "output_tokens_mean": 128}
-    why = peer_clients._itl_per_chunk(ours, 1.654)
+    why = peer_verdicts.itl_per_chunk(ours, 1.654)
     assert why and "1.63 tokens" in why and "2032 tokens in 1245 gaps" in why and "= 1.013" in why
-    assert peer_clients._itl_per_chunk(ours, 1.43) is None
-    assert peer_clients._itl_per_chunk({"itl_ms": {"n": 0}, "successes": 16, "output_tokens_mean": 128}, 1.6) is None
-    rows = peer_clients.compare("guidellm", ours, {"itl_ms": {"mean": 19.2 / 1.654}})
+    assert peer_verdicts.itl_per_chunk(ours, 1.43) is None
+    assert peer_verdicts.itl_per_chunk({"itl_ms": {"n": 0}, "successes": 16, "output_tokens_mean": 128}, 1.6) is None
+    rows = peer_verdicts.compare("guidellm", ours, {"itl_ms": {"mean": 19.2 / 1.654}})
     itl = next(r for r in rows if r["metric"] == "itl_ms mean")
     assert itl["within ±5 %"] is False and "per stream chunk" in itl["why they differ"]
 

@@ -17,7 +17,8 @@ from conftest import record_figure
 from fake_endpoints import endpoint_profile, hostile_server
 
 from lab.core import deadline, profiles
-from lab.measure import load_levels, loadgen, metrics, peer_bench, speculative
+from lab.experiments import speculative
+from lab.measure import load_levels, loadgen, metrics, peer_bench
 from lab.serving import endpoint, engines, serve
 from shared_reliability_deadlines import BOUND_S, BUDGET_S
 
@@ -60,7 +61,7 @@ def _waits(base: str, tmp_path: Path, monkeypatch) -> dict:
         # levels that count requests instead of a duration: each still ends by its budget + grace
         "a lab tune point (budget + grace)": lambda: load_levels.sweep(
             loadgen.Target(base, model="m", max_tokens=4), [1, 2], 4, 8, seed=8, budget_s=BUDGET_S),
-        "a speculative run (budget + grace)": lambda: speculative._single_stream(
+        "a speculative run (budget + grace)": lambda: speculative.single_stream(
             server, profile=prof, variant={"kind": "none"}, requests=2, output_tokens=4, monitor=None),
         "the peer check's lab client (budget + grace)": lambda: peer_bench.run_lab_client(
             server, peer_bench.PeerLoad(num_prompts=2, concurrency=1, input_tokens=8, output_tokens=4,

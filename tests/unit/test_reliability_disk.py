@@ -47,11 +47,11 @@ def _run(tmp_path: Path) -> tuple[runner.RunResult, profiles.Profile, Path]:
 
 def _case_record(tmp_path, full_disk, capsys) -> str | None:
     run_dir = tmp_path / "rec"
-    first = evidence.write_record(run_dir, "01_hardware", {"summary": {"a": 1}})
+    first = evidence.write_record(run_dir, "01_hardware", {"summary": {"gpus_seen": 1}})
     before = first.read_text()
     full_disk({"01_hardware.json"})
     with pytest.raises(disk.DiskSpaceError) as err:
-        evidence.write_record(run_dir, "01_hardware", {"summary": {"a": 2}, "big": "x" * 5000})
+        evidence.write_record(run_dir, "01_hardware", {"summary": {"gpus_seen": 2}, "inventory": "x" * 5000})
     msg = str(err.value)
     ok = (msg.startswith(f"{run_dir / 'records'}: no space left to write 01_hardware.json: it needs ")
           and "bytes are free" in msg and "--out" in msg and first.read_text() == before

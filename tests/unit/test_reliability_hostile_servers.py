@@ -224,8 +224,8 @@ def test_a_servers_own_strings_are_text_in_notebook_markdown_and_the_report(tmp_
         prof = endpoint_profile(tmp_path, base, "markup", served_model="m")
         command = engines.build_command(prof)
         server = serve.Server(command, "markup")
-        smoke = serve_page.smoke_test(server)
-        found = serve_page.discover(server)
+        smoke = serve.smoke_test(server)
+        found = endpoint.discover_server(server)
         checks = serve_page.serve_checks(None, server, smoke, None, discovery=found)
         record = serve_page.build_record(command, [], None, server, smoke, {}, None, checks, discovery=found)
     record["summary"]["health_s"] = 0.1
@@ -267,7 +267,7 @@ def test_an_html_sign_in_page_answering_200_everywhere_is_not_the_api(tmp_path, 
         prof = endpoint_profile(tmp_path, base, "signin", api_key_env="SIGNIN_TEST_KEY")
         found = endpoint.discover(prof.endpoint_base, KEY, prof.served_model)
         server = serve.Server(engines.build_command(prof), "signin", api_key=KEY)
-        smoke = serve_page.smoke_test(server)
+        smoke = serve.smoke_test(server)
         checks = {c.name: c.status for c in serve_page.serve_checks(None, server, smoke, None, discovery=found)}
         probes = {p["probe"]: p for p in endpoint_diagnose.run(prof)["probes"]}
         unreachable = endpoint_diagnose.why_unreachable(prof)

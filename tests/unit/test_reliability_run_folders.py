@@ -26,7 +26,7 @@ def _run(tmp_path: Path, name: str = "20261201T100000Z_abcdef12", records: dict 
     run = tmp_path / name
     (run / "records").mkdir(parents=True)
     (run / "logs").mkdir()
-    for rec, data in (records or {"01_good": {"title": "Good", "summary": {"answer": 42}}}).items():
+    for rec, data in (records or {"06_tune": {"title": "Good", "summary": {"points_ok": 42}}}).items():
         evidence.write_record(run, rec, data)
     if manifest_body is not None:
         body = {"run_id": run.name, "profile": {"name": "t"}, "notebooks": [], "status": "ok",
@@ -132,8 +132,8 @@ def test_report_and_compare_render_wrong_shapes_or_say_what_is_wrong(tmp_path):
     variants = [("manifest", k, v) for k, v in MANIFEST_SHAPES.items()] + [("record", k, v) for k, v in RECORD_SHAPES.items()]
     variants.append(("manifest", "(a list)", None))
     for i, (where, key, value) in enumerate(variants):
-        run = _run(tmp_path / f"v{i}", records={"01_good": {"title": "Good", "summary": {"answer": 42}},
-                                               "02_bad": {"title": "Bad", "summary": {"x": 1}}}, manifest_body={})
+        run = _run(tmp_path / f"v{i}", records={"06_tune": {"title": "Good", "summary": {"points_ok": 42}},
+                                               "06_speculative": {"title": "Bad", "summary": {"draft_model": 1}}}, manifest_body={})
         if where == "manifest":
             body = json.loads((run / "manifest.json").read_text())
             if value is None:
@@ -144,15 +144,15 @@ def test_report_and_compare_render_wrong_shapes_or_say_what_is_wrong(tmp_path):
                 body[key.strip()] = value
             (run / "manifest.json").write_text(json.dumps(body))
         else:
-            data = json.loads((run / "records" / "02_bad.json").read_text())
+            data = json.loads((run / "records" / "06_speculative.json").read_text())
             data[key.strip()] = value
-            (run / "records" / "02_bad.json").write_text(json.dumps(data))
+            (run / "records" / "06_speculative.json").write_text(json.dumps(data))
         rc, text = _cli(["report", str(run)])
         rc2, compared = _cli(["compare", str(run), str(run)])
         page = _page(run)
         # a field of the wrong kind is named; a value inside a right one (a GPU without a name) is shown as it is
         said = ("manifest.json" in page and ("not shown" in page or "holds a list" in page) or key in ("gpus ", "host.ram_bytes")) if where == "manifest" else (
-            "02_bad" in page and ("Problem with this record" in page or key.strip() in ("summary", "charts", "command", "title")))
+            "06_speculative" in page and ("Problem with this record" in page or key.strip() in ("summary", "charts", "command", "title")))
         ok = rc == rc2 == 0 and "Traceback" not in text + compared and "42" in page and said
         handled += ok
         if not ok:
@@ -234,8 +234,8 @@ def test_doctor_run_on_devices_fifos_lists_deep_trees_and_many_links(tmp_path):
 
 # ---------------------------------------------------------------- item 10
 def test_a_listed_record_deleted_after_the_run_is_missing(tmp_path):
-    run = _run(tmp_path, records={"01_good": {"title": "Good", "summary": {"answer": 42}},
-                                  "04_serve": {"title": "Serve", "summary": {"tok_s": 9}}}, manifest_body={})
+    run = _run(tmp_path, records={"06_tune": {"title": "Good", "summary": {"points_ok": 42}},
+                                  "04_serve": {"title": "Serve", "summary": {"health_s": 9}}}, manifest_body={})
     (run / "records" / "04_serve.json").unlink()
     rc, text = _cli(["report", str(run)])
     rc2, compared = _cli(["compare", str(run), str(run)])
@@ -248,7 +248,7 @@ def test_a_listed_record_deleted_after_the_run_is_missing(tmp_path):
 
 # ---------------------------------------------------------------- item 12
 def test_a_run_killed_before_its_manifest_is_cut_not_run_by_hand(tmp_path):
-    cut = _run(tmp_path, records={"01_good": {"title": "Good", "summary": {"answer": 42}}})
+    cut = _run(tmp_path, records={"06_tune": {"title": "Good", "summary": {"points_ok": 42}}})
     (cut / "logs" / ".06_bench_server.log.partial").write_text("raw server log\n")
     rc, text = _cli(["report", str(cut)])
     page = _page(cut)
@@ -267,9 +267,9 @@ def test_a_run_killed_before_its_manifest_is_cut_not_run_by_hand(tmp_path):
 # ---------------------------------------------------------------- item 13
 def test_compare_names_different_schema_versions(tmp_path):
     old = _run(tmp_path, "20261101T100000Z_abcdef12", manifest_body={})
-    data = json.loads((old / "records" / "01_good.json").read_text())
+    data = json.loads((old / "records" / "06_tune.json").read_text())
     data["schema_version"] = 1
-    (old / "records" / "01_good.json").write_text(json.dumps(data))
+    (old / "records" / "06_tune.json").write_text(json.dumps(data))
     new = _run(tmp_path, "20261201T100000Z_abcdef12", manifest_body={})
     rows = report.compare_rows([old, new])
     named = [r for r in rows if str(r["result"]).startswith("schema_version")]

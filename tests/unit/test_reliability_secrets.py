@@ -113,8 +113,8 @@ def test_a_server_echoing_the_key_leaves_it_in_no_record(tmp_path, monkeypatch):
         prof = _profile(tmp_path, base)
         command = engines.build_command(prof)
         server = serve.Server(command, "echo", api_key=KEY)
-        smoke = serve_page.smoke_test(server)
-        found = serve_page.discover(server)
+        smoke = serve.smoke_test(server)
+        found = endpoint.discover_server(server)
         checks = serve_page.serve_checks(None, server, smoke, None)
         record04 = serve_page.build_record(command, [], None, server, smoke, {}, None, checks, discovery=found)
         # the load generator: a 500 body, then streamed error events

@@ -18,7 +18,7 @@ from fake_endpoints import WRONG_PROPS, endpoint_profile, hostile_server
 from lab.core import evidence, profiles
 from lab.measure import loadgen, metrics
 from lab.records import manifest, report
-from lab.serving import engines, serve, shapes
+from lab.serving import endpoint, engines, serve, shapes
 from lab.pages import serve as serve_page
 
 
@@ -33,8 +33,8 @@ def test_wrong_types_become_findings_on_the_run_path(variant, tmp_path):
         prof = _profile(tmp_path, base)
         command = engines.build_command(prof)
         server = serve.connect(command, timeout_s=10)  # /v1/models answers (wrongly): healthy
-        smoke = serve_page.smoke_test(server)
-        found = serve_page.discover(server)
+        smoke = serve.smoke_test(server)
+        found = endpoint.discover_server(server)
         checks = serve_page.serve_checks(None, server, smoke, None, discovery=found)
         record = serve_page.build_record(command, [], None, server, smoke, {}, None, checks, discovery=found)
         written = evidence.write_record(tmp_path / "run", "04_serve", record)

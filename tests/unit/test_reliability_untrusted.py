@@ -58,14 +58,14 @@ def test_report_and_compare_refuse_hostile_files_in_one_line_and_flag_edited_rec
         "record is a symlink to /dev/zero": (None, {"02_zero": Path("/dev/zero")}, "02_zero: record not readable"),
         "record nested 100,000 deep": (None, {"02_deep": b'{"a": ' + _nested(100_000) + b"}"}, "nested deeper than 200"),
         "record over 64 MiB": (None, {"02_huge": 65 << 20}, "more than the 67,108,864 the lab reads"),
-        "record edited after the run": (None, {"01_good": b'{"summary": {"answer": 41}}'}, "edited after the run"),
+        "record edited after the run": (None, {"06_tune": b'{"summary": {"points_ok": 41}}'}, "edited after the run"),
         "record added after the run": (None, {"03_new": b'{"summary": {"answer": 7}}'}, "added after the run"),
     }
     handled, problems = 0, []
     for i, (name, (manifest_content, records, says)) in enumerate(cases.items()):
         run = tmp_path / f"run{i}"
         (run / "records").mkdir(parents=True)
-        evidence.write_record(run, "01_good", {"title": "Good", "summary": {"answer": 42}})
+        evidence.write_record(run, "06_tune", {"title": "Good", "summary": {"points_ok": 42}})
         body = {"run_id": run.name, "profile": {"name": "t"}, "notebooks": [], "status": "ok",
                 "records": evidence.record_hashes(run)}  # as manifest.write keeps them
         (run / "manifest.json").write_text(json.dumps(body))

@@ -33,7 +33,7 @@ def fake_run(calls: list):
     def run(profile, only=None, out=None, synth_if_missing=False, plan_only=False, allow_failed_checks=False):
         prof = profiles.load(profile)
         run_dir = evidence.new_run_dir(prof.name, out)
-        evidence.write_record(run_dir, "01_hardware", {"title": "Hardware", "summary": {"gpu_count": prof.gpu_count}})
+        evidence.write_record(run_dir, "01_hardware", {"title": "Hardware", "summary": {"gpus_seen": prof.gpu_count}})
         status = "failed" if prof.name == "rtx4090-24g" else "ok"
         (run_dir / "manifest.json").write_text(json.dumps({"profile": {"name": prof.name}, "notebooks": [],
                                                            "status": status}))

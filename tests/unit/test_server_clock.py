@@ -1,5 +1,5 @@
 """The server's own clock as referee of the peer check (lab.serving.engine_logs.request_timings,
-lab.measure.server_clock, peer_clients.rejudge): llama-server's per-request lines parsed, runs found in a log,
+lab.measure.server_clock, peer_verdicts.rejudge): llama-server's per-request lines parsed, runs found in a log,
 and the committed H200 record judged again from its own server log."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.measure import peer_clients, server_clock
+from lab.experiments import peer_verdicts
+from lab.measure import server_clock
 from lab.serving import engine_logs
 from conftest import ROOT
 
@@ -81,15 +82,15 @@ def test_the_h200_record_judged_again_by_the_servers_log():
     """The committed H200 peer check (issue 20): every figure the clients disagreed on beyond ±5 % without a
     definition is accounted for by the server's own log except guidellm's TTFT at 16 streams."""
     record = json.loads((H200 / "peer_clients" / "peer_clients.json").read_text())
-    peer_clients.rejudge(record, _log(H200))
-    kinds = [peer_clients.verdict(r) for r in record["ratios"] if r["within ±5 %"] is not None]
+    peer_verdicts.rejudge(record, _log(H200))
+    kinds = [peer_verdicts.verdict(r) for r in record["ratios"] if r["within ±5 %"] is not None]
     counts = {k: kinds.count(k) for k in ("within", "definition", "server clock", "unexplained")}
     print(counts)
     assert counts == {"within": 17, "definition": 14, "server clock": 9, "unexplained": 2}
     by = {(r["tool"], r["concurrency"], r["metric"]): r for r in record["ratios"]}
     out8 = by[("guidellm", 8, "output_throughput")]
     assert out8["mean"] == 1.142 and "lab ÷ theirs ÷ that = 0.999" in out8["why they differ"]
-    assert {k[2] for k, r in by.items() if peer_clients.verdict(r) == "unexplained"} == {"ttft_ms mean", "ttft_ms p50"}
+    assert {k[2] for k, r in by.items() if peer_verdicts.verdict(r) == "unexplained"} == {"ttft_ms mean", "ttft_ms p50"}
     # the referee found each run's requests: 16 (32 at 16 streams) on both sides, 128 tokens each
     for r in record["results"]:
         n = r["lab"]["successes"]
@@ -100,11 +101,11 @@ def test_the_h200_record_judged_again_by_the_servers_log():
 def test_rejudge_refuses_a_log_that_does_not_pair_up():
     record = json.loads((H200 / "peer_clients" / "peer_clients.json").read_text())
     with pytest.raises(ValueError, match="the server log has 0 runs, the record 18 results"):
-        peer_clients.rejudge(record, "")
+        peer_verdicts.rejudge(record, "")
 
 
 def test_busy_host_rows_compare_each_busy_count_with_the_idle_host():
-    from lab.measure import busy_host
+    from lab.experiments import busy_host
 
     def run(k, tpot, thr):
         return {"busy_cores": k, "output_throughput": thr, "server_clock": {"tpot_ms": tpot}}
@@ -130,7 +131,7 @@ def test_slot_blocks_set_the_servers_speed_at_8_streams_on_the_h200():
 def test_busy_cores_beside_the_server_change_nothing_at_equal_placement():
     """The H200 busy-host check: with the slots' placement held equal, 2 or 8 busy cores of 16 moved the server's
     decode by at most 3 %, while the placement alone moved it 37 → 69 ms (the per-run means mix the two)."""
-    from lab.measure import busy_host
+    from lab.experiments import busy_host
 
     folder = H200.parent / "20261202T073617Z_893f270"
     raw = json.loads((folder / "busy_host" / "busy_host.json").read_text())  # as the run wrote it
@@ -151,9 +152,9 @@ def test_every_named_definition_in_the_h200_records_is_the_tables():
         record = json.loads((folder / "records" / "peer_clients.json").read_text())
         for row in record["ratios"]:
             if row["within ±5 %"] is None:
-                assert peer_clients.verdict(row) == "not compared", row
-            elif peer_clients.verdict(row) == "definition" and "per stream chunk" not in row["why they differ"]:
-                assert row["why they differ"] == peer_clients.EXPLAIN[(row["tool"], row["metric"])], row
+                assert peer_verdicts.verdict(row) == "not compared", row
+            elif peer_verdicts.verdict(row) == "definition" and "per stream chunk" not in row["why they differ"]:
+                assert row["why they differ"] == peer_verdicts.EXPLAIN[(row["tool"], row["metric"])], row
 
 
 def test_since_waits_for_the_log_to_catch_up_with_the_client():

@@ -53,10 +53,11 @@ def test_the_notebooks_session_writes_server_scope_into_every_record_and_keeps_t
     s = pages_session.start("cpu-default", str(tmp_path / "run"))
     assert s.server_scope["local"] and not s.server_scope["endpoint"] and s.server_scope["text"].startswith("The lab starts")
     seen = []
-    path = s.record("05_kv_cache", {"summary": {"n": 3}}, closing=lambda rec: seen.append(rec) or f"n is {rec['summary']['n']}")
+    path = s.record("05_kv_cache", {"summary": {"max_concurrent_sequences": 3}},
+                    closing=lambda rec: seen.append(rec) or f"n is {rec['summary']['max_concurrent_sequences']}")
     rec = json.loads(path.read_text())
     assert rec["server_scope"] == s.server_scope and rec["what_this_means"] == "n is 3"
-    assert seen[0]["record"] == "05_kv_cache" and "provenance" in seen[0]  # built from the file, not the dict passed
+    assert seen[0]["record"] == "05_kv_cache" and "provenance" in seen[0]  # built from the record as written, not the dict passed
     assert pages_session.closing(s, "05_kv_cache").data == "n is 3"
     assert report.closing_text(rec) == "n is 3" and report.closing_text({"record": "06_tune"}) is None
     # a record written before records kept the text: `lab report` passes the pages' closing as the fallback

@@ -5,7 +5,7 @@ V100 owner's published sweep (sudoingX/qwen38-mtp sweeps/workstation.md, Tesla V
 at n-max 2 with acceptance 0.75 from the server log)."""
 import pytest
 
-from lab.measure import speculative
+from lab.experiments import speculative
 from lab.predict import speculative_speed as ss
 
 H200_PLAIN = 90.1
@@ -78,3 +78,30 @@ def test_mtp_variants_come_first_at_each_n_max():
     assert [x["kind"] for x in v] == ["none", "mtp", "mtp", "mtp", "mtp", "draft", "synthetic", "ngram"]
     assert [x["args"][-1] for x in v if x["kind"] == "mtp"] == ["1", "2", "3", "4"]
     assert [x["kind"] for x in speculative.variants(None, synth_lengths=())] == ["none", "mtp", "ngram"]
+
+
+def test_main_measures_the_profile_and_writes_its_record_into_a_new_run_folder(tmp_path, monkeypatch, capsys):
+    # python -m lab.experiments.speculative (lab/device/run_spec.sh): the profile named, the stand-in when it names
+    # model_synth, every variant within the budget, records/06_speculative.json of a new run folder
+    import json
+
+    from lab.core import evidence
+    from lab.model import standin
+
+    run, seen = tmp_path / "run", {}
+    monkeypatch.setattr(evidence, "new_run_dir", lambda name, out_root=None: seen.setdefault("name", name) and run)
+    monkeypatch.setattr(standin, "for_run", lambda *a, **k: None)
+    monkeypatch.setattr(speculative, "draft_for", lambda profile: (None, "no draft here"))
+
+    def measure(profile, draft, log_dir, **kw):
+        seen.update(kw, profile=profile.name, log_dir=log_dir)
+        return speculative.summarise([{"variant": "every variant", "kind": "none", "status": "skip", "error": "test"}],
+                                     profile, draft)
+
+    monkeypatch.setattr(speculative, "measure", measure)
+    assert speculative.main(["--profile", "cpu-default", "--budget-s", "7"]) == 0
+    assert seen["name"] == "cpu-default" and seen["profile"] == "cpu-default"
+    assert seen["budget_s"] == 7 and seen["requests"] == 3 and seen["log_dir"] == run / "logs" / "speculative"
+    record = json.loads((run / "records" / "06_speculative.json").read_text())
+    assert record["record"] == "06_speculative" and record["speculative"]["rows"][0]["status"] == "skip"
+    assert f"run folder: {run}" in capsys.readouterr().out

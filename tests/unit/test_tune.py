@@ -1,9 +1,9 @@
-"""lab.measure.tune and lab.measure.speculative: the pure parts (grid, invalid combinations, Pareto front, winner, patch,
+"""lab.experiments.tune and lab.experiments.speculative: the pure parts (grid, invalid combinations, Pareto front, winner, patch,
 acceptance arithmetic). The measuring runs in notebook 06 (tests/notebooks/test_suite_06.py)."""
 from dataclasses import replace
 
 from lab.core import profiles
-from lab.measure import speculative, tune, tune_choice, tune_settings
+from lab.experiments import speculative, tune, tune_choice, tune_settings
 from lab.measure.loadgen import RequestResult
 
 
@@ -39,7 +39,7 @@ def test_invalid_combinations_say_why():
 
 
 def _pt(name, dim, single, total, concurrency=4):
-    """A measured point: one stream's decode at 1 stream, the total output at `concurrency` (lab.measure.tune_choice.at)."""
+    """A measured point: one stream's decode at 1 stream, the total output at `concurrency` (lab.experiments.tune_choice.at)."""
     return {"name": name, "dimension": dim, "status": "ok", "concurrency": concurrency,
             "levels": {1: {"stream_decode_tok_s": single}, concurrency: {"output_throughput": total}}}
 

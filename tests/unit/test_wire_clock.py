@@ -5,7 +5,8 @@ import httpx
 import pytest
 from fake_endpoints import LMSTUDIO_MODEL, fake_server
 
-from lab.measure import peer_verdicts, wire_clock
+from lab.experiments import peer_verdicts
+from lab.measure import wire_clock
 
 TOKEN_S = 0.05
 

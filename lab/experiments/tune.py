@@ -11,8 +11,8 @@ measured with the lab's client (lab.measure.load_levels) at one stream and at th
 NVML is present. Combinations llama.cpp refuses or that cannot serve the load are skipped with the reason;
 points that do not fit the time budget are listed as not run.
 
-What a point is: lab.measure.tune_settings; which point wins, the noise it must beat and the profile patch:
-lab.measure.tune_choice.
+What a point is: lab.experiments.tune_settings; which point wins, the noise it must beat and the profile patch:
+lab.experiments.tune_choice.
 
     python -m lab tune --profile cpu-default --budget-s 60
 """
@@ -25,9 +25,9 @@ from functools import partial
 
 from lab.core import display, fields
 from lab.core.profiles import Profile
-from lab.measure.tune_choice import (all_streams, apply_patch, at, choose, combined, noise, one_stream, pareto_front,
+from lab.experiments.tune_choice import (all_streams, apply_patch, at, choose, combined, noise, one_stream, pareto_front,
                                      patch_yaml, within_noise)
-from lab.measure.tune_settings import (BASELINE_NAME, DIM_FIELDS, REPEAT_NAME, SAMPLING, SINGLE_STREAM_TOLERANCE,
+from lab.experiments.tune_settings import (BASELINE_NAME, DIM_FIELDS, REPEAT_NAME, SAMPLING, SINGLE_STREAM_TOLERANCE,
                                        Setting, grid, invalid)
 
 
@@ -94,7 +94,8 @@ def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: 
     """Every level of `method.plan` against a running server with `setting` (lab.measure.load_levels.measure: warm-up,
     repetitions, the level's deadline), summarised; the one-stream and top-level figures are the point's headline fields."""
     from lab.core import run_summary
-    from lab.measure import load_levels, speculative
+    from lab.experiments import speculative
+    from lab.measure import load_levels
 
     target, words, _ = load_levels.against(srv, setting.prompt_tokens or profile.bench_prompt_tokens,
                                            output_tokens or profile.bench_output_tokens,
@@ -267,11 +268,11 @@ def build_record(result: dict, fig=None) -> dict:
     ok = [p for p in result["points"] if p["status"] == "ok"]
     if result.get("skip_reason"):
         found = [Check("tuning measured the baseline", "skip", "not run", "the profile's own settings measured",
-                       result["skip_reason"], "lab.measure.tune")]
+                       result["skip_reason"], "lab.experiments.tune")]
     else:
         found = [Check("tuning measured the baseline", "pass" if any(p["dimension"] == "baseline" for p in ok) else "fail",
                        f"{len(ok)} points ok, {len(result['points']) - len(ok)} failed, {len(result['skipped'])} skipped",
-                       "the profile's own settings measured", "" if ok else "see the failed points' errors", "lab.measure.tune")]
+                       "the profile's own settings measured", "" if ok else "see the failed points' errors", "lab.experiments.tune")]
     charts = [evidence.chart_entry("Throughput vs latency per setting (Pareto front)", fig)] if fig is not None else []
     return {"title": "Tuning: llama-server settings measured one at a time",
             "summary": {k: result.get(k) for k in ("winner", "winner_vs_baseline", "noise", "winner_within_noise",

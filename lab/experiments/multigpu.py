@@ -12,7 +12,7 @@ For each mode — `none` (one GPU: CUDA_VISIBLE_DEVICES=0) and, when two GPUs ar
 
 Then: two-over-one ratios (tg, pp, served single stream, aggregate at each level), and lab.predict.tp_model's
 prediction for -sm tensor (from the one-GPU tg, the measured copy bandwidth and the measured all-reduce:
-records/08_allreduce.json when lab.measure.allreduce_bench ran first) beside what -sm tensor measured; the same
+records/08_allreduce.json when lab.experiments.allreduce_bench ran first) beside what -sm tensor measured; the same
 model applied to two V100s over NVLink 2.0 and PCIe 3.0, and to two nodes (pipeline parallel over
 Ethernet), with the link figures of lab/data/gpu_links.yaml. Records: 08_multigpu_scaling, 08_tp_model.
 Modes that cannot run here (fewer GPUs, a CPU profile) are recorded as skipped with the reason.

@@ -17,7 +17,8 @@ from pathlib import Path
 from lab.core import evidence, run_folder
 from lab.core.checks import Check
 from lab.core.profiles import Profile
-from lab.measure import bench, copy_bandwidth, gpumon, load_levels, metrics, peer_bench, speculative, tune, yardstick
+from lab.experiments import speculative, tune
+from lab.measure import bench, copy_bandwidth, gpumon, load_levels, metrics, peer_bench, yardstick
 from lab.measure.loadgen import RunResult
 from lab.predict import claims, profile_speed
 from lab.serving import engines, serve
@@ -146,16 +147,16 @@ def yardstick_rows(served: ServedSweep, batched: dict | None, llama_bench_result
 
 
 def tune_settings(profile: Profile, log_dir: str | Path) -> dict:
-    """lab tune within the profile's `tune_budget_s` (lab.measure.tune.run), its servers watched by NVML."""
+    """lab tune within the profile's `tune_budget_s` (lab.experiments.tune.run), its servers watched by NVML."""
     with gpumon.Sampler() as mon:
         return tune.run(profile, Path(log_dir) / "tune", budget_s=profile.tune_budget_s, monitor=mon,
                         output_tokens=min(TUNE_OUTPUT_TOKENS, profile.bench_output_tokens))
 
 
 def speculative_variants(profile: Profile, log_dir: str | Path, draft: str | None) -> dict:
-    """One stream with and without speculative decoding (lab.measure.speculative.measure), within `tune_budget_s`;
+    """One stream with and without speculative decoding (lab.experiments.speculative.measure), within `tune_budget_s`;
     then llama-bench's verification batches pp1..pp5 and the MTP speed model over the draft-mtp rows
-    (lab.measure.speculative.step_model)."""
+    (lab.experiments.speculative.step_model)."""
     with gpumon.Sampler() as mon:
         spec = speculative.measure(profile, draft, Path(log_dir) / "speculative", requests=3, monitor=mon,
                                    budget_s=profile.tune_budget_s,

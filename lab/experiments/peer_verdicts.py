@@ -1,4 +1,4 @@
-"""The peer check's verdicts (lab.measure.peer_clients runs the clients): metric by metric, lab ÷ theirs, within the
+"""The peer check's verdicts (lab.experiments.peer_clients runs the clients): metric by metric, lab ÷ theirs, within the
 tolerance or why not — a definition named from the tool's code (EXPLAIN), the lab's ITL being per stream chunk
 (counted from the run), or the server's own clock (lab.measure.server_clock: what llama-server logged for each
 run) — and the spread over repetitions; `rejudge` applies them again to a record with its server's log."""
@@ -59,7 +59,7 @@ def compare(tool: str, ours: dict, theirs: dict, clock: dict | None = None, wire
         if b is None:
             why = f"{tool} does not report it"
         elif key == "itl_ms" and sub == "mean" and not within:
-            why = _itl_per_chunk(ours, ratio) or server_clock.explain(
+            why = itl_per_chunk(ours, ratio) or server_clock.explain(
                 key, ratio, clock.get("lab"), clock.get("theirs"), TOLERANCE, per_chunk=_tokens_per_chunk(ours) or 1.0)
         elif not within and sub != "p50":
             # measured beats named: when the server's own clock accounts for the ratio, that is the reason (a named
@@ -79,13 +79,13 @@ def compare(tool: str, ours: dict, theirs: dict, clock: dict | None = None, wire
 
 
 def _tokens_per_chunk(ours: dict) -> float | None:
-    """Output tokens per stream-chunk gap in the lab's run (a chunk can carry several tokens: _itl_per_chunk)."""
+    """Output tokens per stream-chunk gap in the lab's run (a chunk can carry several tokens: itl_per_chunk)."""
     gaps = (ours.get("itl_ms") or {}).get("n")
     tokens = ours.get("successes", 0) * ((ours.get("output_tokens_mean") or 1) - 1)
     return tokens / gaps if gaps and tokens else None
 
 
-def _itl_per_chunk(ours: dict, ratio: float | None) -> str | None:
+def itl_per_chunk(ours: dict, ratio: float | None) -> str | None:
     """The definition behind an ITL ratio, checked against the run's own counts: the lab's ITL is the gap between
     stream chunks (lab.measure.metrics, vLLM bench serve's definition); the peers' is per token (llama-benchy: its
     TPOT; guidellm request_stats.py:354: decode time ÷ (tokens − 1)). llama-server holds back a token that ends

@@ -2,8 +2,8 @@
 `vllm bench serve` check of lab.measure.peer_bench, whose load and lab-client run this reuses), on one llama-server.
 
     record = peer_clients.run_on_smollm2(run_dir)   # into run_dir/peer_clients/; starts a CPU llama-server (embedded SmolLM2), runs, stops it
-    peer_clients.ratio_spread(record)               # per tool, level, metric: lab ÷ theirs over repetitions, agrees or why not
-    python -m lab.measure.peer_clients --profile P --run-dir D --levels 1,8,16 --repetitions 3   # any profile's server
+    peer_verdicts.ratio_spread(record)              # per tool, level, metric: lab ÷ theirs over repetitions, agrees or why not
+    python -m lab.experiments.peer_clients --profile P --run-dir D --levels 1,8,16 --repetitions 3   # any profile's server
 
 Same load per level (lab.measure.peer_bench.PeerLoad): N requests, ≈ I prompt tokens, exactly O output tokens
 (ignore_eos, temperature 0), at most C in flight, one warm-up first; the clients run one after the other on the
@@ -46,8 +46,7 @@ from pathlib import Path
 
 from lab.core.checks import Check
 from lab.measure import metrics, server_clock, wire_clock
-from lab.measure.peer_verdicts import (COMPARED, EXPLAIN, TOLERANCE, _itl_per_chunk, compare,  # noqa: F401
-                                      ratio_spread, rejudge, verdict)
+from lab.experiments.peer_verdicts import TOLERANCE, compare, ratio_spread, verdict
 from lab.measure.peer_bench import PeerLoad, run_lab_client
 from lab.measure.peer_tools import (MODULES, aiperf_command, benchy_command, benchy_errors, guidellm_command,
                                     guidellm_scenario, parse_aiperf, parse_benchy, parse_guidellm, peers_info, run_tool,
@@ -318,12 +317,12 @@ def checks(record: dict) -> list[Check]:
 
 # ---------------------------------------------------------------- command line (lab/device/run_h200.sh MODE=peers)
 def main(argv: list[str] | None = None) -> int:
-    """python -m lab.measure.peer_clients --profile P --run-dir D [--levels 1,8,16 ...]: the check on P's server."""
+    """python -m lab.experiments.peer_clients --profile P --run-dir D [--levels 1,8,16 ...]: the check on P's server."""
     import argparse
 
     from lab.core import profiles
 
-    ap = argparse.ArgumentParser(prog="python -m lab.measure.peer_clients", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m lab.experiments.peer_clients", description=main.__doc__)
     ap.add_argument("--profile", required=True, help="profile name or YAML file; its llama-server is started")
     ap.add_argument("--run-dir", required=True, type=Path, help="the record goes to RUN_DIR/peer_clients/")
     ap.add_argument("--tools", default=",".join(DEFAULT_TOOLS), help=f"comma-separated, of {', '.join(MODULES)}")

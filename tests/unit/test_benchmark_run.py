@@ -1,10 +1,11 @@
-"""lab.measure.bench_run (notebook 06's steps, one call each) and the views notebook 06 shows between them
+"""lab.pages.benchmark_run (notebook 06's steps, one call each) and the views notebook 06 shows between them
 (lab.pages.benchmark, its tables lab.pages.benchmark_tables): a profile that cannot start here goes through every
 step as skipped, saying why, and the record and closing text are built from that; the decode-speed table divides by
 llama-bench's speed."""
 import pytest
 
-from lab.measure import bench_run, metrics
+from lab.measure import metrics
+from lab.pages import benchmark_run
 from lab.pages import benchmark, benchmark_tables
 
 
@@ -16,7 +17,7 @@ def test_decode_speeds_are_divided_by_the_in_process_speed():
                                                                (150.0, 1.5)]
     unmeasured = benchmark_tables.decode_speeds_table(None, None, rl).to_dict(orient="records")
     assert [r["÷ in-process"] for r in unmeasured] == [None] * 5 and unmeasured[3]["tok/s"] == 400.0
-    assert bench_run.single_stream([]) is None and bench_run.single_stream([single, {}]) is single
+    assert benchmark_run.single_stream([]) is None and benchmark_run.single_stream([single, {}]) is single
 
 
 def test_notebook_06_calls_its_steps_on_its_page(tmp_path):

@@ -1,6 +1,6 @@
 """What a `lab tune` point is (pure): a `Setting` (one llama-server configuration), the profile's own (`baseline`),
 the grid of one change at a time (`grid`), and why llama.cpp would refuse one or it cannot serve the load
-(`invalid`). lab.measure.tune measures the points, lab.measure.tune_choice picks the winner."""
+(`invalid`). lab.experiments.tune measures the points, lab.experiments.tune_choice picks the winner."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -155,8 +155,8 @@ def grid(profile: Profile, n_cores: int | None = None) -> list[Setting]:
 
 
 def mtp_n_max(profile: Profile) -> tuple[int, ...]:
-    """The draft-mtp n-max values to sweep: lab.measure.speculative's when the model has an MTP block, else none."""
-    from lab.measure import speculative
+    """The draft-mtp n-max values to sweep: lab.experiments.speculative's when the model has an MTP block, else none."""
+    from lab.experiments import speculative
 
     values = speculative.mtp_n_max_for(profile)
     return values if values == speculative.MTP_N_MAX else ()

@@ -128,7 +128,7 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
         cmd = engines.build_command(one_slot, installed_version=engines.installed_version(one_slot),
                                     port=serve.free_port(), extra_args=v["args"])
         name = "spec_" + "".join(c if c.isalnum() else "_" for c in v["name"])[:40]
-        how = partial(_single_stream, profile=profile, variant=v, requests=requests, output_tokens=output_tokens,
+        how = partial(single_stream, profile=profile, variant=v, requests=requests, output_tokens=output_tokens,
                       monitor=monitor)
         row = {"variant": v["name"], "kind": v["kind"], "synthetic_length": v.get("length"), "n_max": v.get("n_max"),
                **serve.measure(cmd, log_dir, name, how, monitor=monitor)}
@@ -145,7 +145,7 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
 SEED = 20261202
 
 
-def _single_stream(srv, *, profile, variant: dict, requests: int, output_tokens: int | None, monitor) -> dict:
+def single_stream(srv, *, profile, variant: dict, requests: int, output_tokens: int | None, monitor) -> dict:
     """`requests` greedy single-stream requests to a running server: decode speed, latency, drafts accepted."""
     from lab.measure import load_levels
 
@@ -332,3 +332,35 @@ def draft_for(profile, layers: int | None = None) -> tuple[str | None, str]:
     path = Path(spec).expanduser()
     return (str(path), "the profile's spec_draft") if path.exists() else (None, f"spec_draft {path} not found")
 
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m lab.experiments.speculative --profile P [--budget-s S]: every variant at one stream on P's
+    llama-server (the stand-in written first when P names model_synth), into a new run folder's
+    records/06_speculative.json."""
+    import argparse
+    from pathlib import Path
+
+    from lab.core import evidence, profiles
+    from lab.model import standin
+
+    ap = argparse.ArgumentParser(prog="python -m lab.experiments.speculative", description=main.__doc__)
+    ap.add_argument("--profile", required=True, help="profile name (params/NAME.yaml) or YAML file")
+    ap.add_argument("--budget-s", type=float, default=200.0, help="variants that would start later are not run")
+    ap.add_argument("--requests", type=int, default=3, help="single-stream requests per variant")
+    args = ap.parse_args(argv)
+    given = profiles.resolve(args.profile)
+    run_dir = evidence.new_run_dir(given.stem)  # outputs/<NAME>/... for params/NAME.yaml (lab/device/run_spec.sh)
+    used = standin.for_run(profiles.load(given), given, run_dir, allow=True, progress=False) or given
+    profile = profiles.load(used)
+    draft, why = draft_for(profile)
+    print(f"draft: {draft} ({why})", flush=True)
+    result = measure(profile, draft, Path(run_dir) / "logs" / "speculative", requests=args.requests,
+                     budget_s=args.budget_s)
+    evidence.write_record(run_dir, "06_speculative", build_record(result), used)
+    print(f"run folder: {run_dir}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

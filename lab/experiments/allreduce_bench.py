@@ -11,7 +11,7 @@ The gloo backend runs the same code on CPUs (tests use it, so the path is exerci
 NVLink multicast (NVLS) stays off: on shared hosts a program that uses it can take the GPUs out of service,
 so NCCL_NVLS_ENABLE=0 is set here unless the caller set it.
 
-    python -m lab.measure.allreduce_bench --backend nccl --arch qwen3.8-27b --out RUN_DIR
+    python -m lab.experiments.allreduce_bench --backend nccl --arch qwen3.8-27b --out RUN_DIR
 """
 from __future__ import annotations
 

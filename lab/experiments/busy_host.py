@@ -7,7 +7,7 @@ guidellm's three 8-stream runs and at 44-47 ms during the lab client's runs righ
 processes used 37-44 s of CPU per 28-34 s run, the lab's client under 2 s. If busy cores beside the server slow its
 decode, a benchmark client that burns CPU on the server's host measures a slower server than the one a user gets.
 
-    python -m lab.measure.busy_host --profile P --run-dir D --busy 0,2,8 --concurrency 8 --repetitions 3
+    python -m lab.experiments.busy_host --profile P --run-dir D --busy 0,2,8 --concurrency 8 --repetitions 3
 """
 from __future__ import annotations
 
@@ -132,13 +132,13 @@ def text(record: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m lab.measure.busy_host --profile P --run-dir D [--busy 0,2,8 ...]: on P's llama-server."""
+    """python -m lab.experiments.busy_host --profile P --run-dir D [--busy 0,2,8 ...]: on P's llama-server."""
     import argparse
 
     from lab.core import evidence, profiles
     from lab.serving import engines, serve
 
-    ap = argparse.ArgumentParser(prog="python -m lab.measure.busy_host", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m lab.experiments.busy_host", description=main.__doc__)
     ap.add_argument("--profile", required=True, help="profile name or YAML file; its llama-server is started")
     ap.add_argument("--run-dir", required=True, type=Path, help="the record goes to RUN_DIR/busy_host/")
     ap.add_argument("--busy", default=",".join(map(str, BUSY)), help="busy-core counts, e.g. 0,2,8 (0 first)")

@@ -1,7 +1,7 @@
 """Which `lab tune` point wins, and the profile patch that says so (pure): the Pareto front of single-stream decode
 and aggregate throughput, the rule (`choose`), the run-to-run noise of the baseline measured twice (`noise`), the
-combination of every dimension's best (`combined`), and the YAML patch (`patch_yaml`, `apply_patch`); lab.measure.tune
-measures the points (lab.measure.tune_settings: what a point is).
+combination of every dimension's best (`combined`), and the YAML patch (`patch_yaml`, `apply_patch`); lab.experiments.tune
+measures the points (lab.experiments.tune_settings: what a point is).
 
 The winner: the highest aggregate throughput at the profile's concurrency among points whose single-stream
 decode is within 5 % of the best single stream (a setting that buys throughput by slowing every user's stream
@@ -19,7 +19,7 @@ from dataclasses import replace
 from lab.core import display
 from lab.core.profiles import Profile
 from lab.core.run_summary import at_level
-from lab.measure.tune_settings import (BASELINE_NAME, DIM_FIELDS, LOAD_DIMENSIONS, SINGLE_STREAM_TOLERANCE, Setting,
+from lab.experiments.tune_settings import (BASELINE_NAME, DIM_FIELDS, LOAD_DIMENSIONS, SINGLE_STREAM_TOLERANCE, Setting,
                                        baseline)
 
 

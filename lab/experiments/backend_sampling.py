@@ -20,7 +20,7 @@ figures measured here: lab/data/backend_sampling.yaml (`advice` reads it for a r
 Each request's "sampler chain:" log line (-lv 4) marks the samplers that ran on the backend with "+": the record keeps
 the -bs server's chain per setting and checks it against the source. On a CPU build (-ngl 0) the backend is the CPU:
 the ggml sampling graph runs (the server log says "setting backend sampler"), not CUDA's kernels; --gpu-layers 999 on
-a GPU build samples on the GPU. The statistics, the verdict and the record: lab.measure.backend_sampling_verdict.
+a GPU build samples on the GPU. The statistics, the verdict and the record: lab.experiments.backend_sampling_verdict.
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# the statistics and the verdict (pure): lab.measure.backend_sampling_verdict
-from lab.measure.backend_sampling_verdict import (ALPHA, PERMUTATION_SEED, PERMUTATIONS, build_record, chain_path,
+# the statistics and the verdict (pure): lab.experiments.backend_sampling_verdict
+from lab.experiments.backend_sampling_verdict import (ALPHA, PERMUTATION_SEED, PERMUTATIONS, build_record, chain_path,
                                                   compare_greedy, two_sample)
 
 PINNED = "llama.cpp vendored in llama-cpp-python 0.3.36"

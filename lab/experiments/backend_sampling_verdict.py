@@ -1,4 +1,4 @@
-"""lab.measure.backend_sampling's pure half: the two-sample test of the seeded draws (a chi-square statistic, its
+"""lab.experiments.backend_sampling's pure half: the two-sample test of the seeded draws (a chi-square statistic, its
 closed-form tail and a permutation p-value), the greedy comparison, where the -bs server's log says each sampler ran,
 and the verdict and record over what the measurement found (lab/data/backend_sampling.yaml keeps the lab's words)."""
 from __future__ import annotations
