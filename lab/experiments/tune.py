@@ -62,7 +62,7 @@ class Method:
         from lab.measure.load_levels import WARMUP_MAX_ROUNDS as rounds
 
         return [(n, n * self.repetitions, self.repetitions, rounds)
-                for n in [n for n in self.levels if n <= setting.slots] or [min(self.levels)]]
+                for n in [n for n in self.levels if n <= setting.parallel_slots] or [min(self.levels)]]
 
 
 def command_for(profile: Profile, setting: Setting):
@@ -71,7 +71,7 @@ def command_for(profile: Profile, setting: Setting):
     from lab.serving import engines, serve
 
     variant = profile.model_copy(update={"threads": setting.threads, "kv_cache_dtype": setting.kv,
-                                         "parallel_slots": setting.slots})
+                                         "parallel_slots": setting.parallel_slots})
     cmd = engines.build_command(variant, installed_version=engines.installed_version(variant), port=serve.free_port(),
                                 extra_args=setting.server_args())
     return engines.with_flags(cmd, setting.replaced())

@@ -127,8 +127,8 @@ def patch_yaml(profile: Profile, winner: dict | None, base: dict | None, setting
                      "profile's own settings)")
     if setting.threads != profile.threads:
         lines.append(f"threads: {setting.threads}")
-    if setting.slots != profile.parallel_slots:
-        lines.append(f"parallel_slots: {setting.slots}")
+    if setting.parallel_slots != profile.parallel_slots:
+        lines.append(f"parallel_slots: {setting.parallel_slots}")
     if setting.kv != (profile.kv_cache_dtype if profile.kv_cache_dtype != "auto" else "f16"):
         lines.append(f"kv_cache_dtype: {setting.kv}")
     if setting.context is not None and setting.context != profile.context_tokens:

@@ -25,7 +25,7 @@ SHORT_PROMPT_TOKENS = 32  # prompt_length's other value: a chat turn's size, whe
 # What each dimension changes in a Setting (the grid varies only these; `combined` carries them over). The "load"
 # dimensions change what the client sends, not the server: measured to explain a gap, never chosen as a winner.
 DIM_FIELDS = {"threads": ("threads",), "batch": ("batch", "ubatch"), "flash_attn": ("flash_attn",),
-              "kv_cache": ("kv", "flash_attn"), "slots": ("slots",), "sampling": ("sampling", "backend_sampling"),
+              "kv_cache": ("kv", "flash_attn"), "slots": ("parallel_slots",), "sampling": ("sampling", "backend_sampling"),
               "server_state": ("prompt_cache_mib", "ctx_checkpoints"), "log_level": ("log_verbosity",),
               "context": ("context",), "prompt_length": ("prompt_tokens",), "mtp": ("spec_n_max",)}
 LOAD_DIMENSIONS = ("prompt_length",)
@@ -44,7 +44,7 @@ class Setting:
     dimension: str
     threads: int
     kv: str
-    slots: int
+    parallel_slots: int
     flash_attn: str = "auto"
     batch: int | None = None
     ubatch: int | None = None
@@ -139,7 +139,7 @@ def grid(profile: Profile, n_cores: int | None = None) -> list[Setting]:
             vary("kv_cache", f"-ctk/-ctv {kv}", kv=kv, flash_attn="on" if kv != "f16" else base.flash_attn)
     conc = max(profile.bench_levels)
     for np_ in sorted({conc, max(1, profile.parallel_slots // 2)} - {profile.parallel_slots}):
-        vary("slots", f"-np {np_}", slots=np_)
+        vary("slots", f"-np {np_}", parallel_slots=np_)
     for t in sorted({1, max(1, profile.threads // 2), n_cores} - {profile.threads}):
         vary("threads", f"-t {t}", threads=t)
     # What the lab's own benchmark adds to a plain server (served ÷ in-process): its log level, its
@@ -174,9 +174,9 @@ def invalid(setting: Setting, profile: Profile, n_cores: int | None = None) -> s
     from lab.predict import kvcache
 
     ctx = setting.context or profile.context_tokens
-    per_slot = kvcache.context_per_request("llama.cpp", ctx, setting.slots)  # lab tune runs llama-server
+    per_slot = kvcache.context_per_request("llama.cpp", ctx, setting.parallel_slots)  # lab tune runs llama-server
     need = (setting.prompt_tokens or profile.bench_prompt_tokens) + profile.bench_output_tokens + 16
     if per_slot < need:
-        return (f"-np {setting.slots} leaves {per_slot} tokens per slot (-c {ctx} split), "
+        return (f"-np {setting.parallel_slots} leaves {per_slot} tokens per slot (-c {ctx} split), "
                 f"below the {need} a request needs")
     return None

@@ -11,14 +11,14 @@ def test_grid_is_one_factor_at_a_time():
     prof = profiles.load("cpu-default")
     g = tune_settings.grid(prof, n_cores=2)
     base = g[0]
-    assert base.dimension == "baseline" and (base.threads, base.kv, base.slots) == (2, "f16", 4)
+    assert base.dimension == "baseline" and (base.threads, base.kv, base.parallel_slots) == (2, "f16", 4)
     dims = {s.dimension for s in g}
     assert {"threads", "batch", "flash_attn", "kv_cache", "slots", "sampling", "server_state"} <= dims
     # backend sampling first (the biggest server lever seen), then the per-request state copies: a short budget
     # answers them
     assert (g[1].dimension, g[1].backend_sampling) == ("sampling", True) and g[2].dimension == "server_state"
     for s in g[1:]:  # every other point changes exactly its own dimension (kv may switch -fa on with it)
-        changed = {k for k in ("threads", "kv", "slots", "batch", "ubatch", "sampling", "backend_sampling", "flash_attn",
+        changed = {k for k in ("threads", "kv", "parallel_slots", "batch", "ubatch", "sampling", "backend_sampling", "flash_attn",
                                "prompt_cache_mib", "ctx_checkpoints", "prompt_tokens", "log_verbosity", "context",
                                "spec_n_max")
                    if getattr(s, k) != getattr(base, k)}
@@ -34,8 +34,8 @@ def test_invalid_combinations_say_why():
     assert "clamps ub" in tune_settings.invalid(replace(base, batch=256, ubatch=512), prof, 2)
     assert "cores" in tune_settings.invalid(replace(base, threads=8), prof, 2)
     # llama.cpp rounds each slot's share up to 256 (4096 / 64 = 64 -> 256): enough for 128 + 64 + 16, not for 512 + 64 + 16
-    assert tune_settings.invalid(replace(base, slots=64), prof, 2) is None
-    assert "leaves 256 tokens per slot" in tune_settings.invalid(replace(base, slots=64, prompt_tokens=512), prof, 2)
+    assert tune_settings.invalid(replace(base, parallel_slots=64), prof, 2) is None
+    assert "leaves 256 tokens per slot" in tune_settings.invalid(replace(base, parallel_slots=64, prompt_tokens=512), prof, 2)
 
 
 def _pt(name, dim, single, total, concurrency=4):
@@ -186,7 +186,7 @@ def test_isolation_dimensions_in_the_grid():
     assert h200["log_level: -lv 3 (llama.cpp's default)"].log_verbosity == 3
     assert h200["context: -c 65536"].context == 65536  # the reporter's -c with -np 16
     assert h200["prompt_length: 32-token prompts (load, not a setting)"].prompt_tokens == 32
-    assert h200["slots: -np 8"].slots == 8 and h200["flash_attn: -fa on"].flash_attn == "on"
+    assert h200["slots: -np 8"].parallel_slots == 8 and h200["flash_attn: -fa on"].flash_attn == "on"
     assert h200["sampling: top_k 1 only (samplers: [top_k])"].sampling in tune_settings.SAMPLING
     assert [s.spec_n_max for s in h200.values() if s.dimension == "mtp"] == [1, 2, 3, 4]
     assert h200["mtp: --spec-type draft-mtp --spec-draft-n-max 2"].server_args() == [
@@ -203,7 +203,7 @@ def test_a_setting_replaces_its_flags_in_the_command(monkeypatch):
 
     monkeypatch.setattr(engines, "installed_version", lambda profile: None)
     prof = profiles.load("h200-x1")
-    s = replace(tune_settings.baseline(prof), flash_attn="on", log_verbosity=3, context=65536, spec_n_max=2, slots=8)
+    s = replace(tune_settings.baseline(prof), flash_attn="on", log_verbosity=3, context=65536, spec_n_max=2, parallel_slots=8)
     argv = list(tune.command_for(prof, s).argv)
     value = {f: argv[argv.index(f) + 1] for f in ("-fa", "-lv", "-c", "-np", "--spec-draft-n-max")}
     assert value == {"-fa": "on", "-lv": "3", "-c": "65536", "-np": "8", "--spec-draft-n-max": "2"}
@@ -218,7 +218,7 @@ def test_the_method_plans_levels_within_the_slots():
     assert tune.Method().plan(prof, base) == [(1, 3, 1, 0), (16, 32, 1, 0)]  # notebook 06's quick sweep
     iso = tune.Method(levels=(1, 8, 16), repetitions=3)
     assert iso.plan(prof, base) == [(1, 3, 3, 3), (8, 24, 3, 3), (16, 48, 3, 3)]  # closed batches, warm-up rounds
-    assert [n for n, *_ in iso.plan(prof, replace(base, slots=8))] == [1, 8]  # -np 8 is measured at 8, not queued at 16
+    assert [n for n, *_ in iso.plan(prof, replace(base, parallel_slots=8))] == [1, 8]  # -np 8 is measured at 8, not queued at 16
 
 
 def test_a_load_dimension_is_never_the_winner_and_combined_keeps_each_dimension():
