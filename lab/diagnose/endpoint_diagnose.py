@@ -22,7 +22,7 @@ from lab.core import evidence
 from lab.measure import loadgen
 from lab.diagnose import troubleshoot
 from lab.core.checks import Check
-from lab.serving.endpoint import _client, _ok_json, api_key_for, discover, is_loopback, request
+from lab.serving.endpoint import http_client, ok_json, api_key_for, discover, is_loopback, request
 
 # A 200 whose body is not the API's JSON: an HTML sign-in page (or a proxy's page) that answers every route.
 NOT_THE_API = "answered HTTP 200 with a page that is not the API's JSON (a sign-in page or a proxy in front of the server?)"
@@ -46,9 +46,9 @@ def why_unreachable(profile) -> str | None:
     if not profile.endpoint_url:
         return None
     key, note = api_key_for(profile)
-    with _client(key) as client:
+    with http_client(key) as client:
         a = request(client, "GET", profile.endpoint_base + "/v1/models", api_key=key)
-    if a["status"] == 200 and _ok_json(a) is not None:
+    if a["status"] == 200 and ok_json(a) is not None:
         return None
     if a["status"] == 200:
         return (f"{profile.endpoint_url} {NOT_THE_API}. Fix: set endpoint_url to the API's base URL, or sign in to the "
@@ -96,7 +96,7 @@ def probe_reach(client: httpx.Client, base: str, key: str | None, key_note: str 
     if a["status"] in (401, 403):
         why = key_note or ("the profile sets no api_key_env" if key is None else "the key was refused")
         return _probe("reach", "GET /v1/models", a, f"the server wants a key: {why}", "error")
-    ok = _ok_json(a) is not None
+    ok = ok_json(a) is not None
     return _probe("reach", "GET /v1/models", a, "answers" if ok else NOT_THE_API if a["status"] == 200 else
                   "unexpected answer", "pass" if ok else "error")
 
@@ -107,7 +107,7 @@ def probe_key(client_nokey: httpx.Client, base: str, key: str | None, local: boo
         return _probe("key", "GET /v1/models without a key", a, "not reachable", "skip")
     if a["status"] in (401, 403):
         return _probe("key", "GET /v1/models without a key", a, "the server enforces its key", "pass")
-    if _ok_json(a) is None:
+    if ok_json(a) is None:
         return _probe("key", "GET /v1/models without a key", a, f"{NOT_THE_API}: whether the API checks a key is not "
                       "known", "warn")
     if key:
@@ -124,7 +124,7 @@ def _one_token(client: httpx.Client, base: str, model: str, key: str | None) -> 
 
 def probe_model(client: httpx.Client, base: str, model: str, key: str | None) -> dict:
     a = _one_token(client, base, model, key)
-    ok = bool((_ok_json(a) or {}).get("choices"))  # the API's completion, not any page answering 200
+    ok = bool((ok_json(a) or {}).get("choices"))  # the API's completion, not any page answering 200
     return _probe("model", f"POST /v1/completions model={model!r}", a,
                   "the served model answers" if ok else f"the server did not serve model {model!r}",
                   "pass" if ok else "error")
@@ -132,7 +132,7 @@ def probe_model(client: httpx.Client, base: str, model: str, key: str | None) ->
 
 def probe_name(client: httpx.Client, base: str, key: str | None) -> dict:
     a = _one_token(client, base, NO_SUCH_MODEL, key)
-    if _ok_json(a) is not None:
+    if ok_json(a) is not None:
         return _probe("name", f"POST /v1/completions model={NO_SUCH_MODEL!r}", a,
                       "the server ignores the model name (llama-server serves its one model whatever is asked): "
                       "a typo in served_model goes unnoticed", "info")
@@ -194,7 +194,7 @@ def run(profile) -> dict:
     key, note = api_key_for(profile)
     base, model = profile.endpoint_base, profile.served_model
     found = discover(base, key, model)
-    with _client(key, timeout_s=120) as client, _client(None) as nokey:
+    with http_client(key, timeout_s=120) as client, http_client(None) as nokey:
         probes = [probe_reach(client, base, key, note)]
         if probes[0]["severity"] != "error" or probes[0]["status"] in (401, 403):
             probes.append(probe_key(nokey, base, key, is_loopback(base)))

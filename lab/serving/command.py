@@ -115,10 +115,9 @@ def note(rule_id: str, flag: str = "", level: Level = "info", prefix: str = "") 
     return Note(flag, text, r["source"], level)
 
 
-_note = note  # the builders' short name
 
 
-def _model_arg(profile: Profile, model_path: str | Path | None) -> tuple[str, list[Note]]:
+def model_arg(profile: Profile, model_path: str | Path | None) -> tuple[str, list[Note]]:
     if model_path is not None:
         return str(model_path), []
     if not profile.model_file:
@@ -133,11 +132,11 @@ def _model_arg(profile: Profile, model_path: str | Path | None) -> tuple[str, li
                                          "lab/core/paths.py", "warn")]
 
 
-def _host_notes(profile: Profile, host: str, rule_id: str) -> list[Note]:
+def host_notes(profile: Profile, host: str, rule_id: str) -> list[Note]:
     if host in LOOPBACK:
-        return [_note(rule_id, "--host")]
+        return [note(rule_id, "--host")]
     level: Level = "info" if profile.api_key_env else "error"
-    return [_note(rule_id, "--host", level,
+    return [note(rule_id, "--host", level,
                   prefix=f"host {host} exposes the server to the network (key from ${profile.api_key_env}).")]
 
 
@@ -147,10 +146,10 @@ def cuda_env(profile: Profile) -> tuple[dict[str, str], list[Note]]:
     env, notes = {}, []
     if profile.gpu_count > 1 or profile.cuda_visible_devices:
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        notes.append(_note("cuda-device-order", "CUDA_DEVICE_ORDER"))
+        notes.append(note("cuda-device-order", "CUDA_DEVICE_ORDER"))
     if profile.cuda_visible_devices:
         env["CUDA_VISIBLE_DEVICES"] = profile.cuda_visible_devices
-        notes.append(_note("cuda-visible-devices", "CUDA_VISIBLE_DEVICES"))
+        notes.append(note("cuda-visible-devices", "CUDA_VISIBLE_DEVICES"))
     return env, notes
 
 
@@ -162,12 +161,12 @@ def engine_python_path(profile: Profile) -> str | None:
     if not profile.engine_python:
         return None
     path = Path(profile.engine_python).expanduser()
-    if not path.is_absolute() and (paths.ROOT / path).exists() and _venv_fits(profile, paths.ROOT / path):
+    if not path.is_absolute() and (paths.ROOT / path).exists() and venv_fits(profile, paths.ROOT / path):
         return str(paths.ROOT / path)
     return str(path)
 
 
-def _venv_fits(profile: Profile, python: Path) -> bool:
+def venv_fits(profile: Profile, python: Path) -> bool:
     """Whether the engine venv holding `python` was built for this kind of profile: set-up records in
     <venv>/lab-vllm.json whether it installed vLLM's CPU build or the CUDA one (lab/setup/vllm.py)."""
     info = python.parent.parent / "lab-vllm.json"

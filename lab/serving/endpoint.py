@@ -117,11 +117,11 @@ def request(client: httpx.Client, method: str, url: str, json_body: dict | None 
     return out
 
 
-def _ok_json(answer: dict) -> dict | list | None:
+def ok_json(answer: dict) -> dict | list | None:
     return answer["json"] if answer["status"] == 200 and isinstance(answer["json"], (dict, list)) else None
 
 
-def _client(api_key: str | None, timeout_s: float = TIMEOUT_S) -> httpx.Client:
+def http_client(api_key: str | None, timeout_s: float = TIMEOUT_S) -> httpx.Client:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     return httpx.Client(timeout=timeout_s, trust_env=False, headers=headers)
 
@@ -158,7 +158,7 @@ def probe_ollama(ask, model: str | None) -> dict:
     """GET /api/version, GET /api/ps (loaded models: size, size_vram, context_length) and POST /api/show
     (model_info with <arch>.context_length and block_count, details.quantization_level, parameters)."""
     out = {"version": ask("GET", "/api/version", shape="version")}
-    if _ok_json(out["version"]) is None:
+    if ok_json(out["version"]) is None:
         return out  # not Ollama: do not POST to a route another server may not know
     out["ps"] = ask("GET", "/api/ps", shape="ollama.ps")
     if model:
@@ -171,7 +171,7 @@ def probe_lmstudio(ask, model: str | None) -> dict:
     served model, a 1-token POST /api/v0/completions whose `model_info` and `runtime` name the loaded
     context and the engine runtime (llama.cpp or MLX) with its version."""
     out = {"models": ask("GET", "/api/v0/models", shape="models")}
-    data = _ok_json(out["models"])
+    data = ok_json(out["models"])
     if not isinstance(data, dict) or not any("compatibility_type" in m for m in data.get("data") or []):
         return out
     if model:
@@ -184,21 +184,21 @@ def probe_lmstudio(ask, model: str | None) -> dict:
 # ---------------------------------------------------------------- which engine, and its facts
 def identify(probes: dict) -> tuple[str, str | None, str]:
     """(engine, version or None, the evidence) from the probes' answers."""
-    ollama = _ok_json(probes.get("ollama", {}).get("version", {"status": None, "json": None})) or {}
+    ollama = ok_json(probes.get("ollama", {}).get("version", {"status": None, "json": None})) or {}
     if isinstance(ollama, dict) and "version" in ollama:
         return "ollama", str(ollama["version"]), "GET /api/version answered {'version': ...} (Ollama's own API)"
-    lms = _ok_json(probes.get("lmstudio", {}).get("models", {"status": None, "json": None})) or {}
+    lms = ok_json(probes.get("lmstudio", {}).get("models", {"status": None, "json": None})) or {}
     if isinstance(lms, dict) and any("compatibility_type" in m for m in lms.get("data") or []):
-        runtime = (_ok_json(probes["lmstudio"].get("completion", {"status": None, "json": None})) or {}).get("runtime") or {}
+        runtime = (ok_json(probes["lmstudio"].get("completion", {"status": None, "json": None})) or {}).get("runtime") or {}
         version = f"{runtime['name']} {runtime.get('version')}" if runtime.get("name") else None
         return "lmstudio", version, "GET /api/v0/models lists models with compatibility_type (LM Studio's REST API)"
-    props = _ok_json(probes.get("llama.cpp", {}).get("props", {"status": None, "json": None})) or {}
-    models = _ok_json(probes.get("openai", {}).get("models", {"status": None, "json": None})) or {}
+    props = ok_json(probes.get("llama.cpp", {}).get("props", {"status": None, "json": None})) or {}
+    models = ok_json(probes.get("openai", {}).get("models", {"status": None, "json": None})) or {}
     owners = {m.get("owned_by") for m in (models.get("data") or []) if isinstance(m, dict)} if isinstance(models, dict) else set()
     if isinstance(props, dict) and ("build_info" in props or "total_slots" in props) or "llamacpp" in owners:
         return "llama.cpp", props.get("build_info") if isinstance(props, dict) else None, \
             "GET /props answered with build_info/total_slots, or /v1/models says owned_by llamacpp"
-    vllm_version = _ok_json(probes.get("vllm", {}).get("version", {"status": None, "json": None})) or {}
+    vllm_version = ok_json(probes.get("vllm", {}).get("version", {"status": None, "json": None})) or {}
     if "vllm" in owners or (isinstance(vllm_version, dict) and "version" in vllm_version
                             and "vllm:" in (probes["vllm"].get("metrics") or {}).get("text", "")):
         return "vllm", vllm_version.get("version") if isinstance(vllm_version, dict) else None, \
@@ -211,13 +211,13 @@ def _first(items, key, value):
 
 
 def _model_entry(probes: dict, served: str | None) -> dict:
-    data = (_ok_json(probes["openai"]["models"]) or {}).get("data") or []
+    data = (ok_json(probes["openai"]["models"]) or {}).get("data") or []
     return _first(data, "id", served) or (data[0] if data and isinstance(data[0], dict) else {})
 
 
 def _llama_facts(probes: dict, served: str | None) -> dict:
-    props = _ok_json(probes["llama.cpp"]["props"]) or {}
-    slots = _ok_json(probes["llama.cpp"]["slots"])
+    props = ok_json(probes["llama.cpp"]["props"]) or {}
+    slots = ok_json(probes["llama.cpp"]["slots"])
     meta = _model_entry(probes, served).get("meta") or {}
     n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
     total = props.get("total_slots")
@@ -250,8 +250,8 @@ def _vllm_facts(probes: dict, served: str | None) -> dict:
 
 
 def _ollama_facts(probes: dict, served: str | None) -> dict:
-    ps = _ok_json(probes["ollama"].get("ps") or {"status": None, "json": None}) or {}
-    show = _ok_json(probes["ollama"].get("show") or {"status": None, "json": None}) or {}
+    ps = ok_json(probes["ollama"].get("ps") or {"status": None, "json": None}) or {}
+    show = ok_json(probes["ollama"].get("show") or {"status": None, "json": None}) or {}
     running = ps.get("models") or []
     mine = _first(running, "name", served) or _first(running, "model", served)
     info = show.get("model_info") or {}
@@ -274,9 +274,9 @@ def _ollama_facts(probes: dict, served: str | None) -> dict:
 
 
 def _lmstudio_facts(probes: dict, served: str | None) -> dict:
-    data = (_ok_json(probes["lmstudio"]["models"]) or {}).get("data") or []
+    data = (ok_json(probes["lmstudio"]["models"]) or {}).get("data") or []
     mine = _first(data, "id", served) or {}
-    done = _ok_json(probes["lmstudio"].get("completion") or {"status": None, "json": None}) or {}
+    done = ok_json(probes["lmstudio"].get("completion") or {"status": None, "json": None}) or {}
     info = done.get("model_info") or {}
     return {"loaded": mine.get("state") == "loaded" if mine else None,
             "context_per_request": info.get("context_length"), "context_trained": mine.get("max_context_length"),
@@ -299,7 +299,7 @@ FACTS_BY_ENGINE = {"llama.cpp": _llama_facts, "vllm": _vllm_facts, "ollama": _ol
 
 def facts(probes: dict, engine: str, served: str | None) -> dict:
     """One flat dict of what the server reports, the same keys whatever the engine (absent: not reported)."""
-    models = _ok_json(probes["openai"]["models"]) or {}
+    models = ok_json(probes["openai"]["models"]) or {}
     ids = [m.get("id") for m in (models.get("data") or []) if isinstance(m, dict)] if isinstance(models, dict) else []
     out = {"model_ids": ids, "served_model_listed": served in ids if served else None}
     out.update(FACTS_BY_ENGINE.get(engine, lambda *_: {"sources": {}})(probes, served))
@@ -315,7 +315,7 @@ def discover(base_url: str, api_key: str | None = None, served_model: str | None
     gives reachable False and the error; a reply of an unexpected shape gives `findings`."""
     t0 = time.monotonic()
     limit = Deadline(deadline_s, "discovery")
-    with _client(api_key) as client:
+    with http_client(api_key) as client:
         ask = _asker(client, base_url, api_key, limit)
         probes = {"openai": probe_openai(ask)}
         first = probes["openai"]["models"]
@@ -331,7 +331,7 @@ def discover(base_url: str, api_key: str | None = None, served_model: str | None
     engine, version, how = identify(probes) if reachable else ("unknown", None, "not reachable")
     found = {"base_url": base_url, "served_model": served_model, "reachable": reachable,
              # "ok" only for the API's own answer: an HTML sign-in page answers 200 to every route, and says nothing
-             "auth": "rejected" if first["status"] in (401, 403) else ("ok" if _ok_json(first) is not None else None),
+             "auth": "rejected" if first["status"] in (401, 403) else ("ok" if ok_json(first) is not None else None),
              "engine": engine, "engine_name": ENGINE_NAMES[engine], "version": version, "identified_by": how,
              "facts": facts(probes, engine, served_model) if reachable else {"sources": {}},
              "findings": shapes.findings_of(probes), "probes": _strip(probes),

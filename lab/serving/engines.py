@@ -23,7 +23,7 @@ from lab.core import paths, processes, redaction
 from lab.core.profiles import Profile
 from lab.serving import flag_table, vllm_command
 # LOOPBACK is lab.serving.command's, named here too for lab.serving.serve (`from lab.serving.engines import LOOPBACK`)
-from lab.serving.command import (LOOPBACK, Command, Note, _host_notes, _model_arg, _note, _venv_fits,  # noqa: F401
+from lab.serving.command import (LOOPBACK, Command, Note, host_notes, model_arg, note, venv_fits,  # noqa: F401
                                  cuda_env, engine_python_path)
 
 # llama.cpp's log verbosity that shows model/KV/slot set-up without per-token debug lines.
@@ -116,12 +116,12 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
     notes: list[Note] = []
     try:
         binary = str(paths.tool("llama-server"))
-        notes.append(_note("llama-server", "llama-server"))
+        notes.append(note("llama-server", "llama-server"))
     except paths.SetupMissing as exc:
         binary = "llama-server"
-        notes.append(_note("llama-server", "llama-server", "warn", prefix=f"Not built on this machine ({exc})."))
-    model, model_notes = _model_arg(profile, model_path)
-    notes += [_note("llama-model", "-m"), *model_notes]
+        notes.append(note("llama-server", "llama-server", "warn", prefix=f"Not built on this machine ({exc})."))
+    model, model_notes = model_arg(profile, model_path)
+    notes += [note("llama-model", "-m"), *model_notes]
     served = flag_table.flags(profile, "llama.cpp")
     fa = llama_flash_attn("f16" if profile.kv_cache_dtype == "auto" else profile.kv_cache_dtype, profile.split_mode)
     argv = [binary, "-m", model, *served.argv, "-fa", fa,
@@ -132,13 +132,13 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
     notes += gpu_notes
     if omp := processes.llama_cpp_env():  # waiting CPU threads sleep instead of spinning (lab.core.processes)
         env = {**env, **omp}
-        notes.append(_note("llama-omp-wait", "GOMP_SPINCOUNT"))
-    notes += [*served.notes, _note("llama-fa", "-fa"), *_host_notes(profile, host, "llama-host"),
-              _note("llama-cors", "--cors-origins"), _note("llama-verbosity", "-lv")]
+        notes.append(note("llama-omp-wait", "GOMP_SPINCOUNT"))
+    notes += [*served.notes, note("llama-fa", "-fa"), *host_notes(profile, host, "llama-host"),
+              note("llama-cors", "--cors-origins"), note("llama-verbosity", "-lv")]
     secret = {}
     if profile.api_key_env:
         secret["LLAMA_API_KEY"] = profile.api_key_env
-        notes.append(_note("llama-api-key", "LLAMA_API_KEY"))
+        notes.append(note("llama-api-key", "LLAMA_API_KEY"))
     return Command("llama.cpp", tuple(argv), host, port, "/health", profile.model_name, tuple(notes), env=env,
                    secret_env=secret, api_key_env=profile.api_key_env,
                    engine_version=_installed or profile.engine_version,
@@ -163,20 +163,20 @@ def llama_gpu_settings(profile: Profile) -> tuple[list[str], dict[str, str], lis
 
 def _llama_cpp_python(profile: Profile, host: str, port: int, model_path, installed, _cc_value) -> Command:
     python = profile.engine_python or sys.executable
-    model, notes = _model_arg(profile, model_path)
-    notes = [_note("lcp-server", "llama_cpp.server", "warn"), *notes]
+    model, notes = model_arg(profile, model_path)
+    notes = [note("lcp-server", "llama_cpp.server", "warn"), *notes]
     served = flag_table.flags(profile, "llama-cpp-python")
     kv = flag_table.flags(profile, "llama-cpp-python", "kv")
     argv = [python, "-m", "llama_cpp.server", "--model", model, "--model_alias", profile.model_name,
             *served.argv, "--interrupt_requests", "false", "--host", host, "--port", str(port), *kv.argv]
-    notes += [*served.notes, _note("lcp-interrupt", "--interrupt_requests"),
-              *_host_notes(profile, host, "llama-host"), _note("lcp-health", "/v1/models"), *kv.notes]
+    notes += [*served.notes, note("lcp-interrupt", "--interrupt_requests"),
+              *host_notes(profile, host, "llama-host"), note("lcp-health", "/v1/models"), *kv.notes]
     secret = {"API_KEY": profile.api_key_env} if profile.api_key_env else {}
     if secret:
-        notes.append(_note("lcp-api-key", "API_KEY"))
+        notes.append(note("lcp-api-key", "API_KEY"))
     env = processes.llama_cpp_env()  # the bindings' ggml waits at the same OpenMP barriers (lab.core.processes)
     if env:
-        notes.append(_note("llama-omp-wait", "GOMP_SPINCOUNT"))
+        notes.append(note("llama-omp-wait", "GOMP_SPINCOUNT"))
     return Command("llama-cpp-python", tuple(argv), host, port, "/v1/models", profile.model_name, tuple(notes),
                    env=env, secret_env=secret, api_key_env=profile.api_key_env,
                    engine_version=installed or profile.engine_version,
@@ -184,7 +184,7 @@ def _llama_cpp_python(profile: Profile, host: str, port: int, model_path, instal
 
 
 def _external(profile: Profile, host: str, port: int, _model_path, installed, _cc_value) -> Command:
-    notes = [_note("external")]
+    notes = [note("external")]
     return Command("external", (), host, port, "/v1/models", None, tuple(notes),
                    api_key_env=profile.api_key_env, engine_version=installed or profile.engine_version,
                    version_source="declared", external=True)
@@ -197,7 +197,7 @@ def _endpoint(profile: Profile) -> Command:
     parts = urlsplit(profile.endpoint_base)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return Command(profile.engine, (), parts.hostname or "", port, "/v1/models", profile.served_model,
-                   (_note("external"),), api_key_env=profile.api_key_env, engine_version=profile.engine_version,
+                   (note("external"),), api_key_env=profile.api_key_env, engine_version=profile.engine_version,
                    version_source="declared", external=True, url=profile.endpoint_base)
 
 
@@ -211,7 +211,7 @@ def installed_version(profile: Profile) -> str | None:
     if package is None:
         return None
     python = engine_python_path(profile) or sys.executable
-    if not Path(python).exists() or not _venv_fits(profile, Path(python)):
+    if not Path(python).exists() or not venv_fits(profile, Path(python)):
         return None
     if package == "vllm":
         from lab.serving import vllm_env

@@ -20,7 +20,7 @@ from lab.core import facts
 from lab.core.profiles import Profile
 from lab.core.versions import at_least
 from lab.serving.command import Note, rule
-from lab.serving.command import note as _note
+from lab.serving.command import note as note
 
 ENGINES = ("llama.cpp", "llama-cpp-python", "vllm")
 # llama_cpp.server logs llama.cpp's own lines (lab.serving.engine_logs.parse_log reads both alike)
@@ -105,8 +105,8 @@ def _llama_kv(col: Column, value, ctx: Context) -> Written:
     kv = "f16" if value == "auto" else value
     words, _ = _value(col, kv, ctx)
     wrong = [] if kv in LLAMA_KV_TYPES else [
-        _note(col.note, col.said, "error", prefix=f"kv_cache_dtype {kv} is not a llama.cpp type.")]
-    return words, wrong + [_note(col.note, col.said)]
+        note(col.note, col.said, "error", prefix=f"kv_cache_dtype {kv} is not a llama.cpp type.")]
+    return words, wrong + [note(col.note, col.said)]
 
 
 def _lcp_kv(col: Column, value, _ctx: Context) -> Written:
@@ -114,12 +114,12 @@ def _lcp_kv(col: Column, value, _ctx: Context) -> Written:
     kv = "f16" if value == "auto" else value
     said = "/".join(col.flags)
     if kv not in GGML_TYPE_IDS:
-        return [], [_note(col.note, said, "error", prefix=f"kv_cache_dtype {kv} is not available in "
+        return [], [note(col.note, said, "error", prefix=f"kv_cache_dtype {kv} is not available in "
                                                             "llama_cpp.server (f16, q8_0, q4_0).")]
     if kv == "f16":
         return [], []
     words = [w for flag in col.flags for w in (flag, str(GGML_TYPE_IDS[kv]))]
-    return words + ["--flash_attn", "true"], [_note(col.note, f"{said}/--flash_attn")]
+    return words + ["--flash_attn", "true"], [note(col.note, f"{said}/--flash_attn")]
 
 
 def _vllm_dtype(col: Column, value, ctx: Context) -> Written:
@@ -127,10 +127,10 @@ def _vllm_dtype(col: Column, value, ctx: Context) -> Written:
     flag = col.flags[0]
     if value != "auto":
         if value == "bfloat16" and ctx.cc and ctx.cc < (8, 0):
-            return [flag, "bfloat16"], [_note("vllm-dtype-half", flag, "error")]
-        return [flag, value], [_note(col.note, flag)]
+            return [flag, "bfloat16"], [note("vllm-dtype-half", flag, "error")]
+        return [flag, value], [note(col.note, flag)]
     if ctx.cc and ctx.cc < (8, 0):
-        return [flag, "half"], [_note("vllm-dtype-half", f"{flag} half")]
+        return [flag, "half"], [note("vllm-dtype-half", f"{flag} half")]
     return [], []
 
 
@@ -138,12 +138,12 @@ def _vllm_kv(col: Column, value, ctx: Context) -> Written:
     """f16/bf16/auto: vLLM's auto (nothing passed); llama.cpp's q8_0/q4_0: an error; fp8 below 8.9 under V1: an error."""
     flag = col.flags[0]
     if value in ("f16", "bf16", "auto"):
-        return [], [_note(col.note, flag)]
+        return [], [note(col.note, flag)]
     if value in ("q8_0", "q4_0"):
-        return [], [_note(col.note, flag, "error")]
+        return [], [note(col.note, flag, "error")]
     if ctx.cc and ctx.cc < (8, 9) and ctx.version and at_least(ctx.version, rule("vllm-swap-space")["since"]):
-        return [flag, value], [_note("vllm-fp8-kv", flag, "error")]
-    return [flag, value], [_note(col.note, flag)]
+        return [flag, value], [note("vllm-fp8-kv", flag, "error")]
+    return [flag, value], [note(col.note, flag)]
 
 
 WRITERS: dict[str, Callable[[Column, object, Context], Written]] = {
@@ -221,13 +221,13 @@ def flags(profile: Profile, engine: str, part: str = "serve", *, version: str | 
         words, notes = WRITERS[col.write](col, value, ctx)
         if col.env:
             out.env.update(col.env)
-            out.notes += [_note(col.env_note, name) for name in col.env] if col.env_note else []
+            out.notes += [note(col.env_note, name) for name in col.env] if col.env_note else []
         out.argv += words
         out.notes += notes
         if col.note and col.write not in _OWN_NOTES:
-            out.notes.append(_note(col.note, col.said, col.note_level))
+            out.notes.append(note(col.note, col.said, col.note_level))
         if col.also_if and value == col.also_if["value"]:
-            out.notes.append(_note(col.also_if["note"], f"{col.said} {value}"))
+            out.notes.append(note(col.also_if["note"], f"{col.said} {value}"))
     return out
 
 

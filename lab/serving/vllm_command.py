@@ -11,7 +11,7 @@ from lab.core import paths
 from lab.core.profiles import Profile
 from lab.core.versions import at_least, compute_capability
 from lab.serving import flag_table
-from lab.serving.command import (Command, Note, _host_notes, _model_arg, _note, cuda_env, engine_python_path,
+from lab.serving.command import (Command, Note, host_notes, model_arg, note, cuda_env, engine_python_path,
                                  rule)
 
 
@@ -19,20 +19,20 @@ def _vllm_entry(profile: Profile, version: str, model: str) -> tuple[list[str], 
     python = engine_python_path(profile)
     if at_least(version, rule("vllm-serve-cli")["since"]):
         exe = str(Path(python).parent / "vllm") if python else "vllm"
-        return [exe, "serve", model], _note("vllm-serve-cli", "vllm serve")
+        return [exe, "serve", model], note("vllm-serve-cli", "vllm serve")
     return ([python or sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model],
-            _note("vllm-serve-cli", "-m vllm.entrypoints.openai.api_server", prefix=f"vLLM {version} predates `vllm serve`."))
+            note("vllm-serve-cli", "-m vllm.entrypoints.openai.api_server", prefix=f"vLLM {version} predates `vllm serve`."))
 
 
 def _vllm_model(profile: Profile, model_path) -> tuple[str, list[Note]]:
     """What vLLM serves: an explicit path, else the profile's HF-format model_dir (the embedded GGUF's
-    converted copy for cpu-vllm), else model_file / the Hugging Face id (see `_model_arg`)."""
+    converted copy for cpu-vllm), else model_file / the Hugging Face id (see `model_arg`)."""
     if model_path is not None or not profile.model_dir:
-        return _model_arg(profile, model_path)
+        return model_arg(profile, model_path)
     try:
-        return str(paths.served_model_path(profile)), [_note("vllm-model-dir", "MODEL")]
+        return str(paths.served_model_path(profile)), [note("vllm-model-dir", "MODEL")]
     except paths.VllmMissing as exc:
-        return profile.model_dir, [_note("vllm-model-dir", "MODEL", "warn", prefix=f"Not on this machine ({exc}).")]
+        return profile.model_dir, [note("vllm-model-dir", "MODEL", "warn", prefix=f"Not on this machine ({exc}).")]
 
 
 def _vllm_env(profile: Profile) -> tuple[dict[str, str], list[Note]]:
@@ -41,20 +41,20 @@ def _vllm_env(profile: Profile) -> tuple[dict[str, str], list[Note]]:
 
     env = vllm_env.engine_env(profile)
     ids = {"VLLM_TARGET_DEVICE": "vllm-cpu-target-device", "VLLM_CPU_KVCACHE_SPACE": "vllm-cpu-kvcache-space"}
-    return env, [_note(ids[k], k) for k in env if k in ids]
+    return env, [note(ids[k], k) for k in env if k in ids]
 
 
 def _vllm_version_notes(profile: Profile, version: str, cc: tuple[int, int] | None) -> list[Note]:
     notes = []
     if at_least(version, rule("vllm-log-requests")["since"]):
-        notes.append(_note("vllm-log-requests", "--disable-log-requests", prefix="Not passed."))
-    notes.append(_note("vllm-swap-space", "--swap-space", prefix="Not passed."))
+        notes.append(note("vllm-log-requests", "--disable-log-requests", prefix="Not passed."))
+    notes.append(note("vllm-swap-space", "--swap-space", prefix="Not passed."))
     if profile.model_quant == "AWQ-INT4" and cc and cc < (7, 5):
-        notes.append(_note("vllm-awq-capability", "AWQ", "error"))
+        notes.append(note("vllm-awq-capability", "AWQ", "error"))
     elif profile.model_quant in ("AWQ-INT4", "GPTQ-INT4", "GPTQ-INT8"):
-        notes.append(_note("vllm-quantization", "--quantization"))
+        notes.append(note("vllm-quantization", "--quantization"))
     if cc and cc < (7, 5) and at_least(version, rule("vllm-volta-wheels")["since"]):
-        notes.append(_note("vllm-volta-wheels", "", "warn"))
+        notes.append(note("vllm-volta-wheels", "", "warn"))
     return notes
 
 
@@ -73,15 +73,15 @@ def build(profile: Profile, host: str, port: int, model_path, installed, cc_valu
     batch = flag_table.flags(profile, "vllm", "batch", version=version, cc=cc)
     argv += ["--served-model-name", profile.model_name, "--host", host, "--port", str(port), *served.argv, *batch.argv]
     env = {**env, **gpu_env, **served.env, **batch.env}
-    notes += [_note("vllm-served-name", "--served-model-name"), *_host_notes(profile, host, "vllm-host"),
+    notes += [note("vllm-served-name", "--served-model-name"), *host_notes(profile, host, "vllm-host"),
               *gpu_notes, *served.notes, *batch.notes]
     if not at_least(version, rule("vllm-log-requests")["since"]):
         argv.append("--disable-log-requests")
-        notes.append(_note("vllm-log-requests", "--disable-log-requests"))
+        notes.append(note("vllm-log-requests", "--disable-log-requests"))
     notes += _vllm_version_notes(profile, version, cc)
     secret = {"VLLM_API_KEY": profile.api_key_env} if profile.api_key_env else {}
     if secret:
-        notes.append(_note("vllm-api-key", "VLLM_API_KEY"))
+        notes.append(note("vllm-api-key", "VLLM_API_KEY"))
     return Command("vllm", tuple(argv), host, port, "/health", profile.model_name, tuple(notes), env=env,
                    secret_env=secret, api_key_env=profile.api_key_env, engine_version=version,
                    version_source="installed" if installed else "declared")
