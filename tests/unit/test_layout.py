@@ -160,3 +160,14 @@ def test_package_docstring_lists_its_modules(pkg):
     doc = ast.get_docstring(ast.parse((LAB / pkg / "__init__.py").read_text())) or ""
     missing = [n.rsplit(".", 1)[1] for n in modules_of(pkg) if not re.search(rf"\b{n.rsplit('.', 1)[1]}\b", doc)]
     assert not missing, f"lab/{pkg}/__init__.py's docstring does not name: {missing}"
+
+
+def test_no_private_name_is_imported_from_another_module():
+    # a name used by another module is public: a `_name` import across modules hid a module boundary drawn by size
+    found = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("lab"):
+                found += [f"{name}: from {node.module} import {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not found, found
