@@ -237,7 +237,9 @@ def _cell(key, value) -> str:
     if len(text) > LONG_CELL:
         cut = text.rfind(" ", 0, 200)
         cut = cut if cut > 100 else 200
-        return (f"<details><summary>{inline_code(text[:cut])}<i> (more)</i></summary>"
+        # a long text keeps its column at least 12rem wide: squeezed to the cells' 3rem minimum by its neighbours, a
+        # source's "--no-mtp" was drawn "m|tp" over two lines (report check, 07's findings table, 9 columns at 1400 px)
+        return (f'<details style="min-width:12rem"><summary>{inline_code(text[:cut])}<i> (more)</i></summary>'
                 f"{inline_code(text[cut:])}</details>")
     return inline_code(text)
 
