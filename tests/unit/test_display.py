@@ -73,4 +73,4 @@ def test_code_wraps_only_at_spaces():
     # a long cell shows its start and opens in place for the rest: all of it is on the page
     long = "word " * 120
     cell = display._cell("evidence", long)
-    assert cell.startswith("<details>") and cell.replace("<wbr>", "").count("word") == 120
+    assert cell.startswith("<details style=\"min-width:12rem\">") and cell.replace("<wbr>", "").count("word") == 120
