@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lab.core import profiles
 from lab.records import runner  # runner.run by attribute: the tests stand a fake in for it
-from lab.records.runner import BATCH_FAILED_BASE, BATCH_FAILED_MAX, EXIT_CHECKS_FAILED, EXIT_OK, RunResult
+from lab.records.runner import BATCH_FAILED_BASE, BATCH_FAILED_MAX, EXIT_CHECKS_FAILED, EXIT_OK, SuiteResult
 
 
 ASKED_PLAN = "--plan-only"
@@ -19,9 +19,9 @@ ASKED_PLAN = "--plan-only"
 
 @dataclass
 class BatchResult:
-    runs: dict[str, RunResult] = field(default_factory=dict)  # profile (as given) → its run
+    runs: dict[str, SuiteResult] = field(default_factory=dict)  # profile (as given) → its run
     invalid: dict[str, str] = field(default_factory=dict)  # profile (as given) → why it was not run
-    interrupted: RunResult | None = None  # the run a signal cut: the batch stops there
+    interrupted: SuiteResult | None = None  # the run a signal cut: the batch stops there
 
     @property
     def failed(self) -> list[str]:

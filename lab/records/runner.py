@@ -52,7 +52,8 @@ BATCH_FAILED_MAX = exit_codes.BATCH_FAILED_MAX
 
 
 @dataclass
-class RunResult:
+class SuiteResult:
+    """What `lab run` did: its run folder and each notebook's result (lab.measure.loadgen.RunResult is a load run)."""
     run_dir: Path
     results: list[NotebookResult] = field(default_factory=list)
     interrupted: dict | None = None  # {"signal", "utc", "notebook"} when the run was cut
@@ -278,7 +279,7 @@ def say(line: str) -> None:
 
 
 def run(profile: str, only: list[str] | None = None, out: str | None = None,
-        synth_if_missing: bool = False, plan_only: bool = False, allow_failed_checks: bool = False) -> RunResult:
+        synth_if_missing: bool = False, plan_only: bool = False, allow_failed_checks: bool = False) -> SuiteResult:
     """Run the notebooks into a fresh run folder, then write the manifest and the report.
 
     SIGINT (Ctrl-C), SIGTERM or SIGHUP at any point (start-up, a notebook, between notebooks, the manifest, the
@@ -316,10 +317,10 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
     if os.environ.get(interrupt.CUT_AT_ENV):  # a test's cut point inside a kernel signals this process
         os.environ[interrupt.CUT_PID_ENV] = str(os.getpid())
     watch = CutWatch()
-    result: RunResult | None = None
+    result: SuiteResult | None = None
     where = {"notebook": None, "during": "start-up"}  # what a cut interrupts
     try:
-        result = RunResult(evidence.new_run_dir(prof.name, out), allow_failed_checks=allow_failed_checks)
+        result = SuiteResult(evidence.new_run_dir(prof.name, out), allow_failed_checks=allow_failed_checks)
         run_dir = result.run_dir
         say(f"[run] profile {prof.name} → {run_dir}")
         if planmode.reason(prof):
@@ -376,7 +377,7 @@ def run(profile: str, only: list[str] | None = None, out: str | None = None,
     return result
 
 
-def write_manifest_and_report(result: RunResult, prof, profile_path: Path, started: str, where: dict | None = None) -> None:
+def write_manifest_and_report(result: SuiteResult, prof, profile_path: Path, started: str, where: dict | None = None) -> None:
     """manifest.json, then report.html, each whole or not at all (evidence.write_whole). A write that fails — a full
     disk (lab.core.disk.DiskSpaceError names the folder and the bytes), or any error computing them — does not stop
     the other, is said on stderr and in `result.errors` (the run fails, exit 1), and the manifest is written again
@@ -413,7 +414,7 @@ def write_manifest_and_report(result: RunResult, prof, profile_path: Path, start
         say(f"[run] FAILED: {run_dir} has no manifest; the run failed: " + "; ".join(result.errors))
 
 
-def cut(result: RunResult, exc: KeyboardInterrupt, where: dict, books: list[Path], run_key: str) -> None:
+def cut(result: SuiteResult, exc: KeyboardInterrupt, where: dict, books: list[Path], run_key: str) -> None:
     """A cut run's clean-up (signals already ignored): stop every process it started, finish its half-written
     files, and record in `result` what was cut, when, during what, and which notebooks did not run."""
     sig = name_of(exc)

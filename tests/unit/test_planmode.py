@@ -97,10 +97,10 @@ def test_a_users_own_box_with_only_what_they_know_plans_on_the_gpu():
 
 
 def test_exit_codes_tell_notebooks_from_checks():
-    ok = runner.RunResult(Path("a"))
-    bad = runner.RunResult(Path("b"), [runner.NotebookResult("04_serve", "failed")], failed_checks=2)
-    checked = runner.RunResult(Path("c"), failed_checks=7)
-    allowed = runner.RunResult(Path("d"), failed_checks=7, allow_failed_checks=True)
+    ok = runner.SuiteResult(Path("a"))
+    bad = runner.SuiteResult(Path("b"), [runner.NotebookResult("04_serve", "failed")], failed_checks=2)
+    checked = runner.SuiteResult(Path("c"), failed_checks=7)
+    allowed = runner.SuiteResult(Path("d"), failed_checks=7, allow_failed_checks=True)
     assert [r.exit_code for r in (ok, bad, checked, allowed)] == [0, 1, 3, 0]
     assert (runner.EXIT_OK, runner.EXIT_NOTEBOOKS_FAILED, runner.EXIT_USAGE, runner.EXIT_CHECKS_FAILED) == (0, 1, 2, 3)
     assert batch_run.BatchResult({"a": ok, "c": checked}).exit_code == 3

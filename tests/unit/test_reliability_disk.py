@@ -37,9 +37,9 @@ def full_disk(monkeypatch):
     return arm
 
 
-def _run(tmp_path: Path) -> tuple[runner.RunResult, profiles.Profile, Path]:
+def _run(tmp_path: Path) -> tuple[runner.SuiteResult, profiles.Profile, Path]:
     path = profiles.resolve("cpu-default").resolve()
-    result = runner.RunResult(tmp_path / "run")
+    result = runner.SuiteResult(tmp_path / "run")
     (result.run_dir / "records").mkdir(parents=True)
     result.results.append(runner.NotebookResult("01_hardware", "ok", 1.0))
     return result, profiles.load(path), path

@@ -78,7 +78,7 @@ def test_no_inode_left_after_the_notebooks_never_leaves_an_ok_manifest(tmp_path,
     real = evidence._write_bytes
     handled, problems = 0, []
     for case in ("in place works (inodes out)", "in place fails too (space out)"):
-        result = runner.RunResult(tmp_path / case.split()[2] / "run")
+        result = runner.SuiteResult(tmp_path / case.split()[2] / "run")
         (result.run_dir / "records").mkdir(parents=True)
         result.results.append(runner.NotebookResult("01_hardware", "ok", 1.0))
         prof_path = profiles.resolve("cpu-default").resolve()

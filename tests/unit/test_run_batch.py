@@ -19,12 +19,12 @@ def test_batch_profiles_all_is_every_shipped_profile():
 
 
 def test_exit_status_counts_failed_profiles_and_a_cut_batch_exits_as_its_signal():
-    ok, bad = runner.RunResult(Path("a")), runner.RunResult(Path("b"), [runner.NotebookResult("04_serve", "failed")])
+    ok, bad = runner.SuiteResult(Path("a")), runner.SuiteResult(Path("b"), [runner.NotebookResult("04_serve", "failed")])
     assert batch_run.BatchResult({"a": ok}).exit_code == 0
     batch = batch_run.BatchResult({"a": ok, "b": bad}, {"c": "invalid"})
     assert batch.failed == ["c", "b"] and batch.exit_code == 12  # 10 + 2 profiles
     assert batch_run.BatchResult({f"p{i}": bad for i in range(150)}).exit_code == 110  # never read as 129/130/143
-    cut = runner.RunResult(Path("c"), interrupted={"signal": "SIGTERM"})
+    cut = runner.SuiteResult(Path("c"), interrupted={"signal": "SIGTERM"})
     assert batch_run.BatchResult({"a": ok, "c": cut}, interrupted=cut).exit_code == 143
 
 
@@ -38,7 +38,7 @@ def fake_run(calls: list):
         (run_dir / "manifest.json").write_text(json.dumps({"profile": {"name": prof.name}, "notebooks": [],
                                                            "status": status}))
         calls.append((profile, only, out))
-        return runner.RunResult(run_dir, [runner.NotebookResult("01_hardware_checks", status)])
+        return runner.SuiteResult(run_dir, [runner.NotebookResult("01_hardware_checks", status)])
     return run
 
 
