@@ -159,8 +159,9 @@ def kv_split_rows(arch, profile, reported: dict, n_devices: int) -> list[dict]:
     """Predicted KV and recurrent-state MiB per device against the server log's `KV buffer` / `RS buffer`
     lines (device names ending in the device index: CUDA0, CUDA1; others are listed as they come)."""
     from lab.predict import kvcache
+    from lab.serving import flag_table
 
-    kv_dtype = "f16" if profile.kv_cache_dtype == "auto" else profile.kv_cache_dtype
+    kv_dtype = flag_table.llama_kv_type(profile.kv_cache_dtype)
     pred = kvcache.llama_cpp_device_split(arch, profile.context_tokens, profile.parallel_slots, kv_dtype,
                                           n_devices, profile.split_mode, profile.tensor_split)
     kv, rs = reported.get("kv_buffers_mib", {}), reported.get("rs_buffers_mib", {})

@@ -87,9 +87,9 @@ class Setting:
 
 def baseline(profile: Profile) -> Setting:
     """The profile's own settings, -fa as its command has it (lab.serving.engines.llama_flash_attn)."""
-    from lab.serving import engines
+    from lab.serving import engines, flag_table
 
-    kv = "f16" if profile.kv_cache_dtype == "auto" else profile.kv_cache_dtype
+    kv = flag_table.llama_kv_type(profile.kv_cache_dtype)
     return Setting(BASELINE_NAME, "baseline", profile.threads, kv, profile.parallel_slots,
                    engines.llama_flash_attn(kv, profile.split_mode))
 

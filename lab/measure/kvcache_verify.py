@@ -24,7 +24,7 @@ from pathlib import Path
 from lab.core import disk, paths
 from lab.predict import kvcache
 from lab.model.models import ArchSpec
-from lab.serving import engine_logs
+from lab.serving import engine_logs, flag_table
 
 HYBRID_MODEL = "qwen3.8-27b-4L"  # Qwen3.8-27B's per-layer shape, 4 layers (3 Gated DeltaNet + 1 full attention) + its MTP layer
 HYBRID_SYNTH = {"arch_id": "qwen3.8-27b", "layers": 4}  # the synthetic file behind it (lab.model.synth.cached_file)
@@ -192,7 +192,7 @@ def profile_point(profile) -> tuple[str, Path, KvRun] | None:
     path = paths.model_path(profile.model_file)
     if not path.exists():
         return None
-    kv = "f16" if profile.kv_cache_dtype == "auto" else profile.kv_cache_dtype
+    kv = flag_table.llama_kv_type(profile.kv_cache_dtype)
     return f"profile: {profile.model_name}", path, KvRun(f"profile: {profile.model_name}", profile.context_tokens,
                                                          profile.parallel_slots, kv, kv)
 

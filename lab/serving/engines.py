@@ -123,7 +123,7 @@ def _llama_server(profile: Profile, host: str, port: int, model_path, _installed
     model, model_notes = model_arg(profile, model_path)
     notes += [note("llama-model", "-m"), *model_notes]
     served = flag_table.flags(profile, "llama.cpp")
-    fa = llama_flash_attn("f16" if profile.kv_cache_dtype == "auto" else profile.kv_cache_dtype, profile.split_mode)
+    fa = llama_flash_attn(flag_table.llama_kv_type(profile.kv_cache_dtype), profile.split_mode)
     argv = [binary, "-m", model, *served.argv, "-fa", fa,
             "--host", host, "--port", str(port), "--cors-origins", "localhost", "--no-cors-credentials",
             "-lv", str(LLAMA_LOG_VERBOSITY)]

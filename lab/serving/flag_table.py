@@ -31,6 +31,12 @@ LLAMA_KV_TYPES = ("f16", "bf16", "q8_0", "q4_0")
 GGML_TYPE_IDS = {"f16": 1, "q4_0": 2, "q8_0": 8}
 
 
+def llama_kv_type(kv_cache_dtype: str) -> str:
+    """The KV type llama.cpp gets for a profile's kv_cache_dtype: "auto" is f16 (llama.cpp's default), any other
+    value as it is. The one rule: the server's -ctk/-ctv, llama_cpp.server's ids, -fa and lab tune's baseline."""
+    return "f16" if kv_cache_dtype == "auto" else kv_cache_dtype
+
+
 @dataclass(frozen=True)
 class Column:
     """One engine's column of a row: its flag(s), how and when the value is written, the note's rule."""
@@ -102,7 +108,7 @@ def _switch(col: Column, value, _ctx: Context) -> Written:
 
 
 def _llama_kv(col: Column, value, ctx: Context) -> Written:
-    kv = "f16" if value == "auto" else value
+    kv = llama_kv_type(value)
     words, _ = _value(col, kv, ctx)
     wrong = [] if kv in LLAMA_KV_TYPES else [
         note(col.note, col.said, "error", prefix=f"kv_cache_dtype {kv} is not a llama.cpp type.")]
@@ -111,7 +117,7 @@ def _llama_kv(col: Column, value, ctx: Context) -> Written:
 
 def _lcp_kv(col: Column, value, _ctx: Context) -> Written:
     """llama_cpp.server takes ggml type ids, and a quantized V cache needs --flash_attn true."""
-    kv = "f16" if value == "auto" else value
+    kv = llama_kv_type(value)
     said = "/".join(col.flags)
     if kv not in GGML_TYPE_IDS:
         return [], [note(col.note, said, "error", prefix=f"kv_cache_dtype {kv} is not available in "
