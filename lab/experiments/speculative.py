@@ -42,6 +42,19 @@ MTP_N_MAX_DEFAULT = 3
 VERIFY_BATCHES = (1, 2, 3, 4, 5)
 
 
+def vllm_variants(mtp_n_max=MTP_N_MAX) -> list[dict]:
+    """vLLM's rows (pure): the baseline and MTP at each num_speculative_tokens (vLLM's speculative config, method
+    "mtp": the checkpoint's own MTP layer, vllm/model_executor/models/qwen3_5_mtp.py). vLLM has no synthetic
+    acceptance length; on a stand-in (random weights, --load-format dummy) the acceptance is ≈ 0, so each row's
+    1000 ÷ decode tok/s is the step cost at that n, as for llama.cpp."""
+    import json
+
+    return [{"name": "none (baseline)", "kind": "none", "args": []}] + [
+        {"name": f"mtp num_speculative_tokens {n} (the model's MTP layer)", "kind": "mtp", "n_max": n,
+         "args": ["--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": n})]}
+        for n in mtp_n_max]
+
+
 def variants(draft: str | None, synth_lengths=SYNTH_LENGTHS, n_max: int = DRAFT_N_MAX,
              mtp_n_max=(MTP_N_MAX_DEFAULT,)) -> list[dict]:
     """The server flags of each variant (pure). `draft`: a draft GGUF path or None; `mtp_n_max`: the
@@ -78,6 +91,45 @@ def mtp_n_max_for(profile) -> tuple[int, ...]:
     return MTP_N_MAX if has else (MTP_N_MAX_DEFAULT,)
 
 
+# vLLM's speculative-decoding counters on /metrics (vllm/v1/spec_decode/metrics.py): drafts proposed and accepted
+VLLM_SPEC_COUNTERS = {"draft_n": "vllm:spec_decode_num_draft_tokens_total",
+                      "draft_n_accepted": "vllm:spec_decode_num_accepted_tokens_total"}
+
+
+def vllm_spec_counters(srv) -> dict:
+    """The counters now ({} when /metrics has none: no speculation configured, or it could not be read)."""
+    from lab.serving import endpoint
+
+    try:
+        with endpoint.http_client(srv.api_key, timeout_s=10.0) as client:
+            text = client.get(srv.base_url.rstrip("/") + "/metrics").text
+    except Exception:  # a server that cannot answer /metrics: no acceptance figure, the speed still counts
+        return {}
+    return parse_spec_counters(text)
+
+
+def parse_spec_counters(text: str) -> dict:
+    """Sum each counter over its label sets in a Prometheus page (pure)."""
+    out = {}
+    for key, metric in VLLM_SPEC_COUNTERS.items():
+        for line in text.splitlines():
+            if line.startswith(metric) and (len(line) == len(metric) or line[len(metric)] in " {"):
+                try:
+                    out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+                except ValueError:
+                    continue
+    return out
+
+
+def vllm_acceptance(before: dict, after: dict) -> dict:
+    """Drafts and accepted drafts between two readings of vLLM's counters (pure)."""
+    if not after or "draft_n" not in after:
+        return {"draft_n": None, "draft_n_accepted": None, "acceptance_rate": None}
+    drafted = int(after["draft_n"] - before.get("draft_n", 0.0))
+    accepted = int(after.get("draft_n_accepted", 0.0) - before.get("draft_n_accepted", 0.0))
+    return {"draft_n": drafted, "draft_n_accepted": accepted, "acceptance_rate": accepted / drafted if drafted else None}
+
+
 def acceptance(results, speculating: bool = True) -> dict:
     """Drafted and accepted tokens summed over successful requests' server timings (pure). llama-server leaves
     draft_n out when nothing was drafted, so with speculation on an absent field counts as 0 drafts."""
@@ -105,7 +157,9 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
     from lab.core import display
     from lab.serving import engines, serve
 
-    reason = serve.why_not_flag_sweep(profile)
+    vllm = profile.engine == "vllm"
+    reason = (serve.why_not_startable(profile, engines.build_command(profile, port=serve.free_port())) if vllm
+              else serve.why_not_flag_sweep(profile))
     if reason:
         progress(f"[spec] skipped: {reason}")
         return summarise([{"variant": "every variant", "kind": "none", "status": "skip", "error": reason}], profile, draft)
@@ -115,7 +169,9 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
         profile.context_tokens, max(4096, 2 * (profile.bench_prompt_tokens + (output_tokens or profile.bench_output_tokens))))})
     rows = []
     started = time.monotonic()
-    for v in variants(draft, synth_lengths, mtp_n_max=mtp_n_max_for(profile)):
+    rows_to_run = (vllm_variants(mtp_n_max_for(profile)) if vllm
+                   else variants(draft, synth_lengths, mtp_n_max=mtp_n_max_for(profile)))
+    for v in rows_to_run:
         if kinds is not None and v["kind"] not in kinds and v["kind"] != "none":
             continue
         t0 = time.monotonic()
@@ -149,6 +205,7 @@ def single_stream(srv, *, profile, variant: dict, requests: int, output_tokens: 
     """`requests` greedy single-stream requests to a running server: decode speed, latency, drafts accepted."""
     from lab.measure import load_levels
 
+    before = vllm_spec_counters(srv) if profile.engine == "vllm" else None
     target, words, _ = load_levels.against(srv, profile.bench_prompt_tokens, output_tokens or profile.bench_output_tokens,
                                            extra_body={"seed": SEED})
     [m] = load_levels.measure(target, [load_levels.Level(1, requests)], words, budget_s=profile.bench_duration_s,
@@ -158,7 +215,8 @@ def single_stream(srv, *, profile, variant: dict, requests: int, output_tokens: 
     out = dict(stream_decode_tok_s=s["stream_decode_tok_s"], server_decode_tok_s=s["server_decode_tok_s"], decoded_tokens=decoded,
                tpot_p50_ms=s["tpot_ms"]["p50"], ttft_p50_ms=s["ttft_ms"]["p50"],
                joules_per_token=s.get("joules_per_token"), seed=SEED,
-               **acceptance(run.results, variant["kind"] != "none"))
+               **(vllm_acceptance(before, vllm_spec_counters(srv)) if before is not None
+                  else acceptance(run.results, variant["kind"] != "none")))
     if s["failures"] or run.cut or not run.results:  # a cut warm-up leaves nothing sent: failed too, with the cut
         reasons = [*s["errors"], *([run.cut] if run.cut else [])] or ["no request was measured"]
         out.update(status="failed", error="; ".join(reasons)[:300])
@@ -221,6 +279,8 @@ def verification_batches(profile, reps: int = 5, log=None) -> tuple[dict | None,
     from lab.measure import bench
     from lab.model import llama_bench
 
+    if profile.engine == "vllm":
+        return None, "vLLM has no in-process batch benchmark like llama-bench: the MTP rows' step costs stand alone"
     model, why = bench.llama_cpp_model(profile, "llama-bench")
     if why:
         return None, why

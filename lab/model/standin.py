@@ -24,6 +24,7 @@ import yaml
 
 from lab.core import evidence, paths, profiles
 from lab.core.profiles import Profile
+from lab.model import hf_standin, models
 
 RECORD = "00_model_stand_in"
 SYNTH_SEED = 0
@@ -36,7 +37,14 @@ def allowed(flag: bool = False) -> bool:
 
 
 def missing_model(profile: Profile) -> Path | None:
-    """The profile's model file path when it is a local GGUF that is not there; None when present or n/a."""
+    """The profile's model path when it is not there: a local GGUF (llama.cpp), or vLLM's HF-format model_dir
+    without a config.json; None when present or n/a."""
+    if profile.engine == "vllm":
+        spec = profile.model_dir or ""
+        if not spec or spec.startswith("hf:"):
+            return None  # no folder named, or set-up's converted copy of an embedded model
+        folder = paths.model_path(spec)
+        return None if (folder / "config.json").exists() else folder
     if not profile.model_file or profile.engine not in ("llama.cpp", "llama-cpp-python"):
         return None
     if profile.model_file.startswith("embedded:"):
@@ -62,6 +70,23 @@ def make(arch_id: str, layers: int | None = None, progress: bool = True) -> dict
             "seconds": round(time.time() - t0, 1)}
 
 
+def make_vllm(profile: Profile) -> dict:
+    """vLLM's stand-in: the config + tokenizer folder served with --load-format dummy (lab.model.hf_standin); the
+    weights vLLM fills at load time are what a bf16 checkpoint of that shape holds (or its --quantization's)."""
+    import time
+
+    from lab.serving import vllm_env
+
+    t0 = time.time()
+    arch = models.stand_in(profile.model_synth)
+    folder = hf_standin.make(profile.model_synth, paths.cache_dir(), vllm_env.engine_python(profile))
+    params = models.params_billions(arch)
+    return {"path": str(folder), "bytes": 0, "params": params,
+            "description": f"{profile.model_synth}: config and tokenizer only; vLLM draws random weights at load "
+                           f"(--load-format dummy), ≈ {params:.1f} B parameters" if params else profile.model_synth,
+            "made": True, "seconds": round(time.time() - t0, 1)}
+
+
 def cached_path(arch_id: str, layers: int | None = None) -> Path:
     """Where `make` keeps (or will keep) that stand-in: `lab cache` asks which synthetic files are still used."""
     from lab.model import synth
@@ -80,8 +105,9 @@ def substituted_profile(profile: Profile, source_path: Path, synth_path: Path) -
 def check_row(profile: Profile, made: dict, original: Path) -> dict:
     from lab.core.checks import Check
 
+    size = (f"{made['bytes'] / 1e9:.2f} GB, " if made["bytes"] else "config and tokenizer; vLLM draws the weights, ")
     return Check("model is a synthetic stand-in", "warn",
-                 f"{made['path']} ({made['bytes'] / 1e9:.2f} GB, random weights of {profile.model_synth}'s shape)",
+                 f"{made['path']} ({size}random weights of {profile.model_synth}'s shape)",
                  f"the real model file {original}",
                  "Speed and memory numbers hold for the real model's shape and quant; text quality, perplexity and "
                  "speculative-decoding acceptance do not. Put the real GGUF at model_file to measure those.",
@@ -101,8 +127,15 @@ def for_run(profile: Profile, profile_path: Path, run_dir: Path, allow: bool, pr
         return None
     print(f"[run] {original} is missing: using a synthetic stand-in of {profile.model_synth}'s shape",
           file=sys.stderr, flush=True)
-    made = make(profile.model_synth, profile.model_synth_layers, progress=progress)
-    data = substituted_profile(profile, profile_path, Path(made["path"]))
+    if profile.engine == "vllm":
+        made = make_vllm(profile)
+        data = yaml.safe_load(profile_path.read_text())
+        data.update(model_dir=made["path"], model_synthetic=True,
+                    model_name=f"{profile.model_name} [synthetic random weights]",
+                    server_args=[*(data.get("server_args") or []), *hf_standin.LOAD_FORMAT])
+    else:
+        made = make(profile.model_synth, profile.model_synth_layers, progress=progress)
+        data = substituted_profile(profile, profile_path, Path(made["path"]))
     sub_path = run_dir / f"profile-{profile.name}-synthetic.yaml"
     sub_path.write_text(f"# Written by `lab run --synth-if-missing` from {profile_path}: {original} was missing, so\n"
                         f"# model_file is a random-weight GGUF of {profile.model_synth}'s shape (lab.model.synth, seed "
