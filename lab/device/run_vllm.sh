@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # vLLM on a lent GPU machine (the device tool), offline, from this repo's files: notebooks 04, 05 and 06 of
-# params/$PROFILE.yaml (default h100-vllm: engine vllm) in measure mode, then vLLM's MTP step costs.
+# params/$PROFILE.yaml (default: h100-vllm or h200-vllm by the card lent; engine vllm) in measure mode, then vLLM's MTP step costs.
 #
 # Here, once:  python3 -m lab.setup.device_prep       (.device/: the llama.cpp source + the lab's wheels, ≈ 24 MiB)
 #              python3 -m lab.setup.device_vllm pack  (.device-vllm/0..5: vllm 0.25.0 without what Hopper never loads,
@@ -25,7 +25,13 @@
 # $VLLM_HOME/bin/python), LAB_GIT_SHA / LAB_GIT_DIRTY.
 # Here, no GPU: `bash -n lab/device/run_vllm.sh`.
 set -uo pipefail
-PROFILE=${PROFILE:-h100-vllm}
+# the profile of the card lent (a call may get an H200 where an H100 was asked for, and the other way round)
+if [ -z "${PROFILE:-}" ]; then
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+    *H200*) PROFILE=h200-vllm ;;
+    *) PROFILE=h100-vllm ;;
+  esac
+fi
 WORK=${WORK:-/root/lab-vllm-run}
 VLLM_HOME=${VLLM_HOME:-/root/lab-vllm}
 WAIT_S=${WAIT_S:-540}
