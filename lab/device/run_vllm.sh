@@ -21,8 +21,8 @@
 # `python -m lab.experiments.speculative` on the same profile: the baseline and MTP at num_speculative_tokens 1-4, one
 # stream, each its own server (step costs at ≈ 0 acceptance: random weights).
 # Environment: PROFILE, WAIT_S (540), SPEC_BUDGET_S, VLLM_WAIT_S (how long the pipeline waits for the last part: 900),
-# WORK (/root/lab-vllm-run), VLLM_HOME (/root/lab-vllm: the engine_python params/h100-vllm.yaml names is
-# $VLLM_HOME/bin/python), LAB_GIT_SHA / LAB_GIT_DIRTY.
+# WORK (/root/lab-vllm-run), VLLM_HOME ($WORK/repo/.venv-vllm: the engine_python params/h100-vllm.yaml names,
+# .venv-vllm/bin/python, relative to the checkout), LAB_GIT_SHA / LAB_GIT_DIRTY.
 # Here, no GPU: `bash -n lab/device/run_vllm.sh`.
 set -uo pipefail
 # the profile of the card lent (a call may get an H200 where an H100 was asked for, and the other way round)
@@ -33,7 +33,7 @@ if [ -z "${PROFILE:-}" ]; then
   esac
 fi
 WORK=${WORK:-/root/lab-vllm-run}
-VLLM_HOME=${VLLM_HOME:-/root/lab-vllm}
+VLLM_HOME=${VLLM_HOME:-$WORK/repo/.venv-vllm}
 WAIT_S=${WAIT_S:-540}
 OUT=${OUT:-$WORK/out}
 say() { echo "[$(date -u +%H:%M:%S)] $*"; }

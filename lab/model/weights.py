@@ -264,6 +264,9 @@ def profile_read_bytes(profile, arch=None) -> tuple[int, str]:
             emb = embedding_bytes(profile.model_quant, arch)
         except KeyError:
             return loaded, f"{parts['basis']}; token embedding not sized ({profile.model_quant}): counted as read"
+    if emb >= loaded:  # the files hold less than the architecture's embedding alone: they are not this model's
+        return loaded, (f"{parts['basis']}; token embedding counted as read (the files, {loaded / 1e9:.2f} GB, are "
+                        f"smaller than {profile.model_architecture}'s embedding, {emb / 1e9:.2f} GB)")
     return loaded - emb, f"{parts['basis']}; {loaded / 1e9:.2f} GB loaded less the token embedding {emb / 1e9:.2f} GB"
 
 
