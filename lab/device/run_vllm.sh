@@ -42,6 +42,8 @@ if [ -n "${LAB_GIT_SHA:-}" ] && ! [[ "$LAB_GIT_SHA" =~ ^[0-9a-f]{40}$ ]]; then
 fi
 # NVLink multicast stays off (the device tool's rule for every program started there)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# FlashInfer's top-k/top-p sampler JIT-compiles at first use; PyTorch's sampler needs nothing compiled
+export VLLM_USE_FLASHINFER_SAMPLER=0
 
 pipeline() {  # runs detached, in $WORK/repo
   cd "$WORK/repo" || exit 1

@@ -50,8 +50,11 @@ from lab.core.profiles import Profile
 DEFAULT_HEALTH_TIMEOUT_S = 120.0  # a 27B GGUF from a cold disk takes tens of seconds; SmolLM2 ~1-3 s
 # vLLM imports torch, spawns an engine core and a worker, loads and profiles the model: 35-82 s here for
 # SmolLM2 on 2 CPU cores with --enforce-eager, ~100-125 s with torch.compile (seen here, 2026-11-29); a 27B on GPUs
-# compiles CUDA graphs too. Generous, because a timeout kills a server that was about to answer.
-VLLM_HEALTH_TIMEOUT_S = 420.0
+# compiles CUDA graphs too. Generous, because a timeout kills a server that was about to answer: the first start of
+# the Qwen3.8-27B stand-in on an H100 (vLLM 0.25.0, 2026-12-07, outputs/h100-vllm/) loaded in 6 s, spent 136 s in
+# torch.compile and was still JIT-compiling FlashInfer's Gated DeltaNet prefill when the old 420 s ran out. A server
+# that dies is seen at once (its process exits), so the long wait only costs time when one hangs.
+VLLM_HEALTH_TIMEOUT_S = 1200.0
 
 
 def health_timeout_for(command: Command) -> float:

@@ -70,8 +70,9 @@ PEER_WHEELS = (
     "h2==4.4.1", "hpack==4.2.0", "hyperframe==6.1.0", "loguru==0.7.3", "more-itertools==11.2.1",
     "pydantic-settings==2.16.3", "python-dotenv==1.2.4", "websockets==17.4", "click==8.4.2",
 )
-# pip matches manylinux tags exactly: the ones these wheels are published under (device README's recipe).
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64", "manylinux_2_17_x86_64",
+# pip matches manylinux tags exactly: the ones these wheels are published under (device README's recipe); 2_31:
+# llguidance (vLLM). The GPU image's glibc (Ubuntu 24.04, 2.39) runs all of them.
+PLATFORMS = ("manylinux_2_31_x86_64", "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_26_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
 DEVICE_PYTHON = "3.12"
 

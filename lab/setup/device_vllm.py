@@ -17,10 +17,14 @@ Why these choices (vllm 0.25.0, read 2026-12-07):
   VLLM_RUST_FRONTEND_PATH) and deep_gemm's extension for the Pythons that are not 3.12. A V100 needs _vllm_fa2_C and
   is not served by this wheel anyway (CUDA 13 has no sm_70): see the Volta fork's profile.
 - Requirements: the 2026-11-17 package list of the image (the device tool's KINDS.md) holds 28 of vLLM's 75; the
-  rest that `vllm serve` imports are pinned below. Left out as imported lazily or for other platforms/features:
-  flashinfer (sampling falls back to PyTorch's), cudnn-frontend, fastsafetensors, llguidance (no wheel for
-  3.12 manylinux), torchcodec, PyNvVideoCodec, tilelang, cutlass-dsl, quack, tokenspeed-mla, humming-kernels,
-  opentelemetry's sdk/exporters (tracing off).
+  rest that `vllm serve` imports are pinned below. Found on the lent H100 (2026-12-07), one start at a time: llguidance
+  and xgrammar are imported when vllm/v1/structured_output's classes are defined (type annotations through a lazy
+  loader), xgrammar 0.2.9 needs apache-tvm-ffi >= 0.1.11 (flashinfer's own pin, 0.1.9, fails with "load_lib_module()
+  got an unexpected keyword argument 'extra_lib_paths'"), and the sampler's FlashInfer check imports flashinfer at
+  start-up (vllm/v1/sample/ops/topk_topp_sampler.py). Left out as imported lazily or for other platforms/features:
+  flashinfer-cubin (FlashInfer JIT-compiles what it needs: run_vllm.sh turns its sampler off and the profile picks
+  the Triton Gated DeltaNet prefill), cudnn-frontend, fastsafetensors, torchcodec, PyNvVideoCodec, tilelang,
+  cutlass-dsl, quack, tokenspeed-mla, humming-kernels, opentelemetry's sdk/exporters (tracing off).
 """
 from __future__ import annotations
 
@@ -39,12 +43,12 @@ VLLM_VERSION = "0.25.0"
 VLLM_WHEEL = f"vllm-{VLLM_VERSION}-cp38-abi3-manylinux_2_28_x86_64.whl"
 # what `vllm serve` imports that the image lacks, at the versions PyPI served on 2026-12-07
 VLLM_DEVICE_WHEELS = (
-    "annotated_types==0.8.0", "anthropic==2.17.0", "apache_tvm_ffi==0.1.9", "astor==0.8.1", "blake3==1.0.11",
+    "annotated_types==0.8.0", "anthropic==2.17.0", "apache_tvm_ffi==0.1.15.post2", "astor==0.8.1", "blake3==1.0.11",
     "cachetools==8.0.3", "cbor2==6.3.0", "compressed_tensors==0.17.0", "depyf==0.20.0", "dill==0.4.1",
     "diskcache==5.6.3", "distro==1.9.0", "dnspython==2.9.2", "docstring_parser==0.18.0", "email_validator==2.4.0",
-    "fastapi==0.136.3", "httpcore2==2.17.0", "httptools==0.9.0", "httpx2==2.17.0", "ijson==3.6.0",
+    "fastapi==0.136.3", "flashinfer_python==0.6.13", "httpcore2==2.17.0", "httptools==0.9.0", "httpx2==2.17.0", "ijson==3.6.0",
     "importlib_metadata==10.2.0", "interegular==0.3.3", "jiter==0.19.0", "jmespath==1.1.0", "jsonschema==4.26.0",
-    "jsonschema_specifications==2025.9.1", "lark==1.2.2", "lm_format_enforcer==0.11.3", "loguru==0.8.0",
+    "jsonschema_specifications==2025.9.1", "lark==1.2.2", "llguidance==1.7.6", "lm_format_enforcer==0.11.3", "loguru==0.8.0",
     "mcp==2.3.0", "mcp_types==2.3.0", "mistral_common==1.13.1", "model_hosting_container_standards==0.1.16",
     "msgspec==0.23.0", "nvtx==0.2.15", "openai==3.63.0", "openai_harmony==0.0.8", "opentelemetry_api==1.45.3",
     "outlines_core==0.2.14", "partial_json_parser==0.2.1.1.post7", "prometheus_fastapi_instrumentator==8.1.0",
