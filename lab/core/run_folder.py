@@ -209,10 +209,35 @@ def read_record_file(path: Path, expected_sha256: str | None = None) -> dict:
     if dropped:
         data["problem"] = "; ".join(dropped)
     data.setdefault("record", path.stem)
+    data.update(_written_as(data))
     if expected_sha256 and hashlib.sha256(raw).hexdigest() != expected_sha256:
         data["edited"] = (f"edited after the run: records/{path.name} has sha256 {hashlib.sha256(raw).hexdigest()[:16]}…, "
                           f"the run's manifest recorded {str(expected_sha256)[:16]}…")
     return data
+
+
+# The record format this lab writes (lab.core.evidence.SCHEMA_VERSION is this). 2 (2026-12-04): a GPU figure is a
+# total (a number) or a `_per_gpu` list, never a list under a total's name (lab/data/fields.yaml `gpus:`); version-1
+# records are read through lab.core.fields.canonical
+RECORD_SCHEMA_VERSION = 2
+
+
+def _written_as(data: dict) -> dict:
+    """What a reader must be told about how a record was written: `invalid` (it failed the record schema when
+    written: lab.core.evidence.write_record) and `newer` (a schema_version past this lab's: a newer lab wrote it,
+    and its fields may not mean here what they meant there)."""
+    out = {}
+    invalid = data.get("invalid")
+    if invalid is not None:
+        reasons = invalid.get("reasons") if isinstance(invalid, dict) else invalid
+        reasons = [str(r) for r in reasons] if isinstance(reasons, list) else [str(reasons)]
+        out["invalid_reason"] = (f"marked invalid when written ({len(reasons)} problem(s) with the record schema): "
+                                 + "; ".join(r[:300] for r in reasons[:3]))
+    version = data.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > RECORD_SCHEMA_VERSION:
+        out["newer"] = (f"written by a newer lab: schema_version {version}, this lab reads up to {RECORD_SCHEMA_VERSION}; "
+                        "its fields may not mean what this lab shows (update the lab: git pull)")
+    return out
 
 
 def read_records(run_dir: str | Path, expected_sha256: dict | None = None) -> dict[str, dict]:

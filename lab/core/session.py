@@ -128,11 +128,10 @@ def settings_copy(settings: dict, run_dir: Path, name: str) -> Path:
     run folder and may be run with different settings."""
     body = yaml.safe_dump(settings, sort_keys=False, allow_unicode=True)
     path = run_dir / f"profile-{name}-settings-{hashlib.sha256(body.encode()).hexdigest()[:12]}.yaml"
-    if not path.exists():
-        tmp = path.with_name(path.name + ".partial")
-        tmp.write_text(f"# Written by lab.core.session: the profile settings a notebook was given (its `settings`\n"
-                       f"# parameter: the profile `lab run` validated, or papermill -y), exactly as its kernel read them.\n{body}")
-        tmp.replace(path)
+    if not path.exists():  # whole or not at all, never through a link planted as its `.partial` (evidence.write_whole)
+        evidence.write_whole(path, "# Written by lab.core.session: the profile settings a notebook was given (its "
+                             "`settings`\n# parameter: the profile `lab run` validated, or papermill -y), exactly as its "
+                             f"kernel read them.\n{body}")
     return path
 
 

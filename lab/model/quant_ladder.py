@@ -211,7 +211,7 @@ def _run_tool(name: str, args: list[str], log: Path | None, timeout: float = 600
     text = proc.stdout + ("\n" if proc.stdout and proc.stderr else "") + proc.stderr
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(f"$ {' '.join(cmd)}\n# exit {proc.returncode}, {time.perf_counter() - t0:.1f} s\n{text}")
+        evidence.write_whole(log, f"$ {' '.join(cmd)}\n# exit {proc.returncode}, {time.perf_counter() - t0:.1f} s\n{text}")
     if proc.returncode != 0:
         tail = "\n".join(text.splitlines()[-15:])
         raise ToolError(f"{name} exited {proc.returncode}: {' '.join(cmd)}\n{tail}")

@@ -284,7 +284,10 @@ def profile_for_run(run_dir: str | Path):
     candidates.append(run_dir.resolve().parent.name)  # outputs/<profile>/<run>: the folder names the profile
     for cand in filter(None, candidates):
         try:
-            return profiles.load(cand if Path(cand).exists() else profiles.resolve(cand))
+            path = Path(cand) if Path(cand).exists() else profiles.resolve(cand)
+            if not manifest_file.matches_run(path, run_dir):  # changed after the run: the report says so
+                continue
+            return profiles.load(path)
         except (profiles.ProfileError, FileNotFoundError, ValueError):
             continue
     return None
