@@ -25,6 +25,84 @@ SECRET_NAME = re.compile(r"(?i)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH
 MIN_SECRET_CHARS = 8  # shorter values ("1", "false") are settings, not secrets, and would redact half a log
 
 
+# ---------------------------------------------------------------- what a key must be, which variable may hold one
+# Variables every shell sets: naming one as api_key_env would make its value (`$PATH`: long, not secret, readable by
+# anyone who can run `env`) the key of a server on the network. Refused by name, whatever SECRET_NAME says.
+WELL_KNOWN_VARIABLES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "LANG", "LANGUAGE", "TERM", "HOSTNAME", "TMPDIR",
+    "DISPLAY", "EDITOR", "VISUAL", "PAGER", "MAIL", "SHLVL", "PS1", "IFS", "TZ", "PYTHONPATH", "LD_LIBRARY_PATH",
+    "VIRTUAL_ENV", "CONDA_PREFIX", "CUDA_HOME", "CUDA_VISIBLE_DEVICES", "SSH_AUTH_SOCK", "SSH_AGENT_PID",
+    "XAUTHORITY", "KEYTIMEOUT", "GPG_AGENT_INFO", "XDG_RUNTIME_DIR", "XDG_SESSION_ID", "DBUS_SESSION_BUS_ADDRESS",
+    "LS_COLORS", "HISTFILE", "HISTSIZE", "MANPATH", "INFOPATH", "TERM_PROGRAM", "COLORTERM"})
+MIN_KEY_CHARS = 16  # a key guarding a network-facing server: shorter ones are guessed
+MIN_KEY_BITS_PER_CHAR = 3.0  # `secrets.token_urlsafe(24)`: ~4.6; `openssl rand -hex 16`: ~3.6; "k" * 16: 0
+
+
+def key_variable_problem(name: str) -> str | None:
+    """Why `name` cannot be the variable holding a server's key (None when it can): a variable every shell sets, or
+    a name that does not say it holds a secret (SECRET_NAME: such a value is redacted everywhere; another is not)."""
+    if name.upper() in WELL_KNOWN_VARIABLES or name.startswith(("LC_", "XDG_")):
+        return f"{name} is a variable every shell sets, not a secret; name your own, such as MY_SERVER_KEY"
+    if not SECRET_NAME.search(name):
+        return (f"{name} does not say it holds a secret (KEY, TOKEN, SECRET, PASSWORD in its name), so the lab would "
+                "not redact its value from logs and records; name it like MY_SERVER_KEY")
+    return None
+
+
+def bits_per_char(text: str) -> float:
+    """Shannon entropy of the characters of `text`, in bits per character."""
+    import math
+    from collections import Counter
+
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in Counter(text).values()) if n else 0.0
+
+
+def key_value_problem(value: str) -> str | None:
+    """Why `value` does not look like a secret fit to guard a server on the network (None when it does): too short,
+    whitespace or a path in it, or too few different characters (MIN_KEY_BITS_PER_CHAR). Never says the value."""
+    value = value.strip()
+    if len(value) < MIN_KEY_CHARS:
+        return f"it has {len(value)} characters; a key guarding a server on the network needs at least {MIN_KEY_CHARS}"
+    if any(ch.isspace() for ch in value) or value.startswith(("/", "~")) or ":/" in value:
+        return "it holds whitespace or a path: it reads as a setting, not a key"
+    if bits_per_char(value) < MIN_KEY_BITS_PER_CHAR or len(set(value)) < 10:
+        return (f"it repeats too few characters ({bits_per_char(value):.1f} bits per character, {len(set(value))} "
+                f"different; a random key has over {MIN_KEY_BITS_PER_CHAR:g}): it would be guessed")
+    return None
+
+
+def setting_secrets(settings) -> list[str]:
+    """The strings of a profile's settings (a mapping as given: a file's, papermill's -y) that may hold a secret, for
+    `redact` before any profile message is shown: the value of a field whose name says it holds one (not `*_env`,
+    which names a variable, nor `*_tokens`, a count), the words of server_args that are not flags or numbers
+    (`--api-key K`: K; `--api-key=K`: K) and a URL's user:password."""
+    out = []
+
+    def add(name: str, text: str) -> None:
+        secret_named = SECRET_NAME.search(name) and not name.endswith(("_env", "_tokens"))
+        word = text.split("=", 1)[1] if name == "server_args" and text.startswith("-") and "=" in text else text
+        if name == "server_args" and (word.startswith("-") or re.fullmatch(r"[\d.,:]+", word)):
+            word = ""
+        if secret_named or name == "server_args":
+            out.append(word)
+        out.extend(m.group(1) for m in re.finditer(r"://([^/\s@]+)@", text))
+
+    def walk(name: str, value, depth: int = 0) -> None:
+        if depth > 4:
+            return
+        if isinstance(value, dict):
+            for k, v in list(value.items())[:256]:
+                walk(str(k), v, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for v in list(value)[:256]:
+                walk(name, v, depth + 1)
+        elif isinstance(value, str):
+            add(name, value)
+    walk("", settings)
+    return [w for w in out if len(w.strip()) >= 4]
+
+
 _ENV_SEEN: dict = {"data": None, "values": frozenset()}
 
 

@@ -91,8 +91,8 @@ def chosen_profile(profile: str, settings: Mapping | None) -> tuple[Profile, dic
     A few settings without `name` (`-y "settings: {threads: 8}"`) → those settings of `profile` changed; a bad value
     gets only its own message, naming what was changed."""
     if settings is not None and not isinstance(settings, Mapping):
-        raise ProfileError(f"the notebook's `settings` parameter is {type(settings).__name__} {str(settings)[:60]!r}, "
-                           "not a mapping of profile settings: pass it as YAML, -y \"settings: {threads: 8}\"")
+        raise ProfileError(f"the notebook's `settings` parameter is a {type(settings).__name__} (not shown: it may hold a "
+                           "key), not a mapping of profile settings: pass it as YAML, -y \"settings: {threads: 8}\"")
     if not settings:
         if not isinstance(profile, str) or not profile:
             raise ProfileError(f"no profile: the notebook's `profile` parameter is {profile!r}; give a profile name or "
@@ -103,7 +103,9 @@ def chosen_profile(profile: str, settings: Mapping | None) -> tuple[Profile, dic
         return profiles.from_data(settings, SETTINGS_SOURCE), settings
     path = profiles.resolve(profile)
     whole = {**profile_file.parse(path), **settings}
-    source = f"{path} with settings {', '.join(f'{k}: {v!r}' for k, v in settings.items())}"
+    # the settings named, never their values (`server_args: [--api-key, K]`): the message reaches the notebook
+    names = ", ".join(profile_file.redact_settings(profile_file.clip(str(k), 40), settings) for k in list(settings)[:20])
+    source = f"{path} with settings {names}"
     return profiles.from_data(whole, source), whole
 
 
