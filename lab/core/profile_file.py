@@ -140,7 +140,10 @@ def errors_text(source, data: dict, exc, known) -> str:
             shown = field if _SETTING_NAME.fullmatch(field) else "(a name that is not a setting's, not shown)"
             close = difflib.get_close_matches(field, known, n=1)
             hint = f" — did you mean '{close[0]}'?" if close else ""
-            lines.append(f"  - field {shown!r}: not a known setting{hint}; allowed fields: {', '.join(known)}")
+            value = err.get("input")  # a short plain value helps ("colour: blue"); anything else is not shown
+            found = f" (found {clip(value, 40)})" if isinstance(value, (int, float, bool)) or (
+                isinstance(value, str) and len(value) <= 40) else ""
+            lines.append(f"  - field {shown!r}: not a known setting{found}{hint}; allowed fields: {', '.join(known)}")
             continue
         if err["type"] == "missing":
             lines.append(f"  - field '{field}': missing; it is required")

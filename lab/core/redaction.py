@@ -75,17 +75,21 @@ def key_value_problem(value: str) -> str | None:
 def setting_secrets(settings) -> list[str]:
     """The strings of a profile's settings (a mapping as given: a file's, papermill's -y) that may hold a secret, for
     `redact` before any profile message is shown: the value of a field whose name says it holds one (not `*_env`,
-    which names a variable, nor `*_tokens`, a count), the words of server_args that are not flags or numbers
-    (`--api-key K`: K; `--api-key=K`: K) and a URL's user:password."""
+    which names a variable, nor `*_tokens`, a count), in server_args the word after a flag that binds, exposes or
+    carries a secret (`--api-key K`: K; `--api-key=K`: K; lab.core.server_flags) and any word that looks like a key
+    (`key_value_problem`), and a URL's user:password."""
+    from lab.core.server_flags import guarded_flag
+
     out = []
 
-    def add(name: str, text: str) -> None:
-        secret_named = SECRET_NAME.search(name) and not name.endswith(("_env", "_tokens"))
-        word = text.split("=", 1)[1] if name == "server_args" and text.startswith("-") and "=" in text else text
-        if name == "server_args" and (word.startswith("-") or re.fullmatch(r"[\d.,:]+", word)):
-            word = ""
-        if secret_named or name == "server_args":
-            out.append(word)
+    def add(name: str, text: str, after: str = "") -> None:
+        if SECRET_NAME.search(name) and not name.endswith(("_env", "_tokens")):
+            out.append(text)
+        if name == "server_args":
+            if guarded_flag(after) or key_value_problem(text) is None:
+                out.append(text)
+            if text.startswith("-") and "=" in text and guarded_flag(text):
+                out.append(text.split("=", 1)[1])
         out.extend(m.group(1) for m in re.finditer(r"://([^/\s@]+)@", text))
 
     def walk(name: str, value, depth: int = 0) -> None:
@@ -95,8 +99,9 @@ def setting_secrets(settings) -> list[str]:
             for k, v in list(value.items())[:256]:
                 walk(str(k), v, depth + 1)
         elif isinstance(value, (list, tuple)):
-            for v in list(value)[:256]:
-                walk(name, v, depth + 1)
+            words = list(value)[:256]
+            for before, v in zip([""] + words, words):
+                add(name, v, before if isinstance(before, str) else "") if isinstance(v, str) else walk(name, v, depth + 1)
         elif isinstance(value, str):
             add(name, value)
     walk("", settings)

@@ -91,8 +91,9 @@ def chosen_profile(profile: str, settings: Mapping | None) -> tuple[Profile, dic
     A few settings without `name` (`-y "settings: {threads: 8}"`) → those settings of `profile` changed; a bad value
     gets only its own message, naming what was changed."""
     if settings is not None and not isinstance(settings, Mapping):
-        raise ProfileError(f"the notebook's `settings` parameter is a {type(settings).__name__} (not shown: it may hold a "
-                           "key), not a mapping of profile settings: pass it as YAML, -y \"settings: {threads: 8}\"")
+        raise ProfileError(f"the notebook's `settings` parameter is {type(settings).__name__} "
+                           f"{profile_file.redact_settings(str(settings), {'server_args': str(settings).split()})[:60]!r}, "
+                           "not a mapping of profile settings: pass it as YAML, -y \"settings: {threads: 8}\"")
     if not settings:
         if not isinstance(profile, str) or not profile:
             raise ProfileError(f"no profile: the notebook's `profile` parameter is {profile!r}; give a profile name or "
@@ -103,9 +104,10 @@ def chosen_profile(profile: str, settings: Mapping | None) -> tuple[Profile, dic
         return profiles.from_data(settings, SETTINGS_SOURCE), settings
     path = profiles.resolve(profile)
     whole = {**profile_file.parse(path), **settings}
-    # the settings named, never their values (`server_args: [--api-key, K]`): the message reaches the notebook
-    names = ", ".join(profile_file.redact_settings(profile_file.clip(str(k), 40), settings) for k in list(settings)[:20])
-    source = f"{path} with settings {names}"
+    # what was changed, through the one redaction of profile messages (`server_args: [--api-key, K]` shows no K): the
+    # message reaches the executed notebook and papermill's stderr
+    changed = ", ".join(f"{str(k)[:40]}: {profile_file.clip(v, 80)}" for k, v in list(settings.items())[:20])
+    source = f"{path} with settings {profile_file.redact_settings(changed, settings)}"
     return profiles.from_data(whole, source), whole
 
 
