@@ -145,12 +145,33 @@ def _renderings(secret: str) -> set[str]:
     return {f for f in forms if len(f) >= 4}  # a 1-character "key" would blank every such letter
 
 
+# A key cut short by the server that echoes it ("invalid key Zq3x/9VbN7mK…"): its first or last CUT_KEY_CHARS characters
+# and whatever follows (or precedes) of it are redacted too, for a value that looks like a key (`key_value_problem`:
+# not a path, which would take every path sharing its first characters with it).
+CUT_KEY_CHARS = 8
+
+
+def _cut_forms(secret: str) -> list[str]:
+    """Regular expressions for `secret` cut at either end: its first CUT_KEY_CHARS characters and as much of the rest
+    as follows, and its last CUT_KEY_CHARS with as much before them."""
+    s = secret.strip()[:256]
+    if len(s) < 2 * CUT_KEY_CHARS or key_value_problem(s) is not None:
+        return []
+    head, tail = s[:CUT_KEY_CHARS], s[-CUT_KEY_CHARS:]
+    more = "".join(f"(?:{re.escape(ch)}" for ch in s[CUT_KEY_CHARS:]) + ")?" * (len(s) - CUT_KEY_CHARS)
+    less = "(?:" * (len(s) - CUT_KEY_CHARS) + "".join(f"{re.escape(ch)})?" for ch in s[:-CUT_KEY_CHARS])
+    return [re.escape(head) + more, less + re.escape(tail)]
+
+
 @functools.lru_cache(maxsize=64)
 def _secrets_pattern(secrets: frozenset[str]) -> tuple[re.Pattern | None, int]:
     """One case-insensitive pattern of every rendering of `secrets`, the longest first (a key inside another is not
-    left half shown), and the longest rendering's length; built once per set of keys."""
+    left half shown), then each key cut short at either end (`_cut_forms`), and the longest rendering's length; built
+    once per set of keys."""
     forms = sorted({f for s in secrets for f in _renderings(s)}, key=len, reverse=True)
-    return (re.compile("|".join(map(re.escape, forms)), re.IGNORECASE) if forms else None), len(forms[0]) if forms else 0
+    cut = [c for s in sorted(secrets) for c in _cut_forms(s)]
+    pattern = "|".join([*map(re.escape, forms), *cut])
+    return (re.compile(pattern, re.IGNORECASE) if pattern else None), len(forms[0]) if forms else 0
 
 
 def _redactor(keys: tuple):
