@@ -144,9 +144,7 @@ def _lab_version() -> str:
 
 
 # ---------------------------------------------------------------- run folders
-# The name new_run_dir gives a run folder (`<UTC>_<sha>`, `-N` for a second in the same second): a folder so named
-# was made by `lab run`, which writes manifest.json last (lab.records.report.cut_without_manifest)
-RUN_FOLDER_NAME = re.compile(r"\d{8}T\d{6}Z_[0-9a-z]+(-\d+)?")
+RUN_FOLDER_NAME = run_folder.RUN_FOLDER_NAME  # the name new_run_dir gives (lab.records.report.cut_without_manifest)
 
 
 def new_run_dir(profile_name: str, out_root: str | Path | None = None) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -159,6 +160,34 @@ def read_manifest(run_dir: str | Path) -> tuple[dict, str | None]:
                 wrong.append(f"{len(value) - len(kept)} of its {key!r} entries are not what the lab writes")
                 data[key] = kept
     return data, (f"{path}: " + "; ".join(wrong) + " (not shown)") if wrong else None
+
+
+# The name lab.core.evidence.new_run_dir gives a run folder (`<UTC>_<sha>`, `-N` for a second in the same second): a
+# folder so named was made by `lab run`, which writes manifest.json last, whatever cut it short but SIGKILL
+RUN_FOLDER_NAME = re.compile(r"\d{8}T\d{6}Z_[0-9a-z]+(-\d+)?")
+
+
+def not_complete(run_dir: str | Path) -> str | None:
+    """Why a run folder is not a complete run, in one line (None when it is one, or is an interactive folder of
+    notebooks run by hand): cut by a signal (its manifest says "interrupted"), cut before it wrote its manifest
+    (SIGKILL, out of memory, the machine stopped, or still running), or a notebook that did not run to its end. What
+    `lab report` and `lab doctor --run` say first, with a non-zero exit: a cut run is never reported complete."""
+    run_dir = Path(run_dir)
+    manifest, problem = read_manifest(run_dir)
+    if not manifest:
+        if problem is None and RUN_FOLDER_NAME.fullmatch(run_dir.name):
+            return ("cut before it wrote manifest.json (killed, out of memory, the machine stopped; or still "
+                    "running): it did not finish")
+        return None
+    cut = manifest.get("interrupted") if isinstance(manifest.get("interrupted"), dict) else {}
+    if cut or manifest.get("status") == "interrupted":
+        said = " ".join(f"{k} {str(cut[k])[:60]}" for k in ("signal", "during", "utc") if cut.get(k))
+        return f"interrupted ({said or 'the manifest says so'}): it did not finish, its numbers are not the whole run"
+    unfinished = [str(n["notebook"])[:60] for n in manifest.get("notebooks") or []
+                  if n.get("status") in ("interrupted", "not run")]
+    if unfinished:
+        return f"{len(unfinished)} notebook(s) did not run to their end ({', '.join(unfinished[:4])})"
+    return None
 
 
 # A record's fields as the report and compare use them: a field of another kind makes the record unusable (flagged);

@@ -302,11 +302,11 @@ def interrupted_banner(manifest: dict) -> str:
 
 def cut_without_manifest(run_dir: Path, manifest: dict, manifest_problem: str | None) -> str | None:
     """Why a folder that `lab run` made (evidence.RUN_FOLDER_NAME) has no manifest.json: the runner writes it last,
-    after every notebook, even when cut by SIGINT/SIGTERM/SIGHUP, so a folder without one was cut harder (SIGKILL,
-    SIGQUIT, out of memory, power) or is still running; None for any other folder (notebooks run by hand)."""
+    after every notebook, even when cut by SIGINT/SIGTERM/SIGHUP/SIGQUIT, so a folder without one was cut harder
+    (SIGKILL, out of memory, power) or is still running; None for any other folder (notebooks run by hand)."""
     if manifest or manifest_problem or not evidence.RUN_FOLDER_NAME.fullmatch(run_dir.name):
         return None
-    return ("This run was cut before it wrote manifest.json (killed with SIGKILL or SIGQUIT, out of memory, the "
+    return ("This run was cut before it wrote manifest.json (killed with SIGKILL, out of memory, the "
             "machine stopped; or it is still running): it did not finish, and nothing here says it went well. The "
             "records below are what it wrote before it ended; notebooks after them did not run or did not finish.")
 
