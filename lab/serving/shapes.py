@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, RootModel, ValidationError
 
 MAX_PASSES = 5  # each pass removes every wrong field pydantic reported; nested wrong fields can need a second
 SHOWN_CHARS = 60  # of a wrong value, in a finding
@@ -29,7 +29,15 @@ SHOWN_CHARS = 60  # of a wrong value, in a finding
 # tokens, a negative count) it is no count, removed like a field of the wrong type, and never reaches a record or a
 # local command (llama-bench's -d took it). 10^8 tokens is 100 times the longest context any engine serves.
 MAX_COUNT = 100_000_000
-Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+
+
+def _not_a_bool(value):
+    if isinstance(value, bool):  # pydantic's lax mode reads true as 1
+        raise ValueError("a count, not true/false")
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_not_a_bool), Field(ge=0, le=MAX_COUNT)]
 
 
 class _Shape(BaseModel):
