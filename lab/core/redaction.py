@@ -66,6 +66,9 @@ def key_value_problem(value: str) -> str | None:
         return f"it has {len(value)} characters; a key guarding a server on the network needs at least {MIN_KEY_CHARS}"
     if any(ch.isspace() for ch in value) or value.startswith(("/", "~")) or ":/" in value:
         return "it holds whitespace or a path: it reads as a setting, not a key"
+    runs = sum(abs(ord(b) - ord(a)) <= 1 for a, b in zip(value, value[1:]))
+    if runs * 2 > len(value):
+        return "it counts up or down or repeats (0123…, abcd…): it would be guessed"
     if bits_per_char(value) < MIN_KEY_BITS_PER_CHAR or len(set(value)) < 10:
         return (f"it repeats too few characters ({bits_per_char(value):.1f} bits per character, {len(set(value))} "
                 f"different; a random key has over {MIN_KEY_BITS_PER_CHAR:g}): it would be guessed")
@@ -90,7 +93,7 @@ def setting_secrets(settings) -> list[str]:
                 out.append(text)
             if text.startswith("-") and "=" in text and guarded_flag(text):
                 out.append(text.split("=", 1)[1])
-        out.extend(m.group(1) for m in re.finditer(r"://([^/\s@]+)@", text))
+        out.extend(m.group(1) for m in re.finditer(r"://([^\s@]+)@", text))
 
     def walk(name: str, value, depth: int = 0) -> None:
         if depth > 4:
