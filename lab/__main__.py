@@ -178,6 +178,7 @@ def _cmd_plan(args) -> int:
 
 def _cmd_report(args) -> int:
     from lab import pages
+    from lab.core import cli, run_folder
     from lab.records import report
 
     try:  # pages.closing_text: the closing text of a record written before records kept it
@@ -185,8 +186,6 @@ def _cmd_report(args) -> int:
     except report.NotARun as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    from lab.core import cli, run_folder
-
     cut = run_folder.not_complete(args.run_dir)
     if cut:  # the report is written, and says so; a run that never finished (a signal, a kill) is not "all good"
         print(cli.printable(f"error: {args.run_dir}: {cut}"), file=sys.stderr)
@@ -225,6 +224,7 @@ def _log_problem(path: Path) -> str | None:
 def _cmd_doctor(args) -> int:
     import time
 
+    from lab.core import run_folder
     from lab.diagnose import doctor, troubleshoot
 
     if not args.log and not args.run and sys.stdin.isatty():
@@ -243,8 +243,6 @@ def _cmd_doctor(args) -> int:
                   "--run takes a run folder (outputs/<profile>/<UTC>_<sha>/)", file=sys.stderr)
             return exit_codes.PROBLEM
         findings += troubleshoot.diagnose(run)
-        from lab.core import run_folder
-
         run_state = run_folder.not_complete(run)  # a cut run is never "No known problem found"
     sources = [(Path(p), Path(p).name) for p in args.log or []]
     if not args.log and not args.run:

@@ -295,8 +295,6 @@ def _int(x) -> int | None:
 
 
 FACTS_BY_ENGINE = {"llama.cpp": _llama_facts, "vllm": _vllm_facts, "ollama": _ollama_facts, "lmstudio": _lmstudio_facts}
-
-
 # The model ids a record keeps of /v1/models: the first MAX_MODEL_IDS different ones (a server listing 10^5 put
 # them all in notebook 04's record and table), the count of all beside them; the served model is looked for in all.
 MAX_MODEL_IDS = 50
@@ -305,8 +303,7 @@ MAX_MODEL_IDS = 50
 def facts(probes: dict, engine: str, served: str | None) -> dict:
     """One flat dict of what the server reports, the same keys whatever the engine (absent: not reported)."""
     models = ok_json(probes["openai"]["models"]) or {}
-    every = dict.fromkeys(m.get("id") for m in (models.get("data") or []) if isinstance(m, dict)) \
-        if isinstance(models, dict) else {}
+    every = dict.fromkeys(m.get("id") for m in (models.get("data") or []) if isinstance(m, dict)) if isinstance(models, dict) else {}
     ids = list(every)[:MAX_MODEL_IDS]
     out = {"model_ids": ids, "served_model_listed": served in every if served else None}
     if len(every) > len(ids):
