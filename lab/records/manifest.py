@@ -223,12 +223,28 @@ def file_sha256(path: str | Path) -> str | None:
         return None
 
 
+def where_now(name: str, run_dir: str | Path) -> Path | None:
+    """Where a file the run recorded is now: its own path, else the file of that name in the run folder (a run folder
+    moved, or made on another machine: the settings copy travels with it); None when neither is there."""
+    for path in (Path(name), Path(run_dir) / Path(name).name):
+        if path.exists() or path.is_symlink():
+            return path
+    return None
+
+
+def inputs_here(run_dir: str | Path) -> list[Path]:
+    """The run's input files that are here and hold what the run recorded (byte for byte)."""
+    found = [(where_now(name, run_dir), recorded) for name, recorded in recorded_inputs(run_dir).items()]
+    return [path for path, recorded in found if path is not None and file_sha256(path) == recorded]
+
+
 def changed_inputs(run_dir: str | Path) -> list[str]:
     """One line per input file whose bytes are no longer what the run recorded (edited, replaced or gone after the
     run): the report says so instead of rebuilding its answer from today's file as if the run had used it."""
     out = []
     for name, recorded in recorded_inputs(run_dir).items():
-        now = file_sha256(name) if Path(name).exists() else None
+        path = where_now(name, run_dir)
+        now = file_sha256(path) if path is not None else None
         if now != recorded:
             state = f"sha256 now {now[:16]}…" if now else "no longer there (or not a readable profile file)"
             out.append(f"{name}: changed after the run ({state}, the run recorded {recorded[:16]}…); nothing here is "
