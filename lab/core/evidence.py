@@ -316,20 +316,21 @@ def write_whole(path: str | Path, text: str | bytes) -> Path:
     return path
 
 
-def open_stream(path: str | Path, append: bool = False):
+def open_stream(path: str | Path, append: bool = False, private: bool = False):
     """A file a process writes as it runs (a tool's or a kernel's log), opened for writing in binary the way
     write_whole creates files: never through a link, a FIFO, a device or a second hard link planted at `path`
-    (removed first; O_NOFOLLOW refuses a link planted in between), and never anything but a regular file. The one
-    way the lab opens a run folder's file for a stream; whole files go through write_whole."""
+    (removed first; O_NOFOLLOW refuses a link planted in between), and never anything but a regular file. `private`:
+    created anew, owner-only (a server's raw log, which may hold its key until it is redacted). The one way the lab
+    opens a run folder's file for a stream; whole files go through write_whole."""
     path = Path(path)
     try:
         info = path.lstat()
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:  # a planted link or device, or a hard link to
-            path.unlink()                                           # someone's file: truncating it would be theirs
+        if private or not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:  # a planted link or device, or a hard
+            path.unlink()                                           # link to someone's file: truncating it is theirs
     except FileNotFoundError:
         pass
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0) | (os.O_APPEND if append else os.O_TRUNC)
-    fd = os.open(path, flags, 0o666)
+    fd = os.open(path, flags | (os.O_EXCL if private else 0), 0o600 if private else 0o666)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(errno.EINVAL, "not a regular file", str(path))

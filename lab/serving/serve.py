@@ -202,9 +202,8 @@ def start(command: Command, log_dir: str | Path, name: str = "server",
     log_path = Path(log_dir) / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     raw = log_path.with_name(f".{name}.log.partial")  # owner-only until redacted into <name>.log
-    fd = os.open(raw, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        with os.fdopen(fd, "wb") as log_fh:
+        with evidence.open_stream(raw, private=True) as log_fh:
             process = subprocess.Popen(list(command.argv), stdin=subprocess.DEVNULL, stdout=log_fh,
                                        stderr=subprocess.STDOUT, env=engines.env_with_secrets(command, api_key=api_key),
                                        start_new_session=True, preexec_fn=pdeathsig_preexec(death_signal(command)),

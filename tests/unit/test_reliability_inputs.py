@@ -202,12 +202,12 @@ def test_the_report_says_an_input_changed_after_the_run_instead_of_rebuilding_fr
 
 
 # ---------------------------------------------------------------- 6. one no-follow writer
-# Where lab/ may still write a file another way, and why: the writers themselves, set-up (standard library only, no
-# run folder), the lab's cache (not a run folder), a profile the user names (`lab tune --write-profile`), Chromium's
-# own temporary folder.
-ALLOWED_WRITES = {"lab/core/evidence.py", "lab/records/manifest.py", "lab/experiments/tune.py", "lab/records/browser.py",
-                  "lab/model/quant_ladder.py", "lab/measure/peer_tools.py", "lab/measure/wheel_arch.py",
-                  "lab/serving/serve.py"}
+# Where lab/ may still write a file another way, and why: the writers themselves (evidence), set-up (standard library only, no run folder), the lab's cache, not a run folder
+# (manifest's sha256 cache, quant_ladder's and hf_standin's products, peer_tools' book, wheel_arch's unpacked wheel),
+# a profile the user names (`lab tune --write-profile`), Chromium's own temporary folder.
+ALLOWED_WRITES = {"lab/core/evidence.py", "lab/records/manifest.py", "lab/model/quant_ladder.py",
+                  "lab/model/hf_standin.py", "lab/measure/peer_tools.py", "lab/measure/wheel_arch.py",
+                  "lab/experiments/tune.py", "lab/records/browser.py"}
 WRITES = re.compile(r"\.write_text\(|\.write_bytes\(|open\([^)]*,\s*['\"](?:w|a|x)b?['\"]")
 
 
@@ -239,6 +239,12 @@ def test_every_run_folder_file_goes_through_the_one_no_follow_writer(tmp_path):
             fh.write(b"tool output\n")
         results[f"stream: a planted {plant}"] = (victim.read_text() == "precious\n" and log.is_file()
                                                  and not log.is_symlink() and log.read_bytes() == b"tool output\n")
+    raw = run / ".server.log.partial"  # a server's raw log (lab.serving.serve.start): owner-only, created anew
+    raw.symlink_to(victim)
+    with evidence.open_stream(raw, private=True) as fh:
+        fh.write(b"key in the clear\n")
+    results["a server's raw log: a planted link"] = (victim.read_text() == "precious\n" and not raw.is_symlink()
+                                                    and raw.stat().st_mode & 0o077 == 0)
     record_figure("issue 45 item 6: run-folder files through the one no-follow writer", len(results),
                   sum(results.values()), f"stray writers: {stray}" if stray else "")
     assert all(results.values()), (results, stray)
