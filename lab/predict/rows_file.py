@@ -139,15 +139,16 @@ def read_rows(path: str | Path, columns: dict, required: tuple = ("gpu",),
 
 
 def _row(n: int, line: str, header: list[str], columns: dict) -> tuple[dict, str | None]:
-    try:
+    try:  # a spreadsheet's quoted cells read as it wrote them
         cells = next(csv.reader([line], delimiter="\t"))
-    except csv.Error as exc:
-        return {}, f"bad cell(s) on line {n}: not tab-separated cells ({exc})"
+    except csv.Error:  # a CR or NUL inside a cell: the cells as split, each then refused for it
+        cells = line.split("\t")
     values, bad = {}, []
     for name, text in zip(header, cells):
-        if name in columns and text.strip():
+        text = text.strip(" ")  # not str.strip(): U+0085, U+2028 and CR are whitespace to it, and refused here
+        if name in columns and text:
             try:
-                values[name] = cell_value(name, text.strip(), columns[name])
+                values[name] = cell_value(name, text, columns[name])
             except ValueError as exc:
                 bad.append(str(exc))
     if len(cells) > len(header):
