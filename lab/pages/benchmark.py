@@ -43,7 +43,8 @@ def steps(s: Session) -> Steps:
 
 def serve_and_sweep(steps: Steps, profile: Profile) -> ServedSweep:
     """Start the profile's server, size the prompts, run the sweep (and the peer check), stop it (lab.measure.
-    benchmark_run.serve_and_sweep); a server you run that does not answer fails first, saying why."""
+    benchmark_run.serve_and_sweep); a server you run that does not answer fails first, saying why. The sweep's
+    record is written as soon as it is measured (marked `partial`): nothing after it can lose the sweep."""
     endpoint_diagnose.require_reachable(steps.s.profile)
     served = steps.serve_and_sweep(profile)
     _write_record(steps.s, partial="written right after the sweep: llama-bench, llama-batched-bench, the client's capacity "
