@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from lab.core import cli, exit_codes
 from lab.predict import card_speed, rows_file
