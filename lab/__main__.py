@@ -178,6 +178,7 @@ def _cmd_plan(args) -> int:
 
 def _cmd_report(args) -> int:
     from lab import pages
+    from lab.core import cli, run_folder
     from lab.records import report
 
     try:  # pages.closing_text: the closing text of a record written before records kept it
@@ -185,9 +186,9 @@ def _cmd_report(args) -> int:
     except report.NotARun as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    cut = report.cut_without_manifest(Path(args.run_dir), *report.manifest_file.read_manifest(args.run_dir))
-    if cut:  # the report is written, and says so; a run that never finished is not "all good"
-        print(f"error: {args.run_dir}: {cut}", file=sys.stderr)
+    cut = run_folder.not_complete(args.run_dir)
+    if cut:  # the report is written, and says so; a run that never finished (a signal, a kill) is not "all good"
+        print(cli.printable(f"error: {args.run_dir}: {cut}"), file=sys.stderr)
     return exit_codes.PROBLEM if cut else 0
 
 
@@ -223,12 +224,13 @@ def _log_problem(path: Path) -> str | None:
 def _cmd_doctor(args) -> int:
     import time
 
+    from lab.core import run_folder
     from lab.diagnose import doctor, troubleshoot
 
     if not args.log and not args.run and sys.stdin.isatty():
         print("error: give --log FILE, --run DIR, or pipe a log into `python -m lab doctor`", file=sys.stderr)
         return 2
-    findings = []
+    findings, run_state = [], None
     for log in args.log or []:
         problem = _log_problem(Path(log))
         if problem:  # a path that names no log is a found problem, as a missing run folder is (exit_codes)
@@ -241,6 +243,7 @@ def _cmd_doctor(args) -> int:
                   "--run takes a run folder (outputs/<profile>/<UTC>_<sha>/)", file=sys.stderr)
             return exit_codes.PROBLEM
         findings += troubleshoot.diagnose(run)
+        run_state = run_folder.not_complete(run)  # a cut run is never "No known problem found"
     sources = [(Path(p), Path(p).name) for p in args.log or []]
     if not args.log and not args.run:
         sources.append((sys.stdin.buffer, "stdin"))
@@ -256,9 +259,11 @@ def _cmd_doctor(args) -> int:
     findings = troubleshoot.rank(findings)
     if args.json:
         print(json.dumps([f.to_dict() for f in findings], indent=2, ensure_ascii=False))
+        if run_state:
+            print(f"error: {args.run}: not a complete run: {run_state}", file=sys.stderr)
     else:
-        print(doctor.format_findings(findings))
-    return doctor.doctor_exit_code(findings, "info" if args.strict else "warn")
+        print(doctor.format_findings(findings, run_state))
+    return exit_codes.PROBLEM if run_state else doctor.doctor_exit_code(findings, "info" if args.strict else "warn")
 
 
 def _cmd_byhand(args) -> int:

@@ -8,10 +8,22 @@ wraps the rest at 100 columns (or the terminal's width, when narrower).
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import textwrap
 
 WIDTH = 100
+# Every terminal escape, not only colours: OSC (ESC ] … BEL or ESC \: OSC 52 writes the clipboard, OSC 8 makes links,
+# OSC 0 sets the window title), DCS/SOS/PM/APC strings, CSI with any parameters, two-character escapes, their 8-bit
+# C1 forms, and any other control character but tab and newline (a lone CR rewrites the line shown).
+_ESCAPES = re.compile(r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+                      r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?|\x1b[ -/]*[0-~]?|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` without terminal escapes or control characters (tab and newline kept): what the lab prints of text it
+    did not write (a log, a handed-over run folder's manifest and records) is safe for a terminal."""
+    return _ESCAPES.sub("", text)
 
 
 def fit(text: str, width: int = WIDTH) -> str:
@@ -35,7 +47,8 @@ def text_table(rows: list[dict], width: int = WIDTH, gap: str = "  ") -> str:
     if not rows:
         return display.EMPTY
     cols = list(dict.fromkeys(k for r in rows for k in r))
-    cells = [[display.label(c) for c in cols]] + [[display.fmt(r.get(c), c) for c in cols] for r in rows]
+    cells = [[printable(display.label(c)) for c in cols]] + [[printable(display.fmt(r.get(c), c)) for c in cols]
+                                                            for r in rows]
     natural = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     room = width - len(gap) * (len(cols) - 1)
     widths = list(natural)

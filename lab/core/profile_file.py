@@ -5,10 +5,15 @@ what `parse` returns.
 """
 from __future__ import annotations
 
+import difflib
+import os
+import re
 import stat
 from pathlib import Path
 
 import yaml
+
+from lab.core import redaction
 
 
 class ProfileError(ValueError):
@@ -64,6 +69,11 @@ def read_text(path: Path) -> str:
         raise ProfileError(f"{path}: is a folder, not a profile file; give a .yaml file such as params/cpu-default.yaml")
     if not stat.S_ISREG(info.st_mode):
         raise ProfileError(f"{path}: not a regular file (a device, pipe or socket); give a .yaml file")
+    real = Path(os.path.realpath(path))
+    if real.suffix.lower() not in (".yaml", ".yml"):  # /etc/shadow, or a link to it named x.yaml: never parsed, so
+        # no line of it can come back in a message as "an unknown setting"
+        link = f" (a link to {real})" if real != Path(path).absolute() else ""
+        raise ProfileError(f"{path}: not a .yaml file{link}; a profile is a YAML file such as params/cpu-default.yaml")
     if info.st_size > MAX_PROFILE_BYTES:
         raise ProfileError(f"{path}: {info.st_size:,} bytes; a profile is at most {MAX_PROFILE_BYTES:,} bytes "
                            "(one page of settings)")
@@ -92,15 +102,72 @@ def parse(path: Path) -> dict:
         data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except _YamlRefused as exc:
         raise ProfileError(f"{path}: {exc}") from None
-    except yaml.YAMLError as exc:
-        flat = " ".join(str(exc).replace('"<unicode string>", ', "").split())
-        raise ProfileError(f"{path}: not valid YAML: {flat[:400]}") from None
+    except yaml.YAMLError as exc:  # what and where, never the line itself (PyYAML's snippet would quote the file)
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        what = getattr(exc, "problem", None) or type(exc).__name__
+        raise ProfileError(f"{path}: not valid YAML: {where}{what}") from None
     except RecursionError:
         raise ProfileError(f"{path}: nested too deeply to be a profile") from None
     if not isinstance(data, dict):
-        raise ProfileError(f"{path}: expected a mapping of settings at the top level, found "
-                           f"{type(data).__name__} {clip(data, 60)}")
+        raise ProfileError(f"{path}: expected a mapping of settings at the top level, found {type(data).__name__} "
+                           "(not shown: a file that is not a profile may hold anything)")
     return data
+
+
+# A setting's name as a message may show it: a profile's own kind of name. Anything else (a line of a file that is not a
+# profile, parsed as a key) is counted, never shown.
+_SETTING_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+# More unknown names than this, and none of the profile's: the file is not a profile, and is said to be one line.
+MAX_UNKNOWN_SHOWN = 8
+
+
+def errors_text(source, data: dict, exc, known) -> str:
+    """A pydantic ValidationError of profile settings as lines fit to show a user: each problem with its field,
+    what was found and what is allowed. Nothing in it may carry a secret or a file's contents: values go through the
+    one redaction (`redaction.setting_secrets` of the settings, then `redaction.redact`), server_args is never shown
+    (`--api-key K`), an unknown setting is named only when it has a setting's shape and never with its value, and a
+    mapping that is mostly unknown names is said to be no profile, in one line."""
+    errors = exc.errors()
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    if len(unknown) > MAX_UNKNOWN_SHOWN and not set(data) & set(known):
+        return (f"{source}: not a profile: {len(unknown)} names that are not settings and none of a profile's "
+                "(name, engine, model_file, ...); give a profile such as params/cpu-default.yaml")
+    lines = [f"{source}: {len(errors)} problem(s)"]
+    for err in errors:
+        field = ".".join(str(x) for x in err["loc"]) or "(whole profile)"
+        if err["type"] == "extra_forbidden":
+            shown = field if _SETTING_NAME.fullmatch(field) else "(a name that is not a setting's, not shown)"
+            close = difflib.get_close_matches(field, known, n=1)
+            hint = f" — did you mean '{close[0]}'?" if close else ""
+            value = err.get("input")  # a short plain value helps ("colour: blue"); anything else is not shown
+            found = f" (found {clip(value, 40)})" if isinstance(value, (int, float, bool)) or (
+                isinstance(value, str) and len(value) <= 40) else ""
+            lines.append(f"  - field {shown!r}: not a known setting{found}{hint}; allowed fields: {', '.join(known)}")
+            continue
+        if err["type"] == "missing":
+            lines.append(f"  - field '{field}': missing; it is required")
+            continue
+        if not err["loc"]:  # a rule across fields: its message names the fields and their values
+            lines.append(f"  - {err['msg'].removeprefix('Value error, ')}")
+            continue
+        found = data.get(err["loc"][0], "(missing)")
+        if field.split(".")[0] == "server_args":  # it may hold a key (`--api-key K`): the message names the flag
+            found = "(the list, not shown: it may hold a key)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "string_pattern_mismatch" and field == "name":
+            msg = ("a profile name is lower-case letters, digits, '.', '_' and '-' (no '/', spaces or control "
+                   "characters), starting with a letter or digit, because it names folders and files: rename it")
+        if err["type"] == "finite_number":
+            msg += " (NaN and infinity are refused): give a plain number"
+        lines.append(f"  - field '{field}': found {clip(found)}; {msg}")
+    return redact_settings("\n".join(lines), data)
+
+
+def redact_settings(text: str, settings) -> str:
+    """`text` (a message about `settings`) with anything in the settings that may be a secret hidden: the one
+    redaction every profile message passes through."""
+    return redaction.redact(text, *redaction.setting_secrets(settings))
 
 
 def set_keys(profile_text: str, values: dict, comments: list[str] = ()) -> str:

@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lab.core import paths, profile_file
+from lab.core import paths, profile_file, redaction
 from lab.core.server_flags import GUARDED_FLAGS, guarded_flag
 from lab.core.profile_file import ProfileError, parse
 
@@ -159,6 +159,14 @@ class Profile(BaseModel):
             if flag := guarded_flag(word):
                 raise ValueError(f"holds {word.split('=', 1)[0]!r}: {flag} binds, exposes or carries a secret, and the lab sets or refuses "
                                  f"it itself; {GUARDED_FLAGS[flag]}")
+        return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _a_secret_variable(cls, v: str | None) -> str | None:
+        problem = redaction.key_variable_problem(v) if v else None
+        if problem:  # $PATH as the key of a server on every interface: refused however the settings came
+            raise ValueError(problem)
         return v
 
     @field_validator("name")
@@ -321,36 +329,6 @@ def resolve(name_or_path: str | Path) -> Path:
     return candidate
 
 
-def _format_errors(path: Path | str, data: dict, exc: ValidationError) -> str:
-    lines = [f"{path}: {exc.error_count()} problem(s)"]
-    for err in exc.errors():
-        field = ".".join(str(x) for x in err["loc"]) or "(whole profile)"
-        if err["type"] == "extra_forbidden":
-            allowed = ", ".join(Profile.model_fields)
-            close = difflib.get_close_matches(field, Profile.model_fields, n=1)
-            hint = f" — did you mean '{close[0]}'?" if close else ""
-            lines.append(f"  - field '{field}': not a known setting (found {profile_file.clip(err['input'])}){hint}; "
-                         f"allowed fields: {allowed}")
-            continue
-        if err["type"] == "missing":
-            lines.append(f"  - field '{field}': missing; it is required")
-            continue
-        if not err["loc"]:  # a rule across fields: its message names the fields and their values
-            lines.append(f"  - {err['msg'].removeprefix('Value error, ')}")
-            continue
-        found = data.get(err["loc"][0], "(missing)") if err["loc"] else "(see message)"
-        if field == "server_args" and "--" in str(found):  # it may hold a key (`--api-key K`): the message names the flag
-            found = "(the list, not shown: it may hold a key)"
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "string_pattern_mismatch" and field == "name":
-            msg = ("a profile name is lower-case letters, digits, '.', '_' and '-' (no '/', spaces or control "
-                   "characters), starting with a letter or digit, because it names folders and files: rename it")
-        if err["type"] == "finite_number":
-            msg += " (NaN and infinity are refused): give a plain number"
-        lines.append(f"  - field '{field}': found {profile_file.clip(found)}; {msg}")
-    return "\n".join(lines)
-
-
 # Relative model paths in a profile are resolved from the project folder (lab.core.paths.ROOT, the one holding the
 # Makefile and params/, so `model_file: models/x.gguf` means <project>/models/x.gguf), once, here: the manifest, the
 # server command and every notebook then see the same absolute path whatever folder they run in (the
@@ -409,7 +387,7 @@ def load(name_or_path: str | Path) -> Profile:
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(_format_errors(path, data, exc)) from None
+        raise ProfileError(profile_file.errors_text(path, data, exc, Profile.model_fields)) from None
     if profile.name != path.stem and path.parent.resolve() == paths.PARAMS.resolve():
         raise ProfileError(f"{path}: field 'name': found {profile.name!r}; must equal the file name {path.stem!r}")
     return _checked_paths(profile, path)
@@ -422,7 +400,7 @@ def from_data(data: dict, source: str) -> Profile:
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(_format_errors(source, data, exc)) from None
+        raise ProfileError(profile_file.errors_text(source, data, exc, Profile.model_fields)) from None
     return _checked_paths(profile, source)
 
 

@@ -3,8 +3,9 @@
 lab.core.fields names the figures; this names the records' keys: for each record (`01_hardware` …) its top-level
 keys and its `summary` keys, each with one line, a summary key that is a figure pointing at lab/data/fields.yaml
 instead of saying it again. lab.core.evidence.write_record calls `check` before it writes: a key the schema does not
-know is a ValueError naming the record, the key, the nearest known name and the file to add it to, so a record
-never carries a key nobody has explained. Records already written are never checked again when read.
+know is named with the record, the key, the nearest known name and the file to add it to; the record is written
+marked `invalid` with those reasons and RecordSchemaError raised (a measurement is never lost to the schema, and never
+passes unnoticed). Records already written are never checked again when read.
 """
 from __future__ import annotations
 

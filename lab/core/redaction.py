@@ -25,6 +25,92 @@ SECRET_NAME = re.compile(r"(?i)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH
 MIN_SECRET_CHARS = 8  # shorter values ("1", "false") are settings, not secrets, and would redact half a log
 
 
+# ---------------------------------------------------------------- what a key must be, which variable may hold one
+# Variables every shell sets: naming one as api_key_env would make its value (`$PATH`: long, not secret, readable by
+# anyone who can run `env`) the key of a server on the network. Refused by name, whatever SECRET_NAME says.
+WELL_KNOWN_VARIABLES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "LANG", "LANGUAGE", "TERM", "HOSTNAME", "TMPDIR",
+    "DISPLAY", "EDITOR", "VISUAL", "PAGER", "MAIL", "SHLVL", "PS1", "IFS", "TZ", "PYTHONPATH", "LD_LIBRARY_PATH",
+    "VIRTUAL_ENV", "CONDA_PREFIX", "CUDA_HOME", "CUDA_VISIBLE_DEVICES", "SSH_AUTH_SOCK", "SSH_AGENT_PID",
+    "XAUTHORITY", "KEYTIMEOUT", "GPG_AGENT_INFO", "XDG_RUNTIME_DIR", "XDG_SESSION_ID", "DBUS_SESSION_BUS_ADDRESS",
+    "LS_COLORS", "HISTFILE", "HISTSIZE", "MANPATH", "INFOPATH", "TERM_PROGRAM", "COLORTERM"})
+MIN_KEY_CHARS = 16  # a key guarding a network-facing server: shorter ones are guessed
+MIN_KEY_BITS_PER_CHAR = 3.0  # `secrets.token_urlsafe(24)`: ~4.6; `openssl rand -hex 16`: ~3.6; "k" * 16: 0
+
+
+def key_variable_problem(name: str) -> str | None:
+    """Why `name` cannot be the variable holding a server's key (None when it can): a variable every shell sets, or
+    a name that does not say it holds a secret (SECRET_NAME: such a value is redacted everywhere; another is not)."""
+    if name.upper() in WELL_KNOWN_VARIABLES or name.startswith(("LC_", "XDG_")):
+        return f"{name} is a variable every shell sets, not a secret; name your own, such as MY_SERVER_KEY"
+    if not SECRET_NAME.search(name):
+        return (f"{name} does not say it holds a secret (KEY, TOKEN, SECRET, PASSWORD in its name), so the lab would "
+                "not redact its value from logs and records; name it like MY_SERVER_KEY")
+    return None
+
+
+def bits_per_char(text: str) -> float:
+    """Shannon entropy of the characters of `text`, in bits per character."""
+    import math
+    from collections import Counter
+
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in Counter(text).values()) if n else 0.0
+
+
+def key_value_problem(value: str) -> str | None:
+    """Why `value` does not look like a secret fit to guard a server on the network (None when it does): too short,
+    whitespace or a path in it, or too few different characters (MIN_KEY_BITS_PER_CHAR). Never says the value."""
+    value = value.strip()
+    if len(value) < MIN_KEY_CHARS:
+        return f"it has {len(value)} characters; a key guarding a server on the network needs at least {MIN_KEY_CHARS}"
+    if any(ch.isspace() for ch in value) or value.startswith(("/", "~")) or ":/" in value:
+        return "it holds whitespace or a path: it reads as a setting, not a key"
+    runs = sum(abs(ord(b) - ord(a)) <= 1 for a, b in zip(value, value[1:]))
+    if runs * 2 > len(value):
+        return "it counts up or down or repeats (0123…, abcd…): it would be guessed"
+    if bits_per_char(value) < MIN_KEY_BITS_PER_CHAR or len(set(value)) < 10:
+        return (f"it repeats too few characters ({bits_per_char(value):.1f} bits per character, {len(set(value))} "
+                f"different; a random key has over {MIN_KEY_BITS_PER_CHAR:g}): it would be guessed")
+    return None
+
+
+def setting_secrets(settings) -> list[str]:
+    """The strings of a profile's settings (a mapping as given: a file's, papermill's -y) that may hold a secret, for
+    `redact` before any profile message is shown: the value of a field whose name says it holds one (not `*_env`,
+    which names a variable, nor `*_tokens`, a count), in server_args the word after a flag that binds, exposes or
+    carries a secret (`--api-key K`: K; `--api-key=K`: K; lab.core.server_flags) and any word that looks like a key
+    (`key_value_problem`), and a URL's user:password."""
+    from lab.core.server_flags import guarded_flag
+
+    out = []
+
+    def add(name: str, text: str, after: str = "") -> None:
+        if SECRET_NAME.search(name) and not name.endswith(("_env", "_tokens")):
+            out.append(text)
+        if name == "server_args":
+            if guarded_flag(after) or key_value_problem(text) is None:
+                out.append(text)
+            if text.startswith("-") and "=" in text and guarded_flag(text):
+                out.append(text.split("=", 1)[1])
+        out.extend(m.group(1) for m in re.finditer(r"://([^\s@]+)@", text))
+
+    def walk(name: str, value, depth: int = 0) -> None:
+        if depth > 4:
+            return
+        if isinstance(value, dict):
+            for k, v in list(value.items())[:256]:
+                walk(str(k), v, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            words = list(value)[:256]
+            for before, v in zip([""] + words, words):
+                add(name, v, before if isinstance(before, str) else "") if isinstance(v, str) else walk(name, v, depth + 1)
+        elif isinstance(value, str):
+            add(name, value)
+    walk("", settings)
+    return [w for w in out if len(w.strip()) >= 4]
+
+
 _ENV_SEEN: dict = {"data": None, "values": frozenset()}
 
 
@@ -62,12 +148,33 @@ def _renderings(secret: str) -> set[str]:
     return {f for f in forms if len(f) >= 4}  # a 1-character "key" would blank every such letter
 
 
+# A key cut short by the server that echoes it ("invalid key Zq3x/9VbN7mK…"): its first or last CUT_KEY_CHARS characters
+# and whatever follows (or precedes) of it are redacted too, for a value that looks like a key (`key_value_problem`:
+# not a path, which would take every path sharing its first characters with it).
+CUT_KEY_CHARS = 8
+
+
+def _cut_forms(secret: str) -> list[str]:
+    """Regular expressions for `secret` cut at either end: its first CUT_KEY_CHARS characters and as much of the rest
+    as follows, and its last CUT_KEY_CHARS with as much before them."""
+    s = secret.strip()[:256]
+    if len(s) < 2 * CUT_KEY_CHARS or key_value_problem(s) is not None:
+        return []
+    head, tail = s[:CUT_KEY_CHARS], s[-CUT_KEY_CHARS:]
+    more = "".join(f"(?:{re.escape(ch)}" for ch in s[CUT_KEY_CHARS:]) + ")?" * (len(s) - CUT_KEY_CHARS)
+    less = "(?:" * (len(s) - CUT_KEY_CHARS) + "".join(f"{re.escape(ch)})?" for ch in s[:-CUT_KEY_CHARS])
+    return [re.escape(head) + more, less + re.escape(tail)]
+
+
 @functools.lru_cache(maxsize=64)
 def _secrets_pattern(secrets: frozenset[str]) -> tuple[re.Pattern | None, int]:
     """One case-insensitive pattern of every rendering of `secrets`, the longest first (a key inside another is not
-    left half shown), and the longest rendering's length; built once per set of keys."""
+    left half shown), then each key cut short at either end (`_cut_forms`), and the longest rendering's length; built
+    once per set of keys."""
     forms = sorted({f for s in secrets for f in _renderings(s)}, key=len, reverse=True)
-    return (re.compile("|".join(map(re.escape, forms)), re.IGNORECASE) if forms else None), len(forms[0]) if forms else 0
+    cut = [c for s in sorted(secrets) for c in _cut_forms(s)]
+    pattern = "|".join([*map(re.escape, forms), *cut])
+    return (re.compile(pattern, re.IGNORECASE) if pattern else None), len(forms[0]) if forms else 0
 
 
 def _redactor(keys: tuple):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,34 @@ def read_manifest(run_dir: str | Path) -> tuple[dict, str | None]:
     return data, (f"{path}: " + "; ".join(wrong) + " (not shown)") if wrong else None
 
 
+# The name lab.core.evidence.new_run_dir gives a run folder (`<UTC>_<sha>`, `-N` for a second in the same second): a
+# folder so named was made by `lab run`, which writes manifest.json last, whatever cut it short but SIGKILL
+RUN_FOLDER_NAME = re.compile(r"\d{8}T\d{6}Z_[0-9a-z]+(-\d+)?")
+
+
+def not_complete(run_dir: str | Path) -> str | None:
+    """Why a run folder is not a complete run, in one line (None when it is one, or is an interactive folder of
+    notebooks run by hand): cut by a signal (its manifest says "interrupted"), cut before it wrote its manifest
+    (SIGKILL, out of memory, the machine stopped, or still running), or a notebook that did not run to its end. What
+    `lab report` and `lab doctor --run` say first, with a non-zero exit: a cut run is never reported complete."""
+    run_dir = Path(run_dir)
+    manifest, problem = read_manifest(run_dir)
+    if not manifest:
+        if problem is None and RUN_FOLDER_NAME.fullmatch(run_dir.name):
+            return ("cut before it wrote manifest.json (killed, out of memory, the machine stopped; or still "
+                    "running): it did not finish")
+        return None
+    cut = manifest.get("interrupted") if isinstance(manifest.get("interrupted"), dict) else {}
+    if cut or manifest.get("status") == "interrupted":
+        said = " ".join(f"{k} {str(cut[k])[:60]}" for k in ("signal", "during", "utc") if cut.get(k))
+        return f"interrupted ({said or 'the manifest says so'}): it did not finish, its numbers are not the whole run"
+    unfinished = [str(n["notebook"])[:60] for n in manifest.get("notebooks") or []
+                  if n.get("status") in ("interrupted", "not run")]
+    if unfinished:
+        return f"{len(unfinished)} notebook(s) did not run to their end ({', '.join(unfinished[:4])})"
+    return None
+
+
 # A record's fields as the report and compare use them: a field of another kind makes the record unusable (flagged);
 # entries of these lists that are not objects are dropped, and said.
 RECORD_FIELDS = {"record": str, "summary": dict, "checks": list, "tables": list, "charts": list, "findings": list,
@@ -209,10 +238,35 @@ def read_record_file(path: Path, expected_sha256: str | None = None) -> dict:
     if dropped:
         data["problem"] = "; ".join(dropped)
     data.setdefault("record", path.stem)
+    data.update(_written_as(data))
     if expected_sha256 and hashlib.sha256(raw).hexdigest() != expected_sha256:
         data["edited"] = (f"edited after the run: records/{path.name} has sha256 {hashlib.sha256(raw).hexdigest()[:16]}…, "
                           f"the run's manifest recorded {str(expected_sha256)[:16]}…")
     return data
+
+
+# The record format this lab writes (lab.core.evidence.SCHEMA_VERSION is this). 2 (2026-12-04): a GPU figure is a
+# total (a number) or a `_per_gpu` list, never a list under a total's name (lab/data/fields.yaml `gpus:`); version-1
+# records are read through lab.core.fields.canonical
+RECORD_SCHEMA_VERSION = 2
+
+
+def _written_as(data: dict) -> dict:
+    """What a reader must be told about how a record was written: `invalid` (it failed the record schema when
+    written: lab.core.evidence.write_record) and `newer` (a schema_version past this lab's: a newer lab wrote it,
+    and its fields may not mean here what they meant there)."""
+    out = {}
+    invalid = data.get("invalid")
+    if invalid is not None:
+        reasons = invalid.get("reasons") if isinstance(invalid, dict) else invalid
+        reasons = [str(r) for r in reasons] if isinstance(reasons, list) else [str(reasons)]
+        out["invalid_reason"] = (f"marked invalid when written ({len(reasons)} problem(s) with the record schema): "
+                                 + "; ".join(r[:300] for r in reasons[:3]))
+    version = data.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > RECORD_SCHEMA_VERSION:
+        out["newer"] = (f"written by a newer lab: schema_version {version}, this lab reads up to {RECORD_SCHEMA_VERSION}; "
+                        "its fields may not mean what this lab shows (update the lab: git pull)")
+    return out
 
 
 def read_records(run_dir: str | Path, expected_sha256: dict | None = None) -> dict[str, dict]:

@@ -91,7 +91,8 @@ def chosen_profile(profile: str, settings: Mapping | None) -> tuple[Profile, dic
     A few settings without `name` (`-y "settings: {threads: 8}"`) → those settings of `profile` changed; a bad value
     gets only its own message, naming what was changed."""
     if settings is not None and not isinstance(settings, Mapping):
-        raise ProfileError(f"the notebook's `settings` parameter is {type(settings).__name__} {str(settings)[:60]!r}, "
+        raise ProfileError(f"the notebook's `settings` parameter is {type(settings).__name__} "
+                           f"{profile_file.redact_settings(str(settings), {'server_args': str(settings).split()})[:60]!r}, "
                            "not a mapping of profile settings: pass it as YAML, -y \"settings: {threads: 8}\"")
     if not settings:
         if not isinstance(profile, str) or not profile:
@@ -103,7 +104,10 @@ def chosen_profile(profile: str, settings: Mapping | None) -> tuple[Profile, dic
         return profiles.from_data(settings, SETTINGS_SOURCE), settings
     path = profiles.resolve(profile)
     whole = {**profile_file.parse(path), **settings}
-    source = f"{path} with settings {', '.join(f'{k}: {v!r}' for k, v in settings.items())}"
+    # what was changed, through the one redaction of profile messages (`server_args: [--api-key, K]` shows no K): the
+    # message reaches the executed notebook and papermill's stderr
+    changed = ", ".join(f"{str(k)[:40]}: {profile_file.clip(v, 80)}" for k, v in list(settings.items())[:20])
+    source = f"{path} with settings {profile_file.redact_settings(changed, settings)}"
     return profiles.from_data(whole, source), whole
 
 
@@ -128,11 +132,10 @@ def settings_copy(settings: dict, run_dir: Path, name: str) -> Path:
     run folder and may be run with different settings."""
     body = yaml.safe_dump(settings, sort_keys=False, allow_unicode=True)
     path = run_dir / f"profile-{name}-settings-{hashlib.sha256(body.encode()).hexdigest()[:12]}.yaml"
-    if not path.exists():
-        tmp = path.with_name(path.name + ".partial")
-        tmp.write_text(f"# Written by lab.core.session: the profile settings a notebook was given (its `settings`\n"
-                       f"# parameter: the profile `lab run` validated, or papermill -y), exactly as its kernel read them.\n{body}")
-        tmp.replace(path)
+    if not path.exists():  # whole or not at all, never through a link planted as its `.partial` (evidence.write_whole)
+        evidence.write_whole(path, "# Written by lab.core.session: the profile settings a notebook was given (its "
+                             "`settings`\n# parameter: the profile `lab run` validated, or papermill -y), exactly as its "
+                             f"kernel read them.\n{body}")
     return path
 
 

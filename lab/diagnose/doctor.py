@@ -2,14 +2,22 @@
 lab.diagnose.troubleshoot's; notebook 07 shows the same findings as a table, lab.pages.troubleshoot)."""
 from __future__ import annotations
 
+from lab.core import cli
 from lab.diagnose.knowledge_base import SEVERITY_RANK
 from lab.diagnose.troubleshoot import Finding
 
 
-def format_findings(findings: list[Finding]) -> str:
-    """Plain text for a terminal (`lab doctor`)."""
+def format_findings(findings: list[Finding], run_state: str | None = None) -> str:
+    """Plain text for a terminal (`lab doctor`), without a control character or terminal escape whatever the logs
+    and records held (a handed-over run folder's). `run_state`: why the run folder is not a complete run
+    (lab.core.run_folder.not_complete), said first: an interrupted run is never "No known problem found"."""
+    head = f"Not a complete run: {run_state}\n\n" if run_state else ""
+    return cli.printable(head + _findings_text(findings, bool(run_state)))
+
+
+def _findings_text(findings: list[Finding], cut: bool) -> str:
     if not findings:
-        return "No known problem found."
+        return "No known problem found in its logs and records." if cut else "No known problem found."
     blocks = []
     for i, f in enumerate(findings, 1):
         lines = [f"{i}. [{f.severity}] {f.title}  ({f.entry_id})",

@@ -14,19 +14,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
+from lab.core import cli
+
 BLOCK_CHARS = 4 << 20  # a log is read and scanned in blocks of whole lines: memory stays bounded
-# Every terminal escape, not only colours: OSC (ESC ] … BEL or ESC \: OSC 52 writes the clipboard, OSC 8 makes links,
-# OSC 0 sets the window title), DCS/SOS/PM/APC strings, CSI with any parameters, two-character escapes, their 8-bit
-# C1 forms, and any other control character but tab and newline (a lone CR rewrites the line shown): a log is
-# untrusted text printed to a terminal.
-_ANSI = re.compile(r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
-                   r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?|\x1b[ -/]*[0-~]?|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def strip_ansi(text: str) -> str:
     """Terminal escapes and control characters removed (tracebacks in executed notebooks, coloured server logs,
     a hostile log's OSC 52 clipboard write): text, safe to print."""
-    return _ANSI.sub("", text)
+    return cli.printable(text)
 
 
 def _literal_runs(items) -> list[str]:

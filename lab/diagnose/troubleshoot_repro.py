@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from lab.core import deadline, facts, paths, profiles, redaction
+from lab.core import deadline, evidence, facts, paths, profiles, redaction
 from lab.core.deadline import Deadline
 from lab.model import models
 from lab.predict import kvcache
@@ -126,7 +126,7 @@ def _skipped(rep: Reproduction) -> Reproduction | None:
 def _run_to_exit(argv: list[str], log_path: Path, timeout_s: float = 30.0) -> int | None:
     """Run a command that is expected to fail by itself; its output goes to `log_path`.
     Returns the exit code, or None when it was still running after `timeout_s` (then it is killed)."""
-    with open(log_path, "wb") as fh:
+    with evidence.open_stream(log_path) as fh:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
                                 start_new_session=True, env=engines.minimal_env())
         try:
@@ -152,7 +152,7 @@ def _expect_startup_failure(rep: Reproduction, cmd: Command, run_dir: str | Path
         rep.seconds = round(time.monotonic() - t0, 2)
         log = log_dir / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(f"{exc}\n")
+        evidence.write_whole(log, f"{exc}\n")
         rep.log = _rel(run_dir, log)
         return _diagnosed(rep, str(exc))
     rep.seconds = round(time.monotonic() - t0, 2)
@@ -200,7 +200,7 @@ def _second_through_lab(rep: Reproduction, second: Command, run_dir: str | Path)
         rep.outcome, text = "serve.PortInUse raised before anything was started", str(exc)
     rep.seconds = round(time.monotonic() - t0, 2)
     log = out / "port-conflict-precheck.txt"
-    log.write_text(text + "\n")
+    evidence.write_whole(log, text + "\n")
     rep.log = _rel(run_dir, log)
     return _diagnosed(rep, text)
 
@@ -233,7 +233,7 @@ def truncated_gguf(run_dir: str | Path, keep_mib: int = 50) -> Reproduction:
     keep = min(keep_mib << 20, size * 3 // 4)  # always cut something, whatever the model's size
     rep.did = (f"downloaded a model, the download stopped after {keep / 2**20:.0f} of {size / 2**20:.0f} MiB, "
                "and served the file anyway")
-    with open(model, "rb") as src, open(cut, "wb") as dst:
+    with open(model, "rb") as src, evidence.open_stream(cut) as dst:
         dst.write(src.read(keep))
     rep.details = {"model_bytes": size, "kept_bytes": keep}
     cmd = _command(serve.free_port(), model=cut)
@@ -301,7 +301,7 @@ def context_overflow(run_dir: str | Path, context_tokens: int = 256, prompt_word
         tokens, reply = _send_long_prompt(srv, _long_prompt(prompt_words))
     rep.seconds = round(time.monotonic() - t0, 2)
     response = f"HTTP {reply.status_code}\n{reply.text}"
-    (out / "context-overflow.response.txt").write_text(response + "\n")
+    evidence.write_whole(out / "context-overflow.response.txt", response + "\n")
     server_log = (out / "context-overflow.log").read_text(errors="replace")
     rep.command = (f"{cmd.shell(multiline=False)}\ncurl {cmd.base_url}/v1/completions -d "
                    f"'{{\"prompt\": \"<{len(tokens)} tokens>\", \"max_tokens\": 16}}'")

@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         srv.stop()
     record.update(server={"profile": prof.name, "threads": prof.threads, "argv": list(srv.command.argv)},
                   provenance={**evidence.provenance(), "cpu_count": os.cpu_count()})
-    (out_dir / "busy_host.json").write_text(json.dumps(record, indent=2, default=str))
+    evidence.write_whole(out_dir / "busy_host.json", json.dumps(record, indent=2, default=str))
     print(text(record), flush=True)
     return 0
 

@@ -44,6 +44,7 @@ import os
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from lab.core import evidence
 from lab.core.checks import Check
 from lab.measure import metrics, server_clock, wire_clock
 from lab.experiments.peer_verdicts import TOLERANCE, compare, ratio_spread, verdict
@@ -109,13 +110,13 @@ def _one_level(tool: str, server, load: PeerLoad, tokenizer: str, out_dir: Path,
         result, scenario = level_dir / "benchmarks.json", level_dir / "scenario.json"
         result.unlink(missing_ok=True)
         spec = guidellm_scenario(server.base_url, model, tokenizer, load, result, server.api_key)
-        scenario.write_text(json.dumps(spec, indent=1))
+        evidence.write_whole(scenario, json.dumps(spec, indent=1))
         try:
             ran = run_tool(guidellm_command(scenario), level_dir / "guidellm.log",
                            env={"HOME": str(level_dir), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
         finally:  # the server's key stays out of the run folder
             spec["spec"]["backend"].pop("api_key", None)
-            scenario.write_text(json.dumps(spec, indent=1))
+            evidence.write_whole(scenario, json.dumps(spec, indent=1))
         raw = json.loads(result.read_text()) if result.exists() and not ran["error"] else None
         raw = slim_guidellm(raw) if raw else None
         theirs = parse_guidellm(raw) if raw else None
@@ -201,7 +202,7 @@ def run_on_profile(prof, run_dir: str | Path, wire: bool = False, **kw) -> dict:
     record["server"] = {"profile": prof.name, "model": prof.model_file, "threads": prof.threads,
                         "parallel_slots": prof.parallel_slots, "argv": list(srv.command.argv)}
     record["provenance"] = provenance()
-    (out_dir / "peer_clients.json").write_text(json.dumps(record, indent=2, default=str))
+    evidence.write_whole(out_dir / "peer_clients.json", json.dumps(record, indent=2, default=str))
     return record
 
 

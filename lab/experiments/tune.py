@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
                      output_tokens=args.output_tokens, method=method,
                      only=args.points.split(",") if args.points else None)
     evidence.write_record(run_dir, args.record, build_record(result, chart(result)), path)
-    (run_dir / "tune-patch.yaml").write_text(result["patch_yaml"])
+    evidence.write_whole(run_dir / "tune-patch.yaml", result["patch_yaml"])
     if args.write_profile:
         from pathlib import Path
 

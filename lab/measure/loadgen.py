@@ -276,6 +276,18 @@ async def stream_request(client: httpx.AsyncClient, target: Target, prompt: str,
 
 
 MAX_FINDINGS = 5  # per request: a server that sends every chunk wrong says so in the first few
+# A stream's budget, whatever its deadline: a server that streams tiny chunks and never sends [DONE] made one 125 s
+# warm-up request a 209 MB record (every chunk's time kept) at 1.9 GB of memory. A server sends about one event per
+# token (the role, usage and finish events besides): past STREAM_EVENTS_PER_TOKEN per token asked for, plus
+# STREAM_SLACK_EVENTS, or past MAX_STREAM_BYTES in all, the request ends failed, saying so.
+STREAM_EVENTS_PER_TOKEN = 4
+STREAM_SLACK_EVENTS = 256
+MAX_STREAM_BYTES = 8 << 20
+
+
+def stream_budget(max_tokens: int) -> tuple[int, int]:
+    """(the most `data:` events, the most bytes) one streamed request of `max_tokens` may take."""
+    return STREAM_EVENTS_PER_TOKEN * max(1, max_tokens) + STREAM_SLACK_EVENTS, MAX_STREAM_BYTES
 
 
 async def _read_stream(client: httpx.AsyncClient, target: Target, prompt: str, res: RequestResult, sent: float) -> bool:
@@ -286,7 +298,16 @@ async def _read_stream(client: httpx.AsyncClient, target: Target, prompt: str, r
             body = (await deadline.read_capped(resp)).decode(errors="replace")
             res.error = f"HTTP {resp.status_code}: {redaction.redacted_excerpt(body, 300, key)}"
             return False
+        max_events, max_bytes = stream_budget(target.max_tokens)
+        events = seen = 0
         async for line in deadline.lines(resp):  # each line capped: an endless `data:` line ends the request
+            seen += len(line) + 1
+            events += line.startswith("data:")
+            if events > max_events or seen > max_bytes:  # a stream without an end, cut by its budget
+                res.error = (f"stream past its budget: {events:,} events, {seen:,} bytes for max_tokens "
+                             f"{target.max_tokens} (at most {max_events:,} events, {max_bytes:,} bytes) without [DONE]; "
+                             "not read further")
+                return False
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()

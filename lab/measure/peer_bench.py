@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from lab.core import display, paths
+from lab.core import display, evidence, paths
 from lab.core.checks import Check
 from lab.serving import engines, vllm_env
 from lab.measure import load_levels, loadgen, metrics
@@ -159,7 +159,7 @@ def run_vllm_bench(argv: list[str], env: dict[str, str], result_path: Path, log_
     t0 = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = {**engines.minimal_env(), **env, **({"OPENAI_API_KEY": api_key} if api_key else {})}
-    with open(log_path, "w") as log:
+    with evidence.open_stream(log_path) as log:
         proc = subprocess.run(argv, env=full_env, stdout=log, stderr=subprocess.STDOUT,
                               cwd=result_path.parent, timeout=VLLM_BENCH_TIMEOUT_S)
     out = {"command": " ".join(f"{k}={v}" for k, v in env.items()) + " " + " ".join(shlex.quote(a) for a in argv),

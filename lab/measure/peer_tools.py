@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from lab.core import paths
+from lab.core import evidence, paths
 from lab.measure import metrics
 from lab.measure.peer_bench import PeerLoad
 
@@ -154,7 +154,7 @@ def run_tool(argv: list[str], log: Path, env: dict | None = None, api_key: str |
     import resource
 
     t0, cpu0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    with open(log, "w") as fh:
+    with evidence.open_stream(log) as fh:
         try:
             proc = subprocess.run(argv + key_args, env={**engines.minimal_env(), **extra}, stdout=fh,
                                   stderr=subprocess.STDOUT, timeout=TOOL_TIMEOUT_S, cwd=log.parent)

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from lab.core import paths, processes
+from lab.core import evidence, paths, processes
 
 
 class LlamaBenchError(RuntimeError):
@@ -102,7 +102,7 @@ def run_logged(cmd: list[str], *, env: dict[str, str] | None, timeout_s: float, 
     if log is not None:
         log = Path(log)
         log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(f"$ {' '.join(cmd)}\n# exit {proc.returncode}, {time.perf_counter() - t0:.1f} s\n"
+        evidence.write_whole(log, f"$ {' '.join(cmd)}\n# exit {proc.returncode}, {time.perf_counter() - t0:.1f} s\n"
                        f"{proc.stdout}\n--- stderr\n{proc.stderr}")
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.splitlines()[-15:])

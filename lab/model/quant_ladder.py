@@ -211,7 +211,7 @@ def _run_tool(name: str, args: list[str], log: Path | None, timeout: float = 600
     text = proc.stdout + ("\n" if proc.stdout and proc.stderr else "") + proc.stderr
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(f"$ {' '.join(cmd)}\n# exit {proc.returncode}, {time.perf_counter() - t0:.1f} s\n{text}")
+        evidence.write_whole(log, f"$ {' '.join(cmd)}\n# exit {proc.returncode}, {time.perf_counter() - t0:.1f} s\n{text}")
     if proc.returncode != 0:
         tail = "\n".join(text.splitlines()[-15:])
         raise ToolError(f"{name} exited {proc.returncode}: {' '.join(cmd)}\n{tail}")
@@ -230,9 +230,9 @@ def cached_tool(name: str, args: list[str], meta: Path, log: Path | None, produc
         info = json.loads(meta.read_text())
         if log is not None:
             log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(f"# reused from the lab's cache {meta} (computed {info['utc']} in {info['seconds']} s; "
-                           f"same input files, text, arguments and llama.cpp build)\n$ {' '.join(info['command'])}\n"
-                           f"{info['text']}")
+            evidence.write_whole(log, f"# reused from the lab's cache {meta} (computed {info['utc']} in "
+                                 f"{info['seconds']} s; same input files, text, arguments and llama.cpp build)\n"
+                                 f"$ {' '.join(info['command'])}\n{info['text']}")
         return info["text"], {"reused": True, "computed_utc": info["utc"], "seconds": info["seconds"]}
     tmp = _atomic_target(product) if product is not None else None
     argv = [str(tmp) if a == PRODUCT else a for a in args]

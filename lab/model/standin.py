@@ -137,7 +137,7 @@ def for_run(profile: Profile, profile_path: Path, run_dir: Path, allow: bool, pr
         made = make(profile.model_synth, profile.model_synth_layers, progress=progress)
         data = substituted_profile(profile, profile_path, Path(made["path"]))
     sub_path = run_dir / f"profile-{profile.name}-synthetic.yaml"
-    sub_path.write_text(f"# Written by `lab run --synth-if-missing` from {profile_path}: {original} was missing, so\n"
+    evidence.write_whole(sub_path, f"# Written by `lab run --synth-if-missing` from {profile_path}: {original} was missing, so\n"
                         f"# model_file is a random-weight GGUF of {profile.model_synth}'s shape (lab.model.synth, seed "
                         f"{SYNTH_SEED}).\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     profiles.load(sub_path)  # the substituted profile must still be valid

@@ -43,9 +43,13 @@ def steps(s: Session) -> Steps:
 
 def serve_and_sweep(steps: Steps, profile: Profile) -> ServedSweep:
     """Start the profile's server, size the prompts, run the sweep (and the peer check), stop it (lab.measure.
-    benchmark_run.serve_and_sweep); a server you run that does not answer fails first, saying why."""
+    benchmark_run.serve_and_sweep); a server you run that does not answer fails first, saying why. The sweep's
+    record is written as soon as it is measured (marked `partial`): nothing after it can lose the sweep."""
     endpoint_diagnose.require_reachable(steps.s.profile)
-    return steps.serve_and_sweep(profile)
+    served = steps.serve_and_sweep(profile)
+    _write_record(steps.s, partial="written right after the sweep: llama-bench, llama-batched-bench, the client's capacity "
+           "and the claims had not run yet; the notebook's record cell replaces this record")  # the sweep kept first
+    return served
 
 
 def peer_text(served: ServedSweep) -> str:
@@ -304,9 +308,16 @@ def energy_chart_of(steps: Steps):
 def record(s: Session) -> dict:
     """Write records/06_benchmark.json from what the steps measured (`s.results["steps"]`, lab.pages.benchmark_steps),
     with its closing text; its summary, to show."""
+    return _write_record(s)
+
+
+def _write_record(s: Session, partial: str | None = None) -> dict:
+    """`record`'s work. `partial`: what had not run yet, for the record `serve_and_sweep` writes as soon as the sweep
+    is measured, so that nothing run after it (llama-bench at a depth the server reported, a schema error) can lose
+    the sweep; the record cell writes the whole record over it."""
     steps = s.results["steps"]
     (lb, lb_skip), (batched, batched_skip) = steps.llama_bench, steps.batched
-    s.record(NAME, build_record(
+    s.record(NAME, ({"partial": partial} if partial else {}) | build_record(
         steps.profile, served=steps.served, llama_bench_result=lb, llama_bench_skip=lb_skip, roofline_result=steps.rl,
         capacity=steps.capacity, verdicts=steps.claim_verdicts(), found=steps.checks(), queue=steps.queue(),
         sweep_fig=sweep_chart_of(steps), energy_fig=energy_chart_of(steps), batched=batched, batched_skip=batched_skip,

@@ -121,15 +121,43 @@ def _nothing_measured(profile: Profile, srv, run_dir: Path) -> dict:
 
 def in_process(profile: Profile, summaries: list[dict], reps: int = 3) -> tuple[dict | None, str | None]:
     """llama-bench (lab.measure.bench.in_process_for) at the depth the served requests decoded at: the single
-    stream's mean prompt length as the server counted it, else the profile's prompt length."""
-    return bench.in_process_for(profile, depth=served_depth(profile, summaries), reps=reps)
+    stream's mean prompt length as the server counted it, else the profile's prompt length (`served_depth`; its note,
+    when the server's count was not used, is kept in the result as `depth_note`)."""
+    depth, note = served_depth_checked(profile, summaries)
+    result, why = bench.in_process_for(profile, depth=depth, reps=reps)
+    return ({**result, "depth_note": note} if result and note else result), why
+
+
+# A server's count of the prompt is taken as llama-bench's depth only within SERVED_DEPTH_FACTOR times the prompt the
+# lab sent plus SERVED_DEPTH_SLACK tokens (a chat template, a proxy's short system prompt) and within the profile's
+# context: an endpoint reporting 10^18 prompt tokens ran `llama-bench -d 500000000000000000`, one reporting 30,000
+# (a proxy's system prompt) ran past 600 s, and either way notebook 06 lost its sweep.
+SERVED_DEPTH_FACTOR = 4
+SERVED_DEPTH_SLACK = 512
+
+
+def served_depth_checked(profile: Profile, summaries: list[dict]) -> tuple[int, str | None]:
+    """(the depth llama-bench and llama-batched-bench run at, and why the server's count was not used or None): the
+    single stream's mean prompt length as the server counted it when it is a plain number in range, else the
+    profile's prompt length (where llama-bench decodes and llama-batched-bench prefills)."""
+    import math
+
+    asked = profile.bench_prompt_tokens
+    mean = summaries[0].get("prompt_tokens_mean") if summaries else None
+    if mean is None:
+        return asked, None
+    most = max(asked, min(asked * SERVED_DEPTH_FACTOR + SERVED_DEPTH_SLACK,
+                          profile.context_tokens - profile.bench_output_tokens))
+    if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean) or not 1 <= mean <= most:
+        return asked, (f"the server counted {str(mean)[:24]} prompt tokens per request for a prompt of about {asked}: "
+                       f"not a count in 1..{most:,} (the prompt sent, a template's or proxy's additions, the context), "
+                       f"so llama-bench runs at the profile's {asked} instead")
+    return round(mean), None
 
 
 def served_depth(profile: Profile, summaries: list[dict]) -> int:
-    """The prompt length the served requests had: the single stream's mean as the server counted it, else the
-    profile's prompt length (where llama-bench decodes and llama-batched-bench prefills)."""
-    return (round(summaries[0]["prompt_tokens_mean"]) if summaries and summaries[0]["prompt_tokens_mean"]
-            else profile.bench_prompt_tokens)
+    """The prompt length the served requests had, checked (`served_depth_checked`)."""
+    return served_depth_checked(profile, summaries)[0]
 
 
 def in_process_batched(profile: Profile, served: ServedSweep, log_dir: str | Path,
@@ -185,8 +213,14 @@ def claim_verdicts(profile: Profile, summaries: list[dict]) -> list:
     measured = claims.measured_from_sweep(
         profile, evidence.gpu_summary(), single["stream_decode_tok_s"] if single else None,
         {x["concurrency"]: x["output_throughput"] for x in summaries},
-        round(single["prompt_tokens_mean"]) if single and single["prompt_tokens_mean"] else None)
+        _counted_depth(profile, summaries))
     return claims.verdicts(profile, measured)
+
+
+def _counted_depth(profile: Profile, summaries: list[dict]) -> int | None:
+    """The prompt length the server counted, when it is one (`served_depth_checked` took it), else None."""
+    depth, note = served_depth_checked(profile, summaries)
+    return depth if summaries and summaries[0].get("prompt_tokens_mean") is not None and note is None else None
 
 
 def checks(profile: Profile, served: ServedSweep, llama_bench_result: dict | None, rl: dict, capacity: dict | None,

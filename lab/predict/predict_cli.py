@@ -7,16 +7,15 @@ card, does not fit, a bad cell), or the file or profile given cannot be read; 2 
 """
 from __future__ import annotations
 
-import csv
 import json
 import sys
-from pathlib import Path
 
 from lab.core import cli, exit_codes
-from lab.predict import card_speed
+from lab.predict import card_speed, rows_file
 from lab.predict.card_speed import Ask
 
-# The TSV's columns and the type of each cell (an empty cell = not given); other columns are ignored.
+# The TSV's columns and the type of each cell (an empty cell = not given); other columns are refused (lab.predict.
+# rows_file: --ignore-unknown, or a `comment` column).
 COLUMNS = {"gpu": str, "gpus": int, "split": str, "engine": str, "weights_gb": float, "kv": str, "context": int,
            "depth": int, "spec": str, "n_max": int, "p_min": float, "acceptance": float,
            "quant": str, "link": str, "slots": int}  # the last three: optional, beyond the documented twelve
@@ -33,15 +32,11 @@ DESCRIPTION = (
     "terms and the calibration used (FALLBACK when the card's architecture has no rows), or why not (unknown card, "
     "does not fit). --rows FILE.tsv: one set-up per line, a header row with the columns gpu gpus split engine "
     "weights_gb kv context depth spec n_max p_min acceptance (and quant, link, slots); an empty cell is not given, "
-    "the flags fill it, other columns are ignored. weights_gb: the GGUF as listed for download (GB, MTP block "
+    "the flags fill it, another column is refused (--ignore-unknown skips it; a `comment` column holds notes). weights_gb: the GGUF as listed for download (GB, MTP block "
     "included; default: the lab's Q4_K_M mix). Inputs the model has no term for (p_min; depth beyond the KV it "
     "reads) are reported as notes, not modelled. Exit 1 when a row has no prediction. --validate: how the model "
     "fares on the public rows held out of its fit - each card, then each architecture, left out and the fit redone "
     "(lab.predict.public_validate) - beside the in-sample errors, for plain, MTP, tensor-split and deep rows.")
-
-
-class RowsError(ValueError):
-    """The TSV file cannot be read as rows (missing, a folder, a bad header)."""
 
 
 def build_parser():
@@ -71,6 +66,8 @@ def build_parser():
                                    f"(default {card_speed.DEFAULT_LINK})")
     ap.add_argument("--profile", help="fill what is not given from a profile (name in params/ or a path)")
     ap.add_argument("--rows", metavar="FILE.tsv", help="many set-ups, one per line (see above)")
+    ap.add_argument("--ignore-unknown", action="store_true", help="--rows: skip columns the model does not know "
+                                                                  "instead of refusing the file")
     ap.add_argument("--json", action="store_true", help="a JSON list, one object per row, in order")
     ap.add_argument("--list-gpus", action="store_true", help="the cards the lab knows, with their calibration")
     ap.add_argument("--validate", action="store_true", help="held-out errors on the public rows: leave one card out "
@@ -85,57 +82,6 @@ def ask_from_args(args) -> Ask:
     return Ask(gpu=args.gpu, gpus=args.gpus, split=args.split, engine=args.engine, weights_gb=args.weights_gb,
                quant=args.quant, kv=args.kv, context=args.context, slots=args.slots, depth=args.depth, spec=spec,
                n_max=n_max, p_min=args.p_min, acceptance=args.acceptance, link=args.link)
-
-
-def _cell(name: str, text: str):
-    kind = COLUMNS[name]
-    if kind is str:
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"column {name}: {text!r} is not a {'whole ' if kind is int else ''}number") from None
-    if kind is int:
-        if value != int(value):
-            raise ValueError(f"column {name}: {text!r} is not a whole number")
-        return int(value)
-    return value
-
-
-def read_rows(path: str | Path) -> list[tuple[int, dict, str | None]]:
-    """[(line number, {column: value} of the non-empty known cells, why the row is bad or None)] of a TSV file with a
-    header row. RowsError when the file is missing or not a file, or its header names no 'gpu' column or a column
-    twice. Blank lines and lines starting with '#' are not rows."""
-    p = Path(path)
-    if not p.is_file():
-        raise RowsError(f"{p}: {'no such file' if not p.exists() else 'not a file'}; --rows takes a tab-separated "
-                        "file with a header row")
-    lines = [(n, line) for n, line in enumerate(p.read_text(encoding="utf-8-sig").splitlines(), 1)
-             if line.strip() and not line.lstrip().startswith("#")]
-    if not lines:
-        raise RowsError(f"{p}: empty; the first line is the header: {' '.join(COLUMNS)} (tab-separated)")
-    header = [h.strip().lower() for h in next(csv.reader([lines[0][1]], delimiter="\t"))]
-    known = [h for h in header if h in COLUMNS]
-    twice = sorted({h for h in known if known.count(h) > 1})
-    missing = [c for c in REQUIRED if c not in header]
-    if missing or twice:
-        raise RowsError(f"{p}: bad header {header!r}: " + (f"no {', '.join(missing)} column" if missing else
-                        f"column(s) {', '.join(twice)} twice") + f" (line {lines[0][0]}; tab-separated; known "
-                        f"columns: {' '.join(COLUMNS)})")
-    rows = []
-    for n, line in lines[1:]:
-        cells = next(csv.reader([line], delimiter="\t"))
-        values, bad = {}, []
-        for name, text in zip(header, cells):
-            if name in COLUMNS and text.strip():
-                try:
-                    values[name] = _cell(name, text.strip())
-                except ValueError as exc:
-                    bad.append(str(exc))
-        if len(cells) > len(header):
-            bad.append(f"{len(cells)} cells under a header of {len(header)}")
-        rows.append((n, values, f"bad cell(s) on line {n}: " + "; ".join(bad) if bad else None))
-    return rows
 
 
 def merged(flags: Ask, values: dict) -> Ask:
@@ -225,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     flags = ask_from_args(args)
     if args.rows:
         try:
-            rows = read_rows(args.rows)
-        except (RowsError, OSError, UnicodeError) as exc:
+            rows = rows_file.read_rows(args.rows, COLUMNS, REQUIRED, args.ignore_unknown)
+        except (rows_file.RowsError, OSError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return exit_codes.PROBLEM
         results = []

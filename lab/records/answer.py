@@ -279,12 +279,16 @@ def profile_for_run(run_dir: str | Path):
 
     run_dir = Path(run_dir)
     manifest, _ = manifest_file.read_manifest(run_dir)  # its problem, if any, is the report's to show
-    candidates = [(manifest.get("profile") or {}).get("file"), (manifest.get("profile") or {}).get("name")]
+    candidates = [*manifest_file.inputs_here(run_dir), (manifest.get("profile") or {}).get("file"),
+                  (manifest.get("profile") or {}).get("name")]
     candidates += [(r.get("provenance") or {}).get("profile_file") for r in run_folder.read_records(run_dir).values()]
     candidates.append(run_dir.resolve().parent.name)  # outputs/<profile>/<run>: the folder names the profile
     for cand in filter(None, candidates):
         try:
-            return profiles.load(cand if Path(cand).exists() else profiles.resolve(cand))
+            path = Path(cand) if Path(cand).exists() else profiles.resolve(cand)
+            if not manifest_file.matches_run(path, run_dir):  # changed after the run: the report says so
+                continue
+            return profiles.load(path)
         except (profiles.ProfileError, FileNotFoundError, ValueError):
             continue
     return None

@@ -197,6 +197,68 @@ def _llama_build_info() -> dict | None:
         return None
 
 
+# ---------------------------------------------------------------- the run's input files, as the run recorded them
+def recorded_inputs(run_dir: str | Path) -> dict[str, str]:
+    """{file: sha256} of the profile files the run read, as it recorded them when it ran: the manifest's profile and
+    each record's provenance (the settings copy in the run folder, or the profile file a notebook opened)."""
+    from lab.core import run_folder
+
+    manifest, _ = read_manifest(run_dir)
+    prof = manifest.get("profile") if isinstance(manifest.get("profile"), dict) else {}
+    pairs = [(prof.get("file"), prof.get("sha256"))]
+    pairs += [((r.get("provenance") or {}).get("profile_file"), (r.get("provenance") or {}).get("profile_sha256"))
+              for r in run_folder.read_records(run_dir).values() if isinstance(r.get("provenance"), dict)]
+    return {f: h for f, h in pairs if isinstance(f, str) and isinstance(h, str) and f and h}
+
+
+def file_sha256(path: str | Path) -> str | None:
+    """sha256 of a profile-sized file (a device, a folder or anything past a profile's size: None), read capped."""
+    import hashlib
+
+    from lab.core import profile_file, run_folder
+
+    try:
+        return hashlib.sha256(run_folder.read_capped(path, profile_file.MAX_PROFILE_BYTES)).hexdigest()
+    except run_folder.UnreadableJson:
+        return None
+
+
+def where_now(name: str, run_dir: str | Path) -> Path | None:
+    """Where a file the run recorded is now: its own path, else the file of that name in the run folder (a run folder
+    moved, or made on another machine: the settings copy travels with it); None when neither is there."""
+    for path in (Path(name), Path(run_dir) / Path(name).name):
+        if path.exists() or path.is_symlink():
+            return path
+    return None
+
+
+def inputs_here(run_dir: str | Path) -> list[Path]:
+    """The run's input files that are here and hold what the run recorded (byte for byte)."""
+    found = [(where_now(name, run_dir), recorded) for name, recorded in recorded_inputs(run_dir).items()]
+    return [path for path, recorded in found if path is not None and file_sha256(path) == recorded]
+
+
+def changed_inputs(run_dir: str | Path) -> list[str]:
+    """One line per input file whose bytes are no longer what the run recorded (edited, replaced or gone after the
+    run): the report says so instead of rebuilding its answer from today's file as if the run had used it."""
+    out = []
+    for name, recorded in recorded_inputs(run_dir).items():
+        path = where_now(name, run_dir)
+        now = file_sha256(path) if path is not None else None
+        if now != recorded:
+            state = f"sha256 now {now[:16]}…" if now else "no longer there (or not a readable profile file)"
+            out.append(f"{name}: changed after the run ({state}, the run recorded {recorded[:16]}…); nothing here is "
+                       "rebuilt from it")
+    return out
+
+
+def matches_run(path: str | Path, run_dir: str | Path) -> bool:
+    """Whether `path` holds one of the profile files the run recorded (byte for byte); True for a run that recorded
+    none (written before the lab kept the sha256)."""
+    recorded = set(recorded_inputs(run_dir).values())
+    return not recorded or file_sha256(path) in recorded
+
+
 def read(run_dir: str | Path) -> dict:
     """manifest.json of a run folder; run_folder.UnreadableJson (a ValueError: one line) when it cannot be used."""
     data = run_folder.read_json_file(Path(run_dir) / "manifest.json")

@@ -211,6 +211,9 @@ def record_section(record: dict, plotly_included: bool, number: int | None = Non
         parts.append(f"<p class='err'>Problem with this record: {html.escape(str(record['problem']))}</p>")
     if record.get("edited"):
         parts.append(f"<p class='err'>Not the run's evidence as written: {html.escape(str(record['edited']))}</p>")
+    for flag in ("invalid_reason", "newer"):  # how it was written (lab.core.run_folder.read_record_file)
+        if record.get(flag):
+            parts.append(f"<p class='err'>{html.escape(str(record[flag]))}</p>")
     closing = closing_text(record, closing) if not record.get("problem") else None
     if closing:
         parts.append(f"<div class='closing'><h3>What this means</h3>{markdown_html(closing)}</div>")
@@ -299,11 +302,11 @@ def interrupted_banner(manifest: dict) -> str:
 
 def cut_without_manifest(run_dir: Path, manifest: dict, manifest_problem: str | None) -> str | None:
     """Why a folder that `lab run` made (evidence.RUN_FOLDER_NAME) has no manifest.json: the runner writes it last,
-    after every notebook, even when cut by SIGINT/SIGTERM/SIGHUP, so a folder without one was cut harder (SIGKILL,
-    SIGQUIT, out of memory, power) or is still running; None for any other folder (notebooks run by hand)."""
+    after every notebook, even when cut by SIGINT/SIGTERM/SIGHUP/SIGQUIT, so a folder without one was cut harder
+    (SIGKILL, out of memory, power) or is still running; None for any other folder (notebooks run by hand)."""
     if manifest or manifest_problem or not evidence.RUN_FOLDER_NAME.fullmatch(run_dir.name):
         return None
-    return ("This run was cut before it wrote manifest.json (killed with SIGKILL or SIGQUIT, out of memory, the "
+    return ("This run was cut before it wrote manifest.json (killed with SIGKILL, out of memory, the "
             "machine stopped; or it is still running): it did not finish, and nothing here says it went well. The "
             "records below are what it wrote before it ended; notebooks after them did not run or did not finish.")
 
@@ -378,6 +381,7 @@ def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
           f"{_e(str(c.get('previous_sha256'))[:16])}…, now {_e(str(c.get('sha256'))[:16])}…; numbers of the two runs "
           "are not comparable.</p>" for c in manifest.get("model_changed") or [] if isinstance(c, dict)),
         f"<p class='err'>{_e(manifest_problem)}</p>" if manifest_problem else "",
+        *(f"<p class='err'>{_e(line)}</p>" for line in manifest_file.changed_inputs(run_dir)),
         f"<section class='answer' id='answer'><h2 style='margin-top:.6rem;border:0'>The answer</h2>{_answer_html(run_dir)}</section>",
         "<nav><h2>Contents</h2><p><a href='#commands'>Commands: what to type, one per block</a></p><ol>"
         + "".join(toc) + "</ol></nav>",
@@ -399,6 +403,10 @@ def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
     return evidence.write_whole(run_dir / "report.html", "\n".join(parts))
 
 
+# compare's rows that say what is wrong with a record: shown whatever the other runs say
+FLAG_ROWS = ("problem", "edited after the run", "marked invalid when written", "written by a newer lab")
+
+
 def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
     """One row per (record, result) with one column per run: many runs' key results side by side, by today's names
     (a run from before the field schema on the same row as a new one)."""
@@ -409,7 +417,6 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
         name = (manifest.get("profile") or {}).get("name") if isinstance(manifest.get("profile"), dict) else None
         label = f"{name}/{rd.name}" if name else rd.name
         runs.append((label, run_folder.read_records(rd, manifest.get("records")), manifest))
-    keys: list[tuple[str, str]] = []
     # a plan-mode run measured nothing: its values are labelled predicted, and "measured" ones say not measured
     head = [{"record": "run", "result": "mode", **{label: ("plan (predicted, nothing measured)" if m.get("mode") == "plan"
                                                           else "measured") for label, _, m in runs}},
@@ -421,26 +428,27 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
     # (fields.canonical), never silently: the versions are a row of their own
     versions = {label: sorted({r["schema_version"] for r in records.values() if isinstance(r.get("schema_version"), int)
                                and not isinstance(r["schema_version"], bool)}) for label, records, _ in runs}
-    if len({v for vs in versions.values() for v in vs}) > 1:
-        head.append({"record": "run", "result": "schema_version: they differ (older records read by today's names)",
+    every = {v for vs in versions.values() for v in vs}
+    if len(every) > 1 or any(v > evidence.SCHEMA_VERSION for v in every):
+        newer = any(v > evidence.SCHEMA_VERSION for v in every)
+        said = ("newer than this lab's " + str(evidence.SCHEMA_VERSION) + ": update the lab" if newer
+                else "older records read by today's names")
+        head.append({"record": "run", "result": f"schema_version: they differ ({said})",
                      **{label: ", ".join(map(str, vs)) or None for label, vs in versions.items()}})
-    runs = [(label, records) for label, records, _ in runs]
-    plan_runs = {label for label, records in runs if any(r.get("mode") == "plan" for r in records.values())}
-    for _, records in runs:
-        for name, rec in records.items():
-            for k in summary_of(rec):
-                if (name, k) not in keys:
-                    keys.append((name, k))
-    rows = [{"record": name, "result": "problem", **{label: recs[name].get("problem") if name in recs else None
-                                                     for label, recs in runs}}
-            for name in dict.fromkeys(n for _, recs in runs for n, r in recs.items() if r.get("problem"))]
-    rows += [{"record": name, "result": "edited after the run", **{label: recs[name].get("edited") if name in recs else None
-                                                                   for label, recs in runs}}
-             for name in dict.fromkeys(n for _, recs in runs for n, r in recs.items() if r.get("edited"))]
+    # each summary read once by today's names, the keys in first-seen order in a dict: 8,000 summary keys took 47 s
+    # as a list searched for every key and a summary re-read for every row
+    runs = [(label, {name: summary_of(rec) for name, rec in records.items()}, records) for label, records, _ in runs]
+    plan_runs = {label for label, _, records in runs if any(r.get("mode") == "plan" for r in records.values())}
+    keys = dict.fromkeys((name, k) for _, summaries, _ in runs for name, summary in summaries.items() for k in summary)
+    rows = []
+    for flag, result in zip(("problem", "edited", "invalid_reason", "newer"), FLAG_ROWS):
+        rows += [{"record": name, "result": result, **{label: recs[name].get(flag) if name in recs else None
+                                                       for label, _, recs in runs}}
+                 for name in dict.fromkeys(n for _, _, recs in runs for n, r in recs.items() if r.get(flag))]
     for name, k in keys:
         row = {"record": name, "result": k}
-        for label, records in runs:
-            value = summary_of(records.get(name, {})).get(k)
+        for label, summaries, _ in runs:
+            value = summaries.get(name, {}).get(k)
             row[label] = _plan_value(k, value) if label in plan_runs else value
         rows.append(row)
     return head + rows
@@ -457,8 +465,7 @@ def differing(rows: list[dict]) -> list[dict]:
         return rows
 
     # the run rows, and what is wrong with a record (unreadable, missing, edited), are shown whatever the others say
-    keep = [r for r in rows if r.get("record") == "run" or r.get("result") in ("problem", "edited after the run")
-            or len(shown(r)) > 1]
+    keep = [r for r in rows if r.get("record") == "run" or r.get("result") in FLAG_ROWS or len(shown(r)) > 1]
     same = len(rows) - len(keep)
     said = "1 more result is" if same == 1 else f"{same} more results are"
     tail = [{"record": "", "result": f"{said} the same in every run (--all shows them)"}] if same else []

@@ -144,7 +144,7 @@ def kernel_manager_class(log_path: Path, runtime: Path | None = None):
                 self.connection_file = str(runtime / f"kernel-{os.getpid()}-{id(self):x}.json")
 
         async def _async_launch_kernel(self, kernel_cmd, **kw):
-            with open(log_path, "ab") as fh:  # Popen keeps its own copy of the descriptor
+            with evidence.open_stream(log_path, append=True) as fh:  # Popen keeps its own copy of the descriptor
                 kw["stdout"] = kw["stderr"] = fh
                 return await super()._async_launch_kernel(kernel_cmd, **kw)
 

@@ -295,15 +295,21 @@ def _int(x) -> int | None:
 
 
 FACTS_BY_ENGINE = {"llama.cpp": _llama_facts, "vllm": _vllm_facts, "ollama": _ollama_facts, "lmstudio": _lmstudio_facts}
+# The model ids a record keeps of /v1/models: the first MAX_MODEL_IDS different ones (a server listing 10^5 put
+# them all in notebook 04's record and table), the count of all beside them; the served model is looked for in all.
+MAX_MODEL_IDS = 50
 
 
 def facts(probes: dict, engine: str, served: str | None) -> dict:
     """One flat dict of what the server reports, the same keys whatever the engine (absent: not reported)."""
     models = ok_json(probes["openai"]["models"]) or {}
-    ids = [m.get("id") for m in (models.get("data") or []) if isinstance(m, dict)] if isinstance(models, dict) else []
-    out = {"model_ids": ids, "served_model_listed": served in ids if served else None}
+    every = dict.fromkeys(m.get("id") for m in (models.get("data") or []) if isinstance(m, dict)) if isinstance(models, dict) else {}
+    ids = list(every)[:MAX_MODEL_IDS]
+    out = {"model_ids": ids, "served_model_listed": served in every if served else None}
+    if len(every) > len(ids):
+        out["model_ids_listed"] = len(every)
     out.update(FACTS_BY_ENGINE.get(engine, lambda *_: {"sources": {}})(probes, served))
-    out["sources"] = {"model_ids": "GET /v1/models", **out.get("sources", {})}
+    out["sources"] = {"model_ids": "GET /v1/models", "model_ids_listed": "GET /v1/models", **out.get("sources", {})}
     return out
 
 
@@ -362,7 +368,7 @@ def discover_server(server) -> dict:
     return discover(server.base_url, server.api_key, server.command.served_model)
 
 
-FACT_LABELS = (("model_ids", "models listed"), ("served_model_listed", "the profile's served_model is listed"),
+FACT_LABELS = (("model_ids", "models listed"), ("model_ids_listed", "different model ids listed, all told"), ("served_model_listed", "the profile's served_model is listed"),
                ("loaded", "model loaded"), ("context_per_request", "context per request (tokens)"),
                ("parallel_slots", "parallel_slots (requests decoded together)"),
                ("context_tokens", "context_tokens (llama.cpp: all slots; vLLM: one request)"),

@@ -246,7 +246,7 @@ _SECRET_NAME = redaction.SECRET_NAME
 # The runner's per-run key for the lab's own servers travels to kernels in this variable (lab.serving.serve.run_api_key).
 RUN_KEY_ENV = "LAB_RUN_API_KEY"
 API_KEY_VARIABLE = {"llama.cpp": "LLAMA_API_KEY", "vllm": "VLLM_API_KEY", "llama-cpp-python": "API_KEY"}
-MIN_API_KEY_CHARS = 16  # a key guarding a network-facing server: shorter ones are guessed
+MIN_API_KEY_CHARS = redaction.MIN_KEY_CHARS  # a key guarding a network-facing server (redaction.key_value_problem)
 
 
 def minimal_env(base: dict | None = None) -> dict[str, str]:

@@ -140,15 +140,19 @@ def check_bind_allowed(command: Command) -> None:
         raise UnsafeBind(f"refusing to bind {command.host}:{command.port}: that exposes the server to the network "
                          "and the profile sets no api_key_env. Fix: use host 127.0.0.1, or set api_key_env "
                          "to the name of an environment variable holding a key.")
+    fix = ("Fix: export " + command.api_key_env + '="$(python3 -c \'import secrets; print(secrets.token_urlsafe(24))\')"'
+           ", or use host 127.0.0.1.")
+    named = redaction.key_variable_problem(command.api_key_env)  # a command built from an unchecked profile copy too
+    if named:
+        raise UnsafeBind(f"refusing to bind {command.host}:{command.port}: api_key_env {named}. {fix}")
     key = os.environ.get(command.api_key_env) or ""
     if not key:
         raise UnsafeBind(f"refusing to bind {command.host}:{command.port}: the profile's api_key_env "
-                         f"{command.api_key_env} is not set in this environment. Fix: "
-                         f"export {command.api_key_env}=<a long random key>, or use host 127.0.0.1.")
-    if len(key) < engines.MIN_API_KEY_CHARS:
-        raise UnsafeBind(f"refusing to bind {command.host}:{command.port}: the key in {command.api_key_env} has "
-                         f"{len(key)} characters; a server on the network needs at least {engines.MIN_API_KEY_CHARS}. "
-                         "Fix: export " + command.api_key_env + '="$(python3 -c \'import secrets; print(secrets.token_urlsafe(24))\')"')
+                         f"{command.api_key_env} is not set in this environment. {fix}")
+    weak = redaction.key_value_problem(key)
+    if weak:  # the value is never said: only what is wrong with it
+        raise UnsafeBind(f"refusing to bind {command.host}:{command.port}: the key in {command.api_key_env} does not "
+                         f"look like a secret: {weak}. {fix}")
 
 
 def check_argv(command: Command) -> None:
@@ -201,9 +205,8 @@ def start(command: Command, log_dir: str | Path, name: str = "server",
     log_path = Path(log_dir) / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     raw = log_path.with_name(f".{name}.log.partial")  # owner-only until redacted into <name>.log
-    fd = os.open(raw, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        with os.fdopen(fd, "wb") as log_fh:
+        with evidence.open_stream(raw, private=True) as log_fh:
             process = subprocess.Popen(list(command.argv), stdin=subprocess.DEVNULL, stdout=log_fh,
                                        stderr=subprocess.STDOUT, env=engines.env_with_secrets(command, api_key=api_key),
                                        start_new_session=True, preexec_fn=pdeathsig_preexec(death_signal(command)),

@@ -17,12 +17,27 @@ lmstudio.ai/docs/developer/rest/endpoints (/api/v0/models, /api/v0/completions).
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, RootModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, RootModel, ValidationError
 
 MAX_PASSES = 5  # each pass removes every wrong field pydantic reported; nested wrong fields can need a second
 SHOWN_CHARS = 60  # of a wrong value, in a finding
+
+
+# A count a server reports (tokens, a context length, slots): a whole number from 0 to MAX_COUNT. Past it (10^18 prompt
+# tokens, a negative count) it is no count, removed like a field of the wrong type, and never reaches a record or a
+# local command (llama-bench's -d took it). 10^8 tokens is 100 times the longest context any engine serves.
+MAX_COUNT = 100_000_000
+
+
+def _not_a_bool(value):
+    if isinstance(value, bool):  # pydantic's lax mode reads true as 1
+        raise ValueError("a count, not true/false")
+    return value
+
+
+Count = Annotated[int, BeforeValidator(_not_a_bool), Field(ge=0, le=MAX_COUNT)]
 
 
 class _Shape(BaseModel):
@@ -31,20 +46,20 @@ class _Shape(BaseModel):
 
 # ---------------------------------------------------------------- llama-server
 class GenerationSettings(_Shape):
-    n_ctx: int | None = None
+    n_ctx: Count | None = None
 
 
 class LlamaProps(_Shape):
     """GET /props."""
     default_generation_settings: GenerationSettings | None = None
-    total_slots: int | None = None
+    total_slots: Count | None = None
     model_path: str | None = None
     build_info: str | None = None
 
 
 class Slot(_Shape):
     id: int | None = None
-    n_ctx: int | None = None
+    n_ctx: Count | None = None
     is_processing: bool | None = None
 
 
@@ -54,7 +69,7 @@ class Slots(RootModel[list[Slot]]):
 
 # ---------------------------------------------------------------- any OpenAI-compatible server
 class ModelMeta(_Shape):
-    n_ctx_train: int | None = None
+    n_ctx_train: Count | None = None
     size: int | None = None
     n_params: int | None = None
 
@@ -63,11 +78,11 @@ class ModelEntry(_Shape):
     id: str | None = None
     owned_by: str | None = None
     meta: ModelMeta | None = None  # llama-server
-    max_model_len: int | None = None  # vLLM
+    max_model_len: Count | None = None  # vLLM
     root: str | None = None
     state: str | None = None  # LM Studio /api/v0/models
     quantization: str | None = None
-    max_context_length: int | None = None
+    max_context_length: Count | None = None
     compatibility_type: str | None = None
     arch: str | None = None
 
@@ -92,13 +107,13 @@ class Choice(_Shape):
 
 
 class PromptDetails(_Shape):
-    cached_tokens: int | None = None
+    cached_tokens: Count | None = None
 
 
 class Usage(_Shape):
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    total_tokens: int | None = None
+    prompt_tokens: Count | None = None
+    completion_tokens: Count | None = None
+    total_tokens: Count | None = None
     prompt_tokens_details: PromptDetails | None = None
 
 
@@ -110,7 +125,7 @@ class Completion(_Shape):
 
 
 class Timings(_Shape):
-    cache_n: int | None = None
+    cache_n: Count | None = None
 
 
 class Chunk(Completion):
@@ -241,11 +256,30 @@ def clean(shape: str, data: Any, where: str) -> tuple[Any, list[str]]:
         except (RecursionError, ValueError, TypeError) as exc:  # pydantic's own limits on hostile input
             return None, findings + [f"{where}: not readable ({type(exc).__name__}); not used"]
         for err in errors:
-            field = ".".join(str(p) for p in err["loc"]) or "(the reply)"
-            findings.append(f"{where}: {field}: {err['msg'][:1].lower() + err['msg'][1:]}, got {_show(err.get('input'))}; not used")
             _drop(data, tuple(err["loc"]))
+        findings += _grouped(where, errors)
         data = _prune_lists(data)
     return None, findings + [f"{where}: still not of the expected shape after removing the fields above; not used"]
+
+
+MAX_FINDINGS_PER_REPLY = 10  # kinds of wrong field said per reply; 20,000 bad entries are one finding, counted
+
+
+def _grouped(where: str, errors: list[dict]) -> list[str]:
+    """One finding per kind of wrong field (its place with list positions as `*`, and what was wrong), the first
+    value seen and how many entries had it: /v1/models with 20,000 malformed entries put one finding 20,009 times
+    into report.html (7.4 MB)."""
+    kinds: dict = {}
+    for err in errors:
+        field = ".".join("*" if isinstance(p, int) else str(p) for p in err["loc"]) or "(the reply)"
+        key = (field, err["msg"][:1].lower() + err["msg"][1:])
+        kinds.setdefault(key, [0, err])[0] += 1
+    out = [f"{where}: {'.'.join(map(str, first['loc'])) or field if n == 1 else field}: {msg}, got "
+           f"{_show(first.get('input'))}; not used" + (f" ({n:,} entries)" if n > 1 else "")
+           for (field, msg), (n, first) in list(kinds.items())[:MAX_FINDINGS_PER_REPLY]]
+    if len(kinds) > MAX_FINDINGS_PER_REPLY:
+        out.append(f"{where}: {len(kinds) - MAX_FINDINGS_PER_REPLY:,} more kinds of wrong field; not used")
+    return out
 
 
 def not_json(where: str, content_type: str | None) -> str:

@@ -1,4 +1,4 @@
-"""`lab run` cut by SIGINT, SIGTERM and SIGHUP at every named point of a run (lab.core.interrupt.cut_point: each
+"""`lab run` cut by SIGINT, SIGTERM, SIGHUP and SIGQUIT at every named point of a run (lab.core.interrupt.cut_point: each
 notebook's start and end, the server's start, mid-benchmark, the manifest, the report, its Chromium check), with
 planted secrets in its environment and the profile's key: nothing is left running, no kernel connection file or
 raw log stays, one line instead of tracebacks, the exit status names the signal, the cut run folder's manifest
@@ -33,7 +33,7 @@ from conftest import CPU_DEFAULT_PLAN, PLANTED_SECRETS, ROOT, leaked_secrets, re
 pytestmark = pytest.mark.notebooks  # `lab run` cut while it executes notebooks 04 and 06
 
 PLANTED = {**PLANTED_SECRETS, "LAB_PLANTED_KEY": "planted-profile-key-0123456789abcdef"}
-EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}
+EXIT = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129, "SIGQUIT": 131}
 
 # (point, signal, --only, stand-in notebook, the manifest's interrupted.notebook, its interrupted.during)
 CUTS = [
@@ -44,6 +44,8 @@ CUTS = [
     ("manifest", signal.SIGTERM, "04", True, None, "the manifest"),
     ("report", signal.SIGHUP, "04", True, None, "the report"),
     ("report-check", signal.SIGINT, "04", True, None, "the report's check in Chromium"),
+    # Ctrl-\\ (issue 45: SIGQUIT left no manifest): unwinds like SIGTERM, the manifest says so
+    ("notebook-end:04", signal.SIGQUIT, "04", True, None, "the step after 04_serve"),
 ]
 # `python -m lab` with each notebook's execution replaced by an instant "ok" (everything else as in `lab run`)
 STAND_IN = ("import sys\n"
@@ -174,7 +176,7 @@ def _cut_at(tmp_path: Path, profile: Path, point: str, sig: int, only: str, stan
 def test_cut_runs_leave_nothing_behind_and_say_so(tmp_path):
     profile = _profile(tmp_path)
     outcomes = [_cut_at(tmp_path, profile, *cut) for cut in CUTS]
-    record_figure("lab run cut at each named point (SIGINT/SIGTERM/SIGHUP)", len(outcomes),
+    record_figure("lab run cut at each named point (SIGINT/SIGTERM/SIGHUP/SIGQUIT)", len(outcomes),
                   sum(ok for ok, _ in outcomes), "; ".join(msg for _, msg in outcomes))
     assert all(ok for ok, _ in outcomes), "\n".join(msg for ok, msg in outcomes if not ok)
     _doctor_and_compare_keep_no_secret(tmp_path)

@@ -103,7 +103,8 @@ def test_report_and_compare_flag_bad_records_and_render_the_rest(tmp_path):
         handled += flagged
         if not flagged:
             problems.append(f"report: {name} not flagged")
-    assert rc == 0 and "Traceback" not in text, text
+    # an interrupted run is never reported complete (issue 45): the report is written, and `lab report` exits 1
+    assert rc == 1 and "interrupted" in text and "Traceback" not in text, text
     assert "42" in html and "This run was cut: SIGINT" in html and "04_serve" in html
     rc, text = _cli(["compare", str(run), str(run)])
     assert rc == 0 and "Traceback" not in text and "42" in text and "problem" in text.lower(), text

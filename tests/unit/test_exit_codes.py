@@ -16,7 +16,7 @@ def test_readme_lists_the_table():
         if code in exit_codes.SIGNALS.values():
             continue
         assert f"| {code} | {meaning} |" in readme, code
-    assert "| 130 / 143 / 129 | cut by Ctrl-C / cut by SIGTERM / cut by SIGHUP |" in readme
+    assert "| 130 / 143 / 129 / 131 | cut by Ctrl-C / cut by SIGTERM / cut by SIGHUP / cut by SIGQUIT |" in readme
 
 
 def test_one_table_under_the_runner_and_the_signals():

@@ -46,20 +46,27 @@ def test_the_schema_covers_every_record_the_lab_writes_and_points_figures_at_fie
     assert record_schema.meaning("05_kv_cache", "plan") and record_schema.meaning("05_kv_cache", "nope") is None
 
 
-def test_an_unknown_key_is_refused_with_the_nearest_name_and_nothing_is_written(tmp_path):
-    good = evidence.write_record(tmp_path, "04_serve", {"title": "Serve", "summary": {"parallel_slots": 4}})
-    before = good.read_bytes()
-    with pytest.raises(ValueError) as err:
+def test_an_unknown_key_is_named_with_the_nearest_name_and_the_record_is_written_marked_invalid(tmp_path):
+    """Issue 45: a schema check never costs the measurement: the record is written, marked invalid with the reasons,
+    and the write raises (the notebook fails loudly, the run exits non-zero)."""
+    from lab.core import record_schema, run_folder
+
+    with pytest.raises(record_schema.RecordSchemaError) as err:
         evidence.write_record(tmp_path, "04_serve", {"title": "Serve", "summary": {"paralel_slots": 4}})
     msg = str(err.value)
     assert "04_serve" in msg and "'paralel_slots'" in msg and "did you mean 'parallel_slots'" in msg
-    assert "lab/data/records.yaml" in msg
+    assert "lab/data/records.yaml" in msg and "written, marked invalid" in msg
+    kept = run_folder.read_record_file(tmp_path / "records" / "04_serve.json")
+    assert kept["summary"] == {"paralel_slots": 4} and "paralel_slots" in kept["invalid"]["reasons"][0]
+    assert kept["invalid_reason"].startswith("marked invalid when written")
     with pytest.raises(ValueError, match=r"key 'smokes' .*did you mean 'smoke'.*records: 04_serve: keys:"):
         evidence.write_record(tmp_path, "04_serve", {"smokes": {}})
     with pytest.raises(ValueError, match=r"record '01_hardwar' is not in the record schema \(did you mean '01_hardware'"):
         evidence.write_record(tmp_path, "01_hardwar", {"summary": {}})
-    # nothing written: the good record untouched, no other file, no `.partial` left
-    assert good.read_bytes() == before and sorted(p.name for p in (tmp_path / "records").iterdir()) == ["04_serve.json"]
+    # no `.partial` left; a good record carries no `invalid`
+    assert sorted(p.name for p in (tmp_path / "records").iterdir()) == ["01_hardwar.json", "04_serve.json"]
+    good = evidence.write_record(tmp_path, "04_serve", {"title": "Serve", "summary": {"parallel_slots": 4}})
+    assert "invalid" not in run_folder.read_record_file(good)
 
 
 def test_session_record_writes_once_with_the_closing_built_from_the_record_as_written(tmp_path, clean_display,
@@ -81,7 +88,8 @@ def test_session_record_writes_once_with_the_closing_built_from_the_record_as_wr
     assert seen[0]["record"] == "05_kv_cache" and seen[0]["provenance"] == rec["provenance"]
     with pytest.raises(ValueError, match="did you mean 'kv_dtype'"):
         s.record("05_kv_cache", {"summary": {"kv_dtypes": "f16"}}, closing=closing)
-    assert writes == [path]
+    assert writes == [path, path]  # the invalid one written too, once, marked (issue 45)
+    assert json.loads(path.read_text())["invalid"]["reasons"]
 
 
 def test_the_experiments_records_are_in_the_schema():

@@ -20,7 +20,8 @@ def test_every_profile_binds_loopback_unless_it_asks():
                      and cmd.argv[list(cmd.argv).index("--host") + 1] == "127.0.0.1")
 
 
-@pytest.mark.parametrize("key,allowed", [(None, False), ("", False), ("x", False), ("k" * 15, False), ("k" * 16, True)])
+@pytest.mark.parametrize("key,allowed", [(None, False), ("", False), ("x", False), ("k" * 15, False), ("k" * 16, False),
+                                         ("/usr/local/bin:/usr/bin:/bin", False), ("Zq3x9VbN7mKp2Lr8Tw5YhG4d", True)])
 def test_all_interfaces_needs_a_strong_key(monkeypatch, key, allowed):
     base = profiles.load("cpu-default").model_dump()
     prof = profiles.Profile(**{**base, "host": "0.0.0.0", "api_key_env": "LAB_TEST_BIND_KEY"})
@@ -31,7 +32,7 @@ def test_all_interfaces_needs_a_strong_key(monkeypatch, key, allowed):
     cmd = engines.build_command(prof, model_path="/m.gguf")
     if allowed:
         serve.check_bind_allowed(cmd)
-        check("0.0.0.0 with a 16-character key allowed", True)
+        check("0.0.0.0 with a random 24-character key allowed", True)
     else:
         with pytest.raises(serve.UnsafeBind):
             serve.check_bind_allowed(cmd)

@@ -83,7 +83,7 @@ def test_clean_never_raises_and_keeps_what_is_right():
     out = [shapes.clean(name, data, "GET /x") for name, data in cases]
     assert out[0] == ({"default_generation_settings": {"n_ctx": 4096}, "total_slots": 2}, [])  # a numeric string is a number
     assert out[1][0] is None and out[1][1] == ["GET /x: expected an object, got a list ['a', 'list']; not used"]
-    assert out[2][0] is None and out[3][0] == {"choices": []} and len(out[3][1]) == 2
+    assert out[2][0] is None and out[3][0] == {"choices": []} and len(out[3][1]) == 1 and "(2 entries)" in out[3][1][0]
     assert out[4][0] == {"data": [{}, {"id": "ok", "meta": {}}]} and len(out[4][1]) == 2
     assert out[5][0] == {"choices": [{"text": "hi"}]} and "finish_reason" in out[5][1][0]
     assert out[6] == (None, ["GET /x: expected an object, got a number 42; not used"])
