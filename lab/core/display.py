@@ -39,6 +39,35 @@ UNIT_WORDS = {"tok/s": "tok/s", "GB/s": "GB/s", "ms": "ms", "gib": "GiB", "mib":
 END_UNIT_WORDS = {"s": "s", "w": "W", "c": "°C"}  # only as the last word ("health_s", "tdp_w")
 
 
+# How the lab's own command is printed, for a user to paste in the lab's folder: the venv's python, so it runs outside an
+# activated venv too (a bare `python -m lab` there is `ModuleNotFoundError: No module named 'papermill'`).
+LAB_COMMAND = ".venv/bin/python -m lab"
+
+
+def lab_command(args: str = "") -> str:
+    """The lab's command line as the lab prints it: `lab_command("plan v100-32g-x1")` →
+    '.venv/bin/python -m lab plan v100-32g-x1' (run in the lab's folder)."""
+    return f"{LAB_COMMAND} {args}".rstrip()
+
+
+ELLIPSIS = "…"
+
+
+def clip(text, limit: int) -> str:
+    """`text` in at most `limit` characters, cut at a word boundary with an ellipsis when it is longer: the one way
+    the lab shortens what it prints (a slice `text[:limit]` ends mid-word: "…deadli", "; v"). A single word longer
+    than the limit is cut inside it (there is no boundary to cut at)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    room = max(limit - len(ELLIPSIS), 0)
+    head = text[:room + 1]  # one more: a space right after the cut is a boundary too
+    cut = max(head.rfind(" "), head.rfind("\n"))
+    if cut < room // 2:  # no boundary in the second half: keep the characters (a path, a hash)
+        cut = room
+    return text[:cut].rstrip(" ,;:-—(") + ELLIPSIS
+
+
 def _is_bytes_key(key) -> bool:
     return bool(re.fullmatch(r"[a-z0-9_]+", str(key))) and "bytes" in str(key).split("_")
 

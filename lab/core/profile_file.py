@@ -21,8 +21,9 @@ MAX_PROFILE_BYTES = 64 * 1024
 
 
 def clip(value, width: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    from lab.core import display
+
+    return display.clip(repr(value), width)
 
 
 class _YamlRefused(yaml.YAMLError):
@@ -94,7 +95,7 @@ def parse(path: Path) -> dict:
         raise ProfileError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         flat = " ".join(str(exc).replace('"<unicode string>", ', "").split())
-        raise ProfileError(f"{path}: not valid YAML: {flat[:400]}") from None
+        raise ProfileError(f"{path}: not valid YAML: {display.clip(flat, 400)}") from None
     except RecursionError:
         raise ProfileError(f"{path}: nested too deeply to be a profile") from None
     if not isinstance(data, dict):

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from lab.core import evidence, planmode, profile_file, profiles, run_folder
+from lab.core import display, evidence, planmode, profile_file, profiles, run_folder
 from lab.core.profiles import Profile, ProfileError
 
 # The notebooks' own parameters: the cell tagged `parameters` (tests/unit/test_notebooks_hygiene.py, runner.py).
@@ -64,6 +64,9 @@ class Session:
         text, and the report needs no page code. The file is written once, checked against the record schema first."""
         why = planmode.reason(self.profile)
         data = {**data, "mode": "plan" if why else "measure", **({"plan_reason": why} if why else {})}
+        if why and isinstance(data.get("checks"), list):  # what only the card can answer is not-run, not skipped
+            data["checks"] = planmode.card_only([c.to_dict() if hasattr(c, "to_dict") else c for c in data["checks"]],
+                                                why)
         if self.server_scope is not None:
             data["server_scope"] = self.server_scope
         return evidence.write_record(self.run_dir, name, data, self.profile_path, closing=closing)
@@ -91,7 +94,7 @@ def chosen_profile(profile: str, settings: Mapping | None) -> tuple[Profile, dic
     A few settings without `name` (`-y "settings: {threads: 8}"`) → those settings of `profile` changed; a bad value
     gets only its own message, naming what was changed."""
     if settings is not None and not isinstance(settings, Mapping):
-        raise ProfileError(f"the notebook's `settings` parameter is {type(settings).__name__} {str(settings)[:60]!r}, "
+        raise ProfileError(f"the notebook's `settings` parameter is {type(settings).__name__} {display.clip(settings, 60)!r}, "
                            "not a mapping of profile settings: pass it as YAML, -y \"settings: {threads: 8}\"")
     if not settings:
         if not isinstance(profile, str) or not profile:

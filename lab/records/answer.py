@@ -129,7 +129,8 @@ def what_to_run(profile) -> dict | None:
         return f"{by_id[m[1]]['needs']}{m[2]}" if m and m[1] in by_id else route["needs"]
 
     return {"route": best["id"], "tok_s": best["tok_s"], "basis": best["basis"], "needs": needs(best),
-            "command": byhand.server_command(byhand_choices.route_profile(profile, best), best["flags"]),
+            # as pasted into a fresh shell: $LAB and $LLAMA_BIN set first, pipefail for its `| tee`
+            "command": byhand.runnable([byhand.server_command(byhand_choices.route_profile(profile, best), best["flags"])]),
             "plain": None if plain is None or plain is best else {"route": plain["id"], "tok_s": plain["tok_s"],
                                                                    "basis": plain["basis"]},
             "faster_elsewhere": None if other is None or other is best else {
@@ -159,7 +160,7 @@ def markdown(f: dict) -> str:
     if run:  # what to run comes first; the card's fit, the checks and the seeds' claims follow
         out.append(f"**Run this** — the fastest route the lab runs on this profile, `{run['route']}`, "
                    f"**{display.sig3(run['tok_s'])} tok/s** for one stream ({run['basis']}; the plan's routes, "
-                   f"`python -m lab plan {f['profile']}`):")
+                   f"`{display.lab_command('plan ' + f['profile'])}`):")
         out.append(f"```bash\n{run['command']}\n```")
         beside = []
         if run.get("plain"):

@@ -1,7 +1,7 @@
 """report.html: one self-contained page per run (opens offline; plotly.js embedded once).
 
 Built only from manifest.json, records/*.json and the profiles' plans (pure), so a report can be rebuilt
-from a shared run folder without re-running anything (`python -m lab report RUN_DIR`).
+from a shared run folder without re-running anything (`.venv/bin/python -m lab report RUN_DIR`).
 
 The page reads answer first: the summary (lab.records.answer) right under the title, then a table of contents,
 then one numbered section per notebook that opens with the notebook's own closing text ("what this means",
@@ -335,6 +335,14 @@ def plan_banner(manifest: dict) -> str:
             "none measured.</p>")
 
 
+def heading_badges(status: str, mode: str | None) -> str:
+    """The run's badge: "plan" for a plan-mode run whose notebooks all ran (a green "ok" beside it read as checks
+    passed on the card, when the card's checks were not run), its status beside "plan" when it is not ok."""
+    if mode != "plan":
+        return badge(status)
+    return badge("plan") if status == "ok" else f"{badge(status)} {badge('plan')}"
+
+
 def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
     """Write report.html of a run folder; with require_run, a folder that is not a run raises NotARun
     (`lab report` on a typo should not write an empty report into it)."""
@@ -363,8 +371,7 @@ def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>LLM lab report · {html.escape(str(prof.get('name')))} · {html.escape(str(manifest.get('run_id') or run_dir.name))}</title>",
         f"<style>{CSS}</style></head><body>",
-        f"<h1>LLM lab report: {html.escape(str(prof.get('name')))} {badge(overall)}"
-        f"{' ' + badge('plan') if manifest.get('mode') == 'plan' else ''}</h1>",
+        f"<h1>LLM lab report: {html.escape(str(prof.get('name')))} {heading_badges(overall, manifest.get('mode'))}</h1>",
         status_line(manifest),
         plan_banner(manifest),
         f"<p class='meta'>{_meta_line(manifest, cut)}</p>",
