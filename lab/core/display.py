@@ -149,11 +149,14 @@ def rounded(value, key: str = "", sig: int | None = None):
 
 
 def human_bytes(n: float) -> str:
-    """Binary units, 3 significant figures: 262144 → '256 KiB', 18.4e9 → '17.1 GiB'."""
+    """Binary units, 3 significant figures: 262144 → '256 KiB', 18.4e9 → '17.1 GiB'; under a KiB a fraction stays
+    (1.0625 → '1.0625 B')."""
     n = float(n)
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(n) >= size:
             return f"{sig3(n / size)} {unit}"
+    if n != int(n):  # a per-element size with its block's scale: q8_0's 34 ÷ 32 = 1.0625 B, not "1 B"
+        return f"{n:.4f}".rstrip("0") + " B"
     return f"{n:,.0f} B"
 
 

@@ -18,6 +18,7 @@ from lab.measure import kvcache_verify, vllm_kv
 from lab.predict import claims, claims_views, kvcache, memory_plan
 from lab.pages import session
 from lab.pages.session import answer, keep, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.pages.kv_cache_try import try_these  # noqa: F401  (section 1's Try lines, computed for the profile)
 from lab.serving import endpoint
 
 NAME = "05_kv_cache"

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from lab.core import display, evidence, fields, run_folder
+from lab.core import session as core_session
 from lab.records import manifest as manifest_file, report_commands
 
 STATUS_COLOURS = display.STATUS_COLOURS
@@ -352,7 +353,7 @@ def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
     prof = manifest.get("profile") if isinstance(manifest.get("profile"), dict) else {}
     if not prof.get("name"):  # a folder without a manifest (an interactive session's): the records name the profile
         named = [(r.get("provenance") or {}).get("profile_file") for r in records.values()]
-        prof = {"name": next((Path(n).stem for n in named if n), run_dir.name)}
+        prof = {"name": next((core_session.profile_name_of(n) for n in named if n), run_dir.name)}
     cut = cut_without_manifest(run_dir, manifest, manifest_problem)
     overall = manifest.get("status", "cut" if cut else "interactive" if not manifest else "unknown")
     raw_logs = raw_logs_left(run_dir)

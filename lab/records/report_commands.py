@@ -41,11 +41,13 @@ def _steps_html(steps) -> str:
     return "\n".join(parts)
 
 
-def on_card(profile) -> list[str]:
-    """After the by-hand track: the lab's own run on the card, which checks it all and writes a report."""
+def on_card(profile, alone: bool = False) -> list[str]:
+    """After the by-hand track (which set $LAB): the lab's own run on the card, which checks it all and writes a
+    report, one command a block; `alone` (no track before it): one block that sets $LAB itself."""
     from lab.serving import byhand
 
-    return [byhand.runnable(['cd "$LAB"', display.lab_command(f"run --profile {profile.name}")])]
+    commands = ['cd "$LAB"', display.lab_command(f"run --profile {profile.name}")]
+    return [byhand.runnable(commands)] if alone else commands
 
 
 def section(profile) -> str:
@@ -64,7 +66,7 @@ def _section(profile) -> str:
             steps = byhand.steps(profile)
         except ValueError as exc:  # another engine: notebook 04's command is the one to run
             return (head + f"<p>{html.escape(str(exc))}.</p>"
-                    + "".join(pre(c) for c in on_card(profile)) + "</section>")
+                    + "".join(pre(c) for c in on_card(profile, alone=True)) + "</section>")
         return (head + f"<p>On the {profile.gpu_count} × GPU box of profile <code>{html.escape(profile.name)}</code>, "
                 "Ubuntu 22.04, in this order (<code>" + html.escape(display.lab_command("byhand " + profile.name))
                 + "</code> prints the same; <code>--ubuntu 24.04</code> for 24.04):</p>"

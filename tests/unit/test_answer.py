@@ -25,7 +25,7 @@ def test_the_answer_leads_with_what_to_run():
     text = answer.markdown(answer.facts(prof, {}))
     assert text.startswith(f"**Run this** — the fastest route the lab runs on this profile, `{best['id']}`, "
                            f"**{best['tok_s']:.1f} tok/s**")
-    assert f"```bash\n{byhand.server_command(prof, best['flags'])}\n```" in text and "--spec-type draft-mtp" in text
+    assert f"```bash\n{byhand.runnable([byhand.server_command(prof, best['flags'])])}\n```" in text and "--spec-type draft-mtp" in text
     assert "the plain route `llama-one`" in text and "it needs a GGUF with the MTP layer" in text
     assert text.index("Run this") < text.index("On this card") < text.index("do not hold")
     assert answer.facts(profiles.load("h200-x1"), {})["run_this"] is None  # no routes for it: no guess
