@@ -222,7 +222,8 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
     cost, cost_source = metrics.served_cost_s()
     if ratio is None:
         out.append(Check("served ÷ in-process decode", "skip", "unknown", f"≥ {metrics.SERVED_RATIO_TARGET}",
-                         "needs both a served single stream and llama-bench", "lab.measure.metrics.served_ratio"))
+                         "needs both a served single stream and llama-bench" + (f" ({skip_reason})" if skip_reason else ""),
+                         "lab.measure.metrics.served_ratio"))
     elif reach < metrics.SERVED_RATIO_TARGET:
         out.append(Check("served ÷ in-process decode", "skip", round(ratio, 3), f"≥ {metrics.SERVED_RATIO_TARGET} (not reachable here)",
                          f"the target does not apply to a model this fast: llama-server's fixed ≈ {cost * 1e3:.2f} ms per "

@@ -415,7 +415,9 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
         rd = check_run_dir(rd)
         manifest, _ = manifest_file.read_manifest(rd)
         name = (manifest.get("profile") or {}).get("name") if isinstance(manifest.get("profile"), dict) else None
-        label = f"{name}/{rd.name}" if name else rd.name
+        # "profile/run id" always (a run without a manifest: the folder it sits in names the profile): a bare run id
+        # with "_" read as a field name and its header became words ("20261129T173230Z 87d3b0f")
+        label = f"{name or rd.resolve().parent.name}/{rd.name}"
         runs.append((label, run_folder.read_records(rd, manifest.get("records")), manifest))
     keys: list[tuple[str, str]] = []
     # a plan-mode run measured nothing: its values are labelled predicted, and "measured" ones say not measured
@@ -446,12 +448,26 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
                                                                    for label, recs in runs}}
              for name in dict.fromkeys(n for _, recs in runs for n, r in recs.items() if r.get("edited"))]
     for name, k in keys:
+        values = {label: summary_of(records.get(name, {})).get(k) for label, records in runs}
+        unit = display.bytes_unit(values.values()) if display.is_bytes_key(k) else None
         row = {"record": name, "result": k}
-        for label, records in runs:
-            value = summary_of(records.get(name, {})).get(k)
-            row[label] = _plan_value(k, value) if label in plan_runs else value
+        for label, value in values.items():
+            shown = display.fmt(value, k, unit=unit)
+            predicted = label in plan_runs and not measured_here_in_plan_mode(name, k)
+            row[label] = _plan_value(k, value, shown) if predicted and value is not None else shown
         rows.append(row)
     return head + rows
+
+
+# What a plan-mode run measures on the machine it ran on (not the profile's): the versions installed here (02), the
+# quantization ladder of the stand-ins (03), llama.cpp's KV buffers of the grid (05's parity), the reproductions (07).
+# Those figures are measurements; everything else in a plan run is the profile's prediction.
+MEASURED_HERE = {"02_install": (), "03_quantize": (), "07_troubleshooting": (), "05_kv_cache": ("parity_", "vllm_kv")}
+
+
+def measured_here_in_plan_mode(record: str, key: str) -> bool:
+    prefixes = MEASURED_HERE.get(record)
+    return prefixes is not None and (not prefixes or str(key).startswith(prefixes))
 
 
 def differing(rows: list[dict]) -> list[dict]:
@@ -480,14 +496,14 @@ def summary_of(record: dict) -> dict:
     return fields.canonical(summary) if isinstance(summary, dict) else {}
 
 
-def _plan_value(key: str, value):
-    """A plan-mode run's summary value for the fleet table: a number is a prediction and says so; a value whose key
-    says it was measured (or served) is not shown as one."""
-    if value is None or isinstance(value, bool):
-        return value
+def _plan_value(key: str, value, shown: str):
+    """A plan-mode run's predicted summary value for the fleet table (`shown`: as the table shows it): a number is a
+    prediction and says so; a value whose key says it was measured (or served) is not shown as one."""
+    if isinstance(value, bool):
+        return shown
     if any(w in key.lower() for w in ("measured", "served", "llama_bench")):
         return "not measured (plan mode)"
-    return f"{display.fmt(value)} (predicted)" if isinstance(value, (int, float)) else value
+    return f"{shown} (predicted)" if isinstance(value, (int, float)) else shown
 
 
 def build_compare(run_dirs: list[str | Path], out: str | Path) -> Path:
