@@ -101,7 +101,8 @@ def _chart(figure: dict, first: bool) -> str:
                       legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0, "font": {"size": 10}},
                       height=(fig.layout.height or 420) + 18 * ((len(names) + 2) // 3))
     return pio.to_html(fig, include_plotlyjs=True if first else False, full_html=False,
-                       config={"displaylogo": False, "responsive": True}, default_width="100%")
+                       # no toolbar: it was drawn over the chart's title (its zoom and pan stay, by drag)
+                       config={"displaylogo": False, "displayModeBar": False, "responsive": True}, default_width="100%")
 
 
 def closing_text(record: dict, fallback=None) -> str | None:
