@@ -43,9 +43,12 @@ def check_run_dir(run_dir: str | Path) -> Path:
 # Commands and code wrap only at spaces (lab.core.display.code_html: a flag broken at its "-" is typed wrong), so no
 # <pre> needs sideways scrolling; the contents list takes two columns only where each is 20rem wide, with a gap that
 # holds the second column's numbers (at 800 px they lay over the first column's text).
+# The seeds' quotes are Chinese: the CJK fonts a reader's system may have, by name, before the generic family (a box with
+# none draws boxes: Debian/Ubuntu `apt install fonts-noto-cjk`; every quote has its English `claim` beside it).
+FONTS_CJK = '"Noto Sans CJK SC","Source Han Sans SC","PingFang SC","Hiragino Sans GB","Microsoft YaHei","WenQuanYi Micro Hei"'
 CSS = """
 html{overflow-x:hidden}
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2rem auto;max-width:1200px;color:#222;
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,"Noto Sans",FONTS_CJK,sans-serif;margin:1.2rem auto;max-width:1200px;color:#222;
      padding:0 1rem;line-height:1.4}
 h1{margin:.2rem 0;font-size:1.6rem} h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.2rem}
 h3{margin-top:1.4rem} h4{margin:.8rem 0 .2rem} details.why{font-size:.85rem;color:#444}
@@ -64,7 +67,7 @@ details>summary{cursor:pointer;color:#1f4f8f} details.table{margin:.35rem 0} det
 .js-plotly-plot,.plotly-graph-div{max-width:100%}
 pre.cmd{white-space:pre-wrap;margin:0;padding:.12rem .5rem;border-top:1px solid #fff} .chartline{margin:.5rem 0}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:0 1rem} .chart{min-width:0}
-"""
+""".replace("FONTS_CJK", FONTS_CJK)
 
 
 def _e(value) -> str:
