@@ -1,8 +1,6 @@
 """The tools tier of tests/unit/test_printed_commands.py (what these tests check, and why, is that file's docstring):
 the printed commands parsed and run by a real bash in a clean environment (`env -i`)."""
-import html
 import os
-import re
 import subprocess
 
 import pytest
@@ -11,7 +9,7 @@ from lab.core import profiles
 from lab.diagnose import knowledge_base
 from lab.records import answer, report_commands
 from lab.serving import byhand
-from test_printed_commands import GPU_LLAMA, unset_before_use
+from shared_printed_commands import GPU_LLAMA, pre_blocks
 
 pytestmark = pytest.mark.tools
 BASH = "/bin/bash"
@@ -20,10 +18,6 @@ BASH = "/bin/bash"
 def bash_n(script: str) -> subprocess.CompletedProcess:
     """`bash -n` (parse only) in a clean environment."""
     return subprocess.run(["env", "-i", BASH, "-n"], input=script, capture_output=True, text=True, timeout=30)
-
-
-def pre_blocks(page: str) -> list[str]:
-    return [html.unescape(re.sub(r"<[^>]+>", "", b)).strip() for b in re.findall(r"<pre[^>]*>(.*?)</pre>", page, re.S)]
 
 
 @pytest.mark.parametrize("prof", GPU_LLAMA, ids=lambda p: p.name)

@@ -15,26 +15,7 @@ from lab.core import display, profiles
 from lab.diagnose import knowledge_base
 from lab.records import answer, report_commands
 from lab.serving import byhand
-
-GPU_LLAMA = [p for p in answer.gpu_profiles() if p.engine in ("llama.cpp", "llama-cpp-python")]
-
-
-def unset_before_use(lines: list[str]) -> list[tuple[str, str]]:
-    """(variable, line) for each variable a line reads before any line up to it sets it."""
-    seen, missing = set(byhand.SHELL_GIVES), []
-    for line in lines:
-        seen |= byhand.variables_set(line)
-        code = "" if line.lstrip().startswith("#") else line.split("  #", 1)[0]
-        code = re.sub(r"'[^']*'", "", code)  # single quotes do not expand
-        missing += [(v, line) for v in byhand.variables_used(code) if v not in seen]
-    return missing
-
-
-def pre_blocks(page: str) -> list[str]:
-    import html
-
-    return [html.unescape(re.sub(r"<[^>]+>", "", b)).strip() for b in re.findall(r"<pre[^>]*>(.*?)</pre>", page, re.S)]
-
+from shared_printed_commands import GPU_LLAMA, pre_blocks, unset_before_use
 
 @pytest.mark.parametrize("prof", GPU_LLAMA, ids=lambda p: p.name)
 def test_the_run_this_box_sets_every_variable_it_uses_and_pipes_with_pipefail(prof):
