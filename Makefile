@@ -68,6 +68,7 @@ browser:
 lab: setup
 	$(PY) -m jupyter lab --no-browser --ip 127.0.0.1 --port $(LAB_PORT) --notebook-dir . \
 		--KernelSpecManager.allowed_kernelspecs=llm-lab --KernelSpecManager.ensure_native_kernel=False \
+		--MappingKernelManager.default_kernel_name=llm-lab \
 		--LabApp.default_url=/lab/tree/notebooks \
 		$$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
