@@ -195,7 +195,7 @@ def markdown(f: dict) -> str:
     elif f["records"] == []:
         out.append("**Measured in this run:** nothing yet (no records in this run folder).")
     if not f["gpu_profile"]:
-        out.append(_md_table(f["cards"]))
+        out.append(_md_table([compact_card(c) for c in f["cards"]]))
     bad = f["failed_checks"]
     if bad:
         out.append(f"**{len(bad)} failed check(s)** ({f['warned_checks']} warning(s) in the sections below):")
@@ -219,6 +219,22 @@ def markdown(f: dict) -> str:
         out.append(_md_table([{"seed": (c.get("seed") or "")[:3], "claim": _flags_as_code(c.get("english") or c.get("id")),
                                "verdict": c["verdict"]} for c in claims]))
     return _join(out)
+
+
+def compact_card(c: dict) -> dict:
+    """A card's row (`card_row`) in six columns instead of twelve: the table fits an 800 px window (its quant and
+    engine columns were out of sight at the right), each figure as `card_row` shows it."""
+    def tokens(n) -> str:
+        return display.fmt(n)
+
+    # the model's column second: the answer's last column does not wrap (a verdict stays on one line)
+    return {"card (profile)": c["card (profile)"], "model · quant · engine": f"{c['model']} · {c['quant']} · {c['engine']}",
+            "one stream: expected (ceiling)": f"{c['expected, one stream']} ({c['ceiling, one stream']})",
+            "fits, memory per GPU": f"{'yes' if c['fits'] else 'NO'}: {c['memory used per GPU']}",
+            "context × sequences": c["context × sequences"],
+            "longest context: per slot, every slot allocated / one sequence alone":
+                f"{tokens(c['longest context per slot, every slot allocated'])} / "
+                f"{tokens(c['longest context, one sequence alone'])}"}
 
 
 def _flags_as_code(text) -> str:
