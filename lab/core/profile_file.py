@@ -20,10 +20,16 @@ class ProfileError(ValueError):
 MAX_PROFILE_BYTES = 64 * 1024
 
 
-def clip(value, width: int = 80) -> str:
+def clip_text(text: str, width: int) -> str:
+    """lab.core.display.clip (imported when a message needs it: this module is read before pydantic is)."""
     from lab.core import display
 
-    return display.clip(repr(value), width)
+    return display.clip(text, width)
+
+
+def clip(value, width: int = 80) -> str:
+    """A found value for a message, as Python writes it, cut at a word."""
+    return clip_text(repr(value), width)
 
 
 class _YamlRefused(yaml.YAMLError):
@@ -95,7 +101,7 @@ def parse(path: Path) -> dict:
         raise ProfileError(f"{path}: {exc}") from None
     except yaml.YAMLError as exc:
         flat = " ".join(str(exc).replace('"<unicode string>", ', "").split())
-        raise ProfileError(f"{path}: not valid YAML: {display.clip(flat, 400)}") from None
+        raise ProfileError(f"{path}: not valid YAML: {clip_text(flat, 400)}") from None
     except RecursionError:
         raise ProfileError(f"{path}: nested too deeply to be a profile") from None
     if not isinstance(data, dict):
