@@ -171,9 +171,13 @@ def _command_html(record: dict) -> str:
     command = record.get("command") if isinstance(record.get("command"), dict) else {}
     if not command.get("shell") or not isinstance(command["shell"], str):  # a handed-over record's may be anything
         return ""
-    return ("<h3>The server command</h3><p class='meta'>as this run built it from the profile; on the profile's "
-            "machine, with the model at that path, it is the line to run (the flags' reasons are in the table "
-            "below)</p>" + report_commands.pre(command["shell"]))
+    if record.get("mode") == "plan":  # its paths are this machine's (its build, its folder): not a line for the card
+        return ("<h3>The server command</h3><p class='meta'>planned on this machine, with this machine's paths to the "
+                "server and the model: on the profile's machine run the answer's <b>Run this</b> box or the "
+                "Commands section's, which set their paths there (the flags' reasons are in the table below)</p>")
+    return ("<h3>The server command</h3><p class='meta'>as this run built it from the profile, on the machine that ran "
+            "it: the line to run there (the flags' reasons are in the table below)</p>"
+            + report_commands.pre(command["shell"]))
 
 
 def record_section(record: dict, plotly_included: bool, number: int | None = None, anchor: str | None = None,
