@@ -435,6 +435,9 @@ def markdown(profile, ubuntu: str = "22.04", part: str = "all") -> str:
         return head + f"\n\n{exc}"
     out = [head, "`$LAB` is the folder you cloned the lab into (step 1 sets it); `$LLAMA_BIN` the folder of the "
                  "lab's llama.cpp tools (the build step sets it)."]
+    if part == "serve":  # the steps that set them are the installation's: set them here, for a fresh shell
+        out.append("In a new shell, first:\n\n```bash\n" + "\n".join([_lab_line(LAB_DIR_DEFAULT), 'cd "$LAB"', _bin_line()])
+                   + "\n```")
     numbered = [(i, st) for i, st in enumerate(found, 1) if part == "all" or st.stage == part]
     for i, st in numbered:
         out.append(f"**{i}. {st.title}** — {st.why}")

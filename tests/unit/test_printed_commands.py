@@ -78,3 +78,20 @@ def test_the_verbs_help_names_the_venvs_python():
     rc, text = cli_output(["plan", "--help"])
     assert rc == 0 and f"usage: {display.LAB_COMMAND} plan" in text
     assert display.lab_command("plan x") == ".venv/bin/python -m lab plan x"
+
+
+def test_notebook_04s_serving_half_sets_the_variables_its_steps_use():
+    """Notebook 04 shows the by-hand track's serving half, whose variables the installation half sets."""
+    text = byhand.markdown(profiles.load("v100-32g-x1"), part="serve")
+    blocks = re.findall(r"```bash\n(.*?)\n```", text, re.S)
+    assert blocks[0].startswith('export LAB="$HOME/llm-lab"')
+    assert unset_before_use([ln for b in blocks for ln in b.splitlines()]) == []
+
+
+def test_a_plan_runs_server_command_is_not_offered_as_a_line_for_the_card():
+    from lab.records import report
+
+    record = {"mode": "plan", "command": {"shell": "/root/.cache/llm-lab/llama.cpp/x-cpu/bin/llama-server -m /here/m.gguf"}}
+    shown = report._command_html(record)
+    assert "<pre" not in shown and "Run this" in shown
+    assert "<pre" in report._command_html({**record, "mode": "measure"})
