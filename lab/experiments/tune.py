@@ -347,5 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.write_profile).write_text(apply_patch(Path(path).read_text(), result["patch_yaml"]))
         print(f"profile with the winner applied: {args.write_profile}")
     print(result["patch_yaml"])
+    for c in budget_checks(result):  # the budget as it went, said where the time is seen
+        print(f"time: {c.observed}" + (f"; {c.fix}" if c.fix else f", within the {result['budget_s']:.0f} s budget"))
     print(f"record: {run_dir / 'records' / (args.record + '.json')}; patch: {run_dir / 'tune-patch.yaml'}")
     return 0 if result["points"] else 1
