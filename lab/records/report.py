@@ -486,7 +486,7 @@ def _plan_value(key: str, value, shown: str):
 
 
 def build_compare(run_dirs: list[str | Path], out: str | Path) -> Path:
-    rows = compare_rows(run_dirs)
+    rows = [{**r, "result": display.label(r["result"])} for r in compare_rows(run_dirs)]  # its words, as the terminal's
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>LLM lab: compare runs</title>"
             f"<style>{CSS}</style></head><body><h1>Compare runs</h1>{html_table(rows, None)}</body></html>")
     return evidence.write_whole(out, page)  # never through a link planted where it writes
