@@ -34,7 +34,7 @@ help:
 	@echo "make test  - set up (cached, vLLM engine and peer clients included) and run every test (CI: .ci/run)"
 	@echo "make test-quick - the feedback loop: the tests on llama.cpp, without the vLLM engine, the peer-client"
 	@echo "            check and the tests marked slow (tests/conftest.py SLOW)"
-	@echo "make lab   - JupyterLab on 127.0.0.1:$(LAB_PORT) with the lab's kernel"
+	@echo "make lab   - JupyterLab on 127.0.0.1:$(LAB_PORT), the lab's kernel only, open on notebooks/"
 	@echo "make dist  - dist/llm-lab-<commit>.tar.gz: the committed files, to copy to a box without git access"
 	@echo "make clean - remove .venv (the cache in \$${LAB_CACHE:-~/.cache/llm-lab} stays)"
 
@@ -62,8 +62,14 @@ browser:
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null && echo "[setup] chromium installed"; } || \
 	  echo "[setup] chromium missing: sudo apt-get install -y chromium (the browser test skips without it, and fails in CI)"
 
+# One kernel offered, the lab's (lab/setup/jupyter.py KERNEL_NAME, the one the notebooks name): the venv's stock
+# "Python 3 (ipykernel)" beside it was a second choice that works the same but is not the one the notebooks ask for.
+# It opens on notebooks/ (the file browser still reaches outputs/ one folder up).
 lab: setup
 	$(PY) -m jupyter lab --no-browser --ip 127.0.0.1 --port $(LAB_PORT) --notebook-dir . \
+		--KernelSpecManager.allowed_kernelspecs=llm-lab --KernelSpecManager.ensure_native_kernel=False \
+		--MappingKernelManager.default_kernel_name=llm-lab \
+		--LabApp.default_url=/lab/tree/notebooks \
 		$$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 validate: setup

@@ -1,4 +1,4 @@
-"""python -m lab VERB ... — the lab's command line.
+""".venv/bin/python -m lab VERB ... — the lab's command line.
 
 Exit status: lab.core.exit_codes, one table for every verb (README "Exit codes"): 0 all good, 1 a problem was found
 (an invalid or unknown profile, a path that does not exist or is not a run folder, log or wheel, a failed notebook,
@@ -228,7 +228,7 @@ def _cmd_doctor(args) -> int:
     from lab.diagnose import doctor, troubleshoot
 
     if not args.log and not args.run and sys.stdin.isatty():
-        print("error: give --log FILE, --run DIR, or pipe a log into `python -m lab doctor`", file=sys.stderr)
+        print("error: give --log FILE, --run DIR, or pipe a log into `.venv/bin/python -m lab doctor`", file=sys.stderr)
         return 2
     findings, run_state = [], None
     for log in args.log or []:
@@ -298,7 +298,7 @@ def _cmd_wheel_arch(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m lab")  # its description lists the verbs (_describe_verbs)
+    ap = argparse.ArgumentParser(prog=".venv/bin/python -m lab")  # its description lists the verbs (_describe_verbs)
     sub = ap.add_subparsers(dest="verb", required=True, metavar="VERB")  # the list is below, 100 columns
 
     p = sub.add_parser("run", help="run the notebooks with papermill into outputs/<profile>/<UTC>_<sha>/")
@@ -339,17 +339,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_cmd_doctor)
 
     sub.add_parser("synth", add_help=False, help="write a random-weight GGUF of a real model's shape (speed/memory "
-                                                "tests only); see `python -m lab synth --help`")
+                                                "tests only); see `.venv/bin/python -m lab synth --help`")
     sub.add_parser("multigpu", add_help=False,
                    help="one GPU against two: llama.cpp split modes, scaling ratios, KV split, TP cost model; "
-                        "see `python -m lab multigpu --help`")
+                        "see `.venv/bin/python -m lab multigpu --help`")
     sub.add_parser("cache", add_help=False, help="the lab's cache: sizes, entries no longer used, --prune removes them; "
-                                               "see `python -m lab cache --help`")
+                                               "see `.venv/bin/python -m lab cache --help`")
     sub.add_parser("tune", add_help=False, help="measure llama-server settings one at a time within a time budget, "
-                                              "suggest a profile patch; see `python -m lab tune --help`")
+                                              "suggest a profile patch; see `.venv/bin/python -m lab tune --help`")
     sub.add_parser("predict", add_help=False, help="what will my card do: decode tok/s of Qwen3.8-27B on a card named "
                                                  "as people write it (or a TSV of set-ups), by lab plan's speed model, "
-                                                 "or why not; see `python -m lab predict --help`")
+                                                 "or why not; see `.venv/bin/python -m lab predict --help`")
 
     p = sub.add_parser("byhand", help="the exact commands from a bare Ubuntu box to a served model and `make run` on "
                                       "the card (driver, Secure Boot, CUDA, build, model, lab run, llama-bench, "
@@ -377,33 +377,33 @@ def build_parser() -> argparse.ArgumentParser:
 VERB_HELP = {
     "run": ("Run the notebooks (papermill) on a profile into outputs/<profile>/<UTC>_<sha>/: the executed notebooks, "
             "records/*.json and report.html. Prints the run folder, the report's path and the checks' counts.",
-            ["python -m lab run", "python -m lab run --profile v100-32g-x1",
-             "python -m lab run --profile cpu-default --only 01,02", "python -m lab run --profile all"]),
+            [".venv/bin/python -m lab run", ".venv/bin/python -m lab run --profile v100-32g-x1",
+             ".venv/bin/python -m lab run --profile cpu-default --only 01,02", ".venv/bin/python -m lab run --profile all"]),
     "validate": ("Check profile files field by field (exit 1 naming the file and the field when one is invalid); "
                  "a note for what is valid but will not work on this machine (a missing model file, a busy port).",
-                 ["python -m lab validate cpu-default", "python -m lab validate params/*.yaml"]),
+                 [".venv/bin/python -m lab validate cpu-default", ".venv/bin/python -m lab validate params/*.yaml"]),
     "plan": ("What should happen on the profile's hardware, without it: the compatibility rules, the memory plan "
              "(fits or not, and how much is spare), the decode ceiling and the predicted speed, the routes, the "
              "seeds' claims judged. Exit 1 when the plan has an error.",
-             ["python -m lab plan v100-32g-x1", "python -m lab plan params/rtx4090-24g.yaml --json"]),
+             [".venv/bin/python -m lab plan v100-32g-x1", ".venv/bin/python -m lab plan params/rtx4090-24g.yaml --json"]),
     "report": ("(Re)build report.html of a run folder from its records and its profile; nothing runs again, so a "
                "shared run folder gets the report of this checkout.",
-               ["python -m lab report outputs/cpu-default/20261202T000704Z_06ed2fbb"]),
+               [".venv/bin/python -m lab report outputs/cpu-default/20261202T000704Z_06ed2fbb"]),
     "doctor": ("Recognise known problems in logs, a run folder or stdin: each finding with what was seen, its cause, "
                "the fix, the commands and the source. Exit 1 when a warning or an error matched (--strict: a note "
-               "too).", ["python -m lab doctor --log server.log", "python -m lab doctor --run outputs/v100-32g-x1/<run>",
-                          "journalctl -k | python -m lab doctor"]),
+               "too).", [".venv/bin/python -m lab doctor --log server.log", ".venv/bin/python -m lab doctor --run outputs/v100-32g-x1/<run>",
+                          "journalctl -k | .venv/bin/python -m lab doctor"]),
     "byhand": ("The exact commands to set a GPU profile up by hand on Ubuntu: check the card, the driver, the CUDA "
                "toolkit, the llama.cpp build, the model with its sha256, the server, a curl test, the offload check.",
-               ["python -m lab byhand v100-32g-x1", "python -m lab byhand v100-32g-x2-nvlink --ubuntu 24.04 > byhand.sh"]),
+               [".venv/bin/python -m lab byhand v100-32g-x1", ".venv/bin/python -m lab byhand v100-32g-x2-nvlink --ubuntu 24.04 > byhand.sh"]),
     "wheel-arch": ("The CUDA architectures (sm_XX cubins, PTX) the .so files of a wheel carry, read from their "
                    ".nv_fatbin sections: whether a wheel runs on a V100 (sm_70), without installing it or a GPU.",
                    ["pip download --no-deps --only-binary=:all: -d wheels vllm==0.10.1.1",
-                    "python -m lab wheel-arch wheels/*.whl"]),
+                    ".venv/bin/python -m lab wheel-arch wheels/*.whl"]),
     "compare": ("Key results of several run folders side by side (each record's summary), 100 columns wide: the "
                 "results that differ between the runs (--all: every result); --html writes every result as a page.",
-                ["python -m lab compare outputs/cpu-default/A outputs/cpu-default/B",
-                 "python -m lab compare outputs/*/* --html compare.html"]),
+                [".venv/bin/python -m lab compare outputs/cpu-default/A outputs/cpu-default/B",
+                 ".venv/bin/python -m lab compare outputs/*/* --html compare.html"]),
 }
 
 
@@ -418,10 +418,10 @@ def _describe_verbs(ap: argparse.ArgumentParser, sub) -> None:
         if name == "doctor":  # the knowledge base is read only when its help is asked for (0.25 s)
             p.format_help = _with_known_problems(p, p.format_help)
     ap.formatter_class = cli.HelpFormatter
-    ap.description = ("Budget-GPU LLM lab. Verbs: " + ", ".join(sub.choices) + ". `python -m lab VERB --help` "
+    ap.description = ("Budget-GPU LLM lab. Verbs: " + ", ".join(sub.choices) + ". `.venv/bin/python -m lab VERB --help` "
                       "says what each does, with examples.")
-    ap.epilog = cli.examples("python -m lab run", "python -m lab plan v100-32g-x1", "python -m lab byhand v100-32g-x1",
-                             "python -m lab doctor --log server.log")
+    ap.epilog = cli.examples(".venv/bin/python -m lab run", ".venv/bin/python -m lab plan v100-32g-x1", ".venv/bin/python -m lab byhand v100-32g-x1",
+                             ".venv/bin/python -m lab doctor --log server.log")
 
 
 def _with_known_problems(p: argparse.ArgumentParser, format_help):
@@ -442,8 +442,9 @@ def _known_problems() -> list[str]:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 300 else text[:299] + "…"
+    from lab.core import display
+
+    return display.clip(" ".join(str(exc).split()), 300)
 
 
 # Verbs whose module owns its options, with its own main(argv) (argparse cannot forward "--x" through a subparser);
@@ -470,7 +471,7 @@ def entry(argv: list[str] | None = None) -> int:
     old_handlers = interrupt.install()  # SIGTERM and SIGHUP unwind like Ctrl-C: one line
     try:
         return main(argv)
-    except BrokenPipeError:  # `python -m lab plan x | head` closed the pipe early: not an error
+    except BrokenPipeError:  # `.venv/bin/python -m lab plan x | head` closed the pipe early: not an error
         sys.stderr.close()
         return 0
     except KeyboardInterrupt as exc:
@@ -488,7 +489,7 @@ def entry(argv: list[str] | None = None) -> int:
 
 
 def console() -> int:
-    """The command line, as `python -m lab` and the `lab` script run it: entry(), then no signal handling left."""
+    """The command line, as `.venv/bin/python -m lab` and the `lab` script run it: entry(), then no signal handling left."""
     code = entry()
     # The verb is done and has said so: a Ctrl-C, SIGTERM or SIGHUP during the interpreter's teardown (papermill's
     # and zmq's clean-up take a moment on a busy machine) must not turn its exit status into "killed by a signal".

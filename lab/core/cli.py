@@ -47,16 +47,20 @@ def text_table(rows: list[dict], width: int = WIDTH, gap: str = "  ") -> str:
     if not rows:
         return display.EMPTY
     cols = list(dict.fromkeys(k for r in rows for k in r))
-    cells = [[printable(display.label(c)) for c in cols]] + [[printable(display.fmt(r.get(c), c)) for c in cols]
-                                                            for r in rows]
+    heads = [display.header_lines(c) for c in cols]  # a run's "profile/run id" wraps at its "/" only
+    cells = [[printable("".join(h)) for h in heads]] + [[printable(display.fmt(r.get(c), c)) for c in cols]
+                                                        for r in rows]
     natural = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     room = width - len(gap) * (len(cols) - 1)
     widths = list(natural)
-    while sum(widths) > room and max(widths) > 8:  # shrink the widest column, one character at a time
-        widths[widths.index(max(widths))] -= 1
+    least = [max(8, *(len(p) for p in h)) if len(h) > 1 else 8 for h in heads]
+    while sum(widths) > room and any(w > m for w, m in zip(widths, least)):  # shrink the widest that can
+        i = max((i for i in range(len(cols)) if widths[i] > least[i]), key=lambda i: widths[i])
+        widths[i] -= 1
     lines = []
     for n, row in enumerate(cells):
-        wrapped = [textwrap.wrap(v, w, break_on_hyphens=False) or [""] for v, w in zip(row, widths)]
+        wrapped = [(heads[i] if n == 0 and len(heads[i]) > 1 and len(row[i]) > widths[i] else
+                    textwrap.wrap(v, widths[i], break_on_hyphens=False) or [""]) for i, v in enumerate(row)]
         for k in range(max(len(w) for w in wrapped)):
             lines.append(gap.join((w[k] if k < len(w) else "").ljust(widths[i])
                                   for i, w in enumerate(wrapped)).rstrip())

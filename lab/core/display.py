@@ -39,8 +39,48 @@ UNIT_WORDS = {"tok/s": "tok/s", "GB/s": "GB/s", "ms": "ms", "gib": "GiB", "mib":
 END_UNIT_WORDS = {"s": "s", "w": "W", "c": "°C"}  # only as the last word ("health_s", "tdp_w")
 
 
-def _is_bytes_key(key) -> bool:
+# How the lab's own command is printed, for a user to paste in the lab's folder: the venv's python, so it runs outside an
+# activated venv too (a bare `python -m lab` there is `ModuleNotFoundError: No module named 'papermill'`).
+LAB_COMMAND = ".venv/bin/python -m lab"
+
+
+def lab_command(args: str = "") -> str:
+    """The lab's command line as the lab prints it: `lab_command("plan v100-32g-x1")` →
+    '.venv/bin/python -m lab plan v100-32g-x1' (run in the lab's folder)."""
+    return f"{LAB_COMMAND} {args}".rstrip()
+
+
+ELLIPSIS = "…"
+
+
+def clip(text, limit: int) -> str:
+    """`text` in at most `limit` characters, cut at a word boundary with an ellipsis when it is longer: the one way
+    the lab shortens what it prints (a slice `text[:limit]` ends mid-word: "…deadli", "; v"). A single word longer
+    than the limit is cut inside it (there is no boundary to cut at)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    room = max(limit - len(ELLIPSIS), 0)
+    head = text[:room + 1]  # one more: a space right after the cut is a boundary too
+    cut = max(head.rfind(" "), head.rfind("\n"))
+    if cut < room // 2:  # no boundary in the second half: keep the characters (a path, a hash)
+        cut = room
+    return text[:cut].rstrip(" ,;:-—(") + ELLIPSIS
+
+
+def is_bytes_key(key) -> bool:
+    """A figure in bytes by its name ("kv_bytes_total"): shown in KiB … TiB."""
     return bool(re.fullmatch(r"[a-z0-9_]+", str(key))) and "bytes" in str(key).split("_")
+
+
+BYTE_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def bytes_unit(values) -> str | None:
+    """The one unit a row of byte counts is shown in (that of its largest value), so runs side by side read alike
+    ("8.58 GiB" beside "0.88 GiB", not beside "900 MiB"); None when none is a number."""
+    sizes = [abs(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return next((u for u, size in BYTE_UNITS if sizes and max(sizes) >= size), None) if sizes else None
 
 
 def label(key: str) -> str:
@@ -119,23 +159,30 @@ def rounded(value, key: str = "", sig: int | None = None):
     return int(out) if digits <= 0 else out
 
 
-def human_bytes(n: float) -> str:
-    """Binary units, 3 significant figures: 262144 → '256 KiB', 18.4e9 → '17.1 GiB'."""
+def human_bytes(n: float, unit: str | None = None) -> str:
+    """Binary units, 3 significant figures: 262144 → '256 KiB', 18.4e9 → '17.1 GiB'; under a KiB a fraction stays
+    (1.0625 → '1.0625 B')."""
     n = float(n)
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    if unit is not None:  # a row's unit (bytes_unit)
+        size = dict(BYTE_UNITS)[unit]
+        return f"{sig3(n / size) if abs(n) >= size else f'{n / size:.3g}'} {unit}"
+    for name, size in BYTE_UNITS:
         if abs(n) >= size:
-            return f"{sig3(n / size)} {unit}"
+            return f"{sig3(n / size)} {name}"
+    if n != int(n):  # a per-element size with its block's scale: q8_0's 34 ÷ 32 = 1.0625 B, not "1 B"
+        return f"{n:.4f}".rstrip("0") + " B"
     return f"{n:,.0f} B"
 
 
-def fmt(value, key: str = "", missing: str = "—") -> str:
-    """One cell or summary value as text (not yet HTML-escaped); None reads as `missing`."""
+def fmt(value, key: str = "", missing: str = "—", unit: str | None = None) -> str:
+    """One cell or summary value as text (not yet HTML-escaped); None reads as `missing`; `unit`: the KiB … TiB a
+    byte count is shown in (a row's, `bytes_unit`), else its own."""
     if value is None:
         return missing
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, (int, float)) and _is_bytes_key(key):
-        return human_bytes(value)
+    if isinstance(value, (int, float)) and is_bytes_key(key):
+        return human_bytes(value, unit)
     if isinstance(value, int):
         # counts read with separators; identifiers (ports, process ids) do not
         return str(value) if re.search(r"port|pid|year|index|^id$", str(key)) else f"{value:,}"
@@ -251,13 +298,28 @@ PRE_STYLE = ("margin:0 0 .2rem;padding:.15rem .3rem;background:#f6f8fa;white-spa
              "overflow-wrap:anywhere;font-size:.82rem")
 
 
+def header_lines(key) -> list[str]:
+    """A column's header as the lines it may wrap into: a run's "profile/run id" (lab compare) breaks at its "/" only,
+    never inside the run id ("20261207T192950Z_|3b9fb951")."""
+    text = label(key)
+    if " " not in text and "/" in text.strip("/"):
+        head, _, tail = text.rpartition("/")
+        return [head + "/", tail]
+    return [text]
+
+
+def header_html(key) -> str:
+    return "<wbr>".join(f"{NOWRAP}{html.escape(part)}</span>" if len(header_lines(key)) > 1 else html.escape(part)
+                        for part in header_lines(key))
+
+
 def rows_html(rows: list[dict], empty: str = EMPTY) -> str:
     """Rows (dicts) as one HTML table in a box that scrolls sideways when it is wider than the page."""
     rows = _key_value_rows([r for r in rows if r])
     if not rows:
         return f'<p class="lab-empty" style="color:#777">{html.escape(empty)}</p>'
     cols = list(dict.fromkeys(k for r in rows for k in r))
-    head = "".join(f'<th style="{CELL_STYLE};background:#f4f4f4">{html.escape(label(c))}</th>' for c in cols)
+    head = "".join(f'<th style="{CELL_STYLE};background:#f4f4f4">{header_html(c)}</th>' for c in cols)
     body = "".join("<tr>" + "".join(f'<td style="{CELL_STYLE}">{_cell(c, r.get(c))}</td>' for c in cols) + "</tr>"
                    for r in rows)
     return (f'<div class="lab-table" style="overflow-x:auto;max-width:100%">'

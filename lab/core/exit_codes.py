@@ -1,4 +1,4 @@
-"""The lab's exit codes: one table for every verb (`python -m lab …`) and for `make run` / `make test`, so a script
+"""The lab's exit codes: one table for every verb (`.venv/bin/python -m lab …`) and for `make run` / `make test`, so a script
 (or a person reading `echo $?`) tells a found problem from a typo from a cut run. README "Exit codes" shows this table
 (tests/unit/test_exit_codes.py keeps them equal).
 

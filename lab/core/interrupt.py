@@ -1,7 +1,7 @@
 """SIGTERM, SIGHUP and SIGQUIT unwind like Ctrl-C: `lab run` and every verb turn each into one line and exit 130 /
 143 / 129 / 131.
 
-Standard library only and imported first by `python -m lab`, so the handler is in place before the heavy
+Standard library only and imported first by `.venv/bin/python -m lab`, so the handler is in place before the heavy
 imports (pandas, pydantic, papermill) that take seconds on a busy machine.
 
 SIGHUP (the terminal closed) is handled like SIGTERM: without a handler it kills the run on the spot, leaving

@@ -62,6 +62,21 @@ def not_run(found: list[Check], why: str) -> list[Check]:
             for c in found]
 
 
+def card_only(checks: list[dict], why: str) -> list[dict]:
+    """A plan-mode record's checks with those only the profile's hardware can answer as `not-run`: a check a step
+    skipped because of plan mode (its reason says `why`: notebook 04's server checks, KV parity, layers on the GPU,
+    the benchmark) was not skipped as "not on this profile", it is waiting for the card. A skip for another reason (a
+    multi-GPU check on a one-GPU profile) stays a skip."""
+    out = []
+    for c in checks:
+        said = f"{c.get('observed') or ''} {c.get('fix') or ''}" if isinstance(c, dict) else ""
+        if isinstance(c, dict) and c.get("status") == "skip" and why and why in said:
+            c = {**c, "status": NOT_RUN, "observed": f"not run: {c.get('fix') or c.get('observed')}",
+                 "fix": "run `lab run --profile PROFILE` on the profile's machine to make this check"}
+        out.append(c)
+    return out
+
+
 def label(value, mode_: str | None):
     """A number for a table: in a plan-mode run every value is a prediction, never shown as a measurement."""
     if mode_ != "plan" or value is None:

@@ -25,9 +25,16 @@ class ProfileError(ValueError):
 MAX_PROFILE_BYTES = 64 * 1024
 
 
+def clip_text(text: str, width: int) -> str:
+    """lab.core.display.clip (imported when a message needs it: this module is read before pydantic is)."""
+    from lab.core import display
+
+    return display.clip(text, width)
+
+
 def clip(value, width: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """A found value for a message, as Python writes it, cut at a word."""
+    return clip_text(repr(value), width)
 
 
 class _YamlRefused(yaml.YAMLError):

@@ -233,7 +233,9 @@ def read_record_file(path: Path, expected_sha256: str | None = None) -> dict:
     for table in data.get("tables") or []:
         rows = table.get("rows")
         if rows is not None and not (isinstance(rows, list) and all(isinstance(r, dict) for r in rows)):
-            dropped.append(f"table {str(table.get('title'))[:80]!r}: its rows are not a list of objects and are not shown")
+            from lab.core import display  # pydantic's import only when a table is bad
+
+            dropped.append(f"table {display.clip(table.get('title'), 80)!r}: its rows are not a list of objects and are not shown")
             table["rows"] = []
     if dropped:
         data["problem"] = "; ".join(dropped)

@@ -16,20 +16,24 @@ The profile arrives once, as the notebook's three parameters, which the cell pas
     papermill notebooks/01_hardware_checks.ipynb out.ipynb -p profile params/my-box.yaml   # a file
     papermill notebooks/01_hardware_checks.ipynb out.ipynb -y "settings: {threads: 8}"     # cpu-default, 8 threads
 
-papermill's `-f params/X.yaml` would inject the profile's keys as variables the notebook never reads (papermill
-only warns "Passed unknown parameter"), so a run would silently be the default profile's: `start` refuses when it
-sees them (`injected_profile`).
+    papermill notebooks/01_hardware_checks.ipynb out.ipynb -f params/v100-32g-x1.yaml      # that profile, too
+
+papermill's `-f params/X.yaml` injects the profile's keys as the kernel's variables (papermill warns "Passed
+unknown parameter" for each: the parameters cell names three): `start` takes them as the profile
+(`injected_profile`), validated like any profile. A papermill run given no run_dir gets a folder of its own
+(`papermill_run_dir`).
 """
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from lab.core import evidence, planmode, profile_file, profiles, run_folder
+from lab.core import display, evidence, paths, planmode, profile_file, profiles, run_folder
 from lab.core.profiles import Profile, ProfileError
 
 # The notebooks' own parameters: the cell tagged `parameters` (tests/unit/test_notebooks_hygiene.py, runner.py).
@@ -64,6 +68,9 @@ class Session:
         text, and the report needs no page code. The file is written once, checked against the record schema first."""
         why = planmode.reason(self.profile)
         data = {**data, "mode": "plan" if why else "measure", **({"plan_reason": why} if why else {})}
+        if why and isinstance(data.get("checks"), list):  # what only the card can answer is not-run, not skipped
+            data["checks"] = planmode.card_only([c.to_dict() if hasattr(c, "to_dict") else c for c in data["checks"]],
+                                                why)
         if self.server_scope is not None:
             data["server_scope"] = self.server_scope
         return evidence.write_record(self.run_dir, name, data, self.profile_path, closing=closing)
@@ -92,7 +99,7 @@ def chosen_profile(profile: str, settings: Mapping | None) -> tuple[Profile, dic
     gets only its own message, naming what was changed."""
     if settings is not None and not isinstance(settings, Mapping):
         raise ProfileError(f"the notebook's `settings` parameter is {type(settings).__name__} "
-                           f"{profile_file.redact_settings(str(settings), {'server_args': str(settings).split()})[:60]!r}, "
+                           f"{display.clip(profile_file.redact_settings(str(settings), {'server_args': str(settings).split()}), 60)!r}, "
                            "not a mapping of profile settings: pass it as YAML, -y \"settings: {threads: 8}\"")
     if not settings:
         if not isinstance(profile, str) or not profile:
@@ -111,18 +118,52 @@ def chosen_profile(profile: str, settings: Mapping | None) -> tuple[Profile, dic
     return profiles.from_data(whole, source), whole
 
 
-def injected_profile(namespace: Mapping | None) -> str | None:
-    """Why a notebook kernel's variables show papermill injected a whole profile's keys (`-f params/X.yaml`,
-    `-y "$(cat X.yaml)"`), or None. Such keys become variables no cell reads: without this the notebook would run
-    its default profile. `name` and `description` are what gives them away: every profile has both, and no notebook
-    cell assigns either (tests/unit/test_notebook_imports.py checks the notebooks)."""
+INJECTED_SOURCE = "the profile papermill passed as parameters (-f FILE)"
+
+
+def injected_profile(namespace: Mapping | None) -> dict | None:
+    """The profile papermill injected as the kernel's variables (`papermill NB OUT -f params/X.yaml`: papermill runs
+    a notebook "with parameter files for each hardware profile"), as settings, or None. `name` and `description` give
+    it away: every profile has both, and no notebook cell assigns either (tests/unit/test_notebook_imports.py checks
+    the notebooks); a learner's section values (`context_tokens = 131072`) are not a profile. Every profile field
+    the kernel holds is taken, and validated as any profile is (`chosen_profile`)."""
     if not namespace or not all(isinstance(namespace.get(k), str) for k in ("name", "description")):
         return None
-    keys = [k for k in Profile.model_fields if k in namespace]
-    shown = ", ".join(keys[:4]) + (f", … {len(keys)} in all" if len(keys) > 4 else "")
-    return (f"papermill injected a profile's settings as notebook variables ({shown}: -f or -y with a profile file), "
-            "which the notebook does not read; give the file as `-p profile params/NAME.yaml`, and change a setting "
-            "with -y \"settings: {threads: 8}\"")
+    return {k: namespace[k] for k in Profile.model_fields if k in namespace}
+
+
+def papermill_ran(namespace: Mapping | None) -> bool:
+    """Whether papermill ran this notebook with parameters: the cell it injects starts "# Parameters" (its Python
+    translator's comment) and is in the kernel's input history."""
+    return any(str(cell).startswith("# Parameters") for cell in (namespace or {}).get("In") or [])
+
+
+def papermill_run_dir(profile_name: str) -> Path:
+    """outputs/<profile>/papermill-<UTC time>/ (-2, -3 … when taken): a papermill run given no run_dir gets a folder
+    of its own, claimed with one mkdir, so a second run does not overwrite the first's records (the day's interactive
+    folder is for notebooks opened by hand, which share what they measured). Not named like `lab run`'s folders
+    (<UTC>_<sha>), whose missing manifest.json would read as a cut run."""
+    import datetime as dt
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for n in range(1, 1000):
+        folder = evidence.OUTPUTS / profile_name / (f"papermill-{stamp}" if n == 1 else f"papermill-{stamp}-{n}")
+        try:
+            folder.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        return folder
+    raise FileExistsError(f"{evidence.OUTPUTS / profile_name}: 999 papermill-{stamp}* folders already")
+
+
+def shipped_file(whole: dict) -> Path | None:
+    """params/<name>.yaml when `whole` is exactly that file's settings (papermill -f params/X.yaml): the records then
+    name the shipped file, as `-p profile X` does, instead of a copy."""
+    path = paths.PARAMS / f"{whole.get('name')}.yaml" if isinstance(whole.get("name"), str) else None
+    try:
+        return path if path is not None and path.is_file() and profile_file.parse(path) == whole else None
+    except ProfileError:
+        return None
 
 
 def settings_copy(settings: dict, run_dir: Path, name: str) -> Path:
@@ -139,6 +180,14 @@ def settings_copy(settings: dict, run_dir: Path, name: str) -> Path:
     return path
 
 
+def profile_name_of(path: str | Path) -> str:
+    """The profile a record's `profile_file` is of: params/X.yaml → "X", a settings copy
+    (profile-X-settings-<sha>.yaml, `settings_copy`) → "X", not the copy's file name."""
+    stem = Path(path).stem
+    m = re.fullmatch(r"profile-(.+)-settings-[0-9a-f]{12}", stem)
+    return m[1] if m else stem
+
+
 def start(profile: str, run_dir: str = "", settings: Mapping | None = None,
           scope: Callable[[Profile], dict] | None = None, namespace: Mapping | None = None) -> Session:
     """Validate the profile the notebook's parameters name (`chosen_profile`) and open the run folder (a fresh one
@@ -151,12 +200,17 @@ def start(profile: str, run_dir: str = "", settings: Mapping | None = None,
 
     from lab.core import display
 
-    why = injected_profile(namespace)
-    if why:
-        raise ProfileError(why)
-    prof, whole = chosen_profile(profile, settings)
+    injected, shipped = injected_profile(namespace), None
+    if injected is not None:  # -f params/X.yaml: that profile, with any -y settings over it
+        extra = {k: v for k, v in (settings or {}).items() if k != "name"} if isinstance(settings, Mapping) else {}
+        whole = {**injected, **extra}
+        prof, shipped = profiles.from_data(whole, INJECTED_SOURCE), shipped_file(whole)
+    else:
+        prof, whole = chosen_profile(profile, settings)
     pio.renderers.default = "plotly_mimetype"
     display.install()
+    if not run_dir and papermill_ran(namespace):
+        run_dir = str(papermill_run_dir(prof.name))
     folder = evidence.notebook_run_dir(run_dir, prof.name)
-    path = profiles.resolve(profile) if whole is None else settings_copy(whole, folder, prof.name)
+    path = profiles.resolve(profile) if whole is None else shipped or settings_copy(whole, folder, prof.name)
     return Session(prof, path.resolve(), folder, scope(prof) if scope else None)

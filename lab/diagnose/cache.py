@@ -2,9 +2,9 @@
 this checkout no longer uses. A budget box fills up: the cache held 11.2 GB on the 2-core CI machine (2026-12-01),
 2.3 GB of it a synthetic file nothing read any more.
 
-    python -m lab cache            list the areas, their sizes, and the entries that are no longer used (and why)
-    python -m lab cache --prune    remove those entries, and nothing else
-    python -m lab cache --json     the same as data
+    .venv/bin/python -m lab cache            list the areas, their sizes, and the entries that are no longer used (and why)
+    .venv/bin/python -m lab cache --prune    remove those entries, and nothing else
+    .venv/bin/python -m lab cache --json     the same as data
 
 An entry is "no longer used" only when the lab can tell for sure: a llama.cpp build, wheel, source archive,
 tokenizer folder or quant ladder (notebook 03's, per source model) of another llama-cpp-python version than the
@@ -186,8 +186,8 @@ def text(found: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     from lab.core import cli
 
-    ap = cli.parser("python -m lab cache", __doc__.split("\n\n")[0], "python -m lab cache", "python -m lab cache --prune",
-                    "python -m lab cache --json --cache /data/llm-lab-cache")
+    ap = cli.parser(".venv/bin/python -m lab cache", __doc__.split("\n\n")[0], ".venv/bin/python -m lab cache", ".venv/bin/python -m lab cache --prune",
+                    ".venv/bin/python -m lab cache --json --cache /data/llm-lab-cache")
     ap.add_argument("--prune", action="store_true", help="remove the entries listed as no longer used")
     ap.add_argument("--json", action="store_true", help="print the survey as JSON")
     ap.add_argument("--cache", help="the cache folder (default: $LAB_CACHE or ~/.cache/llm-lab)")

@@ -18,7 +18,7 @@ import time
 
 import httpx
 
-from lab.core import evidence
+from lab.core import display, evidence
 from lab.measure import loadgen
 from lab.diagnose import troubleshoot
 from lab.core.checks import Check
@@ -60,7 +60,7 @@ def why_unreachable(profile) -> str | None:
         return (f"{profile.endpoint_url} refused the request (HTTP {a['status']}): it wants an API key. "
                 + (note or ("Fix: set api_key_env in the profile to the name of an environment variable holding the key"
                             if not profile.api_key_env else f"Fix: check the key in {profile.api_key_env}")))
-    return f"GET {profile.endpoint_base}/v1/models answered HTTP {a['status']}: {a['text'][:200]} (is endpoint_url the server's base URL?)"
+    return f"GET {profile.endpoint_base}/v1/models answered HTTP {a['status']}: {display.clip(a['text'], 200)} (is endpoint_url the server's base URL?)"
 
 
 class EndpointUnreachable(RuntimeError):
@@ -83,7 +83,7 @@ def require_reachable(profile) -> None:
 def _probe(name: str, what: str, a: dict | None, verdict: str, severity: str, extra: dict | None = None) -> dict:
     text = _answer_text(a) if a else verdict
     found = troubleshoot.match_text(text + "\n" + verdict)
-    return {"probe": name, "request": what, "status": a["status"] if a else None, "answer": text[:300],
+    return {"probe": name, "request": what, "status": a["status"] if a else None, "answer": display.clip(text, 300),
             "verdict": verdict, "severity": severity, "kb": [f.entry_id for f in found],
             "kb_title": found[0].title if found else None,
             "fix": found[0].fix if found and severity in ("error", "fail", "warn") else None, **(extra or {})}
@@ -207,7 +207,7 @@ def run(profile) -> dict:
 
 
 def rows(result: dict) -> list[dict]:
-    return [{"probe": p["probe"], "request": p["request"], "answer": p["answer"][:160], "verdict": p["verdict"],
+    return [{"probe": p["probe"], "request": p["request"], "answer": display.clip(p["answer"], 160), "verdict": p["verdict"],
              "status": p["severity"], "knowledge base": ", ".join(p["kb"]) or "—", "fix": p["fix"] or ""}
             for p in result["probes"]]
 
@@ -215,7 +215,7 @@ def rows(result: dict) -> list[dict]:
 def checks(result: dict) -> list[Check]:
     """One check per probe (pass/warn/fail/skip/info as the verdict says)."""
     status = {"pass": "pass", "warn": "warn", "fail": "fail", "error": "fail", "skip": "skip", "info": "pass"}
-    return [Check(f"endpoint: {p['probe']}", status[p["severity"]], p["answer"][:120], p["verdict"][:160],
+    return [Check(f"endpoint: {p['probe']}", status[p["severity"]], display.clip(p["answer"], 120), display.clip(p["verdict"], 160),
                   p["fix"] or "", SOURCE) for p in result["probes"]]
 
 

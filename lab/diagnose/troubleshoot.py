@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.core import display
 from lab.core.redaction import redact
 from lab.diagnose import run_inputs
 from lab.diagnose.knowledge_base import (SEVERITY_RANK, Entry, conditions_hold, derive_facts, describe_conditions,
@@ -58,7 +59,7 @@ class Finding:
 
 def _clip(line: str) -> str:
     line = redact(strip_ansi(line).strip())
-    return line if len(line) <= EVIDENCE_CHARS else line[: EVIDENCE_CHARS - 1] + "…"
+    return display.clip(line, EVIDENCE_CHARS)
 
 
 def _entry_for_hits(entry: Entry, hits: list[tuple[int, str, str]], context_seen: bool, derived: dict) -> Finding | None:

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.core import display
 # the statistics and the verdict (pure): lab.experiments.backend_sampling_verdict
 from lab.experiments.backend_sampling_verdict import (ALPHA, PERMUTATION_SEED, PERMUTATIONS, build_record, chain_path,
                                                   compare_greedy, two_sample)
@@ -157,7 +158,7 @@ def profile_for(model: str, threads: int = 1, slots: int = CONCURRENCY, gpu_laye
 def _post(client, srv, body: dict) -> dict:
     r = client.post(srv.base_url + "/completion", json=body, headers=srv.headers())
     if r.status_code != 200:
-        raise RuntimeError(f"/completion answered {r.status_code}: {r.text[:300]}")
+        raise RuntimeError(f"/completion answered {r.status_code}: {display.clip(r.text, 300)}")
     return r.json()
 
 
@@ -310,7 +311,7 @@ def run(models=MODELS, log_dir=None, settings=SETTINGS, samples: int = SAMPLES, 
             rows.append(measure_model(m, log_dir, settings, samples, paired, tokens, prompts, concurrent, progress,
                                       gpu_layers))
         except Exception as exc:  # noqa: BLE001 - a server that would not start or answer is a finding, with its words
-            rows.append({"model": m, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:600]})
+            rows.append({"model": m, "status": "failed", "error": display.clip(f"{type(exc).__name__}: {exc}", 600)})
             progress(f"[bs] {m}: failed: {rows[-1]['error']}")
     return {"models": rows, "seed": SEED, "permutation_seed": PERMUTATION_SEED, "permutations": PERMUTATIONS,
             "alpha": ALPHA, "samples": samples, "paired": paired, "greedy_tokens": tokens, "prompts": list(prompts),

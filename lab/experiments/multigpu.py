@@ -17,7 +17,7 @@ model applied to two V100s over NVLink 2.0 and PCIe 3.0, and to two nodes (pipel
 Ethernet), with the link figures of lab/data/gpu_links.yaml. Records: 08_multigpu_scaling, 08_tp_model.
 Modes that cannot run here (fewer GPUs, a CPU profile) are recorded as skipped with the reason.
 
-    python -m lab multigpu --profile h200-x2 --model M.gguf --out RUN_DIR [--levels 1,8,16] [--modes ...]
+    .venv/bin/python -m lab multigpu --profile h200-x2 --model M.gguf --out RUN_DIR [--levels 1,8,16] [--modes ...]
 """
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def serve_mode(profile, model: Path, logs: Path, mode: str, levels: list[int], o
     if row["status"] != "ok":
         raise RuntimeError(f"llama-server -sm {mode}: {row['error']}\n{row.get('log_tail', '')}")
     # whether -sm tensor/row reduced through NCCL: a build without it says so once ("NCCL is unavailable")
-    nccl = [ln.strip()[:200] for ln in server.log_text().splitlines() if "NCCL" in ln][:5]
+    nccl = [display.clip(ln.strip(), 200) for ln in server.log_text().splitlines() if "NCCL" in ln][:5]
     return {"command": cmd.to_record(), "load_and_health_s": row["load_s"], "summaries": row["summaries"],
             "reported": server.reported(), "stop": server.stop(), "nccl_log_lines": nccl}
 
@@ -258,7 +258,7 @@ def paper_rows() -> tuple[list[dict], str]:
                      "link": f"{f['bandwidth_gb_s_per_direction']} GB/s/dir, {f['latency_us']} µs (latency assumed)",
                      "source": f["source"]})
     basis = (f"one V100: {weights_how} = {weights_bytes / 1e9:.2f} GB read per token at {bw} GB/s (datasheet) + a fixed "
-             f"{one['fixed_ms']} ms per token (lab.predict.roofline per-token model: {one['how'][:120]}…) = {tok1:.1f} tok/s")
+             f"{one['fixed_ms']} ms per token (lab.predict.roofline per-token model: {display.clip(one['how'], 120)}) = {tok1:.1f} tok/s")
     return rows, basis
 
 
@@ -332,9 +332,9 @@ def write_records(out: Path, profile, plan, results, levels, arch, model: Path) 
 def main(argv: list[str] | None = None) -> int:
     from lab.core import cli
 
-    ap = cli.parser("python -m lab multigpu", __doc__.split("\n\n")[0], "python -m lab multigpu --profile h200-x2",
-                    "python -m lab multigpu --profile v100-32g-x2-nvlink --budget-s 1800",
-                    "python -m lab multigpu --profile h200-x2 --skip server")
+    ap = cli.parser(".venv/bin/python -m lab multigpu", __doc__.split("\n\n")[0], ".venv/bin/python -m lab multigpu --profile h200-x2",
+                    ".venv/bin/python -m lab multigpu --profile v100-32g-x2-nvlink --budget-s 1800",
+                    ".venv/bin/python -m lab multigpu --profile h200-x2 --skip server")
     ap.add_argument("--profile", default="h200-x2")
     ap.add_argument("--model", type=Path, default=None, help="GGUF to measure (default: the profile's model_file)")
     ap.add_argument("--out", type=Path, default=None, help="run folder (default: a new one under outputs/<profile>/)")
@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     model = args.model or paths.model_path(profile.model_file)
     if not Path(model).is_file():
-        print(f"model file {model} not found: give --model or write it with `python -m lab synth`", file=sys.stderr)
+        print(f"model file {model} not found: give --model or write it with `.venv/bin/python -m lab synth`", file=sys.stderr)
         return 2
     out = args.out or evidence.new_run_dir(profile.name)
     levels = [int(x) for x in args.levels.split(",")]

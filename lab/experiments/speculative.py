@@ -29,6 +29,8 @@ from __future__ import annotations
 import time
 from functools import partial
 
+from lab.core import display
+
 SOURCE = ("llama.cpp vendored in llama-cpp-python 0.3.36: common/arg.cpp (--spec-type, -md, --spec-draft-n-max, "
           "--spec-synth-len), common/speculative.cpp, tools/server/server-common.cpp (timings.draft_n, draft_n_accepted)")
 DRAFT_N_MAX = 8
@@ -190,7 +192,7 @@ def measure(profile, draft: str | None, log_dir, requests: int = 3, output_token
                **serve.measure(cmd, log_dir, name, how, monitor=monitor)}
         progress(f"[spec] {v['name']}: {row['status']}, decode {display.fmt(row.get('stream_decode_tok_s'))} tok/s, "
                  f"drafted {row.get('draft_n')}, acceptance {display.fmt(row.get('acceptance_rate'))}"
-                 + (f" — {row['error'][:160]}" if row["error"] else ""))
+                 + (f" — {display.clip(row['error'], 160)}" if row["error"] else ""))
         rows.append(row)
     return summarise(rows, profile, draft)
 
@@ -219,7 +221,7 @@ def single_stream(srv, *, profile, variant: dict, requests: int, output_tokens: 
                   else acceptance(run.results, variant["kind"] != "none")))
     if s["failures"] or run.cut or not run.results:  # a cut warm-up leaves nothing sent: failed too, with the cut
         reasons = [*s["errors"], *([run.cut] if run.cut else [])] or ["no request was measured"]
-        out.update(status="failed", error="; ".join(reasons)[:300])
+        out.update(status="failed", error=display.clip("; ".join(reasons), 300))
     return out
 
 

@@ -14,7 +14,7 @@ points that do not fit the time budget are listed as not run.
 What a point is: lab.experiments.tune_settings; which point wins, the noise it must beat and the profile patch:
 lab.experiments.tune_choice.
 
-    python -m lab tune --profile cpu-default --budget-s 60
+    .venv/bin/python -m lab tune --profile cpu-default --budget-s 60
 """
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def _levels(srv, *, profile: Profile, setting: Setting, monitor, output_tokens: 
                speculative=({n: speculative.acceptance(r.results) for n, r in raw.items()}
                             if setting.spec_n_max is not None else None))
     if failures:
-        out.update(status="failed", error="; ".join(e for r in runs.values() for e in r["errors"])[:300])
+        out.update(status="failed", error=display.clip("; ".join(e for r in runs.values() for e in r["errors"]), 300))
     return out
 
 
@@ -261,6 +261,26 @@ def chart(result: dict, title: str = "lab tune: throughput vs latency per settin
     return fig
 
 
+def budget_checks(result: dict) -> list:
+    """The time budget as it went: a point starts only while the budget has room for one and the profile's own settings
+    are always measured, so a sweep can end past its budget (20 s given, 214 s taken); said as a warning with why, not
+    left as two numbers that contradict each other."""
+    from lab.core.checks import Check
+
+    budget, elapsed = result.get("budget_s"), result.get("elapsed_s")
+    if result.get("skip_reason") or not budget or elapsed is None:
+        return []
+    measured, skipped = len(result["points"]), len(result["skipped"])
+    over = elapsed > budget
+    return [Check("tuning kept to its time budget", "warn" if over else "pass",
+                  f"{elapsed:.0f} s taken, {measured} point(s) measured, {skipped} not run",
+                  f"≤ {budget:.0f} s (the budget: a point starts only while it has room for one)",
+                  (f"the sweep ran {elapsed - budget:.0f} s past its {budget:.0f} s budget: the profile's own settings "
+                   "are always measured, and a point once started runs to its end; give a larger budget "
+                   "(tune_budget_s, or --budget-s) to measure more settings") if over else "",
+                  "lab.experiments.tune.run")]
+
+
 def build_record(result: dict, fig=None) -> dict:
     from lab.core import evidence
     from lab.core.checks import Check
@@ -273,6 +293,7 @@ def build_record(result: dict, fig=None) -> dict:
         found = [Check("tuning measured the baseline", "pass" if any(p["dimension"] == "baseline" for p in ok) else "fail",
                        f"{len(ok)} points ok, {len(result['points']) - len(ok)} failed, {len(result['skipped'])} skipped",
                        "the profile's own settings measured", "" if ok else "see the failed points' errors", "lab.experiments.tune")]
+    found += budget_checks(result)
     charts = [evidence.chart_entry("Throughput vs latency per setting (Pareto front)", fig)] if fig is not None else []
     return {"title": "Tuning: llama-server settings measured one at a time",
             "summary": {k: result.get(k) for k in ("winner", "winner_vs_baseline", "noise", "winner_within_noise",
@@ -288,9 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     from lab.core import cli, evidence, profiles
     from lab.measure import gpumon, load_levels
 
-    ap = cli.parser("python -m lab tune", __doc__.split("\n")[0], "python -m lab tune",
-                    "python -m lab tune --profile v100-32g-x1 --budget-s 900",
-                    "python -m lab tune --dimensions slots,threads --write-profile tuned.yaml")
+    ap = cli.parser(".venv/bin/python -m lab tune", __doc__.split("\n")[0], ".venv/bin/python -m lab tune",
+                    ".venv/bin/python -m lab tune --profile v100-32g-x1 --budget-s 900",
+                    ".venv/bin/python -m lab tune --dimensions slots,threads --write-profile tuned.yaml")
     ap.add_argument("--profile", default="cpu-default")
     ap.add_argument("--budget-s", type=float, default=None, help="time budget in seconds (default: the profile's tune_budget_s)")
     ap.add_argument("--dimensions", default=None, help="comma-separated subset: " + ",".join(DIM_FIELDS))
@@ -326,5 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.write_profile).write_text(apply_patch(Path(path).read_text(), result["patch_yaml"]))
         print(f"profile with the winner applied: {args.write_profile}")
     print(result["patch_yaml"])
+    for c in budget_checks(result):  # the budget as it went, said where the time is seen
+        print(f"time: {c.observed}" + (f"; {c.fix}" if c.fix else f", within the {result['budget_s']:.0f} s budget"))
     print(f"record: {run_dir / 'records' / (args.record + '.json')}; patch: {run_dir / 'tune-patch.yaml'}")
     return 0 if result["points"] else 1

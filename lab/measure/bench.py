@@ -153,6 +153,19 @@ def contention(before: dict, after: dict) -> dict:
 
 
 # ================================================================ the verdicts
+QUIET_CORES = 0.1  # other processes' CPU use during a sweep, in cores, above which its speeds are the machine's, not the server's
+
+
+def machine_busy(busy: dict | None) -> str | None:
+    """Why a sweep's speeds are not the server's ("machine busy: 1.22 cores of other work during the 40 s sweep"), or
+    None when the machine was quiet (or nobody measured it): the cause a level that failed on a busy machine shows
+    first (lab.measure.bench.contention)."""
+    if not busy or busy.get("others_cores") is None or busy["others_cores"] <= QUIET_CORES:
+        return None
+    return (f"machine busy: {busy['others_cores']:.2f} cores of other work during the {busy['wall_s']:.0f} s sweep "
+            f"(≤ {QUIET_CORES:.2f} is quiet)")
+
+
 def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: float | None,
                  capacity: dict | None, skip_reason: str | None = None, busy: dict | None = None,
                  queue: list[dict] | None = None) -> list:
@@ -161,12 +174,19 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
     out = []
     if skip_reason:
         out.append(Check("benchmark ran", "skip", "skipped", "a server to measure", skip_reason))
+    busy_cause = machine_busy(busy)
     for s in summaries:
         v = s["validity"]
+        seen = f"{s['successes']}/{s['requests']} ok in {s['duration_s']:.1f} s"
+        why = "; ".join(v["reasons"] + v["warnings"])
+        if not v["valid"] and busy_cause:  # the cause first: the machine, not the server, failed this level
+            out.append(Check(f"run at concurrency {s.get('concurrency')} valid", "warn", f"invalid: machine busy ({seen})",
+                             "valid run", f"{busy_cause}: rerun when the machine is idle (what this level hit: {why})",
+                             "lab.measure.metrics.validity; lab.measure.bench.contention (psutil CPU times)"))
+            continue
         out.append(Check(f"run at concurrency {s.get('concurrency')} valid", "pass" if v["valid"] and not v["warnings"]
-                         else ("warn" if v["valid"] else "fail"),
-                         f"{s['successes']}/{s['requests']} ok in {s['duration_s']:.1f} s", "valid run",
-                         "; ".join(v["reasons"] + v["warnings"]), "lab.measure.metrics.validity (MLPerf-loadgen style)"))
+                         else ("warn" if v["valid"] else "fail"), seen, "valid run", why,
+                         "lab.measure.metrics.validity (MLPerf-loadgen style)"))
     for s in summaries:
         warm = s.get("warmup")
         if not warm or not warm.get("rounds"):
@@ -179,7 +199,7 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
                          "may be slower than the rest (compare the repetitions); other work on the machine keeps it moving",
                          "lab.measure.load_levels.warm_up"))
     if busy and busy.get("others_cores") is not None:
-        quiet = busy["others_cores"] <= 0.1
+        quiet = busy["others_cores"] <= QUIET_CORES
         out.append(Check("machine quiet during the sweep", "pass" if quiet else "warn",
                          f"{busy['others_cores']:.2f} cores of other work", "≤ 0.10 cores",
                          "" if quiet else f"other processes used {busy['others_s']:.1f} CPU s during the "
@@ -202,7 +222,8 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
     cost, cost_source = metrics.served_cost_s()
     if ratio is None:
         out.append(Check("served ÷ in-process decode", "skip", "unknown", f"≥ {metrics.SERVED_RATIO_TARGET}",
-                         "needs both a served single stream and llama-bench", "lab.measure.metrics.served_ratio"))
+                         "needs both a served single stream and llama-bench" + (f" ({skip_reason})" if skip_reason else ""),
+                         "lab.measure.metrics.served_ratio"))
     elif reach < metrics.SERVED_RATIO_TARGET:
         out.append(Check("served ÷ in-process decode", "skip", round(ratio, 3), f"≥ {metrics.SERVED_RATIO_TARGET} (not reachable here)",
                          f"the target does not apply to a model this fast: llama-server's fixed ≈ {cost * 1e3:.2f} ms per "

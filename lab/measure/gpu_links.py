@@ -366,5 +366,5 @@ def pairs_text(record: dict) -> str:
         copies = ", ".join(f"{c['src']}→{c['dst']} {c['gb_s']:.0f} GB/s" for c in p.get("copies") or []) or "not measured"
         out.append(f"- GPU {p['a']}–{p['b']}: **{p['kind']}** ({p['evidence']}); copy {copies}. Splitting a model "
                    "over them: llama.cpp `-sm layer` barely uses the link; `-sm tensor` and vLLM tensor parallelism "
-                   "all-reduce twice per layer over it (`python -m lab multigpu` measures both).")
+                   "all-reduce twice per layer over it (`.venv/bin/python -m lab multigpu` measures both).")
     return "\n".join(out)

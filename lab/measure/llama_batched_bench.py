@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from lab.core import paths, processes
+from lab.core import display, paths, processes
 from lab.model import llama_bench
 
 SOURCE = "llama.cpp vendored in llama-cpp-python 0.3.36: tools/batched-bench/batched-bench.cpp, common/arg.cpp"
@@ -50,7 +50,7 @@ def parse_jsonl(text: str) -> list[dict]:
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise BatchedBenchError(f"llama-batched-bench row did not parse: {line[:160]!r} ({exc})") from exc
+                raise BatchedBenchError(f"llama-batched-bench row did not parse: {display.clip(line, 160)!r} ({exc})") from exc
     return rows
 
 

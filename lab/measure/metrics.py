@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from lab.core import facts
+from lab.core import display, facts
 from lab.core.run_summary import RunSummary
 from lab.measure.loadgen import MIN_VALID_REQUESTS, RequestResult, RunResult
 
@@ -125,7 +125,7 @@ def summarise(results: list[RequestResult], duration_s: float, slo: dict | None 
     summary = {
         "requests": n, "successes": len(ok), "failures": len(failed), "duration_s": duration_s,
         "error_rate": len(failed) / n if n else None,
-        "errors": dict(Counter((r.error or "unknown")[:120] for r in failed)),
+        "errors": dict(Counter(display.clip(r.error or "unknown", 120) for r in failed)),
         "ttft_ms": stats_ms([r.ttft_s for r in ok]),
         "tpot_ms": stats_ms([t for r in ok if (t := tpot_s(r)) is not None]),
         "itl_ms": stats_ms([g for r in ok for g in r.itl_s]),

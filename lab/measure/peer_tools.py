@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from lab.core import evidence, paths
+from lab.core import display, evidence, paths
 from lab.measure import metrics
 from lab.measure.peer_bench import PeerLoad
 
@@ -124,7 +124,7 @@ def benchy_errors(log: Path) -> dict:
     out: dict[str, int] = {}
     for line in log.read_text(errors="replace").splitlines():
         if line.startswith("Error during run"):
-            why = line.split(":", 1)[-1].strip()[:120]
+            why = display.clip(line.split(":", 1)[-1].strip(), 120)
             out[why] = out.get(why, 0) + 1
     return out
 

@@ -6,7 +6,7 @@ A CUDA extension (.so) keeps its device code in the ELF section `.nv_fatbin`: on
 its own or a newer GPU). Each entry header names its kind and its architecture (layout below, as `cuobjdump
 --list-elf/--list-ptx` and open-source fatbin readers read it). `wheel_archs(path)` opens a wheel (a zip), scans every
 .so inside, and returns the architectures per file: what a "no kernel image is available for execution on the
-device" error is about, without installing the wheel or needing the GPU. `python -m lab wheel-arch WHEEL` prints it.
+device" error is about, without installing the wheel or needing the GPU. `.venv/bin/python -m lab wheel-arch WHEEL` prints it.
 
 Entry header (little-endian), offsets in bytes:
   0 u16 kind (1 = PTX, 2 = ELF cubin)   2 u16 version   4 u32 header size   8 u64 payload size (padded)
@@ -174,7 +174,7 @@ def summary(found: list[SoArchs]) -> dict:
 
 
 def report(path: str | Path) -> str:
-    """What `python -m lab wheel-arch` prints: one line per file, then the union."""
+    """What `.venv/bin/python -m lab wheel-arch` prints: one line per file, then the union."""
     found = wheel_archs(path)
     lines = [f"{Path(path).name} (sha256 {sha256(path)})"]
     for s in found:

@@ -16,6 +16,7 @@ Output throughput (tokens ÷ wall time, prefill included) is set beside batched-
 """
 from __future__ import annotations
 
+from lab.core import display
 from lab.measure import metrics
 
 NEAR = 0.9  # served ≥ 0.9 × in-process: the engine itself is the limit
@@ -32,7 +33,7 @@ def single_row(single: dict | None, tg_tok_s: float | None, tg_test: str | None 
         limit = "not measured: needs a served single stream and llama-bench"
     else:
         limit = (f"llama-server's fixed ≈ {cost * 1e3:.2f} ms per token outside the graph caps it at {reach:.2f} at "
-                 f"{tg_tok_s:.0f} tok/s in-process ({source.splitlines()[0][:80]})")
+                 f"{tg_tok_s:.0f} tok/s in-process ({display.clip(source.splitlines()[0], 80)})")
         if ratio < reach - 0.05:
             limit += "; the rest is other work on the machine or inside the server (compare the server-reported speed)"
     return {"concurrency": 1, "yardstick": f"llama-bench {tg_test or 'tg'}", "served_tok_s": served,

@@ -30,8 +30,8 @@ free-disk check; `predict_bytes` gives its exact size beforehand from the GGUF l
 tensor lists are lab.model.synth_shapes', the metadata and tokenizer lab.model.synth_metadata's; this module
 sizes, fills and writes the file.
 
-    python -m lab synth --arch qwen3-32b --out /data/qwen3-32b-synthetic-Q4_K.gguf [--layers N]
-    python -m lab synth --arch qwen3.8-27b --out /data/qwen3.8-27b-synthetic-Q4_K.gguf [--layers 4] [--mtp 0]
+    .venv/bin/python -m lab synth --arch qwen3-32b --out /data/qwen3-32b-synthetic-Q4_K.gguf [--layers N]
+    .venv/bin/python -m lab synth --arch qwen3.8-27b --out /data/qwen3.8-27b-synthetic-Q4_K.gguf [--layers 4] [--mtp 0]
 """
 from __future__ import annotations
 
@@ -270,11 +270,11 @@ def describe(arch: ArchSpec, plan: list[TensorPlan], size: dict, quant: str) -> 
 def build_parser() -> argparse.ArgumentParser:
     from lab.core import cli
 
-    ap = cli.parser("python -m lab synth", "Write a random-weight GGUF of a real model's shape (speed and memory "
+    ap = cli.parser(".venv/bin/python -m lab synth", "Write a random-weight GGUF of a real model's shape (speed and memory "
                     "tests only: its text is garbage).",
-                    "python -m lab synth --arch qwen3.8-27b --out models/q27-synth.gguf",
-                    "python -m lab synth --arch qwen3.8-27b --layers 4 --out /tmp/q4l.gguf",
-                    "python -m lab synth --arch gemma-3-27b --out x.gguf --dry-run")
+                    ".venv/bin/python -m lab synth --arch qwen3.8-27b --out models/q27-synth.gguf",
+                    ".venv/bin/python -m lab synth --arch qwen3.8-27b --layers 4 --out /tmp/q4l.gguf",
+                    ".venv/bin/python -m lab synth --arch gemma-3-27b --out x.gguf --dry-run")
     ap.add_argument("--arch", required=True, help=f"stand-in id: {', '.join(models.stand_in_ids())}")
     ap.add_argument("--out", required=True, help="the GGUF file to write")
     ap.add_argument("--layers", type=int, default=None,
@@ -293,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m lab synth`: 0 written, 1 no room on the disk, 2 bad usage (unknown arch or quant, bad shape)."""
+    """`.venv/bin/python -m lab synth`: 0 written, 1 no room on the disk, 2 bad usage (unknown arch or quant, bad shape)."""
     args = build_parser().parse_args(argv)
     try:
         arch, kvs, plan, size = plan_file(args.arch, args.quant, args.vocab, args.layers, args.seed, args.mtp)

@@ -8,7 +8,7 @@ record from those and what follows from them alone (the parity checks, the memor
 from __future__ import annotations
 
 from lab.core.units import GB, GIB, MIB
-from lab.core import evidence, profiles, run_folder
+from lab.core import display, evidence, profiles, run_folder
 from lab.core.checks import Check
 from lab.core.session import Session
 from lab.model import models
@@ -18,6 +18,7 @@ from lab.measure import kvcache_verify, vllm_kv
 from lab.predict import claims, claims_views, kvcache, memory_plan
 from lab.pages import session
 from lab.pages.session import answer, keep, show, start  # noqa: F401  (what every notebook calls, through its page)
+from lab.pages.kv_cache_try import try_these  # noqa: F401  (section 1's Try lines, computed for the profile)
 from lab.serving import endpoint
 
 NAME = "05_kv_cache"
@@ -470,7 +471,8 @@ def closing_text(record: dict) -> str:
     s = record["summary"]
     kv_mib = s["kv_bytes_total"] / MIB
     lines = [f"- **{s['model']}** keeps **{s['kv_bytes_per_token']:,} bytes of KV per token** ({s['kv_dtype']}); "
-             f"the profile's context needs **{kv_mib:,.1f} MiB** of KV in {s['memory_kind']}, and the plan "
+             f"the profile's context needs **{display.fmt(round(kv_mib, 2), 'cache_MiB_per_device')} MiB** of KV "
+             f"in {s['memory_kind']} (as the KV-dtype table rounds it), and the plan "
              f"**{'fits' if s['fits'] else 'does not fit'}** (longest context per slot with every slot allocated "
              f"{s['max_context_tokens']:,} tokens"
              + (f", one sequence alone {s['max_context_one_sequence']:,}" if s.get("max_context_one_sequence") else "")

@@ -11,7 +11,7 @@ why_not_started, smoke_test, discovery, reported, stop); `record(s)` builds the 
 checks they give (`serve_checks`)."""
 from __future__ import annotations
 
-from lab.core import evidence, fields, profiles
+from lab.core import display, evidence, fields, profiles
 from lab.core.checks import Check
 from lab.core.display import markdown_text
 from lab.core.profiles import Profile
@@ -201,7 +201,7 @@ def serve_checks(skip_reason: str | None, server: Server | None, smoke: dict | N
     for key, route in (("completions", "/v1/completions"), ("chat", "/v1/chat/completions")):
         res = (smoke or {}).get(key) or {}
         checks.append(Check(f"{route} answers", "pass" if res.get("ok") else "fail",
-                            f"HTTP {res.get('status')}: {res.get('text', '')[:60]!r}" if res else None,
+                            f"HTTP {res.get('status')}: {display.clip(res.get('text', ''), 60)!r}" if res else None,
                             "HTTP 200 with text", "" if res.get("ok") else (res.get("error") or "no response"), src))
     odd = shape_findings(smoke, discovery)
     checks.append(Check("replies of the documented shape", "warn" if odd else "pass",

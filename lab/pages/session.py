@@ -13,7 +13,8 @@ from lab.serving import endpoint
 
 def start(profile: str, run_dir: str = "", settings: Mapping | None = None) -> core_session.Session:
     """lab.core.session.start (see there: the notebook's three parameters) with `server_scope`, and the kernel's
-    variables to refuse a profile papermill injected as variables (`-f params/X.yaml`)."""
+    variables: a profile papermill injected as variables (`-f params/X.yaml`) is the profile run, and a papermill run
+    given no run_dir gets a folder of its own."""
     return core_session.start(profile, run_dir, settings, scope=endpoint.where, namespace=_kernel_variables())
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.core import evidence
+from lab.core import display, evidence
 from lab.core.checks import Check
 from lab.core.session import Session
 from lab.diagnose import endpoint_diagnose, run_inputs, troubleshoot, troubleshoot_repro
@@ -147,7 +147,7 @@ def plan_pitfalls(found: dict) -> str:
                  f"{len(items) or 'nothing to fix'}"]
         lines += [f"  [{f['severity']}] {f['message']}" + (f" — fix: {f['fix']}" if f.get("fix") else "") for f in items]
         lines.append(f"  the {len(applies)} compatibility rules that apply to this box, and how it stands:")
-        lines += [f"  [{r.status}] {r.id}: {' '.join(r.description.split())[:150]}" for r in applies]
+        lines += [f"  [{r.status}] {r.id}: {display.clip(' '.join(r.description.split()), 150)}" for r in applies]
         return "\n".join(lines)
     return f"\nPlan mode ({reason}): the profile file is not readable, so its pitfalls cannot be listed."
 
@@ -236,6 +236,22 @@ def what_this_means(s: Session):
     return session.closing(s, NAME)
 
 
+def findings_in_words(findings: list[dict]) -> str:
+    """'1 error, 6 warned checks': the knowledge base's findings by severity, and a run's own failed or warned checks
+    by the check's status, the word the report's counts at the top use for them (a warned check is listed among the
+    findings as a note, lab.diagnose.troubleshoot, and was counted "0 warning, 6 note" beside the top's "6 warn")."""
+    from_checks = [f for f in findings if str(f.get("entry_id", "")).startswith("check:")]
+    known = [f for f in findings if f not in from_checks]
+    parts = [f"{n} {word}" for word, n in (("error", sum(f["severity"] == "error" for f in known)),
+                                           ("warning", sum(f["severity"] == "warn" for f in known)),
+                                           ("note", sum(f["severity"] == "info" for f in known))) if n]
+    for status in ("fail", "warn"):
+        n = sum(str(f.get("title", "")).endswith(f"' {status}") for f in from_checks)
+        if n:
+            parts.append(f"{n} {'failed' if status == 'fail' else 'warned'} check{'s' if n != 1 else ''}")
+    return ", ".join(parts) or "none"
+
+
 def closing_text(record: dict) -> str:
     """What notebook 07 means for the user, from its record (Markdown, one point per line)."""
     s = record["summary"]
@@ -244,9 +260,8 @@ def closing_text(record: dict) -> str:
         lines.append("This run shows no known problem: nothing in its logs, checks or notebooks matched.")
     else:
         top = record["findings"][0]
-        lines.append(f"This run shows {s['run_findings']} known problem(s) ({s['run_findings_error']} error, "
-                     f"{s['run_findings_warn']} warning, {s['run_findings_info']} note). Start with the first — "
-                     f"{top['title']} — fix: {top['fix']}")
+        lines.append(f"This run shows {s['run_findings']} known problem(s) ({findings_in_words(record['findings'])}). "
+                     f"Start with the first — {top['title']} — fix: {top['fix']}")
     lines.append(f"The lab recognised {s['reproductions_diagnosed']} errors it made happen here with the real "
                  f"llama-server, and {s['captured_diagnosed']} real GPU error texts.")
     wrong = [r for r in record["reproductions"] if not r["skipped"] and not r["correct"]]
@@ -254,7 +269,7 @@ def closing_text(record: dict) -> str:
         lines.append("NOT recognised as expected: " + ", ".join(f"{r['id']} (got {r['diagnosed_as']})" for r in wrong))
     if s["reproductions_skipped"]:
         lines.append(f"{s['reproductions_skipped']} reproduction(s) were not tried here: see the table.")
-    lines.append("When something fails on your machine: `python -m lab doctor --log server.log` (or pipe the "
-                 "error text into `python -m lab doctor`, or `--run` a run folder); it exits 1 when it recognises "
+    lines.append(f"When something fails on your machine: `{display.lab_command('doctor --log server.log')}` (or "
+                 f"pipe the error text into `{display.lab_command('doctor')}`, or `--run` a run folder); it exits 1 when it recognises "
                  "an error or warning, with the fix and where it comes from.")
     return "\n".join(f"- {line}" for line in lines)

@@ -108,7 +108,7 @@ def resolve_card(text: str | None) -> dict:
         return max(hits, key=lambda g: len(g["match"]))
     near = suggestions(q) if q else []
     raise UnknownCard(f"unknown card {q!r}" + (f"; did you mean {' or '.join(repr(s) for s in near)}?" if near else "")
-                      + " `python -m lab predict --list-gpus` lists the cards the lab knows (lab/data/calibration.yaml gpus)")
+                      + " `.venv/bin/python -m lab predict --list-gpus` lists the cards the lab knows (lab/data/calibration.yaml gpus)")
 
 
 def fraction_from(arch: str | None) -> tuple[float, str]:
@@ -239,7 +239,7 @@ def depth_note(depth: int, bytes_per_token: float | None, kv_bytes: float | None
     over = sum(x["error"] > 0 for x in deep)
     every = (f"over all {s['n']} predicted rows at {DEEP_TOKENS:,}+ tokens the prediction is above the published speed "
              f"in {over}, median |error| {s['median_abs_error']:.0%}, max {s['max_abs_error']:.0%}, growing with depth "
-             "(not fitted: `python -m lab predict --validate`)" if s["n"] else "none the model can predict")
+             "(not fitted: `.venv/bin/python -m lab predict --validate`)" if s["n"] else "none the model can predict")
     unchecked = [x for x in check["skipped"] if (rows[x["id"]].depth_tokens or 0) >= DEEP_TOKENS]
     return (f"depth {depth:,}: modelled only as the KV cache and state read per token{share}; attention's extra work "
             f"at depth is not modelled. Published rows at {DEEP_TOKENS:,}+ tokens (lab/data/public_speed.yaml): "
@@ -305,7 +305,7 @@ def _card_of(base) -> dict:
     spec = roofline.gpu_spec_for(base.gpu_name_pattern or base.name)
     if spec is None:
         raise UnknownCard(f"unknown card: profile {base.name}'s gpu_name_pattern {base.gpu_name_pattern!r} is not in "
-                          "the GPU table; `python -m lab predict --list-gpus` lists the cards the lab knows")
+                          "the GPU table; `.venv/bin/python -m lab predict --list-gpus` lists the cards the lab knows")
     return spec
 
 
@@ -487,7 +487,7 @@ def _predict(ask: Ask, base, row: int) -> dict:
                 notes.append(f"p_min {a.p_min:g} is not modelled: the MTP step model drafts n-max tokens every step "
                              "(--spec-draft-p-min 0, the pinned llama.cpp's default, common/common.h); this is that. "
                              f"On the {gated['n']} published gated rows it is off by median {gated['median_abs_error']:.0%}, "
-                             f"max {gated['max_abs_error']:.0%} (`python -m lab predict --validate`)")
+                             f"max {gated['max_abs_error']:.0%} (`.venv/bin/python -m lab predict --validate`)")
     elif a.n_max or a.acceptance is not None or a.p_min:
         notes.append("n_max, p_min and acceptance are ignored: spec none")
     out["predicted_tok_s"] = None if why else tok_s

@@ -35,15 +35,13 @@ from lab.model.models import ArchSpec
 from lab.core.units import GIB, MIB
 
 
-# dtype -> (elements per block, bytes per block). ggml stores q8_0 as 32 int8 + an fp16 scale (34 bytes)
-# and q4_0 as 32 nibbles + an fp16 scale (18 bytes): ggml/src/ggml-common.h block_q8_0 / block_q4_0.
-# fp8 (vLLM --kv-cache-dtype fp8/fp8_e4m3/fp8_e5m2) is one byte per element. "auto" = the model dtype
-# (f16/bf16 on the GPUs the lab targets).
-KV_DTYPES: dict[str, tuple[int, int]] = {
-    "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "auto": (1, 2),
-    "q8_0": (32, 34), "q4_0": (32, 18),
-    "fp8": (1, 1), "fp8_e4m3": (1, 1), "fp8_e5m2": (1, 1),
-}
+# dtype -> (elements per block, bytes per block). llama.cpp's cache types are ggml tensor types, whose blocks are the
+# lab's quant formats data (lab/data/quant_types.yaml: q8_0 = 32 int8 + an fp16 scale, 34 bytes; q4_0 = 32 nibbles +
+# an fp16 scale, 18 bytes; ggml/src/ggml-common.h): one table for weights and cache. fp8 (vLLM --kv-cache-dtype
+# fp8/fp8_e4m3/fp8_e5m2) is one byte per element. "auto" = the model dtype (f16/bf16 on the GPUs the lab targets).
+GGML_KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
+OTHER_KV_DTYPES: dict[str, tuple[int, int]] = {"auto": (1, 2), "fp8": (1, 1), "fp8_e4m3": (1, 1), "fp8_e5m2": (1, 1)}
+KV_DTYPES = (*GGML_KV_TYPES, *OTHER_KV_DTYPES)
 # llama.cpp's own choices (src/llama-context.cpp, src/llama-kv-cache-iswa.cpp)
 LLAMA_CPP_CTX_PAD = 256  # n_ctx and n_ctx_seq are rounded up to a multiple of 256
 LLAMA_CPP_SWA_PAD = 256  # "the SWA cache is always padded to 256 for performance"
@@ -60,8 +58,13 @@ class KvCacheError(ValueError):
 
 # ---------------------------------------------------------------- basic sizes
 def _dtype(kv_dtype: str) -> tuple[int, int]:
+    if kv_dtype in GGML_KV_TYPES:
+        from lab.model import quant_formats
+
+        t = quant_formats.tensor_types()[kv_dtype.upper()]
+        return t.block_weights, t.block_bytes
     try:
-        return KV_DTYPES[kv_dtype]
+        return OTHER_KV_DTYPES[kv_dtype]
     except (KeyError, TypeError):
         raise KvCacheError(f"unknown KV dtype {kv_dtype!r}; allowed: {', '.join(KV_DTYPES)}") from None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from lab.core import cli, display
 from lab.predict import compat
 from lab.core.profiles import Profile, load
 
@@ -216,28 +217,29 @@ def _short_url(url: str) -> str:
 
 
 def _public_check_lines(part: dict | None) -> list[str]:
-    """The "checked against published measurements" block (lines <= 100 columns)."""
+    """The "checked against published measurements" block (a longer line wraps in `lab plan`: lab.core.cli.fit; a
+    column's text is cut at a word, lab.core.display.clip)."""
     if not part:
         return []
     s, d, o = part["summary"], part["depth"], part["outliers"]
-    lines = [f"  checked against published measurements ({part['gpu'][:32]}; lab/data/public_speed.yaml):"]
+    lines = [f"  checked against published measurements ({display.clip(part['gpu'], 32)}; lab/data/public_speed.yaml):"]
     for r in part["rows"]:
         flag = ("" if r["comparable"] else "  [outlier]" if r["outlier"] else "  [not a budget card]"
                 if not r.get("deep") else "  [8,192+ tokens: not fitted]")
-        lines.append(f"    {r['gpu'][:26]:26} {r['engine'][:9]} {(r['quant'] or '?')[:18]:18} published "
+        lines.append(f"    {display.clip(r['gpu'], 26):26} {display.clip(r['engine'], 9)} {display.clip(r['quant'] or '?', 18):18} published "
                      f"{r['published']:5.1f}, predicted {r['predicted']:5.1f} ({r['error']:+.0%})")
-        lines.append(f"      source: {_short_url(r['source'])[:70]}{flag}")
+        lines.append(f"      source: {_short_url(r['source'])}{flag}")
     lines.append(f"    all cards: median |error| {s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%} over {s['n']} "
                  f"comparable rows (in sample: they fit the")
     lines.append(f"    model); 8,192+ tokens (not fitted): med {d['median_abs_error'] or 0:.0%}, max "
                  f"{d['max_abs_error'] or 0:.0%} of {d['n']}; {o['n']} outliers (power caps...) max "
                  f"{o['max_abs_error'] or 0:.0%}")
-    return lines
+    return cli.fit("\n".join(lines)).splitlines()
 
 
 def routes_lines(part: dict | None) -> list[str]:
     """The route table (lab.predict.routes): one line per route, then its basis, needs and nearest published rows
-    (lines <= 100 columns)."""
+    (a longer line wraps in `lab plan`: lab.core.cli.fit, never cut)."""
     if not part:
         return []
     gib = 2**30
@@ -245,26 +247,26 @@ def routes_lines(part: dict | None) -> list[str]:
              f"llama.cpp {part['fastest_llama_cpp']}"]
     for r in part["routes"]:
         speed = f"{r['tok_s']:5.1f} tok/s" if r["tok_s"] else "    ? tok/s"
-        lines.append(f"    {r['id'][:17]:17} {speed} {r['basis'][:31]:31} {r['per_card_bytes'] / gib:5.1f}/"
+        lines.append(f"    {display.clip(r['id'], 17):17} {speed} {display.clip(r['basis'], 31):31} {r['per_card_bytes'] / gib:5.1f}/"
                      f"{r['budget_bytes'] / gib:4.1f} GiB/card {'fits' if r['fits'] else 'NO FIT'}")
-        lines.append(f"      how: {r['how'][:89]}")
+        lines.append(f"      how: {r['how']}")
         if r["flags"]:
-            lines.append(f"      flags: {r['flags'][:87]}")
-        lines.append(f"      needs: {r['needs'][:87]}")
+            lines.append(f"      flags: {r['flags']}")
+        lines.append(f"      needs: {r['needs']}")
         if r.get("mtp_sweep"):
             sweep = " ".join(f"{x['tok_s']:.1f}" for x in r["mtp_sweep"])
-            lines.append(f"      mtp: n-max 1-4 {sweep} tok/s; n-max {r['mtp_n_max']} from {r['mtp_n_from']}"[:100])
+            lines.append(f"      mtp: n-max 1-4 {sweep} tok/s; n-max {r['mtp_n_max']} from {r['mtp_n_from']}")
         pub = r.get("mtp_published")
         if pub:
             where = "" if pub["same_card"] else "another card's "
             lines.append(f"      vs {where}published {pub['tok_s']:g} at n-max {pub['n_max']} ({pub['id']}): predicted "
-                         f"{pub['predicted']:.1f} ({pub['error']:+.0%})"[:100])
+                         f"{pub['predicted']:.1f} ({pub['error']:+.0%})")
         near = ", ".join(f"{p['tok_s']:g} ({p['id']})" for p in r["published"][:2])
-        lines.append(f"      published: {near[:83]}")
+        lines.append(f"      published: {near}")
     lines.append("    (bases differ: predicted = the lab's models; published = the source's own harness and")
     lines.append("    checkpoint - the fork's MTP rows use FP8 weights and their own prompts)")
     lines += _mtp_check_lines(part.get("mtp_check"))
-    return lines
+    return cli.fit("\n".join(lines)).splitlines()  # a long line wraps under its indentation, whole
 
 
 def _mtp_check_lines(check: dict | None) -> list[str]:
@@ -279,14 +281,14 @@ def _mtp_check_lines(check: dict | None) -> list[str]:
     arch = ", ".join(f"{a} {mm(s)}" for a, s in check["by_arch"].items())
     held = ", ".join(f"{a} {mm(s['row'])}" for a, s in h["by_arch"].items())
     lines = [f"    MTP model vs {c['n']} public draft-mtp rows, in sample: median |error| {c['median_abs_error']:.1%}, "
-             f"max {c['max_abs_error']:.1%}"[:100],
+             f"max {c['max_abs_error']:.1%}",
              f"      targets {t['median'] * 100:.0f}/{t['max']:.0%} {'met' if t['met'] else 'NOT met'}; by architecture:",
-             f"        {arch}"[:100],
-             f"      held out, one row left out of the fit: {mm(h['row'])}, by architecture:"[:100],
-             f"        {held}"[:100],
-             f"      held out, one card left out: {mm(h['card'])} (a card alone in its architecture takes"[:100],
+             f"        {arch}",
+             f"      held out, one row left out of the fit: {mm(h['row'])}, by architecture:",
+             f"        {held}",
+             f"      held out, one card left out: {mm(h['card'])} (a card alone in its architecture takes",
              "      another architecture's step cost: the model does not carry across architectures);",
-             "      each card and architecture out, plain fit redone too: `python -m lab predict --validate`"]
+             "      each card and architecture out: `.venv/bin/python -m lab predict --validate`"]
     if t["misses"]:
-        lines.append(f"      {len(t['misses'])} rows over {t['max']:.0%}: {', '.join(t['misses'])}"[:100])
+        lines.append(f"      {len(t['misses'])} rows over {t['max']:.0%}: {', '.join(t['misses'])}")
     return lines

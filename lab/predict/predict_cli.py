@@ -1,4 +1,4 @@
-"""`python -m lab predict`: what will my card do? Decode tok/s of Qwen3.8-27B for a card as people write it ("Tesla
+"""`.venv/bin/python -m lab predict`: what will my card do? Decode tok/s of Qwen3.8-27B for a card as people write it ("Tesla
 P40", "3090", "V100 32GB"), one set-up on the command line or many in a TSV file, by the lab's one speed model
 (lab.predict.card_speed: the functions `lab plan` uses for a profile's card).
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from lab.core import cli, exit_codes
+from lab.core import cli, display, exit_codes
 from lab.predict import card_speed, rows_file
 from lab.predict.card_speed import Ask
 
@@ -20,11 +20,12 @@ COLUMNS = {"gpu": str, "gpus": int, "split": str, "engine": str, "weights_gb": f
            "depth": int, "spec": str, "n_max": int, "p_min": float, "acceptance": float,
            "quant": str, "link": str, "slots": int}  # the last three: optional, beyond the documented twelve
 REQUIRED = ("gpu",)
-EXAMPLES = ('python -m lab predict --gpu "Tesla P40" --gpus 2 --split tensor --weights-gb 17.9 --kv q4_0 \\\n'
-            "      --context 131072 --depth 32768 --mtp 3 --p-min 0.75 --acceptance 0.7",
-            "python -m lab predict --gpu 3090", 'python -m lab predict --gpu "V100 32GB" --json',
-            "python -m lab predict --rows mine.tsv --json", "python -m lab predict --profile v100-32g-x2-nvlink --depth 32768",
-            "python -m lab predict --list-gpus", "python -m lab predict --validate --json")
+EXAMPLES = ('.venv/bin/python -m lab predict --gpu "Tesla P40" --gpus 2 --split tensor --weights-gb 17.9 \\\n'
+            "      --kv q4_0 --context 131072 --depth 32768 --mtp 3 --p-min 0.75 --acceptance 0.7",
+            ".venv/bin/python -m lab predict --gpu 3090", '.venv/bin/python -m lab predict --gpu "V100 32GB" --json',
+            ".venv/bin/python -m lab predict --rows mine.tsv --json",
+            ".venv/bin/python -m lab predict --profile v100-32g-x2-nvlink --depth 32768",
+            ".venv/bin/python -m lab predict --list-gpus", ".venv/bin/python -m lab predict --validate --json")
 DESCRIPTION = (
     "What will my card do? Single-stream decode tok/s of Qwen3.8-27B (llama.cpp by default, or vLLM) on a card as "
     "people write it, by the lab's one speed model - the functions `lab plan` uses for a profile's card (per-token "
@@ -40,7 +41,7 @@ DESCRIPTION = (
 
 
 def build_parser():
-    ap = cli.parser("python -m lab predict", DESCRIPTION, *EXAMPLES)
+    ap = cli.parser(".venv/bin/python -m lab predict", DESCRIPTION, *EXAMPLES)
     ap.add_argument("--gpu", help="the card as people write it: \"Tesla P40\", P40, 3090, \"RTX 3090\", \"V100 32GB\", "
                                   "v100-sxm2-32gb (--list-gpus: the known ones)")
     ap.add_argument("--gpus", type=int, help="how many cards (default 1)")
@@ -106,7 +107,7 @@ def _num(x, fmt: str = ".1f") -> str:
 
 def text(results: list[dict]) -> str:
     """The answers as a table within 100 columns, then each row's route, model terms, why not and notes."""
-    table = [{"#": str(r["row"]), "card": (r["card_id"] or str(r["gpu"]))[:16], "n": _num(r["gpus"], "d"),
+    table = [{"#": str(r["row"]), "card": display.clip(r["card_id"] or str(r["gpu"]), 16), "n": _num(r["gpus"], "d"),
               "split": r["split"] or "-", "KV": r["kv"] or "-", "context": _num(r["context"], ","),
               "depth": _num(r["depth"], ","), "spec": (r["spec"] or "-") + (f" {r['n_max']}" if r["n_max"] else ""),
               "tok/s": _num(r["predicted_tok_s"]) if not r["why_not"] else "no",
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append({**r, "predicted_tok_s": None, "why_not": bad} if bad else r)
     else:
         if flags.gpu is None and base is None:
-            print("error: give --gpu CARD (or --profile NAME, or --rows FILE.tsv); `python -m lab predict --list-gpus` "
+            print("error: give --gpu CARD (or --profile NAME, or --rows FILE.tsv); `.venv/bin/python -m lab predict --list-gpus` "
                   "lists the cards", file=sys.stderr)
             return exit_codes.USAGE
         results = [card_speed.predict(flags, base)]

@@ -19,7 +19,7 @@ fixed cost). The held-out rows are then predicted with that refit exactly as pub
 (public_check.plain_tok_s, mtp_model.predict at the row's own published acceptance). An architecture left with no
 rows takes the models' fallbacks (the median fitted fraction, the most expensive fitted verify ms): so a card alone
 in its architecture (the V100s, the P40, the 2080 Ti) has LOCO = LOAO, the fallback's error. Pure: rows in, numbers
-out; `python -m lab predict --validate` prints it.
+out; `.venv/bin/python -m lab predict --validate` prints it.
 """
 from __future__ import annotations
 

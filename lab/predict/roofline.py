@@ -20,7 +20,7 @@ shared by every GPU; dense: from the lab's H200 point); the achieved fraction is
 (Volta, Ampere, Ada, Blackwell, Hopper, Pascal), each fitted on that architecture's own rows: the published
 single-stream measurements without speculation in lab/data/public_speed.yaml (lab.predict.public_speed.fit_points:
 shallower than 8,192 tokens; -sm tensor rows only for an architecture without others) plus the lab's H200 points
-(calibration.yaml). The fractions differ by generation (`python -m lab predict --list-gpus` prints them); Hopper's
+(calibration.yaml). The fractions differ by generation (`.venv/bin/python -m lab predict --list-gpus` prints them); Hopper's
 reflects the lab's older pinned build on the H200 rather than HBM3e. lab.predict.public_check compares the model with every predictable row.
 
 Bandwidth convention: a measured copy counts read + write (lab.measure.copy_bandwidth); an efficiency calibrated

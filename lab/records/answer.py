@@ -129,7 +129,8 @@ def what_to_run(profile) -> dict | None:
         return f"{by_id[m[1]]['needs']}{m[2]}" if m and m[1] in by_id else route["needs"]
 
     return {"route": best["id"], "tok_s": best["tok_s"], "basis": best["basis"], "needs": needs(best),
-            "command": byhand.server_command(byhand_choices.route_profile(profile, best), best["flags"]),
+            # as pasted into a fresh shell: $LAB and $LLAMA_BIN set first, pipefail for its `| tee`
+            "command": byhand.runnable([byhand.server_command(byhand_choices.route_profile(profile, best), best["flags"])]),
             "plain": None if plain is None or plain is best else {"route": plain["id"], "tok_s": plain["tok_s"],
                                                                    "basis": plain["basis"]},
             "faster_elsewhere": None if other is None or other is best else {
@@ -159,7 +160,7 @@ def markdown(f: dict) -> str:
     if run:  # what to run comes first; the card's fit, the checks and the seeds' claims follow
         out.append(f"**Run this** — the fastest route the lab runs on this profile, `{run['route']}`, "
                    f"**{display.sig3(run['tok_s'])} tok/s** for one stream ({run['basis']}; the plan's routes, "
-                   f"`python -m lab plan {f['profile']}`):")
+                   f"`{display.lab_command('plan ' + f['profile'])}`):")
         out.append(f"```bash\n{run['command']}\n```")
         beside = []
         if run.get("plain"):
@@ -194,7 +195,7 @@ def markdown(f: dict) -> str:
     elif f["records"] == []:
         out.append("**Measured in this run:** nothing yet (no records in this run folder).")
     if not f["gpu_profile"]:
-        out.append(_md_table(f["cards"]))
+        out.append(_md_table([compact_card(c) for c in f["cards"]]))
     bad = f["failed_checks"]
     if bad:
         out.append(f"**{len(bad)} failed check(s)** ({f['warned_checks']} warning(s) in the sections below):")
@@ -218,6 +219,22 @@ def markdown(f: dict) -> str:
         out.append(_md_table([{"seed": (c.get("seed") or "")[:3], "claim": _flags_as_code(c.get("english") or c.get("id")),
                                "verdict": c["verdict"]} for c in claims]))
     return _join(out)
+
+
+def compact_card(c: dict) -> dict:
+    """A card's row (`card_row`) in six columns instead of twelve: the table fits an 800 px window (its quant and
+    engine columns were out of sight at the right), each figure as `card_row` shows it."""
+    def tokens(n) -> str:
+        return display.fmt(n)
+
+    # the model's column second: the answer's last column does not wrap (a verdict stays on one line)
+    return {"card (profile)": c["card (profile)"], "model · quant · engine": f"{c['model']} · {c['quant']} · {c['engine']}",
+            "one stream: expected (ceiling)": f"{c['expected, one stream']} ({c['ceiling, one stream']})",
+            "fits, memory per GPU": f"{'yes' if c['fits'] else 'NO'}: {c['memory used per GPU']}",
+            "context × sequences": c["context × sequences"],
+            "longest context: per slot, every slot allocated / one sequence alone":
+                f"{tokens(c['longest context per slot, every slot allocated'])} / "
+                f"{tokens(c['longest context, one sequence alone'])}"}
 
 
 def _flags_as_code(text) -> str:

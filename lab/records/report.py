@@ -1,7 +1,7 @@
 """report.html: one self-contained page per run (opens offline; plotly.js embedded once).
 
 Built only from manifest.json, records/*.json and the profiles' plans (pure), so a report can be rebuilt
-from a shared run folder without re-running anything (`python -m lab report RUN_DIR`).
+from a shared run folder without re-running anything (`.venv/bin/python -m lab report RUN_DIR`).
 
 The page reads answer first: the summary (lab.records.answer) right under the title, then a table of contents,
 then one numbered section per notebook that opens with the notebook's own closing text ("what this means",
@@ -17,7 +17,9 @@ import json
 from pathlib import Path
 
 from lab.core import display, evidence, fields, run_folder
+from lab.core import session as core_session
 from lab.records import manifest as manifest_file, report_commands
+from lab.records.report_style import CSS
 
 STATUS_COLOURS = display.STATUS_COLOURS
 
@@ -37,33 +39,6 @@ def check_run_dir(run_dir: str | Path) -> Path:
         raise NotARun(f"{path}: not a run folder (no manifest.json and no records/*.json); "
                       "give a folder under outputs/<profile>/")
     return path
-
-
-# Commands and code wrap only at spaces (lab.core.display.code_html: a flag broken at its "-" is typed wrong), so no
-# <pre> needs sideways scrolling; the contents list takes two columns only where each is 20rem wide, with a gap that
-# holds the second column's numbers (at 800 px they lay over the first column's text).
-CSS = """
-html{overflow-x:hidden}
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2rem auto;max-width:1200px;color:#222;
-     padding:0 1rem;line-height:1.4}
-h1{margin:.2rem 0;font-size:1.6rem} h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.2rem}
-h3{margin-top:1.4rem} h4{margin:.8rem 0 .2rem} details.why{font-size:.85rem;color:#444}
-.badge{color:#fff;border-radius:3px;padding:0 .4rem;font-weight:600}
-.meta{color:#555;font-size:.85rem} .err{color:#d62728;white-space:pre-wrap;font-family:monospace;overflow-wrap:anywhere}
-code{background:#f4f4f4;padding:0 .2rem}
-pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;max-width:100%}
-.answer{background:#f3f8ff;border:1px solid #cfe0f5;border-radius:6px;padding:.2rem 1rem .6rem;margin:.6rem 0 1rem}
-.answer table,.closing table{border-collapse:collapse;font-size:.85rem}
-.answer th,.answer td,.closing th,.closing td{border:1px solid #ccd;padding:.2rem .4rem;text-align:left;vertical-align:top}
-.answer td:last-child{white-space:nowrap}
-.tablebox{overflow-x:auto;max-width:100%}
-.closing{background:#fafafa;border-left:4px solid #1f77b4;padding:.2rem .9rem;margin:.6rem 0}
-nav ol{columns:2 20rem;column-gap:3rem;font-size:.95rem} nav li{break-inside:avoid} .skipline{color:#666;font-size:.88rem}
-details>summary{cursor:pointer;color:#1f4f8f} details.table{margin:.35rem 0} details.table>summary{font-weight:600}
-.js-plotly-plot,.plotly-graph-div{max-width:100%}
-pre.cmd{white-space:pre-wrap;margin:0;padding:.12rem .5rem;border-top:1px solid #fff} .chartline{margin:.5rem 0}
-.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:0 1rem} .chart{min-width:0}
-"""
 
 
 def _e(value) -> str:
@@ -100,7 +75,8 @@ def _chart(figure: dict, first: bool) -> str:
                       legend={"orientation": "h", "yanchor": "top", "y": -0.22, "x": 0, "font": {"size": 10}},
                       height=(fig.layout.height or 420) + 18 * ((len(names) + 2) // 3))
     return pio.to_html(fig, include_plotlyjs=True if first else False, full_html=False,
-                       config={"displaylogo": False, "responsive": True}, default_width="100%")
+                       # no toolbar: it was drawn over the chart's title (its zoom and pan stay, by drag)
+                       config={"displaylogo": False, "displayModeBar": False, "responsive": True}, default_width="100%")
 
 
 def closing_text(record: dict, fallback=None) -> str | None:
@@ -195,9 +171,13 @@ def _command_html(record: dict) -> str:
     command = record.get("command") if isinstance(record.get("command"), dict) else {}
     if not command.get("shell") or not isinstance(command["shell"], str):  # a handed-over record's may be anything
         return ""
-    return ("<h3>The server command</h3><p class='meta'>as this run built it from the profile; on the profile's "
-            "machine, with the model at that path, it is the line to run (the flags' reasons are in the table "
-            "below)</p>" + report_commands.pre(command["shell"]))
+    if record.get("mode") == "plan":  # its paths are this machine's (its build, its folder): not a line for the card
+        return ("<h3>The server command</h3><p class='meta'>planned on this machine, with this machine's paths to the "
+                "server and the model: on the profile's machine run the answer's <b>Run this</b> box or the "
+                "Commands section's, which set their paths there (the flags' reasons are in the table below)</p>")
+    return ("<h3>The server command</h3><p class='meta'>as this run built it from the profile, on the machine that ran "
+            "it: the line to run there (the flags' reasons are in the table below)</p>"
+            + report_commands.pre(command["shell"]))
 
 
 def record_section(record: dict, plotly_included: bool, number: int | None = None, anchor: str | None = None,
@@ -338,6 +318,14 @@ def plan_banner(manifest: dict) -> str:
             "none measured.</p>")
 
 
+def heading_badges(status: str, mode: str | None) -> str:
+    """The run's badge: "plan" for a plan-mode run whose notebooks all ran (a green "ok" beside it read as checks
+    passed on the card, when the card's checks were not run), its status beside "plan" when it is not ok."""
+    if mode != "plan":
+        return badge(status)
+    return badge("plan") if status == "ok" else f"{badge(status)} {badge('plan')}"
+
+
 def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
     """Write report.html of a run folder; with require_run, a folder that is not a run raises NotARun
     (`lab report` on a typo should not write an empty report into it)."""
@@ -347,7 +335,7 @@ def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
     prof = manifest.get("profile") if isinstance(manifest.get("profile"), dict) else {}
     if not prof.get("name"):  # a folder without a manifest (an interactive session's): the records name the profile
         named = [(r.get("provenance") or {}).get("profile_file") for r in records.values()]
-        prof = {"name": next((Path(n).stem for n in named if n), run_dir.name)}
+        prof = {"name": next((core_session.profile_name_of(n) for n in named if n), run_dir.name)}
     cut = cut_without_manifest(run_dir, manifest, manifest_problem)
     overall = manifest.get("status", "cut" if cut else "interactive" if not manifest else "unknown")
     raw_logs = raw_logs_left(run_dir)
@@ -366,8 +354,7 @@ def build(run_dir: str | Path, require_run: bool = False, closing=None) -> Path:
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>LLM lab report · {html.escape(str(prof.get('name')))} · {html.escape(str(manifest.get('run_id') or run_dir.name))}</title>",
         f"<style>{CSS}</style></head><body>",
-        f"<h1>LLM lab report: {html.escape(str(prof.get('name')))} {badge(overall)}"
-        f"{' ' + badge('plan') if manifest.get('mode') == 'plan' else ''}</h1>",
+        f"<h1>LLM lab report: {html.escape(str(prof.get('name')))} {heading_badges(overall, manifest.get('mode'))}</h1>",
         status_line(manifest),
         plan_banner(manifest),
         f"<p class='meta'>{_meta_line(manifest, cut)}</p>",
@@ -415,7 +402,9 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
         rd = check_run_dir(rd)
         manifest, _ = manifest_file.read_manifest(rd)
         name = (manifest.get("profile") or {}).get("name") if isinstance(manifest.get("profile"), dict) else None
-        label = f"{name}/{rd.name}" if name else rd.name
+        # "profile/run id" always (a run without a manifest: the folder it sits in names the profile): a bare run id
+        # with "_" read as a field name and its header became words ("20261129T173230Z 87d3b0f")
+        label = f"{name or rd.resolve().parent.name}/{rd.name}"
         runs.append((label, run_folder.read_records(rd, manifest.get("records")), manifest))
     # a plan-mode run measured nothing: its values are labelled predicted, and "measured" ones say not measured
     head = [{"record": "run", "result": "mode", **{label: ("plan (predicted, nothing measured)" if m.get("mode") == "plan"
@@ -446,12 +435,26 @@ def compare_rows(run_dirs: list[str | Path]) -> list[dict]:
                                                        for label, _, recs in runs}}
                  for name in dict.fromkeys(n for _, _, recs in runs for n, r in recs.items() if r.get(flag))]
     for name, k in keys:
+        values = {label: summaries.get(name, {}).get(k) for label, summaries, _ in runs}
+        unit = display.bytes_unit(values.values()) if display.is_bytes_key(k) else None
         row = {"record": name, "result": k}
-        for label, summaries, _ in runs:
-            value = summaries.get(name, {}).get(k)
-            row[label] = _plan_value(k, value) if label in plan_runs else value
+        for label, value in values.items():
+            shown = display.fmt(value, k, unit=unit)
+            predicted = label in plan_runs and not measured_here_in_plan_mode(name, k)
+            row[label] = _plan_value(k, value, shown) if predicted and value is not None else shown
         rows.append(row)
     return head + rows
+
+
+# What a plan-mode run measures on the machine it ran on (not the profile's): the versions installed here (02), the
+# quantization ladder of the stand-ins (03), llama.cpp's KV buffers of the grid (05's parity), the reproductions (07).
+# Those figures are measurements; everything else in a plan run is the profile's prediction.
+MEASURED_HERE = {"02_install": (), "03_quantize": (), "07_troubleshooting": (), "05_kv_cache": ("parity_", "vllm_kv")}
+
+
+def measured_here_in_plan_mode(record: str, key: str) -> bool:
+    prefixes = MEASURED_HERE.get(record)
+    return prefixes is not None and (not prefixes or str(key).startswith(prefixes))
 
 
 def differing(rows: list[dict]) -> list[dict]:
@@ -479,18 +482,18 @@ def summary_of(record: dict) -> dict:
     return fields.canonical(summary) if isinstance(summary, dict) else {}
 
 
-def _plan_value(key: str, value):
-    """A plan-mode run's summary value for the fleet table: a number is a prediction and says so; a value whose key
-    says it was measured (or served) is not shown as one."""
-    if value is None or isinstance(value, bool):
-        return value
+def _plan_value(key: str, value, shown: str):
+    """A plan-mode run's predicted summary value for the fleet table (`shown`: as the table shows it): a number is a
+    prediction and says so; a value whose key says it was measured (or served) is not shown as one."""
+    if isinstance(value, bool):
+        return shown
     if any(w in key.lower() for w in ("measured", "served", "llama_bench")):
         return "not measured (plan mode)"
-    return f"{display.fmt(value)} (predicted)" if isinstance(value, (int, float)) else value
+    return f"{shown} (predicted)" if isinstance(value, (int, float)) else shown
 
 
 def build_compare(run_dirs: list[str | Path], out: str | Path) -> Path:
-    rows = compare_rows(run_dirs)
+    rows = [{**r, "result": display.label(r["result"])} for r in compare_rows(run_dirs)]  # its words, as the terminal's
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>LLM lab: compare runs</title>"
             f"<style>{CSS}</style></head><body><h1>Compare runs</h1>{html_table(rows, None)}</body></html>")
     return evidence.write_whole(out, page)  # never through a link planted where it writes

@@ -11,8 +11,10 @@ nothing from some, so `curate(figure)` says what to do with each, as data:
 - a chart holding only its guide lines (the y = x diagonal of "prediction vs measured" in a plan-mode run, which
   measured nothing) → ("text", its "not measured" note, or "nothing measured");
 - one measured point (a tuning run that measured only its baseline) → ("text", the point, in words);
-- log axes get ticks at 1-2-5 steps (or at the data's own x values, when there are few) with short labels,
-  instead of plotly's 2…9 minor labels between decades.
+- log axes get ticks at 1-2-5 steps (or at the data's own x values, when there are few, none too close to the one
+  before) with short labels, instead of plotly's 2…9 minor labels between decades; a linear axis of whole numbers
+  (concurrency) gets whole-number ticks at its values;
+- a marker colour scale whose values are all one (a plan run's speeds) goes, with a note.
 
 Pure: figure dict in, (kind, figure or text, notes) out; no plotly import.
 """
@@ -62,7 +64,10 @@ def _axis_suffix(ref: str | None) -> str:
 
 
 def _short(v: float) -> str:
-    """A tick label: 4096 → '4k' (token counts are powers of two), 20000 → '20k', 0.05 → '0.05'."""
+    """A tick label: 4096 → '4k' (token counts are powers of two), 20000 → '20k', 0.05 → '0.05', 2 → '2' (a count of
+    streams is never '2.00')."""
+    if float(v).is_integer() and abs(v) < 1000:
+        return str(int(v))
     if v >= 1024 and float(v).is_integer() and int(v) & (int(v) - 1) == 0:
         return f"{int(v) // 1024:,}k"
     if abs(v) >= 1000:
@@ -76,12 +81,54 @@ def log_ticks(values: list[float]) -> list[float]:
     vals = sorted({float(v) for v in values if isinstance(v, (int, float)) and v > 0})
     if not vals:
         return []
-    if len(vals) <= 8:
-        return vals
+    if len(vals) <= 8:  # the values themselves, but two too close to read apart (4.19 over 3.90) keep the first
+        span = max(math.log10(vals[-1] / vals[0]), 0.3)
+        kept = [vals[0]]
+        for v in vals[1:]:
+            if math.log10(v / kept[-1]) >= span / 12:
+                kept.append(v)
+        return kept
     lo, hi = vals[0], vals[-1]
     ticks = [m * 10 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) for m in (1, 2, 5)]
     inside = [t for t in ticks if lo / 1.5 <= t <= hi * 1.5]
     return inside if len(inside) <= 12 else [t for t in inside if str(t).lstrip("0.").startswith("1")]
+
+
+def _tidy_linear_axes(fig: dict) -> None:
+    """A linear axis whose values are all whole numbers (concurrent streams, slots) gets ticks at those values, as
+    whole numbers: plotly's own put "1.00 2.00 4.00" on a concurrency axis, or ticks at 1.5."""
+    layout = fig.setdefault("layout", {})
+    for letter in "xy":
+        keys = {f"{letter}axis{_axis_suffix(t.get(f'{letter}axis'))}" for t in fig.get("data") or []}
+        for key in keys:
+            axis = layout.setdefault(key, {})
+            if axis.get("type") in ("log", "category", "date") or axis.get("tickvals"):
+                continue
+            values = [v for t in fig.get("data") or [] if f"{letter}axis{_axis_suffix(t.get(f'{letter}axis'))}" == key
+                      for v in (t.get(letter) or [])]
+            nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if nums and len(nums) == len(values) and all(float(v).is_integer() for v in nums) and len(set(nums)) <= 12:
+                ticks = sorted(set(nums))
+                axis.update(tickmode="array", tickvals=ticks, ticktext=[_short(t) for t in ticks])
+
+
+def _one_colour(fig: dict) -> list[str]:
+    """A marker colour scale whose values are all the same (a plan run's generation speed, 0 for every quant) says
+    nothing and drew a −0.4…0.4 colour bar: the scale goes, a note says why."""
+    notes = []
+    for t in fig.get("data") or []:
+        marker = t.get("marker") if isinstance(t.get("marker"), dict) else {}
+        colours = marker.get("color")
+        if isinstance(colours, list) and colours and all(isinstance(c, (int, float)) for c in colours) \
+                and len(set(colours)) == 1:
+            what = ((marker.get("colorbar") or {}).get("title") or {})
+            what = what.get("text") if isinstance(what, dict) else what
+            marker.update(color="#1f77b4", showscale=False)
+            marker.pop("colorscale", None)
+            marker.pop("colorbar", None)
+            notes.append(f"colour ({what or 'marker'}): {display.fmt(colours[0])} for every point, so no colour scale"
+                         + (" (not measured)" if colours[0] == 0 else ""))
+    return notes
 
 
 def _tidy_log_axes(fig: dict) -> None:
@@ -168,5 +215,7 @@ def curate(figure: dict) -> tuple[str, object, list[str]]:
             return (t.get("text") if isinstance(t, dict) else t) or k[0]
         return "text", (f"one point measured ({title('xaxis')} {display.fmt(x)}, {title('yaxis')} {display.fmt(y)}): "
                         "a chart needs two; the section's table has it"), notes
+    notes += _one_colour(fig)
     _tidy_log_axes(fig)
+    _tidy_linear_axes(fig)
     return "chart", fig, notes

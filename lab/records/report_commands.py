@@ -4,7 +4,7 @@ For a GPU profile: the by-hand track on that card (lab.serving.byhand.steps: dri
 with its checksum, the server with the profile's flags, a curl test, the offload check), then the lab itself
 on the card. For the CPU default: how to run this lab again, and the by-hand track for the seeds' card
 (byhand.yaml `default_card_profile`), folded. Built from the profile and the lab's data only (byhand is
-pure), so a shared report carries the same commands `python -m lab byhand PROFILE` prints.
+pure), so a shared report carries the same commands `.venv/bin/python -m lab byhand PROFILE` prints.
 """
 from __future__ import annotations
 
@@ -41,9 +41,13 @@ def _steps_html(steps) -> str:
     return "\n".join(parts)
 
 
-def on_card(profile) -> list[str]:
-    """After the by-hand track: the lab's own run on the card, which checks it all and writes a report."""
-    return [f"python3 -m lab run --profile {profile.name}"]
+def on_card(profile, alone: bool = False) -> list[str]:
+    """After the by-hand track (which set $LAB): the lab's own run on the card, which checks it all and writes a
+    report, one command a block; `alone` (no track before it): one block that sets $LAB itself."""
+    from lab.serving import byhand
+
+    commands = ['cd "$LAB"', display.lab_command(f"run --profile {profile.name}")]
+    return [byhand.runnable(commands)] if alone else commands
 
 
 def section(profile) -> str:
@@ -62,9 +66,9 @@ def _section(profile) -> str:
             steps = byhand.steps(profile)
         except ValueError as exc:  # another engine: notebook 04's command is the one to run
             return (head + f"<p>{html.escape(str(exc))}.</p>"
-                    + "".join(pre(c) for c in on_card(profile)) + "</section>")
+                    + "".join(pre(c) for c in on_card(profile, alone=True)) + "</section>")
         return (head + f"<p>On the {profile.gpu_count} × GPU box of profile <code>{html.escape(profile.name)}</code>, "
-                "Ubuntu 22.04, in this order (<code>python3 -m lab byhand " + html.escape(profile.name)
+                "Ubuntu 22.04, in this order (<code>" + html.escape(display.lab_command("byhand " + profile.name))
                 + "</code> prints the same; <code>--ubuntu 24.04</code> for 24.04):</p>"
                 + _steps_html(steps)
                 + f"<h4>{len(steps) + 1}. The lab on the card: every check, measured, in a report like this one</h4>"

@@ -7,15 +7,17 @@ the GGUF into the lab's models/ (where the profile's model_file points) with its
 llama-bench, the server, a curl smoke test, reading "offloaded N/N layers", an SSH tunnel for a headless box —
 each with its commands, why, and the sources of the facts it uses (lab/data/byhand.yaml,
 lab/data/compat_rules.yaml, lab/data/troubleshooting.yaml). Pure: it reads the profile and the data, runs
-nothing. `python -m lab byhand PROFILE` prints them; notebooks 02 and 04 show them (the CPU default shows them
+nothing. `.venv/bin/python -m lab byhand PROFILE` prints them; notebooks 02 and 04 show them (the CPU default shows them
 for the seeds' card, byhand.yaml `default_card_profile`). What it picks per profile: lab.serving.byhand_choices.
 """
 from __future__ import annotations
 
+import re
 import shlex
 import textwrap
 from dataclasses import dataclass, field
 
+from lab.core import display
 from lab.core import facts as lab_facts
 from lab.serving.byhand_choices import (LAB_DIR_DEFAULT, card_cc10, card_profile, cuda_arch, data, driver_branch_for,
                                         gguf_download, model_path, n_offloadable, other_split, route_profile, rule,
@@ -40,6 +42,51 @@ class Step:
 def _q(word: str) -> str:
     """A shell word: "$LAB/..." in double quotes (the variable expands), anything else shlex-quoted."""
     return f'"{word}"' if word.startswith("$") else shlex.quote(word)
+
+
+# The shell variables the by-hand commands use, each with the one line that sets it (step 1 sets $LAB, the build
+# step $LLAMA_BIN); `runnable` puts them in front of commands shown on their own (the report's "Run this").
+def _lab_line(lab_dir: str) -> str:
+    home = lab_dir.replace("~/", "$HOME/", 1) if lab_dir.startswith("~/") else lab_dir
+    return f'export LAB="{home}"   # the folder you cloned or unpacked the lab into on this box'
+
+
+def _bin_line() -> str:
+    return data()["llama_cpp_build"]["bin"]
+
+
+# Set by the shell itself or by the user's session: a block may use them as they are.
+SHELL_GIVES = frozenset({"PATH", "HOME", "PWD", "USER", "CUDA_VISIBLE_DEVICES"})
+
+
+def variables_used(text: str) -> list[str]:
+    """The shell variables `text` reads ($NAME, ${NAME}), in order, each once ("$(...)" is not one)."""
+    return list(dict.fromkeys(re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", text)))
+
+
+def variables_set(text: str) -> set[str]:
+    """The variables `text` assigns (NAME=..., export NAME=..., read NAME, for NAME in), at a line's or a command's
+    start."""
+    found = set(re.findall(r"(?:^|[;&|(]\s*|\bexport\s+)([A-Za-z_][A-Za-z0-9_]*)=", text, flags=re.M))
+    found |= set(re.findall(r"\b(?:read|for)\s+([A-Za-z_][A-Za-z0-9_]*)", text))
+    return found
+
+
+def runnable(commands, lab_dir: str = LAB_DIR_DEFAULT) -> str:
+    """Commands as one block that runs as pasted into a fresh shell: the lines that set the variables it uses ($LAB,
+    $LLAMA_BIN) first, a clear stop for one only the user can set (an API key's variable), and `set -o pipefail`
+    when it pipes (`llama-server … | tee server.log` otherwise ends 0 when the server fails)."""
+    text = "\n".join(commands)
+    used = [v for v in variables_used(text) if v not in variables_set(text) and v not in SHELL_GIVES]
+    head = []
+    if "LAB" in used or "LLAMA_BIN" in used:
+        head += [_lab_line(lab_dir), 'cd "$LAB"']
+    if "LLAMA_BIN" in used:
+        head.append(_bin_line())
+    head += [f': "${{{v}:?set {v} first (the profile names it)}}"' for v in used if v not in ("LAB", "LLAMA_BIN")]
+    if re.search(r"(?<![|])\|(?![|])", text):
+        head.append("set -o pipefail")
+    return "\n".join(head + list(commands))
 
 
 def _trouble(entry_id: str) -> dict:
@@ -219,8 +266,7 @@ def _lab_run_step(profile, toolkit: str) -> Step:
        f"(same LAB_CUDA_ARCH and CUDACXX: same cache key) and skips it, then every notebook runs on {profile.name}: it prints the run folder, the path of its "
        "report.html and the count of passed, warned and failed checks. On the card the GPU checks of notebook 01 "
        "read the real card, 04 serves the model from models/, 05 compares the KV cache llama.cpp allocates with the "
-       "plan, 06 measures the speed against `python -m lab plan "
-       f"{profile.name}`. Run it before starting a server of your own: the lab starts its own on port {profile.port}.",
+       f"plan, 06 measures the speed against `{display.lab_command('plan ' + profile.name)}`. Run it before starting a server of your own: the lab starts its own on port {profile.port}.",
         (r["source"].strip(),), stage="serve")
 
 
@@ -272,8 +318,8 @@ def _server_step(profile) -> Step:
     commands, why, tensor = (server_command(profile),), "", profile.split_mode == "tensor"
     alt = other_split(profile)
     if alt is not None:
-        commands += (f"# or -sm {alt.split_mode} instead (one of the two, not both): " + server_command(alt),)
-        why = (f" The second line is the -sm {alt.split_mode} alternative: `python -m lab plan {profile.name}` "
+        commands += (f"# or -sm {alt.split_mode} instead (one of the two, not both):", server_command(alt))
+        why = (f" The line after \"# or -sm {alt.split_mode}\" is the alternative: `{display.lab_command('plan ' + profile.name)}` "
                "lists both routes with their predicted single-stream speed and memory per card; -sm tensor is "
                "EXPERIMENTAL in the pinned llama.cpp (flash attention on, f16 KV, -c and -np fitted by hand).")
         tensor = True
@@ -284,14 +330,14 @@ def _server_step(profile) -> Step:
         mtp_tensor = best["split"] == "tensor" and best["mtp"]
         env = issues["mtp_workaround_env"] if mtp_tensor else None
         commands += (f"# or the fastest route the lab predicts ({best['id']}, {best['tok_s']:.1f} tok/s for one stream; "
-                     f"python -m lab plan {profile.name}): "
-                     + server_command(route_profile(profile, best), best["flags"], env),)
+                     f"{display.lab_command('plan ' + profile.name)}), instead of the line above:",
+                     server_command(route_profile(profile, best), best["flags"], env))
         why += (f" The last line is the plan's fastest llama.cpp route, {best['id']}: the profile's command with "
                 f"{best['flags']} (it needs {best['needs']}).")
         if mtp_tensor:
             why += (" " + issues["with_mtp"] + " That line sets "
                     + " ".join(f"{k}={v}" for k, v in env.items()) + " for this reason.")
-    return Step("Start the server", ('cd "$LAB"',) + commands,
+    return Step("Start the server", ('cd "$LAB"', "set -o pipefail") + commands,
                 "every flag is the profile's, the one command notebook 04 explains (its table gives each flag's "
                 f"reason and source); it listens on {cmd.host}:{cmd.port} only." + why,
                 ("lab.serving.engines.build_command (notebook 04)",
@@ -379,7 +425,7 @@ def markdown(profile, ubuntu: str = "22.04", part: str = "all") -> str:
     """The steps as Markdown (numbered, commands in bash blocks, what not to install, sources); `part` picks
     the installation ("install") or serving ("serve") half."""
     card = card_profile(profile)
-    head = (f"**By hand on {card.name}** (Ubuntu {ubuntu}; `python -m lab byhand {card.name} --ubuntu 24.04` for "
+    head = (f"**By hand on {card.name}** (Ubuntu {ubuntu}; `{display.lab_command('byhand ' + card.name)} --ubuntu 24.04` for "
             "the other release)" + ("" if card is profile else
                                    f" — this run's profile, {profile.name}, has no GPU: these are the steps for the "
                                    "seeds' card."))
@@ -389,6 +435,9 @@ def markdown(profile, ubuntu: str = "22.04", part: str = "all") -> str:
         return head + f"\n\n{exc}"
     out = [head, "`$LAB` is the folder you cloned the lab into (step 1 sets it); `$LLAMA_BIN` the folder of the "
                  "lab's llama.cpp tools (the build step sets it)."]
+    if part == "serve":  # the steps that set them are the installation's: set them here, for a fresh shell
+        out.append("In a new shell, first:\n\n```bash\n" + "\n".join([_lab_line(LAB_DIR_DEFAULT), 'cd "$LAB"', _bin_line()])
+                   + "\n```")
     numbered = [(i, st) for i, st in enumerate(found, 1) if part == "all" or st.stage == part]
     for i, st in numbered:
         out.append(f"**{i}. {st.title}** — {st.why}")
@@ -399,12 +448,12 @@ def markdown(profile, ubuntu: str = "22.04", part: str = "all") -> str:
 
 
 def script(profile, ubuntu: str = "22.04", lab_dir: str = LAB_DIR_DEFAULT) -> str:
-    """The steps as one commented shell listing (what `python -m lab byhand` prints, with this lab's folder)."""
+    """The steps as one commented shell listing (what `.venv/bin/python -m lab byhand` prints, with this lab's folder)."""
     def comment(label: str, text: str) -> list[str]:  # ≤ 100 columns; the commands stay whole, to copy and paste
         return textwrap.wrap(text, 100, initial_indent=f"#    {label}: ", subsequent_indent="#        ",
                              break_long_words=False, break_on_hyphens=False)
 
-    lines = [f"# By hand on {profile.name}, Ubuntu {ubuntu} (generated by `python -m lab byhand`):",
+    lines = [f"# By hand on {profile.name}, Ubuntu {ubuntu} (generated by `{display.lab_command('byhand')}`):",
              "# step by step, not as one script (reboots in between)"]
     for i, st in enumerate(steps(profile, ubuntu, lab_dir), 1):
         lines += ["", f"# {i}. {st.title}", *comment("why", st.why)]

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from lab.core import deadline, redaction
+from lab.core import deadline, display, redaction
 from lab.core.deadline import Deadline
 from lab.serving import flag_table, shapes
 
@@ -402,7 +402,7 @@ def probe_rows(found: dict | None) -> list[dict]:
     if not found:
         return []
     return [{"engine": engine, "route": a["route"], "status": a["status"], "seconds": a["seconds"],
-             "answer": a["error"] or (a["text"] or "")[:120]}
+             "answer": a["error"] or display.clip(a["text"] or "", 120)}
             for engine, answers in found["probes"].items() for a in answers.values()
             if isinstance(a, dict) and "route" in a]
 

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from lab.core import deadline, evidence, interrupt, redaction
+from lab.core import deadline, display, evidence, interrupt, redaction
 from lab.core.deadline import Deadline
 from lab.core.server_flags import GUARDED_FLAGS, guarded_flag
 from lab.core.ports import free_port  # the pick every server start here uses; callers say serve.free_port
@@ -97,7 +97,7 @@ def port_holder(port: int) -> str | None:
         for conn in psutil.net_connections(kind="inet"):
             if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
                 proc = psutil.Process(conn.pid)
-                cmdline = redaction.redact(" ".join(proc.cmdline()))[:160]
+                cmdline = display.clip(redaction.redact(" ".join(proc.cmdline())), 160)
                 return f"pid {conn.pid} ({proc.name()}: {cmdline})"
     except Exception:  # permissions, a process that just exited: the holder is a nicety, not a need
         return None
@@ -247,7 +247,7 @@ def measure(command: Command, log_dir: str | Path, name: str, how, monitor=None,
         text = srv.log_text() if srv is not None else (log.read_text(errors="replace") if log.exists() else "")
         # the engine's words only when it died: an exception while it serves is the client's or the load's
         said = engine_logs.failure_said(command.engine, text) if srv is None or not srv.alive() else []
-        row.update(status="failed", error=("; ".join(said) or f"{type(exc).__name__}: {exc}")[:400],
+        row.update(status="failed", error=display.clip("; ".join(said) or f"{type(exc).__name__}: {exc}", 400),
                    log_tail="\n".join(text.splitlines()[-15:]))
     finally:
         if srv is not None:

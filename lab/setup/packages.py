@@ -98,7 +98,7 @@ def install_deps_offline(cache: Path, cuda_arch: str | None, wheels: Path) -> st
 
 # uv, unlike pip, writes no bytecode at install time; with PYTHONDONTWRITEBYTECODE set (as on our test machine)
 # Python then never writes it either, and every process compiles pandas, plotly, Jupyter... again from source
-# (~2.7 s of CPU per `python -m lab`, kernel or CLI here; `make test` starts ~70). Compiled once at install: ~25 s.
+# (~2.7 s of CPU per `.venv/bin/python -m lab`, kernel or CLI here; `make test` starts ~70). Compiled once at install: ~25 s.
 UV_BYTECODE = "--compile-bytecode"
 
 

@@ -1,7 +1,7 @@
 """Notebooks tier: papermill run by hand (`papermill NB OUT -p profile params/X.yaml`, `-y "settings: {...}"`), not
 through `lab run`: the notebook runs THAT profile or stops with an error naming what was wrong. `-f params/X.yaml`
-injects the profile's keys as variables the notebook never reads: refused with the fix, never the default profile
-run without a word.
+(papermill's own usage: a parameter file per hardware profile) runs profile X, and a papermill run given no run_dir
+gets a folder of its own.
 
 Notebook 01 (the cheapest on CPU) for the runs that go through; the refusals stop in its session cell."""
 import json
@@ -66,13 +66,19 @@ def test_papermill_y_settings_changes_one_setting_and_keeps_a_copy(tmp_path):
     assert profiles.load(copy).threads == 1
 
 
+def test_papermill_f_params_file_runs_that_profile(tmp_path):
+    proc, out, run = papermill(tmp_path, "-f", "params/v100-32g-x1.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = json.loads((run / "records" / "01_hardware.json").read_text())
+    assert rec["provenance"]["profile_file"] == str((ROOT / "params" / "v100-32g-x1.yaml").resolve())
+    assert rec["charts"][0]["figure"]["layout"]["title"]["text"] == "Hardware checks: v100-32g-x1"
+    assert "The answer so far · v100-32g-x1" in outputs_text(out) and "Traceback" not in proc.stderr
+
+
 @pytest.mark.parametrize("args, message", [
-    (["-f", "params/v100-32g-x1.yaml"],
-     "papermill injected a profile's settings as notebook variables (name, description, gpu_name_pattern, "
-     "gpu_count, … 30 in all: -f or -y with a profile file), which the notebook does not read"),
     (["-y", "settings: {gpu_memory_utilisation: 0.8}"], "did you mean 'gpu_memory_utilization'"),
     (["-y", "settings: {threads: 0}"], "params/cpu-default.yaml with settings threads: 0: 1 problem(s)"),
-], ids=["profile-as-variables", "unknown-key", "a-bad-setting"])
+], ids=["unknown-key", "a-bad-setting"])
 def test_papermill_refuses_what_it_cannot_run_in_the_session_cell(tmp_path, args, message):
     proc, out, run = papermill(tmp_path, *args)
     assert proc.returncode != 0

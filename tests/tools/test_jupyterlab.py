@@ -56,8 +56,19 @@ def test_make_lab_serves_the_kernel_behind_a_token_and_stops_cleanly(tmp_path):
 
         status, body = _get(f"{base}/api/kernelspecs", token)
         specs = json.loads(body)["kernelspecs"]
-        assert status == 200 and jupyter.KERNEL_NAME in specs
+        # the lab's kernel alone, and the default (issue 44: the stock "Python 3 (ipykernel)" was offered beside it)
+        assert status == 200 and list(specs) == [jupyter.KERNEL_NAME]
+        assert json.loads(body)["default"] == jupyter.KERNEL_NAME
         assert specs[jupyter.KERNEL_NAME]["spec"]["display_name"] == jupyter.KERNEL_DISPLAY_NAME
+        # it opens on notebooks/
+        opener = urllib.request.build_opener(type("NoRedirect", (urllib.request.HTTPRedirectHandler,),
+                                                  {"redirect_request": lambda *a, **k: None}))
+        try:
+            opener.open(urllib.request.Request(f"{base}/", headers={"Authorization": f"token {token}"}), timeout=30)
+            where = None
+        except urllib.error.HTTPError as exc:
+            where = exc.headers.get("Location")
+        assert where and where.endswith("/lab/tree/notebooks"), where
 
         # the file browser reaches the notebooks and the run folders (executed notebooks, report.html): issue 37
         status, body = _get(f"{base}/api/contents", token)

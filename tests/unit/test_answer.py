@@ -25,7 +25,7 @@ def test_the_answer_leads_with_what_to_run():
     text = answer.markdown(answer.facts(prof, {}))
     assert text.startswith(f"**Run this** — the fastest route the lab runs on this profile, `{best['id']}`, "
                            f"**{best['tok_s']:.1f} tok/s**")
-    assert f"```bash\n{byhand.server_command(prof, best['flags'])}\n```" in text and "--spec-type draft-mtp" in text
+    assert f"```bash\n{byhand.runnable([byhand.server_command(prof, best['flags'])])}\n```" in text and "--spec-type draft-mtp" in text
     assert "the plain route `llama-one`" in text and "it needs a GGUF with the MTP layer" in text
     assert text.index("Run this") < text.index("On this card") < text.index("do not hold")
     assert answer.facts(profiles.load("h200-x1"), {})["run_this"] is None  # no routes for it: no guess
@@ -77,3 +77,15 @@ def test_the_notebook_summary_escapes_html_from_a_profile(tmp_path):
     shown = answer.first(SimpleNamespace(profile=prof, run_dir=tmp_path)).data
     assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;Qwen" in shown
     assert hostile in answer.markdown(answer.facts(prof, {}))  # unescaped for the report's renderer, which escapes
+
+
+def test_the_cards_table_fits_an_800_px_window_in_six_columns():
+    """Issue 44: the CPU run's answer table (twelve columns) was cut at 800 px, its quant and engine out of sight."""
+    text = answer.markdown(answer.facts(profiles.load("cpu-default"), {}))
+    table = [line for line in text.splitlines() if line.startswith("| ")]
+    assert table[0] == ("| card (profile) | model · quant · engine | one stream: expected (ceiling) | fits, memory per GPU "
+                        "| context × sequences | longest context: per slot, every slot allocated / one sequence alone |")
+    v100 = next(line for line in table if "v100-32g-x1" in line)
+    row = answer.card_row(profiles.load("v100-32g-x1"))
+    assert f"{row['longest context per slot, every slot allocated']:,} / {row['longest context, one sequence alone']:,}" in v100
+    assert f"{row['expected, one stream']} ({row['ceiling, one stream']})" in v100

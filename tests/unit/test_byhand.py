@@ -74,26 +74,31 @@ def test_both_v100_profiles_and_byhand_give_one_driver_and_cuda_answer():
 
 def test_two_card_track_prints_layer_and_tensor_commands():
     """`lab byhand v100-32g-x2-nvlink`: the profile's -sm layer command, then the -sm tensor alternative (f16 KV,
-    flash attention on, no -ts) as a commented line, so running the script starts one server."""
+    flash attention on, no -ts) and the plan's fastest route, each a comment saying which it is and a line to paste
+    (issue 44: the fastest route was inside its comment line, so it could not be pasted); pipefail before them, so a
+    server that fails ends the pipe `| tee server.log` with its own status."""
     step = next(st for st in byhand.steps(profiles.load("v100-32g-x2-nvlink")) if st.title == "Start the server")
-    cd, layer, tensor, fastest = step.commands
-    assert cd == 'cd "$LAB"'
+    cd, pipefail, layer, tensor_said, tensor, fastest_said, fastest = step.commands
+    assert cd == 'cd "$LAB"' and pipefail == "set -o pipefail"
     assert "-sm layer -ts 1/1" in layer and "-fa auto" in layer
-    assert tensor.startswith("# or -sm tensor instead") and "-sm tensor" in tensor and "-fa on" in tensor
-    assert "-ts" not in tensor and "-ctk f16 -ctv f16" in tensor
-    # the plan's fastest llama.cpp route (issue 37: it was in no command the lab printed), commented like the others
-    assert fastest.startswith("# or the fastest route the lab predicts (llama-tensor-mtp, ")
+    assert tensor_said.startswith("# or -sm tensor instead") and "$LLAMA_BIN" not in tensor_said
+    assert "-sm tensor" in tensor and "-fa on" in tensor and "-ts" not in tensor and "-ctk f16 -ctv f16" in tensor
+    # the plan's fastest llama.cpp route (issue 37: it was in no command the lab printed)
+    assert fastest_said.startswith("# or the fastest route the lab predicts (llama-tensor-mtp, ")
+    assert fastest_said.endswith("instead of the line above:")
     assert "-sm tensor" in fastest and "-ts" not in fastest and "--spec-type draft-mtp --spec-draft-n-max" in fastest
     one = next(st for st in byhand.steps(profiles.load("v100-32g-x1")) if st.title == "Start the server")
-    cd, server, fastest = one.commands  # cd to the build, the profile's server, the fastest route commented
-    assert "--spec-type" not in server and fastest.startswith("# or the fastest route the lab predicts (llama-one-mtp")
+    cd, pipefail, server, fastest_said, fastest = one.commands
+    assert "--spec-type" not in server and fastest_said.startswith("# or the fastest route the lab predicts (llama-one-mtp")
     assert fastest.endswith("--spec-type draft-mtp --spec-draft-n-max 2 2>&1 | tee server.log")
+
+
 def test_tensor_split_commands_carry_the_known_hangs_and_the_workaround():
     """-sm tensor + MTP hangs llama-server on Qwen3.8-27B (llama.cpp #27122, #28252): the by-hand track's -sm tensor +
     MTP line sets LLAMA_GRAPH_REUSE_DISABLE=1 (the workaround #27122 reports) and says why, with the issues as
     sources; -sm tensor without MTP carries the #27750 warning; the -sm layer line sets nothing."""
     step = next(st for st in byhand.steps(profiles.load("v100-32g-x2-nvlink")) if st.title == "Start the server")
-    _, layer, tensor, fastest = step.commands
+    _, _, layer, _, tensor, _, fastest = step.commands
     assert "LLAMA_GRAPH_REUSE_DISABLE" not in layer and "LLAMA_GRAPH_REUSE_DISABLE" not in tensor
     assert "-sm tensor" in fastest and "--spec-type draft-mtp" in fastest
     assert "LLAMA_GRAPH_REUSE_DISABLE=1 " in fastest.split('"$LLAMA_BIN/llama-server"')[0]

@@ -26,7 +26,7 @@ USAGE = [["validate"], ["validate", "cpu-default", "--bogus"], ["plan"], ["plan"
 @pytest.mark.parametrize("argv", USAGE, ids=" ".join)
 def test_bad_usage_exits_2_with_argparse_s_message(argv):
     rc, text = cli_output(argv)
-    assert rc == 2 and "usage: python -m lab" in text and "error:" in text and "Traceback" not in text, text
+    assert rc == 2 and "usage: .venv/bin/python -m lab" in text and "error:" in text and "Traceback" not in text, text
 
 
 def test_validate_0_for_good_profiles_1_naming_the_file_and_field(tmp_path):

@@ -138,7 +138,7 @@ def test_report_and_compare_never_show_a_prediction_as_a_measurement(tmp_path):
     assert rows[("run", "checks")][m] == "59 pass, 4 warn, 7 fail"
     assert rows[("06_benchmark", "predicted_decode_tok_s")][p] == "34.2 (predicted)"
     assert rows[("06_benchmark", "served_single_stream_decode_tok_s")][p] == "not measured (plan mode)"
-    assert rows[("06_benchmark", "served_single_stream_decode_tok_s")][m] == 18.5
+    assert rows[("06_benchmark", "served_single_stream_decode_tok_s")][m] == "18.5"  # as the table shows it
     page = report.build(real).read_text()
     h1 = next(line for line in page.splitlines() if line.startswith("<h1>"))
     assert ">checks failed</span>" in h1 and ">ok</span>" not in h1 and "Checks: 59 pass, 4 warn, 7 fail" in page
@@ -166,3 +166,26 @@ def test_the_report_counts_not_run_checks_as_not_run_never_as_passed():
     assert "passed checks" not in page
     counted = re.findall(r">([a-z-]+)</span> (\d+)", page)
     assert counted == [("pass", "1"), ("skip", "1"), ("not-run", "3")]
+
+
+def test_checks_only_the_card_can_answer_are_not_run_in_plan_mode_never_skipped(no_gpu, tmp_path, clean_display):
+    """Issue 44: a V100 plan run filed notebook 04's server checks, KV parity, layers on the GPU and the benchmark as
+    "skipped (not on this profile or machine)"; they wait for the card: not-run. A skip for another reason stays."""
+    s = session.start("v100-32g-x1", str(tmp_path / "run"))
+    why = planmode.reason(s.profile)
+    found = [Check("server started", "skip", None, None, f"{why}. The server command notebook 04 shows …", "serve"),
+             Check("layers and KV cache on the GPU", "skip", f"no server started here ({why})", "all layers", "", "log"),
+             Check("GPU pair link", "skip", "1 GPU(s) seen", "-", "a one-GPU profile", "links")]
+    rec = json.loads(s.record("04_serve", {"summary": {}, "checks": [c.to_dict() for c in found]}).read_text())
+    assert [c["status"] for c in rec["checks"]] == ["not-run", "not-run", "skip"]
+    assert rec["checks"][0]["observed"].startswith(f"not run: {why}") and rec["checks"][1]["expected"] == "all layers"
+    cpu = session.start("cpu-default", str(tmp_path / "cpu"))  # measuring: a skip stays a skip
+    kept = json.loads(cpu.record("04_serve", {"summary": {}, "checks": [found[0].to_dict()]}).read_text())
+    assert kept["checks"][0]["status"] == "skip"
+
+
+def test_a_plan_runs_badge_says_plan_not_a_green_ok():
+    assert ">plan</span>" in report.heading_badges("ok", "plan") and ">ok</span>" not in report.heading_badges("ok", "plan")
+    failed = report.heading_badges("failed", "plan")
+    assert ">failed</span>" in failed and ">plan</span>" in failed
+    assert ">ok</span>" in report.heading_badges("ok", "measure")

@@ -62,3 +62,18 @@ def test_a_plan_runs_not_run_counts_and_an_empty_parity_chart_are_lines_of_text(
               "charts": [evidence.chart_entry("Checks", go.Figure(go.Bar(x=["pass", "not-run"], y=[0, 1]))), entry]}
     page, _ = report.record_section(record, False)
     assert "<div class='chart'>" not in page and f"{kv_cache.PARITY_CHART}</b>: {entry['text']}" in page
+
+
+def test_whole_number_axes_close_ticks_and_a_one_colour_scale():
+    """Issue 44: "1.00 2.00 4.00" on a concurrency axis, two log ticks too close to read (4.19 over 3.90), and a plan
+    run's colour bar from −0.4 to 0.4 (every quant's generation speed 0: not measured)."""
+    conc = fig(go.Figure(go.Scatter(x=[1, 2, 4], y=[56.2, 111.0, 217.0])).update_yaxes(type="log"))
+    kind, drawn, _ = report_charts.curate(conc)
+    assert drawn["layout"]["xaxis"]["ticktext"] == ["1", "2", "4"] and drawn["layout"]["xaxis"]["tickvals"] == [1, 2, 4]
+    close = fig(go.Figure(go.Scatter(x=[1, 2, 3], y=[3.90, 4.19, 40.0])).update_yaxes(type="log"))
+    assert report_charts.curate(close)[1]["layout"]["yaxis"]["ticktext"] == ["3.90", "40"]
+    flat = fig(go.Figure(go.Scatter(x=[87.0, 100.0], y=[0.3, 0.07], mode="markers",
+                                    marker={"color": [0, 0], "showscale": True, "colorbar": {"title": {"text": "tg tok/s"}}})))
+    kind, drawn, notes = report_charts.curate(flat)
+    assert drawn["data"][0]["marker"]["showscale"] is False and "colorbar" not in drawn["data"][0]["marker"]
+    assert notes == ["colour (tg tok/s): 0 for every point, so no colour scale (not measured)"]

@@ -15,7 +15,8 @@ def test_a_gpu_report_carries_the_track_the_server_line_and_separate_fix_command
     assert [c for c in wanted if c not in blocks] == []
     # the finding's two commands are two blocks, never one joined line
     assert "cmake --build build -j" in blocks and "llama-server -m MODEL.gguf -ngl 999 -c 8192" in blocks
-    assert not [b for b in blocks if "\n" in b], "one command per block"
+    # one command per block, but the answer's "Run this" box: one block that runs as pasted (it sets $LAB first)
+    assert not [b for b in blocks if "\n" in b and not b.startswith('export LAB=')], "one command per block"
     page = (run / "report.html").read_text()
     assert "machine.;" not in page and "<code>sm_70</code>" in page
     # every token with a "-" (a flag, a path) is kept whole on the screen (`-DCMAKE_CUDA_COMPILER=` wrapped after its
@@ -29,7 +30,7 @@ def test_the_cpu_report_says_how_to_run_it_again_and_folds_the_seeds_card():
     text = report_commands.section(profiles.load("cpu-default"))
     card = byhand_choices.card_profile(profiles.load("cpu-default"))
     blocks = pre_blocks(text)
-    assert "<pre class='cmd'>make run</pre>" in text and f"python3 -m lab run --profile {card.name}" in blocks
+    assert "<pre class='cmd'>make run</pre>" in text and f".venv/bin/python -m lab run --profile {card.name}" in blocks
     assert text.count("<details class='table'>") == 1
 
 

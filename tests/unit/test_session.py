@@ -135,15 +135,37 @@ def test_settings_get_the_errors_lab_validate_gives_the_file(tmp_path, clean_dis
         session.start("cpu-default", str(tmp_path / "run"), "threads: 8")
 
 
-def test_a_profile_papermill_injected_as_variables_is_refused_with_the_fix(tmp_path, clean_display):
-    # papermill -f params/X.yaml: the profile's keys become variables no cell reads; the default profile would run
-    kernel = {"In": [], "profile": "cpu-default", "run_dir": "", "settings": {}, **shipped("v100-32g-x1")}
-    with pytest.raises(profiles.ProfileError) as err:
-        session.start("cpu-default", str(tmp_path / "run"), {}, namespace=kernel)
-    msg = str(err.value)
-    assert msg.startswith("papermill injected a profile's settings as notebook variables (name, description, ")
-    assert "-p profile params/NAME.yaml" in msg and "settings: {threads: 8}" in msg and not (tmp_path / "run").exists()
+def test_a_profile_papermill_injected_as_variables_is_the_profile_run(tmp_path, clean_display):
+    # papermill -f params/X.yaml: the profile's keys become the kernel's variables; that profile runs, validated as
+    # any profile, and its records name the shipped file (as -p profile X would)
+    kernel = {"In": ["# Parameters\nname = 'v100-32g-x1'"], "profile": "cpu-default", "run_dir": "", "settings": {},
+              **shipped("v100-32g-x1")}
+    s = session.start("cpu-default", str(tmp_path / "run"), {}, namespace=kernel)
+    assert s.profile.name == "v100-32g-x1" and s.profile_path == (ROOT / "params" / "v100-32g-x1.yaml").resolve()
+    # with -y settings over it: that profile changed, kept as a copy named by the profile
+    s = session.start("cpu-default", str(tmp_path / "run"), {"threads": 2}, namespace=kernel)
+    assert (s.profile.name, s.profile.threads) == ("v100-32g-x1", 2)
+    assert s.profile_path.name.startswith("profile-v100-32g-x1-settings-")
+    assert session.profile_name_of(s.profile_path) == "v100-32g-x1"
+    # a bad value injected is refused as a bad file's would be, naming the field
+    with pytest.raises(profiles.ProfileError, match=r"^the profile papermill passed as parameters \(-f FILE\): 1 pro"):
+        session.start("cpu-default", str(tmp_path / "run"), {}, namespace={**kernel, "threads": 0})
     # a learner's section values (context_tokens = 131072 in notebook 05) are not a profile injected
     learner = {"profile": "cpu-default", "context_tokens": 131072, "parallel_slots": 2}
     assert session.injected_profile(learner) is None
     assert session.start("cpu-default", str(tmp_path / "run"), {}, namespace=learner).profile.name == "cpu-default"
+
+
+def test_two_papermill_runs_without_a_run_folder_get_one_each(tmp_path, clean_display, monkeypatch):
+    from lab.core import evidence
+
+    monkeypatch.setattr(evidence, "OUTPUTS", tmp_path)
+    kernel = {"In": ["# Parameters\nprofile = 'cpu-default'\n"], "profile": "cpu-default"}
+    one = session.start("cpu-default", "", {}, namespace=kernel).run_dir
+    two = session.start("cpu-default", "", {}, namespace=kernel).run_dir
+    assert one != two and one.parent == two.parent == tmp_path / "cpu-default"
+    assert one.name.startswith("papermill-") and (one / "records").is_dir()
+    # a notebook opened by hand (no injected cell) keeps the day's shared folder
+    by_hand = session.start("cpu-default", "", {}, namespace={"In": ["profile = 'x'"]}).run_dir
+    assert by_hand.name.startswith("interactive-")
+    assert session.profile_name_of("/x/params/h200-x1.yaml") == "h200-x1"
