@@ -236,8 +236,9 @@ def _public_check_lines(part: dict | None) -> list[str]:
 
 
 def routes_lines(part: dict | None) -> list[str]:
-    """The route table (lab.predict.routes): one line per route, then its basis, needs and nearest published rows
-    (lines <= 100 columns)."""
+    """The route table (lab.predict.routes): one line per route, then its basis, needs and nearest published rows.
+    Free text is never cut: `lab plan` prints through lab.core.cli.fit, which wraps a long line at word boundaries
+    under its own indentation (a cut once printed "...f16 KV, -fa on; v" and "the MT")."""
     if not part:
         return []
     gib = 2**30
@@ -245,24 +246,31 @@ def routes_lines(part: dict | None) -> list[str]:
              f"llama.cpp {part['fastest_llama_cpp']}"]
     for r in part["routes"]:
         speed = f"{r['tok_s']:5.1f} tok/s" if r["tok_s"] else "    ? tok/s"
-        lines.append(f"    {r['id'][:17]:17} {speed} {r['basis'][:31]:31} {r['per_card_bytes'] / gib:5.1f}/"
-                     f"{r['budget_bytes'] / gib:4.1f} GiB/card {'fits' if r['fits'] else 'NO FIT'}")
-        lines.append(f"      how: {r['how'][:89]}")
+        applies = "" if r.get("applies", True) else "  NOT THIS MODEL (not ranked)"
+        lines.append(f"    {r['id']:17} {speed} {r['basis']} {r['per_card_bytes'] / gib:5.1f}/"
+                     f"{r['budget_bytes'] / gib:4.1f} GiB/card {'fits' if r['fits'] else 'NO FIT'}{applies}")
+        if r.get("why_not"):
+            lines.append(f"      not ranked: {r['why_not']}")
+        lines.append(f"      how: {r['how']}")
         if r["flags"]:
-            lines.append(f"      flags: {r['flags'][:87]}")
-        lines.append(f"      needs: {r['needs'][:87]}")
+            lines.append(f"      flags: {r['flags']}")
+        lines.append(f"      needs: {r['needs']}")
+        if r.get("warning"):
+            lines.append(f"      WARNING: {' '.join(r['warning'].split())}")
         if r.get("mtp_sweep"):
             sweep = " ".join(f"{x['tok_s']:.1f}" for x in r["mtp_sweep"])
-            lines.append(f"      mtp: n-max 1-4 {sweep} tok/s; n-max {r['mtp_n_max']} from {r['mtp_n_from']}"[:100])
+            lines.append(f"      mtp: n-max 1-4 {sweep} tok/s; n-max {r['mtp_n_max']} from {r['mtp_n_from']}")
         pub = r.get("mtp_published")
-        if pub:
+        if pub and pub.get("predicted"):
             where = "" if pub["same_card"] else "another card's "
-            lines.append(f"      vs {where}published {pub['tok_s']:g} at n-max {pub['n_max']} ({pub['id']}): predicted "
-                         f"{pub['predicted']:.1f} ({pub['error']:+.0%})"[:100])
+            at = f" at n-max {pub['n_max']}" if pub.get("n_max") else ""
+            lines.append(f"      vs {where}published {pub['tok_s']:g}{at} ({pub['id']}): predicted "
+                         f"{pub['predicted']:.1f} ({pub['error']:+.0%})")
         near = ", ".join(f"{p['tok_s']:g} ({p['id']})" for p in r["published"][:2])
-        lines.append(f"      published: {near[:83]}")
-    lines.append("    (bases differ: predicted = the lab's models; published = the source's own harness and")
-    lines.append("    checkpoint - the fork's MTP rows use FP8 weights and their own prompts)")
+        lines.append(f"      published: {near}")
+    lines.append("    (predicted = the lab's models: the per-token and MTP step models for llama.cpp, the vLLM model")
+    lines.append("    (lab.predict.vllm_speed) for the fork; published rows beside them are the source's own harness")
+    lines.append("    and checkpoint - the fork's MTP rows use Qwen3.6 FP8 weights and their own prompts)")
     lines += _mtp_check_lines(part.get("mtp_check"))
     return lines
 
