@@ -108,6 +108,27 @@ def comm_ms(n_gpus: int, link_id: str | None) -> float:
     return tp_model.allreduces_per_token(public_speed.N_LAYERS) * per * 1e3
 
 
+# The lowest compute capability of each architecture (NVIDIA's CUDA GPUs list): what stock vLLM's kernels are checked
+# against (lab/data/compat_rules.yaml quant_format_min_capability).
+ARCH_CAPABILITY = {"pascal": 60, "volta": 70, "turing": 75, "ampere": 80, "ada": 89, "hopper": 90, "blackwell": 100}
+
+
+def stock_vllm_notes(arch: str, fmt: str) -> list[str]:
+    """Whether stock vLLM loads `fmt` on a card of `arch` (compat_rules.yaml quant_format_min_capability, the rule
+    `lab plan` judges a profile with); on Volta the route is the community fork (routes.yaml fork), whose rows the
+    model is fitted on."""
+    rule = next(r for r in facts.load("compat_rules")["rules"] if r["id"] == "quant_format_min_capability")
+    need = (rule["formats"].get(fmt) or {}).get("min")
+    cc = ARCH_CAPABILITY.get(arch)
+    if need is None or cc is None or cc >= need:
+        return []
+    fork = facts.load("routes")["fork"]
+    return [f"stock vLLM cannot load {fmt} on this card: it needs compute capability {need / 10:.1f}, {arch} has "
+            f"{cc / 10:.1f} (lab/data/compat_rules.yaml {rule['id']}; `lab plan` says the same for a profile); this "
+            f"is the community fork's speed ({fork['name']}, {fork['repository']}: TurboMind SM70 kernels), the "
+            "route lab plan's fork routes name"]
+
+
 # ---------------------------------------------------------------- the fit's points
 def _arch(gpu_id: str) -> str:
     return public_speed.gpu_specs()[gpu_id]["arch"]
@@ -357,13 +378,15 @@ def check_text(result: dict) -> str:
     """The vLLM check as lines for `lab predict --validate`."""
     lines = ["vLLM model (lab.predict.vllm_speed) on the fork's published rows:", f"  {result['fit']}"]
     for x in result["rows"]:
+        held = ("held out: none (the only row of its kind in the fit)" if math.isnan(x["held_out"])
+                else f"held out {x['held_out']:.1f} ({x['held_out_error']:+.0%})"
+                + ("" if x["group"] != "depth" else " (not fitted: checked only)"))
         lines.append(f"  {x['id']} [{x['group']}, TP{x['n_gpus']}]: published {x['published']:g}, in sample "
-                     f"{x['in_sample']:.1f} ({x['in_sample_error']:+.0%}), held out {x['held_out']:.1f} "
-                     f"({x['held_out_error']:+.0%})")
+                     f"{x['in_sample']:.1f} ({x['in_sample_error']:+.0%}), {held}")
     lines.append("  held out: each row out of the fit (one card only, the V100: no card can be left out until "
                  "calibration.yaml vllm_step_costs holds another); depth rows (8,192+ tokens) are checked, not fitted")
     return "\n".join(lines)
 
 
 __all__ = ["VllmModel", "fit", "model", "plain", "mtp", "setup_speed", "check", "check_text", "weights_format",
-           "bytes_per_token", "published_tokens_per_step", "row_prediction", "tokens_per_step", "SOURCE"]
+           "bytes_per_token", "published_tokens_per_step", "row_prediction", "tokens_per_step", "stock_vllm_notes", "SOURCE"]
