@@ -501,6 +501,8 @@ def _predict(ask: Ask, base, row: int) -> dict:
     elif a.spec == "draft-mtp":
         if a.engine != "llama.cpp":
             tok_s = vx["tok_s"]
+            out["route"] = out["route"].replace(f"draft-mtp n-max {a.n_max or 'best of 1-4'}",
+                                                f"MTP ({vllm_speed.MTP_K if not a.n_max else a.n_max} speculative tokens)")
             why = why or (None if tok_s else "vLLM MTP: no draft cost or tokens per step (lab.predict.vllm_speed)")
         else:
             tok_s, model["mtp"], mtp_why = _mtp(a, card, plain)
@@ -520,3 +522,22 @@ def _predict(ask: Ask, base, row: int) -> dict:
     out["predicted_tok_s"] = None if why else tok_s
     out["why_not"] = why
     return out
+
+
+# ---------------------------------------------------------------- the route the lab recommends for a set-up
+def best_route(ask: Ask, base=None) -> dict:
+    """The fastest route the lab recommends for a set-up, as `lab plan`'s route table ranks them: the ask predicted
+    plain and with MTP (llama.cpp draft-mtp at the sweep's best n-max; vLLM's MTP at the fork's k) by `predict`, the
+    faster one that has a prediction. {"best": predict()'s answer, "plain": ..., "mtp": ... | None, "name": "the
+    route in words", "mtp_chosen": bool}. An ask that names its own speculation keeps it (no alternative)."""
+    import dataclasses as dc
+
+    if ask.spec is not None or ask.n_max is not None or ask.acceptance is not None:
+        one = predict(ask, base)
+        return {"best": one, "plain": None, "mtp": None, "name": one["route"], "mtp_chosen": one["spec"] == "draft-mtp"}
+    plain = predict(dc.replace(ask, spec="none"), base)
+    mtp = predict(dc.replace(ask, spec="draft-mtp"), base)
+    use_mtp = bool(mtp["predicted_tok_s"]) and (not plain["predicted_tok_s"]
+                                                or mtp["predicted_tok_s"] > plain["predicted_tok_s"])
+    best = mtp if use_mtp else plain
+    return {"best": best, "plain": plain, "mtp": mtp, "name": best["route"] or str(ask.gpu), "mtp_chosen": use_mtp}
