@@ -221,6 +221,8 @@ def _speed(claim: dict, measured: dict | None, batch: int) -> tuple[str, str, di
         why += f"; the per-token model (`lab plan`'s prediction) gives {predicted:.0f} tok/s without speculation"
     # no measurement of ours from this hardware: the published rows the claim names judge it (lab.predict.claim_published)
     pub = claim_published.judge(claim, MEASURE_TOLERANCE)
+    if pub is not None:
+        numbers["published"] = pub[2]  # plain decoding's published rows, whatever decides
     # ... and, for one stream, the route the lab recommends for the claim's set-up (lab.predict.card_speed.best_route,
     # the answer `lab predict` and `lab plan`'s routes give): a claim the lab's own "Run this" reaches is not
     # contradicted by the plain rows alone
@@ -229,7 +231,7 @@ def _speed(claim: dict, measured: dict | None, batch: int) -> tuple[str, str, di
         if route[0] == "consistent" or pub is None or pub[0] == "not testable here":
             plain = f"; without speculation: {pub[1]}" if pub is not None else ""
             return route[0], f"{route[1]}{plain}; {why}", numbers
-        numbers["published"] = pub[2]  # plain decoding decides (it agrees, or both disagree): both named
+        # plain decoding decides (it agrees, or both disagree): both named
         return pub[0], f"without speculation: {pub[1]}; {route[1]}; {why}", numbers
     if pub is not None:
         numbers["published"] = pub[2]

@@ -237,8 +237,8 @@ def _public_check_lines(part: dict | None) -> list[str]:
 
 def routes_lines(part: dict | None) -> list[str]:
     """The route table (lab.predict.routes): one line per route, then its basis, needs and nearest published rows.
-    Free text is never cut: `lab plan` prints through lab.core.cli.fit, which wraps a long line at word boundaries
-    under its own indentation (a cut once printed "...f16 KV, -fa on; v" and "the MT")."""
+    Free text is never cut: a long line wraps at word boundaries under its own indentation (lab.core.cli.fit; a cut
+    once printed "...f16 KV, -fa on; v" and "the MT"), every line within 100 columns."""
     if not part:
         return []
     gib = 2**30
@@ -272,7 +272,9 @@ def routes_lines(part: dict | None) -> list[str]:
     lines.append("    (lab.predict.vllm_speed) for the fork; published rows beside them are the source's own harness")
     lines.append("    and checkpoint - the fork's MTP rows use Qwen3.6 FP8 weights and their own prompts)")
     lines += _mtp_check_lines(part.get("mtp_check"))
-    return lines
+    from lab.core import cli
+
+    return cli.fit("\n".join(lines)).splitlines()
 
 
 def _mtp_check_lines(check: dict | None) -> list[str]:

@@ -104,7 +104,8 @@ def fork_speed(route: dict, profile, gpu_id: str, link: str | None, rows: dict) 
     from lab.predict import vllm_speed
 
     depth = profile.bench_prompt_tokens + profile.bench_output_tokens // 2
-    k = vllm_speed.MTP_K if route["mtp"] else None
+    said = re.search(r"MTP (\d)", route["flags"])  # a route that names its speculative tokens (fork-tp1-mtp: MTP 3)
+    k = (int(said.group(1)) if said else vllm_speed.MTP_K) if route["mtp"] else None
     x = vllm_speed.setup_speed(gpu_id, tp_size(route, profile), route.get("weights_quant"), depth, "f16", link, k)
     pub = rows[route["published"][0]] if route["published"] else None
     published = None
