@@ -77,6 +77,16 @@ def public_check_part(profile: Profile) -> dict | None:
             "targets": result["targets"]}
 
 
+def served_part(profile: Profile, plain_tok_s: float | None) -> dict | None:
+    """Decode summed over 8 and 16 streams through llama-server, with host sampling and with -bs
+    (lab.predict.served_speed: batched step + the server's per-stream and per-step terms); None for a profile it does
+    not cover (CPU, vLLM)."""
+    from lab.predict import served_speed
+
+    rows = served_speed.profile_rows(profile, plain_tok_s)
+    return {"rows": rows, "how": served_speed.how()} if rows else None
+
+
 def routes_part(profile: Profile) -> dict | None:
     """Every route for a V100 profile (lab.predict.routes.route_table) with the MTP model's check on the public rows
     (lab.predict.public_check.mtp_check: summary, per architecture, held out, targets); None for other profiles."""
@@ -103,6 +113,7 @@ def plan(profile: Profile | str | Path) -> dict:
     result.update(speed_part(prof))
     result["projections"] = projection_part(prof, result.get("weights_bytes"),
                                             (result.get("roofline") or {}).get("bytes_per_token"))
+    result["served_streams"] = served_part(prof, result.get("predicted_decode_tok_s"))
     result["public_check"] = public_check_part(prof)
     result["routes"] = routes_part(prof)
     result["findings"] = sorted(findings, key=lambda f: ("error", "warn", "info").index(f["severity"]))
@@ -197,6 +208,14 @@ def describe(result: dict) -> str:
     for row in result.get("projections", []):
         lines.append(f"  projection, one stream: {row['gpu']}: {row['projected_tok_s']:.0f} tok/s (roofline "
                      f"{row['roofline_tok_s']:.0f}; weights fit in VRAM: {row['weights_fit_in_vram']})")
+    served = result.get("served_streams")
+    if served:
+        rows = served["rows"]
+        lines.append("  served, streams summed (lab.predict.served_speed): " + "; ".join(
+            f"{r['streams']} streams {r['host_tok_s']:.0f} tok/s, with -bs {r['bs_tok_s']:.0f} ({r['gain']:+.0%})"
+            for r in rows) + (" - the profile passes -bs" if rows[0]["profile_has_bs"] else
+                              " - the profile samples on the host (add -bs to server_args)"))
+        lines.append(f"      batched step: {rows[0]['batched_from']}; {served['how']}")
     lines += _public_check_lines(result.get("public_check"))
     lines += routes_lines(result.get("routes"))
     claim_counts = result.get("claim_counts")
