@@ -203,7 +203,7 @@ def describe(result: dict) -> str:
                          f"loaded: the token embedding stays in host memory, a token reads one row of it) + "
                          f"{rl['kv_bytes_per_seq'] / 1e9:.2f} GB KV and state at {rl['context_tokens']} tokens; every "
                          "ceiling the lab shows uses this definition (lab/data/calibration.yaml read_per_token)")
-        if rl.get("per_token_predicted_tok_s") is None and rl.get("calibration_source"):
+        if rl.get("per_token_predicted_tok_s") is None and rl.get("calibration_source") and not rl.get("vllm_how"):
             lines.append(f"      calibration source: {' '.join(str(rl['calibration_source']).split())}")
     for row in result.get("projections", []):
         lines.append(f"  projection, one stream: {row['gpu']}: {row['projected_tok_s']:.0f} tok/s (roofline "
