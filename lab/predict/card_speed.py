@@ -479,7 +479,11 @@ def _predict(ask: Ask, base, row: int) -> dict:
             model.update(link=a.link or vllm_speed.DEFAULT_LINK, comm_ms_per_token=vx["plain"]["comm_ms"])
         if vx["mtp"]:
             model["vllm_mtp"] = {**vx["mtp"], "tokens_from": vx["tokens_from"]}
-        notes += vllm_speed.stock_vllm_notes(card["arch"], vx["format"])
+        if base is not None and base.engine_build:  # the profile names the fork: stock vLLM's limits are not its
+            notes.append(f"{base.engine_build}: the community Volta fork of vLLM the profile names "
+                         "(lab/data/routes.yaml fork); the vLLM model is fitted on its published rows")
+        else:
+            notes += vllm_speed.stock_vllm_notes(card["arch"], vx["format"])
     tensor = f" over {a.link}" if a.link and a.split == "tensor" else ""
     how = (f"-sm {a.split}{tensor}" if a.engine == "llama.cpp" else f"{'tensor' if a.split == 'tensor' else 'pipeline'} "
            f"parallel {a.gpus}") if a.gpus > 1 else "one card"

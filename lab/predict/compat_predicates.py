@@ -244,9 +244,10 @@ def _vllm_fork_on_volta(f: dict, rule: dict) -> Outcome:
     if kv in ("fp8", "fp8_e4m3"):
         out.append(("error", f"kv_cache_dtype {kv}: e4m3 fails on SM70 ('fp8e4nv not supported'); the fork's "
                              "--kv-cache-dtype fp8 means E5M2 since 1.3.0: write fp8_e5m2"))
-    out.append(("info", "community code, not a vLLM release: Qwen3.8-27B at two cards has no published fork figure "
-                        "(FP8 is accepted at TP4; an AWQ checkpoint has one user's report, 1Cat-vLLM #334)",
-                "run the lab's benchmark on the cards before relying on it"))
+    if _model_id(f["model_architecture"] or "") == "qwen3.8-27b":
+        out.append(("info", "community code, not a vLLM release: Qwen3.8-27B at two cards has no published fork "
+                            "figure (FP8 is accepted at TP4; an AWQ checkpoint has one user's report, 1Cat-vLLM #334)",
+                    "run the lab's benchmark on the cards before relying on it"))
     return out
 
 
