@@ -235,23 +235,26 @@ def _short_url(url: str) -> str:
 
 
 def _public_check_lines(part: dict | None) -> list[str]:
-    """The "checked against published measurements" block (lines <= 100 columns)."""
+    """The "checked against published measurements" block: names and sources whole, wrapped at words within 100
+    columns (lab.core.cli.fit), never cut."""
     if not part:
         return []
     s, d, o = part["summary"], part["depth"], part["outliers"]
-    lines = [f"  checked against published measurements ({part['gpu'][:32]}; lab/data/public_speed.yaml):"]
+    lines = [f"  checked against published measurements ({part['gpu']}; lab/data/public_speed.yaml):"]
     for r in part["rows"]:
         flag = ("" if r["comparable"] else "  [outlier]" if r["outlier"] else "  [not a budget card]"
                 if not r.get("deep") else "  [8,192+ tokens: not fitted]")
-        lines.append(f"    {r['gpu'][:26]:26} {r['engine'][:9]} {(r['quant'] or '?')[:18]:18} published "
+        lines.append(f"    {r['gpu']}, {r['engine']}, {r['quant'] or '?'}: published "
                      f"{r['published']:5.1f}, predicted {r['predicted']:5.1f} ({r['error']:+.0%})")
-        lines.append(f"      source: {_short_url(r['source'])[:70]}{flag}")
+        lines.append(f"      source: {_short_url(r['source'])}{flag}")
     lines.append(f"    all cards: median |error| {s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%} over {s['n']} "
                  f"comparable rows (in sample: they fit the")
     lines.append(f"    model); 8,192+ tokens (not fitted): med {d['median_abs_error'] or 0:.0%}, max "
                  f"{d['max_abs_error'] or 0:.0%} of {d['n']}; {o['n']} outliers (power caps...) max "
                  f"{o['max_abs_error'] or 0:.0%}")
-    return lines
+    from lab.core import cli
+
+    return cli.fit("\n".join(lines)).splitlines()
 
 
 def routes_lines(part: dict | None) -> list[str]:
@@ -308,14 +311,14 @@ def _mtp_check_lines(check: dict | None) -> list[str]:
     arch = ", ".join(f"{a} {mm(s)}" for a, s in check["by_arch"].items())
     held = ", ".join(f"{a} {mm(s['row'])}" for a, s in h["by_arch"].items())
     lines = [f"    MTP model vs {c['n']} public draft-mtp rows, in sample: median |error| {c['median_abs_error']:.1%}, "
-             f"max {c['max_abs_error']:.1%}"[:100],
+             f"max {c['max_abs_error']:.1%}",
              f"      targets {t['median'] * 100:.0f}/{t['max']:.0%} {'met' if t['met'] else 'NOT met'}; by architecture:",
-             f"        {arch}"[:100],
-             f"      held out, one row left out of the fit: {mm(h['row'])}, by architecture:"[:100],
-             f"        {held}"[:100],
-             f"      held out, one card left out: {mm(h['card'])} (a card alone in its architecture takes"[:100],
+             f"        {arch}",
+             f"      held out, one row left out of the fit: {mm(h['row'])}, by architecture:",
+             f"        {held}",
+             f"      held out, one card left out: {mm(h['card'])} (a card alone in its architecture takes",
              "      another architecture's step cost: the model does not carry across architectures);",
              "      each card and architecture out, plain fit redone too: `python -m lab predict --validate`"]
     if t["misses"]:
-        lines.append(f"      {len(t['misses'])} rows over {t['max']:.0%}: {', '.join(t['misses'])}"[:100])
+        lines.append(f"      {len(t['misses'])} rows over {t['max']:.0%}: {', '.join(t['misses'])}")
     return lines
