@@ -60,3 +60,12 @@ def test_measured_step_costs_slot_is_empty_until_a_run_fills_it():
     filled = {**run, "plain_ms": 10.0, "bytes_per_token": 30e9, "mtp_ms_per_step": {1: 13.0, 2: None}}
     m = vllm_speed.fit(steps=[{**filled, "arch": "hopper"}])
     assert "h100-vllm-tp1" in m.plain_rows and m.draft_ms is not None
+
+
+def test_validate_prints_the_vllm_rows(capsys):
+    from lab.predict import predict_cli
+
+    assert predict_cli.main(["--validate"]) == 0
+    out = capsys.readouterr().out
+    assert "vLLM model (lab.predict.vllm_speed) on the fork's published rows:" in out
+    assert "v100-32g-x2-1cat-awq-tp2-plain [depth, TP2]: published 58.46, in sample 54.2 (-7%), held out 54.2" in out
