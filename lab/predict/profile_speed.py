@@ -30,9 +30,7 @@ def roofline_for(profile, hardware_record: dict | None = None, context_tokens: i
         b, how = weights_mod.profile_weights(profile, arch)
         weights = float(b)
         r, read_how = weights_mod.profile_read_bytes(profile, arch)
-        read = float(r) if r > 0 else None
-        if read is None:  # a file smaller than the architecture's token embedding is not this architecture's weights
-            notes.append(f"weights read per token unknown: {read_how} leaves {r} bytes")
+        read = float(r)
     except (ValueError, KeyError) as exc:
         notes.append(f"weight bytes unknown: {exc}")
     tp = profile.tensor_parallel_size if profile.engine == "vllm" else 1
