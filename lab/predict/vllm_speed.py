@@ -340,7 +340,7 @@ def row_prediction(row: public_speed.Row, m: VllmModel | None = None) -> float:
 def check(rows: list | None = None) -> dict:
     """Every predictable vLLM row (fork rows on a known card, plain or with tokens per step) against the model:
     in sample, and held out (the row, and every row of its card when there are other cards, out of the fit).
-    {"rows": [{id, group: plain|mtp|depth, n_gpus, published, in_sample, held_out, *_error, held_out_how}],
+    {"rows": [{id, group: plain|mtp|depth, n_gpus, mtp, published, in_sample, held_out, *_error, held_out_how}],
      "summary": {group: {"in_sample", "held_out"}}}."""
     from lab.predict import public_check
 
@@ -368,13 +368,23 @@ def check(rows: list | None = None) -> dict:
         except ValueError as exc:
             h, how = float("nan"), f"cannot refit without it: {exc}"
         pred = row_prediction(r, m)
-        out.append({"id": r.id, "group": group, "n_gpus": r.gpu_count, "published": r.decode_tok_s,
+        out.append({"id": r.id, "group": group, "n_gpus": r.gpu_count, "mtp": r.speculative is not None,
+                    "published": r.decode_tok_s,
                     "in_sample": pred, "held_out": h, "in_sample_error": pred / r.decode_tok_s - 1,
                     "held_out_error": h / r.decode_tok_s - 1, "held_out_how": how})
     summary = {g: {k: public_check.summary([x[f"{k}_error"] for x in out if x["group"] == g
                                             and not math.isnan(x[f"{k}_error"])]) for k in ("in_sample", "held_out")}
                for g in ("plain", "mtp", "depth")}
     return {"rows": out, "summary": summary, "fit": m.how}
+
+
+def held_out_plain_error(n_gpus: int, result: dict | None = None) -> float | None:
+    """The largest |held-out error| of the plain (no MTP) rows at `n_gpus` cards: the band `lab plan` puts on a vLLM
+    prediction (None without such a row)."""
+    rows = (result or check())["rows"]
+    errs = [abs(x["held_out_error"]) for x in rows if not x["mtp"] and x["n_gpus"] == n_gpus
+            and not math.isnan(x["held_out_error"])]
+    return max(errs) if errs else None
 
 
 def check_text(result: dict) -> str:
@@ -392,4 +402,4 @@ def check_text(result: dict) -> str:
 
 
 __all__ = ["VllmModel", "fit", "model", "plain", "mtp", "setup_speed", "check", "check_text", "weights_format",
-           "bytes_per_token", "published_tokens_per_step", "row_prediction", "tokens_per_step", "stock_vllm_notes", "SOURCE"]
+           "bytes_per_token", "published_tokens_per_step", "row_prediction", "tokens_per_step", "stock_vllm_notes", "held_out_plain_error", "SOURCE"]

@@ -69,3 +69,13 @@ def test_validate_prints_the_vllm_rows(capsys):
     out = capsys.readouterr().out
     assert "vLLM model (lab.predict.vllm_speed) on the fork's published rows:" in out
     assert "v100-32g-x2-1cat-awq-tp2-plain [depth, TP2]: published 58.46, in sample 54.2 (-7%), held out 54.2" in out
+
+
+def test_plan_mode_speeds_of_a_vllm_profile_are_the_vllm_models():
+    from lab.predict import plan_speeds
+
+    rows = plan_speeds.rows(profiles.load("v100-32g-x2-vllm"))
+    assert [r["tok_s"] for r in rows] == [56.7, 91.8, 113.7, 127.3, 135.4]
+    assert rows[0]["uncertainty"] == "±7% held out (52.6-60.8)"  # the fork's TP2 row, not fitted: -7.2 %
+    assert rows[4]["what"] == "one stream, vLLM MTP 4 speculative tokens (predicted)"
+    assert rows[4]["uncertainty"].startswith("at least ±7%") and "none held out" in rows[4]["uncertainty"]
