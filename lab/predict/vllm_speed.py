@@ -67,12 +67,12 @@ class VllmModel:
 
 # ---------------------------------------------------------------- what a set-up reads
 def weights_format(quant: str | None) -> str:
-    """The weight format a row or an ask names ("AWQ 4-bit (Qwen3.6-27B-AWQ)" → AWQ-INT4, "FP8 (...)" → FP8)."""
+    """The weight format a row or an ask names ("AWQ 4-bit (Qwen3.6-27B-AWQ)" → AWQ-INT4, "FP8 (...)" → FP8, BF16 and
+    F16 as themselves; anything else 4-bit AWQ, the fork's TP2 format)."""
     q = (quant or DEFAULT_QUANT).upper()
-    if "FP8" in q:
-        return "FP8"
-    if "GPTQ" in q:
-        return "GPTQ-INT4"
+    for key, fmt in (("FP8", "FP8"), ("GPTQ", "GPTQ-INT4"), ("BF16", "BF16"), ("F16", "F16"), ("FP16", "F16")):
+        if key in q:
+            return fmt
     return "AWQ-INT4"
 
 
