@@ -73,6 +73,9 @@ class Profile(BaseModel):
     engine: Engine
     engine_version: str = Field(min_length=1)  # llama-cpp-python version for llama.cpp engines
     engine_python: str | None = None  # interpreter of a separate engine venv (e.g. .venv-vllm)
+    # a community build of the engine the lab knows, NAME==VERSION: "1cat-vllm==1.3.0" (the Volta fork of vLLM,
+    # lab/data/routes.yaml fork); engine_version is then the upstream vLLM it is built on, which its code reports
+    engine_build: str | None = Field(default=None, pattern=r"^1cat-vllm==\d+(\.\d+){1,2}$")
 
     # --- model
     model_name: str = Field(min_length=1)
@@ -246,6 +249,8 @@ class Profile(BaseModel):
         self._check_multi_gpu()
         if self.nvlink_expected and self.gpu_count < 2:
             raise ValueError(f"nvlink_expected is true but gpu_count is {self.gpu_count}; NVLink needs gpu_count ≥ 2")
+        if self.engine_build is not None and self.engine != "vllm":
+            raise ValueError(f"engine_build {self.engine_build} is a build of vLLM: it needs engine vllm")
         if self.vllm_cpu_kvcache_gib is not None and (self.engine != "vllm" or self.gpu_count > 0):
             raise ValueError("vllm_cpu_kvcache_gib sizes the KV cache of vLLM's CPU build: it needs engine vllm and gpu_count 0")
         if self.model_stand_in_for and not self.model_stand_in_reason:

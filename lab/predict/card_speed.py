@@ -278,6 +278,12 @@ def tensor_kv_note(kv: str) -> str:
             + f"; predicted as asked, with {kv} KV bytes")
 
 
+def link_note(link: str) -> str:
+    """What was assumed for a multi-card set-up's link when none was given."""
+    return (f"link not given: {link} assumed (lab/data/gpu_links.yaml; the lab's own profile for this pair where it has "
+            "one, lab/data/routes.yaml); give --link for PCIe or x8 slots")
+
+
 # ---------------------------------------------------------------- one ask → one answer
 ASKED = ("gpu", "gpus", "split", "engine", "link", "weights_gb", "quant", "kv", "context", "slots", "depth", "spec",
          "n_max", "p_min", "acceptance")
@@ -355,11 +361,9 @@ def _mtp(a: Ask, card: dict, plain: float) -> tuple[float | None, dict, str | No
     if not found:
         return None, {}, (f"no acceptance rate for draft-mtp at n-max {a.n_max}: no public draft-mtp row at that n-max "
                           "(lab/data/public_speed.yaml); give --acceptance")
-    measured = None if a.n_max or a.acceptance is not None else mtp_model.published_best_n(card["id"], a.split, rows)
-    mine = [f for f in found if measured and f[0]["n_max"] == measured["n_max"]]
-    p, ids = mine[0] if mine else max(found, key=lambda f: f[0]["tok_s"])
-    n_from = ("given" if a.n_max else f"the card's published sweep ({measured['id']}), as lab plan's routes" if mine
-              else "the predicted best of n-max 1-4")
+    best = mtp_model.best_of([f[0] for f in found])  # the n-max lab plan's routes pick (routes.mtp_speed)
+    p, ids = next(f for f in found if f[0] is best)
+    n_from = "given" if a.n_max else "the predicted best of n-max 1-4, as lab plan's routes"
     by_id = {r.id: r for r in rows}
     same = any(by_id[i].gpu_id and public_speed.same_card(by_id[i].gpu_id, card["id"]) for i in ids)
     terms = {"n_max": p["n_max"], "n_max_from": n_from,
@@ -400,6 +404,10 @@ def _predict(ask: Ask, base, row: int) -> dict:
     except UnknownCard as exc:
         return {**out, "why_not": str(exc)}
     a, notes = filled(ask, base)
+    if a.split == "tensor" and a.gpus > 1 and ask.link is None:  # the lab's own profile for this pair names its link
+        from lab.predict import routes
+
+        a.link = routes.default_link(card["id"], a.gpus, base) or a.link or DEFAULT_LINK
     out.update({k: getattr(a, k) for k in ASKED}, gpu=ask.gpu or card["name"], card=card["name"], card_id=card["id"],
                notes=notes)
     bad = problems(a)
@@ -411,6 +419,11 @@ def _predict(ask: Ask, base, row: int) -> dict:
         return {**out, "why_not": f"not a set-up the lab's profile schema accepts: {_schema_error(exc)}"}
     if a.engine == "llama.cpp" and a.split == "tensor" and a.kv not in ("f16", "bf16", "auto"):
         notes.append(tensor_kv_note(a.kv))
+    from lab.predict import routes
+
+    warning = routes.split_warning(a.engine, a.split, a.spec == "draft-mtp")  # the same words as lab plan's routes
+    if warning:
+        notes.insert(0, warning)
     arch = models.arch_for(prof)
     stated = (contextlib.nullcontext() if a.weights_gb is None else weights_mod.stated_download(
         round(a.weights_gb * 1e9), f"stated: a {a.weights_gb:g} GB download (lab predict weights_gb)"))
@@ -440,20 +453,37 @@ def _predict(ask: Ask, base, row: int) -> dict:
                          split_model="lab.predict.tp_model: pessimistic bound (the fixed cost whole on each card), as "
                                      "lab plan's -sm tensor routes")
             if ask.link is None:
-                notes.append(f"link not given: {a.link} assumed (lab/data/gpu_links.yaml); give link for NVLink or x8 slots")
+                notes.append(link_note(a.link))
         else:
             plain, ceiling = rl["predicted_decode_tok_s"], rl["decode_ceiling_tok_s"]
             if a.split == "layer":
                 model["split_model"] = "-sm layer: one card's bandwidth at a time, as lab plan's headline (no hop added)"
     else:
-        plain, ceiling = rl["predicted_decode_tok_s"], rl["decode_ceiling_tok_s"]
-        vllm_cal = any(c.engine == "vllm" and c.device_kind == "gpu" for c in roofline.calibrations())
-        model.update(calibration=f"{rl['calibration_id']}: efficiency {rl['efficiency'] or 0:.2f} of the roofline"
-                     if rl["calibration_id"] else None, calibration_source=rl["calibration_source"])
-        notes.append("vLLM: the per-token model is llama.cpp's; this is the roofline x the efficiency of the nearest "
-                     f"calibration entry ({rl['calibration_id']}" + ("" if vllm_cal else ", a llama.cpp measurement: "
-                     "FALLBACK, lab/data/calibration.yaml has no vLLM GPU entry") + "); compatibility of vLLM with the "
-                     "card is not judged here (`lab plan` on a profile does)")
+        from lab.predict import vllm_speed
+
+        n_tp = a.gpus if a.split == "tensor" else 1  # pipeline parallel: one card's bandwidth at a time
+        k = (a.n_max or vllm_speed.MTP_K) if a.spec == "draft-mtp" else None
+        tokens = None
+        if k and a.acceptance is not None:
+            from lab.predict import speculative_speed
+
+            tokens = speculative_speed.expected_tokens(a.acceptance, k)
+        vx = vllm_speed.setup_speed(card["id"], n_tp, a.quant, a.depth, a.kv, a.link, k, tokens)
+        plain, ceiling = vx["plain_tok_s"], roofline.decode_ceiling_tok_s(bw * n_tp, vx["bytes_per_token"])
+        bpt = vx["bytes_per_token"]
+        vm = vllm_speed.model()
+        model.update(bytes_per_token_gb=bpt / 1e9, bandwidth_fraction=vx["plain"]["fraction"],
+                     fraction_from=vx["plain"]["fraction_from"], fixed_ms_per_token=vm.fixed_ms,
+                     calibration=f"vLLM model: {vm.how}", vllm=vx["how"], source=vllm_speed.SOURCE)
+        if n_tp > 1:
+            model.update(link=a.link or vllm_speed.DEFAULT_LINK, comm_ms_per_token=vx["plain"]["comm_ms"])
+        if vx["mtp"]:
+            model["vllm_mtp"] = {**vx["mtp"], "tokens_from": vx["tokens_from"]}
+        if base is not None and base.engine_build:  # the profile names the fork: stock vLLM's limits are not its
+            notes.append(f"{base.engine_build}: the community Volta fork of vLLM the profile names "
+                         "(lab/data/routes.yaml fork); the vLLM model is fitted on its published rows")
+        else:
+            notes += vllm_speed.stock_vllm_notes(card["arch"], vx["format"])
     tensor = f" over {a.link}" if a.link and a.split == "tensor" else ""
     how = (f"-sm {a.split}{tensor}" if a.engine == "llama.cpp" else f"{'tensor' if a.split == 'tensor' else 'pipeline'} "
            f"parallel {a.gpus}") if a.gpus > 1 else "one card"
@@ -474,7 +504,10 @@ def _predict(ask: Ask, base, row: int) -> dict:
         why = why or (rl["reason"] or "no prediction")
     elif a.spec == "draft-mtp":
         if a.engine != "llama.cpp":
-            tok_s, why = None, why or "draft-mtp on vLLM is not modelled (lab.predict.mtp_model is llama.cpp's)"
+            tok_s = vx["tok_s"]
+            out["route"] = out["route"].replace(f"draft-mtp n-max {a.n_max or 'best of 1-4'}",
+                                                f"MTP ({vllm_speed.MTP_K if not a.n_max else a.n_max} speculative tokens)")
+            why = why or (None if tok_s else "vLLM MTP: no draft cost or tokens per step (lab.predict.vllm_speed)")
         else:
             tok_s, model["mtp"], mtp_why = _mtp(a, card, plain)
             why = why or mtp_why
@@ -493,3 +526,22 @@ def _predict(ask: Ask, base, row: int) -> dict:
     out["predicted_tok_s"] = None if why else tok_s
     out["why_not"] = why
     return out
+
+
+# ---------------------------------------------------------------- the route the lab recommends for a set-up
+def best_route(ask: Ask, base=None) -> dict:
+    """The fastest route the lab recommends for a set-up, as `lab plan`'s route table ranks them: the ask predicted
+    plain and with MTP (llama.cpp draft-mtp at the sweep's best n-max; vLLM's MTP at the fork's k) by `predict`, the
+    faster one that has a prediction. {"best": predict()'s answer, "plain": ..., "mtp": ... | None, "name": "the
+    route in words", "mtp_chosen": bool}. An ask that names its own speculation keeps it (no alternative)."""
+    import dataclasses as dc
+
+    if ask.spec is not None or ask.n_max is not None or ask.acceptance is not None:
+        one = predict(ask, base)
+        return {"best": one, "plain": None, "mtp": None, "name": one["route"], "mtp_chosen": one["spec"] == "draft-mtp"}
+    plain = predict(dc.replace(ask, spec="none"), base)
+    mtp = predict(dc.replace(ask, spec="draft-mtp"), base)
+    use_mtp = bool(mtp["predicted_tok_s"]) and (not plain["predicted_tok_s"]
+                                                or mtp["predicted_tok_s"] > plain["predicted_tok_s"])
+    best = mtp if use_mtp else plain
+    return {"best": best, "plain": plain, "mtp": mtp, "name": best["route"] or str(ask.gpu), "mtp_chosen": use_mtp}

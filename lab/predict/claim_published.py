@@ -73,7 +73,12 @@ def judge(claim: dict, tolerance: float) -> tuple[str, str, dict] | None:
     ids = claim["test"].get("published")
     if not ids:
         return None
-    rows = _rows(ids)
+    return judge_rows(claim, _rows(ids), tolerance)
+
+
+def judge_rows(claim: dict, rows: list[public_speed.Row], tolerance: float) -> tuple[str, str, dict]:
+    """(verdict, why, numbers) of a speed claim against `rows` (the claim's own, or the published rows of the route
+    the lab recommends for its set-up: lab.predict.claim_evaluators)."""
     context = claim["condition"].get("context_tokens")
     est = estimate(rows, context)
     vals = claim["value"] if isinstance(claim["value"], list) else [claim["value"]]
@@ -93,4 +98,4 @@ def judge(claim: dict, tolerance: float) -> tuple[str, str, dict] | None:
     return "not testable here", f"{text} — does not decide the claimed {claimed} tok/s", numbers
 
 
-__all__ = ["judge", "estimate", "NEAR"]
+__all__ = ["judge", "judge_rows", "estimate", "NEAR"]

@@ -33,7 +33,7 @@ FACT_KEYS = (
     "compute_capability", "gpu_count", "nvlink_expected",
     "driver_version", "cuda_toolkit",
     "torch_version", "torch_cuda_wheel", "torch_arch_list",
-    "engine", "engine_version", "engine_command",
+    "engine", "engine_version", "engine_command", "engine_build",
     "model_architecture", "model_quant", "vllm_quantization",
     "dtype", "kv_cache_dtype", "n_gpu_layers", "tensor_parallel_size",
     "llama_cpp_gpu_offload",
@@ -108,6 +108,8 @@ def _normalise(facts: dict) -> dict:
     if unknown:
         raise ValueError(f"unknown fact key(s) {unknown}; known: {', '.join(FACT_KEYS)}")
     f: dict[str, Any] = {k: facts.get(k) for k in FACT_KEYS}
+    if f["engine"] == "vllm" and f["engine_build"] is None:  # vLLM's own release unless a known fork is named
+        f["engine_build"] = "official"
     cc = f["compute_capability"]
     f["_cc10"] = cc_x10(cc) if cc is not None else None
     if f["compute_capability"] is not None:
@@ -177,6 +179,7 @@ def facts_from_profile(profile) -> dict:
         "torch_arch_list": None,          # only torch itself knows: lab.measure.install fills it in
         "engine": p.engine,
         "engine_version": p.engine_version,
+        "engine_build": (p.engine_build or "").split("==")[0] or None,  # "1cat-vllm", or None (official)
         "engine_command": None,           # the lab builds commands itself; a guide's command can be checked
         "model_architecture": p.model_architecture,
         "model_quant": p.model_quant,

@@ -232,6 +232,25 @@ def _quant_format_min_capability(f: dict, rule: dict) -> Outcome:
     return []
 
 
+def _vllm_fork_on_volta(f: dict, rule: dict) -> Outcome:
+    """The Volta fork: sm_70 only; AWQ / FP8 / GPTQ weights; fp16 or fp8_e5m2 KV; Qwen3.8 at TP2 unverified."""
+    cc, quant, kv = f["_cc10"], f["model_quant"], f["kv_cache_dtype"]
+    out = []
+    if cc != 70:
+        out.append(("error", f"the fork 1Cat-vLLM is built for compute capability 7.0 only (sm_70 wheel); this GPU "
+                             f"has {_cc_text(cc)}: use stock vLLM there"))
+    if quant not in ("AWQ-INT4", "FP8", "GPTQ-INT4"):
+        out.append(("warn", f"{quant} weights: the fork's published routes are AWQ 4-bit and FP8 checkpoints"))
+    if kv in ("fp8", "fp8_e4m3"):
+        out.append(("error", f"kv_cache_dtype {kv}: e4m3 fails on SM70 ('fp8e4nv not supported'); the fork's "
+                             "--kv-cache-dtype fp8 means E5M2 since 1.3.0: write fp8_e5m2"))
+    if _model_id(f["model_architecture"] or "") == "qwen3.8-27b":
+        out.append(("info", "community code, not a vLLM release: Qwen3.8-27B at two cards has no published fork "
+                            "figure (FP8 is accepted at TP4; an AWQ checkpoint has one user's report, 1Cat-vLLM #334)",
+                    "run the lab's benchmark on the cards before relying on it"))
+    return out
+
+
 def _vllm_kernel_min_capability(f: dict, rule: dict) -> Outcome:
     kernel, cc = f["vllm_quantization"].lower(), f["_cc10"]
     need = rule["kernels"].get(kernel)
@@ -353,6 +372,7 @@ PREDICATES: dict[str, Callable[[dict, dict], Outcome]] = {
     "vllm_supports_model": _vllm_supports_model,
     "vllm_serves_hybrid_on_volta": _vllm_serves_hybrid_on_volta,
     "quant_format_min_capability": _quant_format_min_capability,
+    "vllm_fork_on_volta": _vllm_fork_on_volta,
     "vllm_kernel_min_capability": _vllm_kernel_min_capability,
     "bf16_needs_ampere": _bf16_needs_ampere,
     "fp8_kv_cache_capability": _fp8_kv_cache_capability,

@@ -201,6 +201,12 @@ def sweep(plain_tok_s: float, gpu_id: str, split: str, rows: list | None = None)
     return out
 
 
+def best_of(sweep: list[dict]) -> dict:
+    """The fastest point of a predicted sweep (`sweep`): the n-max every view recommends (lab plan's routes, lab
+    predict), so the figure shown beside it is the largest of the sweep shown."""
+    return max(sweep, key=lambda x: x["tok_s"])
+
+
 def published_best_n(gpu_id: str, split: str, rows: list | None = None) -> dict | None:
     """The fastest n-max of a same-card, same-split, short-prompt public draft-mtp sweep (rows at two or more n-max
     values, no outlier note): {n_max, tok_s, id}; None without such a sweep. A measured sweep on the card beats the
@@ -226,4 +232,4 @@ SOURCE = ("lab/data/calibration.yaml mtp_step_model (verify ms per drafted token
 
 __all__ = ["step_data", "step_model", "head_fraction", "fixed_ms", "verify_ms_for", "step_over_plain",
            "fit_verify_ms", "fit", "h200_points", "acceptance_rate", "is_draft_mtp", "is_gated", "acceptance_for", "predict",
-           "sweep", "published_best_n", "flags", "N_VALUES", "SOURCE"]
+           "sweep", "best_of", "published_best_n", "flags", "N_VALUES", "SOURCE"]

@@ -78,6 +78,16 @@ def public_check_part(profile: Profile) -> dict | None:
             "targets": result["targets"]}
 
 
+def served_part(profile: Profile, plain_tok_s: float | None) -> dict | None:
+    """Decode summed over 8 and 16 streams through llama-server, with host sampling and with -bs
+    (lab.predict.served_speed: batched step + the server's per-stream and per-step terms); None for a profile it does
+    not cover (CPU, vLLM)."""
+    from lab.predict import served_speed
+
+    rows = served_speed.profile_rows(profile, plain_tok_s)
+    return {"rows": rows, "how": served_speed.how()} if rows else None
+
+
 def routes_part(profile: Profile) -> dict | None:
     """Every route for a V100 profile (lab.predict.routes.route_table) with the MTP model's check on the public rows
     (lab.predict.public_check.mtp_check: summary, per architecture, held out, targets); None for other profiles."""
@@ -104,6 +114,7 @@ def plan(profile: Profile | str | Path) -> dict:
     result.update(speed_part(prof))
     result["projections"] = projection_part(prof, result.get("weights_bytes"),
                                             (result.get("roofline") or {}).get("bytes_per_token"))
+    result["served_streams"] = served_part(prof, result.get("predicted_decode_tok_s"))
     result["public_check"] = public_check_part(prof)
     result["routes"] = routes_part(prof)
     result["findings"] = sorted(findings, key=lambda f: ("error", "warn", "info").index(f["severity"]))
@@ -193,11 +204,19 @@ def describe(result: dict) -> str:
                          f"loaded: the token embedding stays in host memory, a token reads one row of it) + "
                          f"{rl['kv_bytes_per_seq'] / 1e9:.2f} GB KV and state at {rl['context_tokens']} tokens; every "
                          "ceiling the lab shows uses this definition (lab/data/calibration.yaml read_per_token)")
-        if rl.get("per_token_predicted_tok_s") is None and rl.get("calibration_source"):
+        if rl.get("per_token_predicted_tok_s") is None and rl.get("calibration_source") and not rl.get("vllm_how"):
             lines.append(f"      calibration source: {' '.join(str(rl['calibration_source']).split())}")
     for row in result.get("projections", []):
         lines.append(f"  projection, one stream: {row['gpu']}: {row['projected_tok_s']:.0f} tok/s (roofline "
                      f"{row['roofline_tok_s']:.0f}; weights fit in VRAM: {row['weights_fit_in_vram']})")
+    served = result.get("served_streams")
+    if served:
+        rows = served["rows"]
+        lines.append("  served, streams summed (lab.predict.served_speed): " + "; ".join(
+            f"{r['streams']} streams {r['host_tok_s']:.0f} tok/s, with -bs {r['bs_tok_s']:.0f} ({r['gain']:+.0%})"
+            for r in rows) + (" - the profile passes -bs" if rows[0]["profile_has_bs"] else
+                              " - the profile samples on the host (add -bs to server_args)"))
+        lines.append(f"      batched step: {rows[0]['batched_from']}; {served['how']}")
     lines += _public_check_lines(result.get("public_check"))
     lines += routes_lines(result.get("routes"))
     claim_counts = result.get("claim_counts")
@@ -217,16 +236,16 @@ def _short_url(url: str) -> str:
 
 
 def _public_check_lines(part: dict | None) -> list[str]:
-    """The "checked against published measurements" block (a longer line wraps in `lab plan`: lab.core.cli.fit; a
-    column's text is cut at a word, lab.core.display.clip)."""
+    """The "checked against published measurements" block: names and sources whole, wrapped at words within 100
+    columns (lab.core.cli.fit), never cut."""
     if not part:
         return []
     s, d, o = part["summary"], part["depth"], part["outliers"]
-    lines = [f"  checked against published measurements ({display.clip(part['gpu'], 32)}; lab/data/public_speed.yaml):"]
+    lines = [f"  checked against published measurements ({part['gpu']}; lab/data/public_speed.yaml):"]
     for r in part["rows"]:
         flag = ("" if r["comparable"] else "  [outlier]" if r["outlier"] else "  [not a budget card]"
                 if not r.get("deep") else "  [8,192+ tokens: not fitted]")
-        lines.append(f"    {display.clip(r['gpu'], 26):26} {display.clip(r['engine'], 9)} {display.clip(r['quant'] or '?', 18):18} published "
+        lines.append(f"    {r['gpu']}, {r['engine']}, {r['quant'] or '?'}: published "
                      f"{r['published']:5.1f}, predicted {r['predicted']:5.1f} ({r['error']:+.0%})")
         lines.append(f"      source: {_short_url(r['source'])}{flag}")
     lines.append(f"    all cards: median |error| {s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%} over {s['n']} "
@@ -238,8 +257,9 @@ def _public_check_lines(part: dict | None) -> list[str]:
 
 
 def routes_lines(part: dict | None) -> list[str]:
-    """The route table (lab.predict.routes): one line per route, then its basis, needs and nearest published rows
-    (a longer line wraps in `lab plan`: lab.core.cli.fit, never cut)."""
+    """The route table (lab.predict.routes): one line per route, then its basis, needs and nearest published rows.
+    Free text is never cut: a long line wraps at word boundaries under its own indentation (lab.core.cli.fit; a cut
+    once printed "...f16 KV, -fa on; v" and "the MT"), every line within 100 columns."""
     if not part:
         return []
     gib = 2**30
@@ -247,26 +267,33 @@ def routes_lines(part: dict | None) -> list[str]:
              f"llama.cpp {part['fastest_llama_cpp']}"]
     for r in part["routes"]:
         speed = f"{r['tok_s']:5.1f} tok/s" if r["tok_s"] else "    ? tok/s"
-        lines.append(f"    {display.clip(r['id'], 17):17} {speed} {display.clip(r['basis'], 31):31} {r['per_card_bytes'] / gib:5.1f}/"
-                     f"{r['budget_bytes'] / gib:4.1f} GiB/card {'fits' if r['fits'] else 'NO FIT'}")
+        applies = "" if r.get("applies", True) else "  NOT THIS MODEL (not ranked)"
+        lines.append(f"    {r['id']:17} {speed} {r['basis']} {r['per_card_bytes'] / gib:5.1f}/"
+                     f"{r['budget_bytes'] / gib:4.1f} GiB/card {'fits' if r['fits'] else 'NO FIT'}{applies}")
+        if r.get("why_not"):
+            lines.append(f"      not ranked: {r['why_not']}")
         lines.append(f"      how: {r['how']}")
         if r["flags"]:
             lines.append(f"      flags: {r['flags']}")
         lines.append(f"      needs: {r['needs']}")
+        if r.get("warning"):
+            lines.append(f"      WARNING: {' '.join(r['warning'].split())}")
         if r.get("mtp_sweep"):
             sweep = " ".join(f"{x['tok_s']:.1f}" for x in r["mtp_sweep"])
             lines.append(f"      mtp: n-max 1-4 {sweep} tok/s; n-max {r['mtp_n_max']} from {r['mtp_n_from']}")
         pub = r.get("mtp_published")
-        if pub:
+        if pub and pub.get("predicted"):
             where = "" if pub["same_card"] else "another card's "
-            lines.append(f"      vs {where}published {pub['tok_s']:g} at n-max {pub['n_max']} ({pub['id']}): predicted "
+            at = f" at n-max {pub['n_max']}" if pub.get("n_max") else ""
+            lines.append(f"      vs {where}published {pub['tok_s']:g}{at} ({pub['id']}): predicted "
                          f"{pub['predicted']:.1f} ({pub['error']:+.0%})")
         near = ", ".join(f"{p['tok_s']:g} ({p['id']})" for p in r["published"][:2])
         lines.append(f"      published: {near}")
-    lines.append("    (bases differ: predicted = the lab's models; published = the source's own harness and")
-    lines.append("    checkpoint - the fork's MTP rows use FP8 weights and their own prompts)")
+    lines.append("    (predicted = the lab's models: the per-token and MTP step models for llama.cpp, the vLLM model")
+    lines.append("    (lab.predict.vllm_speed) for the fork; published rows beside them are the source's own harness")
+    lines.append("    and checkpoint - the fork's MTP rows use Qwen3.6 FP8 weights and their own prompts)")
     lines += _mtp_check_lines(part.get("mtp_check"))
-    return cli.fit("\n".join(lines)).splitlines()  # a long line wraps under its indentation, whole
+    return cli.fit("\n".join(lines)).splitlines()
 
 
 def _mtp_check_lines(check: dict | None) -> list[str]:

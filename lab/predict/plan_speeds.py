@@ -35,8 +35,17 @@ def rows(profile) -> list[dict]:
     out = [{"what": "one stream, plain (predicted)", "tok_s": round(plain, 1),
             "uncertainty": _band(plain, speed["comparable"]["median_abs_error"], speed["comparable"]["max_abs_error"]),
             "basis": f"per-token model vs {speed['comparable']['n']} published measurements (lab/data/public_speed.yaml)"}]
+    if profile.engine == "vllm":  # the vLLM model's own error, on the fork's rows it was not fitted on
+        from lab.predict import vllm_speed
+
+        err = vllm_speed.held_out_plain_error(profile.tensor_parallel_size)
+        out[0].update(uncertainty=f"±{err:.0%} held out ({plain * (1 - err):.1f}-{plain * (1 + err):.1f})" if err
+                      is not None else "not known: no held-out vLLM row at this card count",
+                      basis="vLLM model (lab.predict.vllm_speed) vs the fork's published rows (lab/data/public_speed.yaml)")
     if spec is None:
         return out
+    if profile.engine == "vllm":
+        return out + _vllm_mtp_rows(profile, spec)
     split = "layer" if profile.gpu_count > 1 else "none"
     # the band is the held-out error (each row predicted with verify ms refitted without it), not the in-sample one
     arch_err = (mtp["held_out"]["by_arch"].get(spec["arch"]) or mtp["held_out"])["row"]
@@ -50,4 +59,27 @@ def rows(profile) -> list[dict]:
                     "basis": f"{x['tokens_per_step']:.2f} tok/step at acceptance {x['rate']:.2f} ÷ step "
                              f"{x['step_over_plain']:.2f} plain tokens ({x['step_from']} step model); error over "
                              f"{arch_err['n']} public draft-mtp rows ({spec['arch']}, each held out of the fit); flags {mtp_model.flags(x['n_max'])}"})
+    return out
+
+
+def _vllm_mtp_rows(profile, spec: dict) -> list[dict]:
+    """A vLLM profile's MTP rows (vLLM's speculative config, k = 1-4) by the lab's vLLM model
+    (lab.predict.vllm_speed, as `lab predict --engine vllm --mtp K` and the fork's routes), its band the model's
+    held-out error on the fork's plain rows at this card count (vllm_speed.held_out_plain_error)."""
+    from lab.predict import routes, vllm_speed
+
+    tp = profile.tensor_parallel_size
+    link = routes.default_link(spec["id"], tp, profile) if tp > 1 else None
+    depth = profile.bench_prompt_tokens + profile.bench_output_tokens // 2
+    err = vllm_speed.held_out_plain_error(tp)
+    out = []
+    for k in (1, 2, 3, 4):
+        x = vllm_speed.setup_speed(spec["id"], tp, profile.model_quant, depth, "f16" if profile.kv_cache_dtype == "auto"
+                                   else profile.kv_cache_dtype, link, k)
+        if x["tok_s"] is None:
+            continue
+        out.append({"what": f"one stream, vLLM MTP {k} speculative tokens (predicted)", "tok_s": round(x["tok_s"], 1),
+                    "uncertainty": (f"at least ±{err:.0%} (the plain part's held-out error); the MTP draft cost is "
+                                    "fitted on one public row, none held out") if err is not None else "not known",
+                    "basis": x["how"]})
     return out

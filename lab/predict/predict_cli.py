@@ -132,8 +132,10 @@ def text(results: list[dict]) -> str:
         elif m.get("calibration"):
             lines.append(f"    model: {m['bytes_per_token_gb']:.2f} GB/token; calibration {m['calibration']}")
         if "comm_ms_per_token" in m:
-            lines.append(f"    -sm tensor over {m['link']}: {m['comm_ms_per_token']:.2f} ms/token of all-reduces "
-                         f"(optimistic bound {m['optimistic_tok_s']:.1f} tok/s)")
+            bound = f" (optimistic bound {m['optimistic_tok_s']:.1f} tok/s)" if "optimistic_tok_s" in m else ""
+            lines.append(f"    tensor split over {m['link']}: {m['comm_ms_per_token']:.2f} ms/token of all-reduces{bound}")
+        if m.get("vllm"):
+            lines.append(f"    vLLM model: {m['vllm']}")
         if m.get("mtp"):
             x = m["mtp"]
             lines.append(f"    mtp: n-max {x['n_max']} ({x['n_max_from']}); acceptance {x['acceptance_rate']:.2f} "
@@ -154,11 +156,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows, indent=1) if args.json else cli.text_table(rows))
         return exit_codes.OK
     if args.validate:
-        from lab.predict import public_validate
+        from lab.predict import public_validate, vllm_speed
 
         result = public_validate.validate()
-        print(json.dumps(_rounded(result), indent=1, ensure_ascii=False, allow_nan=False) if args.json
-              else public_validate.text(result))
+        vllm = vllm_speed.check()  # the vLLM model on the fork's rows, each held out of its fit
+        print(json.dumps(_rounded({**result, "vllm": vllm}), indent=1, ensure_ascii=False, allow_nan=True)
+              if args.json else public_validate.text(result) + "\n\n" + cli.fit(vllm_speed.check_text(vllm)))
         return exit_codes.OK
     base = None
     if args.profile:

@@ -44,8 +44,56 @@ def roofline_for(profile, hardware_record: dict | None = None, context_tokens: i
         kv = float(kvcache.kv_cache_breakdown(arch, ctx, 1, kv_dtype, profile.tensor_parallel_size)["total_bytes"])
     result = roofline.profile_ceiling(profile, bandwidth=roofline.bandwidth_for(profile, hardware_record),
                                       weights_bytes=read, kv_bytes_per_seq=kv, context_tokens=ctx, levels=levels)
+    if profile.engine == "vllm" and roofline.runs_on_gpu(profile) and result["bytes_per_token"]:
+        result.update(_vllm_prediction(profile, ctx, kv_dtype if arch is not None else "auto", result))
     # `weights_bytes`: the weights as every view shows them; the ceiling used `weights_read_bytes` (read_per_token)
     result.update(weights_bytes=weights, weights_how=how, weights_read_bytes=read,
                   weights_read_how=read_how if read is not None else None,
                   model=arch.name if arch else profile.model_name, notes=notes)
     return result
+
+
+def _vllm_prediction(profile, depth: int, kv_dtype: str, result: dict) -> dict:
+    """A vLLM GPU profile's one-stream prediction by the lab's vLLM model (lab.predict.vllm_speed, as `lab predict
+    --engine vllm` and `lab plan`'s fork routes); the nearest calibration entry's efficiency stays in the record as
+    efficiency_predicted_tok_s, not as a second prediction."""
+    from lab.predict import routes, vllm_speed
+
+    spec = roofline.gpu_spec_for(profile.gpu_name_pattern or profile.name)
+    if spec is None:
+        return {}
+    tp = profile.tensor_parallel_size
+    link = routes.default_link(spec["id"], tp, profile) if tp > 1 else None
+    x = vllm_speed.setup_speed(spec["id"], tp, profile.model_quant, depth, kv_dtype, link)
+    return {"efficiency_predicted_tok_s": result["predicted_decode_tok_s"], "predicted_decode_tok_s": x["tok_s"],
+            "prediction_basis": f"vLLM model (lab.predict.vllm_speed): {x['how']}", "vllm_how": x["how"]}
+
+
+WELL_UNDER = 0.10  # a measurement more than 10 % under the expectation is said to be so (the answer box)
+
+
+def expectation(profile, records: dict | None = None) -> dict:
+    """One stream on the profile's card as every view of a run shows it: the ceiling and the expected speed from
+    `roofline_for` with the run's own measured bandwidth when notebook 01 ran (the figures notebook 06's record
+    carries, read from it when it ran: one ceiling per card, not the datasheet's beside the measured copy's), else the
+    datasheet's; the served single-stream measurement when notebook 06 measured one, and how far under the
+    expectation it came. {ceiling_tok_s, expected_tok_s, bandwidth_source, measured_tok_s, shortfall, well_under,
+    sentence}."""
+    records = records or {}
+    bench = (records.get("06_benchmark") or {}).get("summary") or {}
+    if bench.get("decode_ceiling_tok_s") is not None:
+        ceiling, expected = bench["decode_ceiling_tok_s"], bench.get("predicted_decode_tok_s")
+        source = "notebook 06's roofline (the run's measured bandwidth when notebook 01 ran)"
+    else:
+        rl = roofline_for(profile, records.get("01_hardware"))
+        ceiling, expected, source = rl["decode_ceiling_tok_s"], rl["predicted_decode_tok_s"], rl["bandwidth_source"]
+    measured = bench.get("served_single_stream_decode_tok_s")
+    short = measured / expected - 1 if measured and expected else None
+    well_under = short is not None and short < -WELL_UNDER
+    sentence = None
+    if short is not None:
+        sentence = (f"measured {measured:.1f} tok/s, {abs(short):.0%} {'under' if short < 0 else 'over'} the expected "
+                    f"{expected:.0f} tok/s" + (" - well under: the prediction does not hold on this card and build"
+                                               if well_under else ""))
+    return {"ceiling_tok_s": ceiling, "expected_tok_s": expected, "bandwidth_source": source,
+            "measured_tok_s": measured, "shortfall": short, "well_under": well_under, "sentence": sentence}

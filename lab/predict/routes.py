@@ -10,6 +10,8 @@ architecture's fitted verify ms), lab/data/calibration.yaml mtp_step_model). Eve
 """
 from __future__ import annotations
 
+import re
+
 from lab.core import facts
 from lab.predict import public_check, public_speed, roofline, tp_model
 
@@ -27,28 +29,21 @@ def mtp_speed(route: dict, plain_tok_s: float | None, rows: dict, gpu_id: str | 
 
     llama.cpp routes: PREDICTED by lab.predict.mtp_model: the card's predicted plain speed, the step cost in plain
     tokens at each n-max 1-4 (head pass + the architecture's verify ms, fitted on the public rows) and the public
-    rows' acceptance for the card; the n-max is the predicted best unless a same-card, same-split published sweep
-    exists (a measurement beats the model's pick). The published row at that n-max (same card) stands beside it with
-    the error. The fork's routes stay "published" (its step cost is vLLM's, not llama.cpp's)."""
+    rows' acceptance for the card; the n-max is the best of the sweep shown (mtp_model.best_of; a same-card published
+    sweep that found another n-max is named beside it). The published row at that n-max (same card) stands beside it
+    with the error. The fork's routes: `fork_speed` (lab.predict.vllm_speed)."""
     from lab.predict import mtp_model
 
-    if route["engine"] != "llama.cpp":
-        best = max((rows[i] for i in route["published"]), key=lambda r: r.decode_tok_s)
-        how = f"{best.id}, n-max {best.speculative.n_max or '?'}"
-        if route.get("plain_row"):
-            plain = rows[route["plain_row"]]
-            how += f"; {best.decode_tok_s / plain.decode_tok_s:.2f}x the plain {plain.decode_tok_s:g} ({plain.id})"
-        return {"tok_s": best.decode_tok_s, "basis": "published", "how": how, "n_max": best.speculative.n_max,
-                "n_from": None, "flags": route["flags"], "sweep": [], "published": None}
     if plain_tok_s is None or gpu_id is None:
         return {"tok_s": None, "basis": "predicted (MTP step model)", "how": "plain speed unknown", "n_max": None,
                 "n_from": None, "flags": route["flags"], "sweep": [], "published": None}
     sweep = mtp_model.sweep(plain_tok_s, gpu_id, split, list(rows.values()))
     by_n = {x["n_max"]: x for x in sweep}
-    measured = mtp_model.published_best_n(gpu_id, split, list(rows.values()))
-    pick = by_n[measured["n_max"]] if measured and measured["n_max"] in by_n else max(sweep, key=lambda x: x["tok_s"])
+    pick = mtp_model.best_of(sweep)  # the n-max the shown sweep says is fastest: one answer with its own figures
     n = pick["n_max"]
-    why_n = "the card's published sweep" if measured else "the predicted best"
+    measured = mtp_model.published_best_n(gpu_id, split, list(rows.values()))
+    why_n = "the predicted best" + (f" (the card's published sweep: n-max {measured['n_max']}, {measured['id']})"
+                                    if measured and measured["n_max"] != n else "")
     how = (f"{plain_tok_s:.1f} plain x {pick['tokens_per_step']:.2f} tok/step (rate {pick['rate']:.2f}) / step "
            f"{pick['step_over_plain']:.2f} plain tokens ({pick['step_from']})")
     pubs = [rows[i] for i in route["published"] if mtp_model.is_draft_mtp(rows[i])
@@ -64,6 +59,62 @@ def mtp_speed(route: dict, plain_tok_s: float | None, rows: dict, gpu_id: str | 
     base = route["flags"]
     return {"tok_s": pick["tok_s"], "basis": "predicted (MTP step model)", "how": how, "n_max": n, "n_from": why_n,
             "flags": f"{base} {mtp_model.flags(n)}".strip(), "sweep": sweep, "published": published}
+
+
+def split_warning(engine: str, split: str, mtp: bool) -> str | None:
+    """The known failures of llama.cpp -sm tensor with this model (routes.yaml llama_tensor_split.known_issues: with
+    MTP the hangs, without it the instability), for every view that names the split (`lab plan`'s routes, `lab
+    predict --split tensor`); None for other set-ups."""
+    if engine != "llama.cpp" or split != "tensor":
+        return None
+    issues = data()["llama_tensor_split"]["known_issues"]
+    return " ".join(issues["with_mtp" if mtp else "without_mtp"].split())
+
+
+def default_link(card_id: str, n_gpus: int, base=None) -> str | None:
+    """The link of the lab's own profile for `n_gpus` cards of `card_id` (routes.yaml profiles with a link: the seed's
+    two V100 SXM2 over NVLink), or of `base` when it is such a profile; None when the lab has none."""
+    from lab.core import profiles
+
+    for name, spec in data()["profiles"].items():
+        if not spec.get("link"):
+            continue
+        if base is not None and base.name == name:
+            return spec["link"]
+        try:
+            prof = profiles.load(name)
+        except profiles.ProfileError:
+            continue
+        g = roofline.gpu_spec_for(prof.gpu_name_pattern or prof.name)
+        if g and public_speed.same_card(g["id"], card_id) and prof.gpu_count == n_gpus:
+            return spec["link"]
+    return None
+
+
+def tp_size(route: dict, profile) -> int:
+    """The tensor-parallel size a fork route runs (its --tensor-parallel-size flag, else the profile's cards)."""
+    m = re.search(r"--tensor-parallel-size (\d+)", route["flags"])
+    return int(m.group(1)) if m else profile.gpu_count
+
+
+def fork_speed(route: dict, profile, gpu_id: str, link: str | None, rows: dict) -> dict:
+    """A fork (vLLM) route's speed by the lab's one vLLM model (lab.predict.vllm_speed.setup_speed, as `lab predict
+    --engine vllm`): {tok_s, basis, how, flags, published: {id, tok_s, predicted, error} | None, n_max}. The
+    route's first published row stands beside the prediction with the error."""
+    from lab.predict import vllm_speed
+
+    depth = profile.bench_prompt_tokens + profile.bench_output_tokens // 2
+    said = re.search(r"MTP (\d)", route["flags"])  # a route that names its speculative tokens (fork-tp1-mtp: MTP 3)
+    k = (int(said.group(1)) if said else vllm_speed.MTP_K) if route["mtp"] else None
+    x = vllm_speed.setup_speed(gpu_id, tp_size(route, profile), route.get("weights_quant"), depth, "f16", link, k)
+    pub = rows[route["published"][0]] if route["published"] else None
+    published = None
+    if pub is not None and x["tok_s"]:
+        pred = vllm_speed.row_prediction(pub) if pub.gpu_id else None
+        published = {"id": pub.id, "tok_s": pub.decode_tok_s, "predicted": pred,
+                     "error": pred / pub.decode_tok_s - 1 if pred else None, "same_card": True}
+    return {"tok_s": x["tok_s"], "basis": "predicted (vLLM model)", "how": x["how"], "n_max": k,
+            "flags": route["flags"], "published": published}
 
 
 def _llama_memory(profile, arch, split: str = "layer") -> dict:
@@ -135,30 +186,34 @@ def route_table(profile) -> dict | None:
     for r in spec["routes"]:
         llama = r["engine"] == "llama.cpp"
         base = plain.get(r["split"]) if llama else None
-        mtp = None
-        if r["mtp"]:
+        mtp, fork = None, None
+        if not llama:
+            fork = fork_speed(r, profile, gpu["id"], link, rows)
+            tok_s, basis, how = fork["tok_s"], fork["basis"], fork["how"]
+        elif r["mtp"]:
             mtp = mtp_speed(r, base[0] if base else None, rows, gpu["id"], r["split"])
             tok_s, basis, how = mtp["tok_s"], mtp["basis"], mtp["how"]
-        elif llama:
-            (tok_s, how), basis = base, "predicted"
         else:
-            best = max((rows[i] for i in r["published"]), key=lambda x: x.decode_tok_s)
-            tok_s, basis, how = best.decode_tok_s, "published", best.id
+            (tok_s, how), basis = base, "predicted"
         mem = (_llama_memory(profile, arch, r["split"]) if llama
                else _fork_memory(profile, arch, r))
         out.append({"id": r["id"], "engine": r["engine"], "split": r["split"], "mtp": r["mtp"],
                     "flags": mtp["flags"] if mtp else r["flags"], "needs": r["needs"], "tok_s": tok_s,
                     "basis": basis, "how": how, "mtp_n_max": mtp["n_max"] if mtp else None,
                     "mtp_n_from": mtp["n_from"] if mtp else None,
-                    "mtp_sweep": mtp["sweep"] if mtp else [], "mtp_published": mtp["published"] if mtp else None,
+                    "mtp_sweep": mtp["sweep"] if mtp else [],
+                    "mtp_published": (mtp or fork or {}).get("published"),
+                    # a route for another model or set-up (routes.yaml applies: false): shown, never ranked
+                    "applies": r.get("applies", True), "why_not": r.get("why_not"),
+                    "warning": split_warning(r["engine"], r["split"], r["mtp"]),
                     **mem,
                     "published": [{"id": i, "gpu": rows[i].gpu, "tok_s": rows[i].decode_tok_s,
                                    "source": rows[i].source} for i in r["published"]]})
-    ok = [x for x in out if x["fits"] and x["tok_s"]]
+    ok = [x for x in out if x["fits"] and x["tok_s"] and x["applies"]]
     fastest = max(ok, key=lambda x: x["tok_s"])["id"] if ok else None
     llama_ok = [x for x in ok if x["engine"] == "llama.cpp"]
     return {"profile": profile.name, "bytes_per_token": bpt, "routes": out, "fastest": fastest,
             "fastest_llama_cpp": max(llama_ok, key=lambda x: x["tok_s"])["id"] if llama_ok else None}
 
 
-__all__ = ["route_table", "mtp_speed", "data"]
+__all__ = ["route_table", "mtp_speed", "fork_speed", "tp_size", "split_warning", "default_link", "data"]

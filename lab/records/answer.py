@@ -27,25 +27,29 @@ def _tok(x) -> str:
     return "—" if x is None else f"{display.sig3(x)} tok/s"
 
 
-def card_row(profile) -> dict:
-    """One GPU profile's plan as a row: what fits and how fast one stream can go (lab.predict.plan, no hardware)."""
-    from lab.predict import plan
+def card_row(profile, records: dict | None = None) -> dict:
+    """One GPU profile's plan as a row: what fits and how fast one stream can go (lab.predict.plan, no hardware); the
+    speed figures from lab.predict.profile_speed.expectation, with the run's records when given (one ceiling per card:
+    the one notebook 06 measured against, and how far under the expectation the measurement came)."""
+    from lab.predict import plan, profile_speed
 
     p = plan.plan(profile)
+    speed = profile_speed.expectation(profile, records)
     mem = p["memory"]
     used = (mem.get("weights_bytes_per_device") or 0) + (mem.get("kv_bytes_per_device") or 0) + (mem.get("overhead_bytes") or 0)
     model = profile.model_name + (f" (stand-in for {profile.model_stand_in_for})" if profile.model_stand_in_for else "")
     # the answer's columns first (the card, its speed, whether it fits): a narrow window scrolls the rest
     return {"card (profile)": f"{profile.gpu_count} × GPU · {profile.name}",
-            "expected, one stream": _tok(p["predicted_decode_tok_s"]),
-            "ceiling, one stream": _tok(p["decode_ceiling_tok_s"]),
+            "expected, one stream": _tok(speed["expected_tok_s"]),
+            "ceiling, one stream": _tok(speed["ceiling_tok_s"]),
             "fits": p["fits"], "memory used per GPU": f"{_gib(used)} of {_gib(mem['budget_bytes'])}",
             "context × sequences": f"{mem['context_tokens_per_sequence']:,} × {mem['parallel_slots']}",
             # two answers to "how long a context?", both lab.predict.memory_plan's (this column once showed
             # the per-slot figure under "one sequence")
             "longest context per slot, every slot allocated": p["max_context_tokens"],
             "longest context, one sequence alone": mem.get("max_context_one_sequence"),
-            "model": model, "quant": profile.model_quant, "engine": profile.engine}
+            "model": model, "quant": profile.model_quant, "engine": profile.engine,
+            **({"measured against expected": speed["sentence"]} if speed["sentence"] else {})}
 
 
 def gpu_profiles() -> list:
@@ -141,7 +145,7 @@ def what_to_run(profile) -> dict | None:
 def facts(profile, records: dict, notebooks: list[dict] | None = None) -> dict:
     """Everything the summary shows, as data (the report and the notebooks render it)."""
     gpu = profile.gpu_count > 0
-    cards = [card_row(profile)] if gpu else [card_row(p) for p in gpu_profiles()]
+    cards = [card_row(profile, records)] if gpu else [card_row(p) for p in gpu_profiles()]
     return {"profile": profile.name, "gpu_profile": gpu, "model": profile.model_name, "engine": profile.engine,
             "run_this": what_to_run(profile) if gpu else None,
             "cards": cards, "measured": measured(records), "failed_checks": failed_checks(records),
@@ -179,7 +183,8 @@ def markdown(f: dict) -> str:
                    f"{c['context × sequences'].replace(' × ', ' tokens × ')} sequences "
                    f"**{'fit' if c['fits'] else 'do NOT fit'}** "
                    f"({c['memory used per GPU']}); one stream is expected at **{c['expected, one stream']}** "
-                   f"(ceiling {c['ceiling, one stream']}).")
+                   f"(ceiling {c['ceiling, one stream']})"
+                   + (f"; {c['measured against expected']}." if c.get("measured against expected") else "."))
     else:
         out.append(f"**This run ({f['profile']}, {f['model']} on the CPU) demonstrates the method; its speeds are a "
                    "CPU's.** What it means for a real card is each GPU profile's plan (memory arithmetic checked against "

@@ -406,6 +406,10 @@ def steps(profile, ubuntu: str = "22.04", lab_dir: str = LAB_DIR_DEFAULT) -> lis
     if profile.gpu_count == 0:
         raise ValueError(f"profile {profile.name} has no GPU: the by-hand track is for GPU profiles "
                          f"(e.g. {data()['default_card_profile']})")
+    if profile.engine == "vllm" and profile.engine_build:  # the Volta fork of vLLM: its own track
+        from lab.serving import byhand_fork
+
+        return byhand_fork.steps(profile, ubuntu, lab_dir)
     if profile.engine not in ("llama.cpp", "llama-cpp-python"):
         raise ValueError(f"profile {profile.name} serves with {profile.engine}: the by-hand track covers llama.cpp "
                          "profiles; notebook 04 shows this engine's command and the seeds' commands corrected")

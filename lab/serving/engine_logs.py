@@ -257,6 +257,31 @@ def parse_vllm_log(text: str) -> dict:
     return out
 
 
+_VLLM_SPEC = re.compile(r"SpecDecoding metrics: Mean acceptance length: ([0-9.]+).*?Accepted: (\d+) tokens, Drafted: "
+                        r"(\d+) tokens, Per-position acceptance rate: ([0-9., ]+?), Avg Draft acceptance rate")
+_VLLM_GEN = re.compile(r"Avg generation throughput: ([0-9.]+) tokens/s, Running: (\d+) reqs")
+
+
+def vllm_spec_decoding(text: str) -> dict | None:
+    """vLLM's speculative-decoding windows ("SpecDecoding metrics: Mean acceptance length: 3.81, ... Accepted: 275
+    tokens, Drafted: 294 tokens, Per-position acceptance rate: 0.990, 0.939, 0.878") summed over the log:
+    {windows, accepted, drafted, k (positions), tokens_per_step (bonus included: accepted ÷ steps + 1, steps =
+    drafted ÷ k), per_position (drafted-weighted mean), generation_tok_s (the engine's "Avg generation throughput"
+    windows with requests running)}; None without such a line. lab.predict.vllm_speed reads tokens per step from it."""
+    wins = [(float(m[1]), int(m[2]), int(m[3]), [float(x) for x in m[4].split(",")]) for m in _VLLM_SPEC.finditer(text)]
+    if not wins:
+        return None
+    k = len(wins[-1][3])
+    accepted, drafted = sum(w[1] for w in wins), sum(w[2] for w in wins)
+    steps = drafted / k
+    per_pos = [sum(w[3][i] * w[2] for w in wins if len(w[3]) == k) / sum(w[2] for w in wins if len(w[3]) == k)
+               for i in range(k)]
+    gen = [float(m[1]) for m in _VLLM_GEN.finditer(text) if int(m[2]) > 0]
+    return {"windows": len(wins), "accepted": accepted, "drafted": drafted, "k": k,
+            "tokens_per_step": accepted / steps + 1 if steps else None, "per_position": per_pos,
+            "mean_acceptance_length": [w[0] for w in wins], "generation_tok_s": gen}
+
+
 def kv_cache_report_from_log(text: str) -> dict | None:
     """vLLM's last "<CPU|GPU> KV cache size: N tokens" line (one engine core's cache) and the max concurrency it
     states (on the same line in current releases, the next one in older): {device, tokens, max_model_len,

@@ -44,8 +44,28 @@ def _vllm_env(profile: Profile) -> tuple[dict[str, str], list[Note]]:
     return env, [note(ids[k], k) for k in env if k in ids]
 
 
+def fork_flags(profile: Profile) -> tuple[list[str], list[Note]]:
+    """The Volta fork's own flags (lab/data/routes.yaml fork serve_flags, quantization_flag) for a profile with
+    engine_build 1cat-vllm==VERSION; nothing for stock vLLM."""
+    if not profile.engine_build:
+        return [], []
+    from lab.core import facts
+
+    fork = facts.load("routes")["fork"]
+    argv = list(fork["serve_flags"])
+    quant = fork["quantization_flag"].get(profile.model_quant)
+    if quant:
+        argv += ["--quantization", quant]
+    src = f"lab/data/routes.yaml fork ({fork['repository']}, serve_tp2)"
+    return argv, [Note(" ".join(argv), f"{profile.engine_build} ({fork['name']}, the community Volta fork of vLLM): "
+                                       "its V100 attention backend, its batched-token cap, and the quantization its "
+                                       "TurboMind SM70 kernels serve, as its README's TP2 command", src)]
+
+
 def _vllm_version_notes(profile: Profile, version: str, cc: tuple[int, int] | None) -> list[Note]:
     notes = []
+    if profile.engine_build:  # the fork's kernels are SM70's own: stock vLLM's capability notes do not apply
+        return [note("vllm-swap-space", "--swap-space", prefix="Not passed.")]
     if at_least(version, rule("vllm-log-requests")["since"]):
         notes.append(note("vllm-log-requests", "--disable-log-requests", prefix="Not passed."))
     notes.append(note("vllm-swap-space", "--swap-space", prefix="Not passed."))
@@ -71,7 +91,10 @@ def build(profile: Profile, host: str, port: int, model_path, installed, cc_valu
     gpu_env, gpu_notes = cuda_env(profile)
     served = flag_table.flags(profile, "vllm", version=version, cc=cc)
     batch = flag_table.flags(profile, "vllm", "batch", version=version, cc=cc)
-    argv += ["--served-model-name", profile.model_name, "--host", host, "--port", str(port), *served.argv, *batch.argv]
+    extra, extra_notes = fork_flags(profile)
+    argv += ["--served-model-name", profile.model_name, "--host", host, "--port", str(port), *served.argv, *batch.argv,
+             *extra]
+    notes += extra_notes
     env = {**env, **gpu_env, **served.env, **batch.env}
     notes += [note("vllm-served-name", "--served-model-name"), *host_notes(profile, host, "vllm-host"),
               *gpu_notes, *served.notes, *batch.notes]

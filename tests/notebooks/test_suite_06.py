@@ -49,8 +49,9 @@ def test_client_capacity_and_claims(record):
     verdicts = {c["id"]: c["verdict"] for c in record["claims"]}
     assert verdicts["s0-vllm-single-stream-280"] == "impossible by physics"  # 2.39x the 117 tok/s ceiling: beyond MTP
     assert verdicts["s0-llamacpp-one-v100-180"] == "impossible by physics"  # beyond even MTP's bound
-    # a V100 claim on a CPU box: not our hardware, so the published V100 rows judge it (33.6 tok/s < 45 x 0.85)
-    assert verdicts["s1-llamacpp-45-55"] == "contradicted by measurement"
+    # a V100 claim on a CPU box: not our hardware, so the published V100 rows judge it, against the route the lab
+    # recommends for one V100 (draft-mtp n-max 2: 48.09 tok/s published, within 45-55; plain 33.6 is not)
+    assert verdicts["s1-llamacpp-45-55"] == "consistent"
     assert {t["title"] for t in record["tables"]} >= {"Sweep by concurrency", "Claims ledger", "Client capacity"}
 
 

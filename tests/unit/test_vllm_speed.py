@@ -1,0 +1,81 @@
+"""lab.predict.vllm_speed: the vLLM model fitted on the fork's published V100 rows, and `lab predict --engine vllm`
+giving the same answer as `lab plan`'s fork route."""
+import math
+
+import pytest
+
+from lab.core import profiles
+from lab.predict import card_speed, routes, vllm_speed
+
+
+def test_fit_on_the_forks_shallow_rows():
+    m = vllm_speed.model()
+    # one shallow plain row (TP4 AWQ, 86.31 tok/s) fixes the fixed ms; Volta's fraction is the per-token model's
+    # (one load per card cannot tell the two apart), the draft ms from the TP2 natural MTP row (3.91 tok/step)
+    assert m.plain_rows == ("v100-32g-x4-1cat-awq-tp4-plain",) and m.fraction_by_arch == {}
+    assert round(m.fixed_ms, 2) == 4.23 and round(m.draft_ms, 2) == 2.81
+    assert m.fraction_for("volta")[1].startswith("FALLBACK")
+
+
+def test_the_forks_tp2_rows_within_10_percent():
+    result = vllm_speed.check()
+    by = {x["id"]: x for x in result["rows"]}
+    plain = by["v100-32g-x2-1cat-awq-tp2-plain"]  # 16K deep: not fitted, predicted
+    assert plain["group"] == "depth" and round(plain["held_out"], 1) == 54.2 and abs(plain["held_out_error"]) < 0.10
+    mtp = by["v100-32g-x2-1cat-fp8-tp2-natural-mtp"]  # the one shallow MTP row: in the fit, none to hold it out
+    assert round(mtp["in_sample"], 1) == 102.7 and math.isnan(mtp["held_out"])
+    assert "held out: none (the only row of its kind in the fit)" in vllm_speed.check_text(result)
+
+
+def test_predict_and_plan_agree_on_two_v100s():
+    r = card_speed.predict(card_speed.Ask(gpu="V100 32GB", gpus=2, engine="vllm"))
+    fork = next(x for x in routes.route_table(profiles.load("v100-32g-x2-nvlink"))["routes"] if x["id"] == "fork-tp2")
+    assert round(r["predicted_tok_s"], 1) == round(fork["tok_s"], 1) == 56.7
+    assert r["model"]["link"] == "v100-sxm2-nvlink2"  # the lab's profile for the pair names it
+    assert any(n.startswith("stock vLLM cannot load AWQ-INT4 on this card: it needs compute capability 7.5")
+               for n in r["notes"])
+    assert not any("FALLBACK, lab/data/calibration.yaml has no vLLM GPU entry" in n for n in r["notes"])
+    m = card_speed.predict(card_speed.Ask(gpu="V100 32GB", gpus=2, engine="vllm", spec="draft-mtp"))
+    assert m["why_not"] is None and m["predicted_tok_s"] > r["predicted_tok_s"] and "MTP (4 speculative" in m["route"]
+
+
+def test_predict_split_tensor_warns_as_plan():
+    r = card_speed.predict(card_speed.Ask(gpu="V100 32GB", gpus=2, split="tensor"))
+    assert r["notes"][0] == routes.split_warning("llama.cpp", "tensor", False) and "#27750" in r["notes"][0]
+    m = card_speed.predict(card_speed.Ask(gpu="V100 32GB", gpus=2, split="tensor", spec="draft-mtp"))
+    assert "#27122" in m["notes"][0] and "LLAMA_GRAPH_REUSE_DISABLE=1" in m["notes"][0]
+
+
+def test_stock_vllm_notes_follow_the_compat_rule():
+    assert vllm_speed.stock_vllm_notes("ampere", "AWQ-INT4") == []
+    assert vllm_speed.stock_vllm_notes("volta", "GPTQ-INT4") == []
+    assert vllm_speed.stock_vllm_notes("volta", "FP8")[0].startswith("stock vLLM cannot load FP8")
+
+
+def test_measured_step_costs_slot_is_empty_until_a_run_fills_it():
+    from lab.core import facts
+
+    run = facts.load("calibration")["vllm_step_costs"]["runs"][0]
+    assert run["gpu_id"] == "h100" and run["plain_ms"] is None and vllm_speed.measured_steps() == []
+    filled = {**run, "plain_ms": 10.0, "bytes_per_token": 30e9, "mtp_ms_per_step": {1: 13.0, 2: None}}
+    m = vllm_speed.fit(steps=[{**filled, "arch": "hopper"}])
+    assert "h100-vllm-tp1" in m.plain_rows and m.draft_ms is not None
+
+
+def test_validate_prints_the_vllm_rows(capsys):
+    from lab.predict import predict_cli
+
+    assert predict_cli.main(["--validate"]) == 0
+    out = capsys.readouterr().out
+    assert "vLLM model (lab.predict.vllm_speed) on the fork's published rows:" in out
+    assert "v100-32g-x2-1cat-awq-tp2-plain [depth, TP2]: published 58.46, in sample 54.2 (-7%), held out 54.2" in out
+
+
+def test_plan_mode_speeds_of_a_vllm_profile_are_the_vllm_models():
+    from lab.predict import plan_speeds
+
+    rows = plan_speeds.rows(profiles.load("v100-32g-x2-vllm"))
+    assert [r["tok_s"] for r in rows] == [56.7, 91.8, 113.7, 127.3, 135.4]
+    assert rows[0]["uncertainty"] == "±7% held out (52.6-60.8)"  # the fork's TP2 row, not fitted: -7.2 %
+    assert rows[4]["what"] == "one stream, vLLM MTP 4 speculative tokens (predicted)"
+    assert rows[4]["uncertainty"].startswith("at least ±7%") and "none held out" in rows[4]["uncertainty"]
