@@ -72,6 +72,8 @@ class Row(BaseModel):
     kv_type: str | None = None
     split_mode: Literal["none", "layer", "tensor"]
     link: str | None = None  # multi-GPU rows: the GPU-to-GPU link, an id of lab/data/gpu_links.yaml's links
+    backend: Literal["cuda", "rocm", "vulkan", "metal", "sycl"] | None = None  # llama.cpp's; None: the card's default
+    os: Literal["linux", "windows"] | None = None  # None: not stated (the rows that state it are mostly Linux)
     all_layers_on_gpu: bool = True
     speculative: Speculative | None
     decode_tok_s: float = Field(gt=0)
@@ -79,6 +81,9 @@ class Row(BaseModel):
     method: str
     notes: str | None = None
     outlier: str | None = None
+    # kept apart: never fitted, predicted by the model fitted on every other row and summarised on its own
+    # (`python -m lab predict --validate`, "kept apart"): the judge of the fit on rows it did not see
+    heldout: bool = False
     source: str
     quote: str = Field(min_length=3)
     read: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")  # the day the source was read (rows added
@@ -96,6 +101,25 @@ def gpu_specs() -> dict:
     """calibration.yaml's gpus by id (lab.predict.roofline.gpu_specs reads the same list; this module sits below
     roofline, which fits its per-token model on these rows)."""
     return {g["id"]: g for g in facts.load("calibration", "gpus")["gpus"]}
+
+
+def calibration_key(gpu_id: str, backend: str | None = None) -> str:
+    """The per-token model's calibration a card on a backend uses: its architecture on the card's own backend
+    (calibration.yaml gpus `backend`: cuda for NVIDIA, rocm for AMD), "<arch>+<backend>" on another (an AMD card
+    on Vulkan decodes at its own fraction of bandwidth: calibrated apart)."""
+    g = gpu_specs()[gpu_id]
+    default = g.get("backend", "cuda")
+    return g["arch"] if backend in (None, default) else f"{g['arch']}+{backend}"
+
+
+def row_key(row: "Row") -> str:
+    """calibration_key of a public row (its card and stated backend)."""
+    return calibration_key(row.gpu_id, row.backend)
+
+
+def is_windows(row: "Row") -> bool:
+    """Measured on Windows: set apart (the published Windows/Linux pairs disagree in sign; not modelled)."""
+    return row.os == "windows"
 
 
 def same_card(a: str, b: str) -> bool:
@@ -217,10 +241,15 @@ def is_deep(row: Row) -> bool:
     return (row.depth_tokens or 0) >= DEEP_TOKENS
 
 
+def fitted(row: Row) -> bool:
+    """May enter a fit: no outlier note, not measured on Windows (not modelled), not kept apart."""
+    return row.outlier is None and not is_windows(row) and not row.heldout
+
+
 def comparable(row: Row) -> bool:
-    """Predictable, no outlier note, on one of the lab users' cards, shallower than DEEP_TOKENS: the rows the plain
-    targets apply to (and the fit)."""
-    return (unpredictable_reason(row) is None and row.outlier is None and gpu_specs()[row.gpu_id]["budget"]
+    """Predictable, no outlier note, on one of the lab users' cards, shallower than DEEP_TOKENS, not on Windows, not
+    kept apart: the rows the plain targets apply to (and the fit)."""
+    return (unpredictable_reason(row) is None and fitted(row) and gpu_specs()[row.gpu_id]["budget"]
             and not is_deep(row))
 
 
@@ -245,30 +274,31 @@ def tensor_point(row: Row) -> dict:
     t = bytes ÷ n ÷ (fraction × bandwidth) + fixed + all-reduces is the per-token model's t on bytes ÷ n at the time
     less the all-reduces (each card reads its 1/n of the weights and KV: heads and matrix rows split)."""
     g = gpu_specs()[row.gpu_id]
-    return {"id": row.id, "family": FAMILY, "arch": g["arch"], "weights_bytes": bytes_per_token(row) / row.gpu_count,
+    return {"id": row.id, "family": FAMILY, "arch": row_key(row), "weights_bytes": bytes_per_token(row) / row.gpu_count,
             "tok_s": 1.0 / (1.0 / row.decode_tok_s - comm_s(row)), "datasheet_gb_s": g["bandwidth_gb_s"],
             "split": "tensor"}
 
 
 def fit_points(rows: list[Row] | None = None) -> list[dict]:
     """The rows the per-token model is fitted on, in roofline.fit_per_token's shape: every predictable row without an
-    outlier note shallower than DEEP_TOKENS; and, for an architecture none of those rows is of, its llama.cpp -sm
-    tensor rows of that kind (`tensor_point`)."""
+    outlier note shallower than DEEP_TOKENS (not on Windows, not kept apart: `fitted`); and, for a calibration
+    (architecture, or architecture + backend: `calibration_key`) none of those rows is of, its llama.cpp -sm tensor
+    rows of that kind (`tensor_point`)."""
     rows = load() if rows is None else rows
     out = []
     for r in rows:
-        if unpredictable_reason(r) is None and r.outlier is None and not is_deep(r):
+        if unpredictable_reason(r) is None and fitted(r) and not is_deep(r):
             g = gpu_specs()[r.gpu_id]
-            out.append({"id": r.id, "family": FAMILY, "arch": g["arch"], "weights_bytes": bytes_per_token(r),
+            out.append({"id": r.id, "family": FAMILY, "arch": row_key(r), "weights_bytes": bytes_per_token(r),
                         "tok_s": r.decode_tok_s, "datasheet_gb_s": g["bandwidth_gb_s"]})
     covered = {p["arch"] for p in out}
     for r in rows:
-        if (r.split_mode == "tensor" and r.engine == "llama.cpp" and r.speculative is None and r.outlier is None
-                and tensor_reason(r) is None and not is_deep(r) and gpu_specs()[r.gpu_id]["arch"] not in covered):
+        if (r.split_mode == "tensor" and r.engine == "llama.cpp" and r.speculative is None and fitted(r)
+                and tensor_reason(r) is None and not is_deep(r) and row_key(r) not in covered):
             out.append(tensor_point(r))
     return out
 
 
-__all__ = ["Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "same_card", "link_figures", "unpredictable_reason",
+__all__ = ["calibration_key", "row_key", "is_windows", "fitted", "Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "same_card", "link_figures", "unpredictable_reason",
            "bytes_per_token", "not_read_bytes", "comparable", "fit_points", "FAMILY", "N_LAYERS", "HIDDEN", "DEEP_TOKENS",
            "is_deep", "tensor_reason", "comm_s", "tensor_point"]
