@@ -99,7 +99,7 @@ def tensor_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | 
     from lab.predict import public_speed
 
     rows = load() if rows is None else rows
-    fitted = {p["id"] for p in public_speed.fit_points(rows)}
+    fit_ids = {p["id"] for p in public_speed.fit_points(rows)}
     out, skipped = [], []
     for r in rows:
         if r.split_mode != "tensor" or r.engine != "llama.cpp" or r.speculative is not None:
@@ -115,7 +115,7 @@ def tensor_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | 
                     "error": tp.pessimistic_tok_s / r.decode_tok_s - 1,
                     "optimistic_error": tp.optimistic_tok_s / r.decode_tok_s - 1, "comm_ms": tp.comm_ms,
                     "comparable": budget and fitted(r) and not is_deep(r), "deep": is_deep(r),
-                    "budget": budget, "outlier": r.outlier, "fitted": r.id in fitted, "source": r.source})
+                    "budget": budget, "outlier": r.outlier, "fitted": r.id in fit_ids, "source": r.source})
     comp = [x for x in out if x["comparable"]]
     return {"rows": out, "skipped": skipped, "summary": summary([x["error"] for x in comp]),
             "optimistic": summary([x["optimistic_error"] for x in comp]),

@@ -205,7 +205,7 @@ def _arch():
     return models.stand_in("qwen3.8-27b")
 
 
-def _gguf_type(quant: str | None) -> str:
+def gguf_type(quant: str | None) -> str:
     """The llama.cpp type a row's quant names ("unsloth UD-Q4_K_XL" -> Q4_K_M, "IQ4_XS" -> IQ4_XS), Q4_K_M when it
     names none the lab models: only its token embedding and MTP block are taken from that mix."""
     from lab.model import quant_targets
@@ -222,7 +222,7 @@ def not_read_bytes(row: Row) -> int:
     row names (lab.model.quant_targets.gguf_parts)."""
     from lab.model import quant_targets
 
-    parts = quant_targets.gguf_parts("qwen3.8-27b", _gguf_type(row.quant))
+    parts = quant_targets.gguf_parts("qwen3.8-27b", gguf_type(row.quant))
     return parts["token_embd"] + (parts["mtp"] if row.model == "Qwen3.8-27B" else 0)
 
 
@@ -299,6 +299,6 @@ def fit_points(rows: list[Row] | None = None) -> list[dict]:
     return out
 
 
-__all__ = ["calibration_key", "row_key", "is_windows", "fitted", "Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "same_card", "link_figures", "unpredictable_reason",
+__all__ = ["calibration_key", "row_key", "gguf_type", "is_windows", "fitted", "Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "same_card", "link_figures", "unpredictable_reason",
            "bytes_per_token", "not_read_bytes", "comparable", "fit_points", "FAMILY", "N_LAYERS", "HIDDEN", "DEEP_TOKENS",
            "is_deep", "tensor_reason", "comm_s", "tensor_point"]

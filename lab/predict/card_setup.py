@@ -1,0 +1,153 @@
+"""What an ask's card, backend, quant and OS mean for `lab predict` (lab.predict.card_speed): which calibration of the
+per-token model a card on a backend uses, how a quant the lab has no per-tensor mix for is sized, and the notes on
+what the published rows say beside an answer (depth, a fallback calibration, -sm tensor with a quantized KV, Windows). Pure: lab/data and the public rows, never a GPU, a process or the network.
+"""
+from __future__ import annotations
+
+import functools
+
+from lab.core import paths
+from lab.predict import public_speed, roofline
+
+MODEL_ID = "qwen3.8-27b"  # the model every public row and the lab's GPU profiles run (lab/data/public_speed.yaml)
+
+
+def fraction_from(arch: str | None) -> tuple[float, str]:
+    """(achieved fraction of datasheet bandwidth, where it came from): the architecture's own fitted rows, or, for an
+    architecture without rows, the per-token model's fallback (the median of the fitted ones), said so."""
+    ptm = roofline.per_token_model()
+    if arch in ptm.fraction_by_arch:
+        rows = ptm.rows_by_arch.get(arch, ())
+        return ptm.fraction_by_arch[arch], f"{arch}: fitted on its own {len(rows)} row(s) ({', '.join(rows)})"
+    fitted = ", ".join(f"{a} {v:.2f}" for a, v in sorted(ptm.fraction_by_arch.items()))
+    return ptm.default_fraction, (f"FALLBACK: no {arch or 'unknown-architecture'} rows in the fit; the median of the "
+                                  f"fitted architectures ({fitted}) is used")
+
+
+def quant_plan(a) -> tuple[float | None, str | None, str | None]:
+    """(weights_gb, mix_quant, note) for a llama.cpp ask whose quant the lab has no per-tensor mix for (IQ1-IQ3,
+    Q2_K_S, Q3_K_L, unsloth's UD mixes): the download is the stated weights_gb, else params x the type's bits
+    (lab/data/weight_bits.yaml: a UD mix at its published size, an i-quant at its nominal bpw), and its MTP block
+    and token embedding are sized by the base type's mix (public_speed.gguf_type), as the public rows are. Nothing
+    changes for a type the lab mixes exactly (Q4_K_M, IQ4_XS, ...) or for vLLM."""
+    from lab.model import models, quant_targets, weights as weights_mod
+
+    if a.engine != "llama.cpp" or quant_targets.gguf_parts(MODEL_ID, a.quant) is not None:
+        return a.weights_gb, None, None
+    base = public_speed.gguf_type(a.quant)
+    if a.weights_gb is not None:
+        return a.weights_gb, base, f"{a.quant}: the stated {a.weights_gb:g} GB download; its MTP block and token " \
+                                   f"embedding sized as llama.cpp's {base} mix"
+    if not weights_mod.is_known(a.quant):
+        return None, None, None  # the schema names the allowed types
+    size, basis = weights_mod.weights_bytes(a.quant, arch=models.stand_in(MODEL_ID))
+    return size / 1e9, base, (f"{a.quant}: no per-tensor mix in the lab; sized {size / 1e9:.2f} GB = {basis}; give "
+                              f"weights_gb for your file's own size")
+
+
+def backend_plan(a, card: dict) -> tuple[str, list[str], list[str]]:
+    """(calibration key, notes, problems) of the asked llama.cpp backend on this card: its own backend uses the
+    card's architecture; another one (an AMD card on Vulkan) its own calibration "<arch>+<backend>"
+    (public_speed.calibration_key), FALLBACK (the median fitted fraction) when no public row of it was fitted."""
+    own = card.get("backend", "cuda")
+    backend = a.backend or own
+    bad = [] if backend in (own, "vulkan") else [f"backend {backend!r} does not run {card['name']}: {own} or vulkan"]
+    key = public_speed.calibration_key(card["id"], backend)
+    notes = []
+    if key != card["arch"]:
+        frac, how = fraction_from(key)
+        notes.append(f"backend {backend} on {card['name']}: calibrated apart from {own} ({how})")
+    return key, notes, bad
+
+
+def windows_note(card: dict) -> str:
+    """The OS is not modelled: the published rows measured on Windows beside the same card's Linux (or unstated)
+    rows, as ratios, computed from lab/data/public_speed.yaml: this card's first, then every pair."""
+    rows = [r for r in public_speed.load() if r.gpu_id and r.speculative is None and r.file_gb and not r.outlier]
+    pairs = []
+    for w in (r for r in rows if public_speed.is_windows(r)):
+        others = [r.decode_tok_s for r in rows if not public_speed.is_windows(r) and r.gpu_count == w.gpu_count
+                  and public_speed.same_card(r.gpu_id, w.gpu_id) and r.split_mode == w.split_mode]
+        if others:
+            mid = sorted(others)[len(others) // 2]
+            pairs.append((public_speed.same_card(w.gpu_id, card["id"]), w.id, w.decode_tok_s / mid, len(others)))
+    pairs.sort(key=lambda p: not p[0])
+    said = "; ".join(f"{pid} {ratio:.2f}x" for _, pid, ratio, _ in pairs)
+    return ("os windows is not modelled (predicted as Linux). Published Windows rows against the median of the same "
+            f"card's other rows (lab/data/public_speed.yaml; this card's first): {said or 'no pair'} - faster and "
+            "slower both, so no one factor fits them")
+
+
+
+# ---------------------------------------------------------------- what the published rows say beside an answer
+@functools.lru_cache(maxsize=1)
+def checked_rows() -> tuple[dict, dict]:
+    """The per-token model against the public rows (lab.predict.public_check.check, with tensor_check's rows added)
+    and those rows by id."""
+    from lab.predict import public_check
+
+    check = public_check.check()
+    tensor = public_check.tensor_check()
+    checked = {x["id"] for x in tensor["rows"]}
+    return ({**check, "rows": check["rows"] + tensor["rows"],
+             "skipped": [x for x in check["skipped"] if x["id"] not in checked] + tensor["skipped"]},
+            {r.id: r for r in public_speed.load()})
+
+
+def depth_note(depth: int, bytes_per_token: float | None, kv_bytes: float | None, card_id: str | None = None) -> str:
+    """What the model does with depth (the KV and state read per token, nothing else) and how it fares on the public
+    rows measured at depth (lab/data/public_speed.yaml depth_tokens; plain and -sm tensor), computed from the rows,
+    not typed in: this card's rows by name, then all of them summarised."""
+    from lab.predict import public_check
+
+    check, rows = checked_rows()
+    share = f" ({kv_bytes / bytes_per_token:.0%} of the {bytes_per_token / 1e9:.2f} GB a token reads)" \
+        if bytes_per_token and kv_bytes is not None else ""
+    deep = [x for x in check["rows"] if (rows[x["id"]].depth_tokens or 0) >= public_speed.DEEP_TOKENS]
+    mine = [x for x in deep if card_id and public_speed.same_card(x["gpu_id"], card_id)]
+    seen = ", ".join(f"{x['id']} at {rows[x['id']].depth_tokens:,} tokens: predicted {x['predicted']:.1f} vs published "
+                     f"{x['published']:g} ({x['error']:+.0%})" for x in mine)
+    s = public_check.summary([x["error"] for x in deep])
+    over = sum(x["error"] > 0 for x in deep)
+    every = (f"over all {s['n']} predicted rows at {public_speed.DEEP_TOKENS:,}+ tokens the prediction is above the published speed "
+             f"in {over}, median |error| {s['median_abs_error']:.0%}, max {s['max_abs_error']:.0%}, growing with depth "
+             "(not fitted: `python -m lab predict --validate`)" if s["n"] else "none the model can predict")
+    unchecked = [x for x in check["skipped"] if (rows[x["id"]].depth_tokens or 0) >= public_speed.DEEP_TOKENS]
+    return (f"depth {depth:,}: modelled only as the KV cache and state read per token{share}; attention's extra work "
+            f"at depth is not modelled. Published rows at {public_speed.DEEP_TOKENS:,}+ tokens (lab/data/public_speed.yaml): "
+            + (f"on this card {seen}; " if seen else "") + every
+            + (f"; {len(unchecked)} more it cannot check (" + ", ".join(sorted({x['reason'] for x in unchecked})) + ")"
+               if unchecked else ""))
+
+
+def fallback_note(card: dict) -> str:
+    """For a card whose architecture has no rows in the fit: its own published rows (lab/data/public_speed.yaml), with
+    why the model could not use them, so the fallback's guess stands beside what the card was measured to do."""
+    check, rows = checked_rows()
+    skipped = {s["id"]: s["reason"] for s in check["skipped"]}
+    own = [r for r in rows.values() if r.gpu_id and public_speed.same_card(r.gpu_id, card["id"])
+           and r.speculative is None]
+    seen = "; ".join(f"{r.id}: {r.gpu_count} x, -sm {r.split_mode}, {r.quant or '?'}, {r.engine}: {r.decode_tok_s:g} "
+                     f"tok/s ({'not checked: ' + skipped[r.id] if r.id in skipped else 'an outlier' if r.outlier else 'checked'})"
+                     for r in own)
+    return (f"{card['name']} ({card['arch']}): no row of its architecture is in the fit, so its bandwidth fraction "
+            "and MTP step cost are FALLBACKS (see model); published on this card: " + (seen or "nothing")
+            + " - a prediction far above these says the fallback does not carry to this card")
+
+
+def tensor_kv_note(kv: str) -> str:
+    """The pinned llama.cpp refuses -sm tensor with a quantized KV cache (engine_rules.yaml); the later builds public
+    rows ran it on anyway, each with its first row's id and how many rows."""
+    _, rows = checked_rows()
+    ran: dict = {}
+    for r in rows.values():
+        if r.split_mode == "tensor" and r.engine == "llama.cpp" and r.kv_type in ("q8_0", "q4_0"):
+            ran.setdefault(r.build or "?", []).append(r.id)
+    said = ", ".join(f"{b} ({ids[0]}" + (f" and {len(ids) - 1} more)" if len(ids) > 1 else ")") for b, ids in ran.items())
+    return (f"-sm tensor with a {kv} KV cache: the lab's pinned llama.cpp ({paths.LLAMA_CPP_PYTHON_VERSION}) refuses it "
+            "(lab/data/engine_rules.yaml llama-split-tensor; docs/multi-gpu.md)"
+            + (f"; published rows ran it on later builds: {said}" if ran else "")
+            + f"; predicted as asked, with {kv} KV bytes")
+
+
+__all__ = ["checked_rows", "depth_note", "fallback_note", "tensor_kv_note", "MODEL_ID", "fraction_from", "quant_plan", "backend_plan", "windows_note"]
