@@ -444,7 +444,7 @@ def _one_line(exc: BaseException) -> str:
 # Verbs whose module owns its options, with its own main(argv) (argparse cannot forward "--x" through a subparser);
 # each is registered in build_parser with add_help=False so `lab --help` lists it. Imported only when it is the verb.
 OWN_PARSERS = {"synth": "lab.model.synth", "multigpu": "lab.experiments.multigpu", "cache": "lab.diagnose.cache",
-               "tune": "lab.experiments.tune", "predict": "lab.predict.predict_cli"}
+               "tune": "lab.experiments.tune", "predict": "lab.predict.predict_cli", "share": "lab.records.share"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,20 +61,14 @@ def backend_plan(a, card: dict) -> tuple[str, list[str], list[str]]:
 
 
 def windows_note(card: dict) -> str:
-    """The OS is not modelled: the published rows measured on Windows beside the same card's Linux (or unstated)
-    rows, as ratios, computed from lab/data/public_speed.yaml: this card's first, then every pair."""
-    rows = [r for r in public_speed.load() if r.gpu_id and r.speculative is None and r.file_gb and not r.outlier]
-    pairs = []
-    for w in (r for r in rows if public_speed.is_windows(r)):
-        others = [r.decode_tok_s for r in rows if not public_speed.is_windows(r) and r.gpu_count == w.gpu_count
-                  and public_speed.same_card(r.gpu_id, w.gpu_id) and r.split_mode == w.split_mode]
-        if others:
-            mid = sorted(others)[len(others) // 2]
-            pairs.append((public_speed.same_card(w.gpu_id, card["id"]), w.id, w.decode_tok_s / mid, len(others)))
-    pairs.sort(key=lambda p: not p[0])
-    said = "; ".join(f"{pid} {ratio:.2f}x" for _, pid, ratio, _ in pairs)
-    return ("os windows is not modelled (predicted as Linux). Published Windows rows against the median of the same "
-            f"card's other rows (lab/data/public_speed.yaml; this card's first): {said or 'no pair'} - faster and "
+    """The OS is not modelled: each published row measured on Windows against the model's Linux prediction for its
+    set-up (published ÷ predicted, lab/data/public_speed.yaml through public_check), this card's first."""
+    check, rows = checked_rows()
+    win = sorted((x for x in check["rows"] if public_speed.is_windows(rows[x["id"]]) and not x["outlier"]),
+                 key=lambda x: not public_speed.same_card(x["gpu_id"], card["id"]))
+    said = "; ".join(f"{x['id']} {x['published'] / x['predicted']:.2f}x" for x in win)
+    return ("os windows is not modelled (predicted as Linux). Published Windows rows against the model's Linux "
+            f"prediction for each (lab/data/public_speed.yaml; this card's first): {said or 'none'} - faster and "
             "slower both, so no one factor fits them")
 
 

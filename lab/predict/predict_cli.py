@@ -19,13 +19,17 @@ from lab.predict.card_speed import Ask
 # The TSV's columns and the type of each cell (an empty cell = not given); other columns are ignored.
 COLUMNS = {"gpu": str, "gpus": int, "split": str, "engine": str, "weights_gb": float, "kv": str, "context": int,
            "depth": int, "spec": str, "n_max": int, "p_min": float, "acceptance": float,
-           "quant": str, "link": str, "slots": int}  # the last three: optional, beyond the documented twelve
+           "quant": str, "link": str, "slots": int,  # these three and the next: optional, beyond the documented twelve
+           "backend": str, "os": str, "gpu_util": float}
 REQUIRED = ("gpu",)
 EXAMPLES = ('python -m lab predict --gpu "Tesla P40" --gpus 2 --split tensor --weights-gb 17.9 --kv q4_0 \\\n'
             "      --context 131072 --depth 32768 --mtp 3 --p-min 0.75 --acceptance 0.7",
             "python -m lab predict --gpu 3090", 'python -m lab predict --gpu "V100 32GB" --json',
             "python -m lab predict --rows mine.tsv --json", "python -m lab predict --profile v100-32g-x2-nvlink --depth 32768",
-            "python -m lab predict --list-gpus", "python -m lab predict --validate --json")
+            "python -m lab predict --list-gpus", "python -m lab predict --validate --json",
+            'python -m lab predict --gpu "R9700" --backend vulkan --context 262144 --kv q4_0 --quant UD-Q4_K_XL',
+            "python -m lab share outputs/h200-x1/<run> --json > mine.json && python -m lab predict --gpu H200 "
+            "--rows-dataset mine.json")
 DESCRIPTION = (
     "What will my card do? Single-stream decode tok/s of Qwen3.8-27B (llama.cpp by default, or vLLM) on a card as "
     "people write it, by the lab's one speed model - the functions `lab plan` uses for a profile's card (per-token "
@@ -69,6 +73,14 @@ def build_parser():
                                                      "rows' for the card)")
     ap.add_argument("--link", help=f"-sm tensor: the link between the cards, an id of lab/data/gpu_links.yaml "
                                    f"(default {card_speed.DEFAULT_LINK})")
+    ap.add_argument("--backend", choices=card_speed.BACKENDS, help="llama.cpp's backend (default the card's own: cuda "
+                                                                   "for NVIDIA, rocm for AMD; vulkan is calibrated apart)")
+    ap.add_argument("--os", choices=card_speed.SYSTEMS, help="windows: reported with the published Windows/Linux "
+                                                             "pairs, not modelled (predicted as Linux)")
+    ap.add_argument("--gpu-util", type=float, help="vLLM --gpu-memory-utilization (default 0.9)")
+    ap.add_argument("--rows-dataset", action="append", metavar="FILE", help="your own rows in the public-row format "
+                    "(YAML/JSON/TSV, as `python -m lab share RUN_DIR` prints; or a folder of them): added to the "
+                    "public rows and the speed model refitted before answering; repeatable")
     ap.add_argument("--profile", help="fill what is not given from a profile (name in params/ or a path)")
     ap.add_argument("--rows", metavar="FILE.tsv", help="many set-ups, one per line (see above)")
     ap.add_argument("--json", action="store_true", help="a JSON list, one object per row, in order")
@@ -84,7 +96,8 @@ def ask_from_args(args) -> Ask:
         spec, n_max = spec or "draft-mtp", n_max if n_max is not None else args.mtp
     return Ask(gpu=args.gpu, gpus=args.gpus, split=args.split, engine=args.engine, weights_gb=args.weights_gb,
                quant=args.quant, kv=args.kv, context=args.context, slots=args.slots, depth=args.depth, spec=spec,
-               n_max=n_max, p_min=args.p_min, acceptance=args.acceptance, link=args.link)
+               n_max=n_max, p_min=args.p_min, acceptance=args.acceptance, link=args.link, backend=args.backend,
+               os=args.os, gpu_util=args.gpu_util)
 
 
 def _cell(name: str, text: str):
@@ -202,6 +215,28 @@ def text(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if not args.rows_dataset:
+        return answer(args)
+    from lab.predict import public_speed, roofline, user_rows
+
+    try:
+        mine = [r for path in args.rows_dataset for r in user_rows.read(path)]
+    except (user_rows.RowsDatasetError, public_speed.PublicSpeedError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_codes.PROBLEM
+    before = roofline.per_token_model()
+    with user_rows.using(mine):
+        try:
+            summary = user_rows.refit_summary(mine, before)
+        except (ValueError, public_speed.PublicSpeedError) as exc:
+            print(f"error: your rows cannot be fitted: {exc}", file=sys.stderr)
+            return exit_codes.PROBLEM
+        print("\n".join(summary), file=sys.stderr)
+        return answer(args)
+
+
+def answer(args) -> int:
+    """The answer to parsed arguments (--list-gpus, --validate, or the rows), on the fit in effect."""
     if args.list_gpus:
         rows = card_speed.card_rows()
         print(json.dumps(rows, indent=1) if args.json else cli.text_table(rows))

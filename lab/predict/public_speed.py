@@ -39,6 +39,8 @@ from lab.predict import kvcache
 FAMILY = "qwen35"  # every model in the dataset is the Qwen3.5 hybrid shape (64 layers, 48 Gated DeltaNet + 16 attention)
 N_LAYERS, HIDDEN = 64, 5120  # the Qwen3.5-27B shape every row shares (lab/data/model_configs.yaml qwen3.8-27b)
 DEEP_TOKENS = 8192  # a row decoded at this depth or more is checked as the depth group, not fitted (module docstring)
+UNPUBLISHED = "lab-run:"  # the source of an owner's own measured run (lab share), accepted from --rows-dataset only
+EXTRA_ROWS: list = []  # an owner's rows (lab.predict.user_rows.using), added to load()'s: every fit sees them
 
 
 class PublicSpeedError(ValueError):
@@ -77,7 +79,11 @@ class Row(BaseModel):
     all_layers_on_gpu: bool = True
     speculative: Speculative | None
     decode_tok_s: float = Field(gt=0)
+    decode_tok_s_sd: float | None = Field(default=None, ge=0)  # the spread of the samples (lab share: llama-bench's sd)
+    samples: list[float] | None = None  # the raw samples decode_tok_s summarises, when published
     prompt_tok_s: float | None = Field(default=None, gt=0)
+    driver: str | None = None
+    flags: list[str] | None = None  # the server's or bench's flags as run (paths reduced to file names)
     method: str
     notes: str | None = None
     outlier: str | None = None
@@ -85,6 +91,7 @@ class Row(BaseModel):
     # (`python -m lab predict --validate`, "kept apart"): the judge of the fit on rows it did not see
     heldout: bool = False
     source: str
+    run_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")  # lab share: the run folder's digest
     quote: str = Field(min_length=3)
     read: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")  # the day the source was read (rows added
     measured: Literal[True]                                                  # or re-read from 2026-12-05 on)
@@ -92,8 +99,9 @@ class Row(BaseModel):
     @field_validator("source")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not v.startswith(("https://", "http://")):
-            raise ValueError("must be the URL the number was published at (https://...)")
+        if not v.startswith(("https://", "http://", UNPUBLISHED)):
+            raise ValueError("must be the URL the number was published at (https://...), or, for an owner's own run "
+                             f"(`python -m lab share`), {UNPUBLISHED}<run id>")
         return v
 
 
@@ -143,8 +151,10 @@ def _format(exc: ValidationError, data: dict) -> str:
     return f"row {data.get('id', '?')!r}: " + "; ".join(parts)
 
 
-def validate_rows(raw: list[dict], where: str = "lab/data/public_speed.yaml") -> list[Row]:
-    """Rows checked one by one; the first bad one raises PublicSpeedError naming the row, field and fix."""
+def validate_rows(raw: list[dict], where: str = "lab/data/public_speed.yaml", unpublished_ok: bool = False) -> list[Row]:
+    """Rows checked one by one; the first bad one raises PublicSpeedError naming the row, field and fix.
+    `unpublished_ok`: an owner's own rows (lab share's source lab-run:<run id>) are accepted, as from --rows-dataset;
+    the lab's own dataset holds published rows only."""
     known = set(gpu_specs())
     links = set(link_figures())
     rows, seen = [], set()
@@ -158,6 +168,9 @@ def validate_rows(raw: list[dict], where: str = "lab/data/public_speed.yaml") ->
                                    f"quote and positive tok/s)") from None
         if row.id in seen:
             raise PublicSpeedError(f"{where}: row id {row.id!r} appears twice; give each row its own id")
+        if row.source.startswith(UNPUBLISHED) and not unpublished_ok:
+            raise PublicSpeedError(f"{where}: row {row.id!r}: source {row.source!r} is an unpublished run; the lab's "
+                                   "dataset takes the URL it was published at (give your rows with --rows-dataset)")
         if row.gpu_id is not None and row.gpu_id not in known:
             raise PublicSpeedError(f"{where}: row {row.id!r}: gpu_id {row.gpu_id!r} is not in lab/data/calibration.yaml "
                                    f"gpus; add the card there with its datasheet bandwidth and source")
@@ -170,7 +183,8 @@ def validate_rows(raw: list[dict], where: str = "lab/data/public_speed.yaml") ->
 
 
 def load(path: str | Path | None = None) -> list[Row]:
-    """The dataset (lab/data/public_speed.yaml, or `path`), validated."""
+    """The dataset (lab/data/public_speed.yaml, or `path`), validated; with an owner's rows added while
+    lab.predict.user_rows.using is in effect (the lab's dataset only, not a `path`)."""
     if path is None:
         data = facts.load("public_speed")
         where = "lab/data/public_speed.yaml"
@@ -178,7 +192,15 @@ def load(path: str | Path | None = None) -> list[Row]:
         data, where = yaml.safe_load(Path(path).read_text()), str(path)
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         raise PublicSpeedError(f"{where}: expected a list under 'rows'")
-    return validate_rows(data["rows"], where)
+    rows = validate_rows(data["rows"], where)
+    if path is None and EXTRA_ROWS:
+        ids = {r.id for r in rows}
+        clash = [r.id for r in EXTRA_ROWS if r.id in ids]
+        if clash:
+            raise PublicSpeedError(f"your rows reuse the id(s) {', '.join(clash)} of lab/data/public_speed.yaml: "
+                                   "rename them")
+        rows += list(EXTRA_ROWS)
+    return rows
 
 
 # ---------------------------------------------------------------- what the model can predict, and the bytes it reads
@@ -299,6 +321,6 @@ def fit_points(rows: list[Row] | None = None) -> list[dict]:
     return out
 
 
-__all__ = ["calibration_key", "row_key", "gguf_type", "is_windows", "fitted", "Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "same_card", "link_figures", "unpredictable_reason",
+__all__ = ["UNPUBLISHED", "EXTRA_ROWS", "calibration_key", "row_key", "gguf_type", "is_windows", "fitted", "Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "same_card", "link_figures", "unpredictable_reason",
            "bytes_per_token", "not_read_bytes", "comparable", "fit_points", "FAMILY", "N_LAYERS", "HIDDEN", "DEEP_TOKENS",
            "is_deep", "tensor_reason", "comm_s", "tensor_point"]

@@ -129,6 +129,11 @@ def _validate_cached(ids: tuple) -> dict:
     return _validate(rows)
 
 
+def validate_cached_clear() -> None:
+    """Forget the cached validation (lab.predict.user_rows: an owner's rows change the dataset it was run on)."""
+    _validate_cached.cache_clear()
+
+
 def validate(rows: list[Row] | None = None) -> dict:
     """In-sample, LOCO and LOAO errors (predicted ÷ published − 1) of every row in a group:
     {"groups": {group: {"in_sample", "loco", "loao": public_check.summary}}, "rows": [{id, group, card, arch,
@@ -252,6 +257,6 @@ def text(result: dict, worst: int = 8) -> str:
     return cli.fit("\n".join(lines))
 
 
-__all__ = ["GROUPS", "APART", "FOLDS", "TARGET_LOCO_MEDIAN", "TARGET_LOCO_MAX", "TARGET_KEPT_MEDIAN",
+__all__ = ["validate_cached_clear", "GROUPS", "APART", "FOLDS", "TARGET_LOCO_MEDIAN", "TARGET_LOCO_MAX", "TARGET_KEPT_MEDIAN",
            "TARGET_KEPT_MAX", "backend_of", "card_key", "kind", "group", "mtp_points", "refit",
            "predict", "validate", "table_rows", "text"]
