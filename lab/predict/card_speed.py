@@ -312,9 +312,33 @@ def predict(ask: Ask, base=None, row: int = 1) -> dict:
     ceiling_tok_s, ceiling, model: {the terms used}, memory: {the fit}, notes: [...]}. predicted_tok_s is None exactly
     when why_not says why. `base`: a Profile whose card and settings fill what the ask leaves out (`--profile`)."""
     try:
-        return _predict(ask, base, row)
+        out = _predict(ask, base, row)
+        return out if not (out["why_not"] or "").startswith("does not fit") else _what_fits(ask, base, row, out)
     except (ValueError, KeyError) as exc:  # an input the lab's arithmetic refuses: the row's answer, not a traceback
         return {**_blank(ask, row), "why_not": f"cannot predict this set-up: {' '.join(str(exc).split())}"}
+
+
+def _what_fits(ask: Ask, base, row: int, failed: dict) -> dict:
+    """A "does not fit" at a default the user did not choose is not their set-up's answer: with the KV type not
+    given, the largest llama.cpp type that fits (q8_0, then q4_0); with the context not given, the longest that
+    fits (memory_plan's max per slot, if it holds the depth); each said in a note. What the user stated is kept,
+    and a set-up that does not fit as stated keeps its "does not fit"."""
+    if base is not None or failed["engine"] != "llama.cpp":
+        return failed
+    tries = [dataclasses.replace(ask, kv=kv) for kv in ("q8_0", "q4_0")] if ask.kv is None else []
+    per_slot = (failed.get("memory") or {}).get("max_context_per_slot") or 0
+    if ask.context is None and per_slot >= max(failed["depth"] or 0, 1024):
+        tries.insert(0, dataclasses.replace(ask, context=per_slot * (failed["slots"] or 1)))
+    for t in tries:
+        out = _predict(t, base, row)
+        if out["predicted_tok_s"] is not None:
+            said = (f"KV type not given: f16 does not fit ({failed['why_not'][len('does not fit: '):]}); predicted with "
+                    f"{t.kv}, the largest llama.cpp type that does" if t.kv != ask.kv else
+                    f"context not given: the default {failed['context']:,} does not fit; predicted at {t.context:,}, "
+                    "the longest that does")
+            out["notes"].insert(0, said)
+            return out
+    return failed
 
 
 def _predict(ask: Ask, base, row: int) -> dict:

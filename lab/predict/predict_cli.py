@@ -244,9 +244,11 @@ def answer(args) -> int:
     if args.validate:
         from lab.predict import public_validate
 
-        result = public_validate.validate()
-        print(json.dumps(_rounded(result), indent=1, ensure_ascii=False, allow_nan=False) if args.json
-              else public_validate.text(result))
+        from lab.predict import public_coverage
+
+        result, covered = public_validate.validate(), public_coverage.coverage()
+        print(json.dumps(_rounded({**result, "coverage": covered}), indent=1, ensure_ascii=False, allow_nan=False)
+              if args.json else public_validate.text(result) + "\n\n" + cli.fit(public_coverage.text(covered)))
         return exit_codes.OK
     base = None
     if args.profile:

@@ -1,0 +1,113 @@
+"""Does `lab predict` answer the set-ups people published? Every public row (lab/data/public_speed.yaml) is asked of
+lab.predict.card_speed.predict exactly as a user would type it (its card, count, split, backend, OS, engine, quant,
+download size, KV type, context, slots, depth, MTP n-max and acceptance), and the answer is sorted: a prediction
+(with its error against the published speed), or the reason there is none. A reason that contradicts the row is a
+wrong answer, not a missing one: a "does not fit" for a set-up its owner ran. Pure: rows in, answers out;
+`python -m lab predict --validate` prints the summary.
+"""
+from __future__ import annotations
+
+import re
+
+from lab.predict import public_check, public_speed
+from lab.predict.card_speed import Ask
+
+KV_TYPES = ("f16", "bf16", "q8_0", "q4_0")  # llama.cpp's -ctk types the lab models; others (turbo3) are asked as f16
+VLLM_QUANTS = (("awq", "AWQ-INT4"), ("gptq", "GPTQ-INT4"), ("fp8", "FP8"))
+PROFILE_QUANT = re.compile(r"(?<![A-Z0-9])(UD-)?(IQ\d_(?:XXS|XS|NL|S|M)|Q\d_K(?:_(?:XL|S|M|L))?|Q\d_\d|BF16)(?![A-Z0-9])")
+
+
+def quant_of(row: public_speed.Row) -> str | None:
+    """The profile schema's model_quant a row's quant text names ("unsloth UD-Q4_K_XL" -> UD-Q4_K_XL,
+    "AtomicChat IQ3_XXS" -> IQ3_XXS, "AWQ 4-bit" -> AWQ-INT4); None when it names none the schema takes (the lab's
+    default type then sizes only the MTP block and the embedding inside the stated download)."""
+    from lab.core.profiles import QUANT_TYPES
+
+    text = (row.quant or "").upper()
+    if row.engine != "llama.cpp":
+        return next((q for word, q in VLLM_QUANTS if word.upper() in text), None)
+    for m in PROFILE_QUANT.finditer(text):
+        for name in (m.group(0), m.group(2)):
+            if name in QUANT_TYPES:
+                return name
+            if name + "_M" in QUANT_TYPES:  # "Q3_K" is llama-quantize's alias of Q3_K_M
+                return name + "_M"
+    return None
+
+
+def ask_of(row: public_speed.Row) -> Ask:
+    """The row as `lab predict` takes it."""
+    spec = row.speculative
+    mtp = spec is not None and spec.type.startswith("draft-mtp") and row.engine == "llama.cpp"
+    from lab.predict import mtp_model
+
+    return Ask(gpu=row.gpu_id or row.gpu, gpus=row.gpu_count, split=row.split_mode, backend=row.backend, os=row.os,
+               engine="llama.cpp" if row.engine == "llama.cpp" else "vllm", weights_gb=row.file_gb,
+               quant=quant_of(row), kv=row.kv_type if row.kv_type in KV_TYPES else None,
+               context=row.context_tokens, slots=1, depth=row.depth_tokens or None, link=row.link,
+               spec="draft-mtp" if mtp else "none", n_max=spec.n_max if mtp else None,
+               p_min=spec.p_min if mtp else None, acceptance=mtp_model.acceptance_rate(row) if mtp else None)
+
+
+def kind_of_answer(row: public_speed.Row, answer: dict) -> str:
+    """"predicted", "does not fit" (wrong: the row ran), or the reason's kind."""
+    if answer["predicted_tok_s"] is not None:
+        return "predicted"
+    why = answer["why_not"] or ""
+    return ("does not fit" if why.startswith("does not fit") else "unknown card" if why.startswith("unknown card")
+            else "not modelled" if "not modelled" in why else "other")
+
+
+def coverage(rows: list[public_speed.Row] | None = None) -> dict:
+    """Every row of a modelled engine (llama.cpp, vLLM; forks and ik_llama.cpp are reported as not asked) asked of
+    lab predict: {"rows": [{id, kind, predicted, published, error, why_not}], "asked", "answered", "by_kind":
+    {kind: n}, "wrong": [ids of "does not fit"], "answered_summary": public_check.summary of the errors of answered
+    rows without an outlier note, not on Windows, drafts not gated by p-min}. A row with neither a file size nor a
+    type the lab sizes is "no file size" (a true reason: nothing to size the bytes read per token by)."""
+    from lab.predict import card_speed
+
+    rows = public_speed.load() if rows is None else rows
+    out = []
+    for r in rows:
+        if r.engine not in ("llama.cpp", "vLLM") or not r.all_layers_on_gpu:
+            out.append({"id": r.id, "kind": "not asked", "why_not": f"{r.engine}, all layers on the GPU: "
+                        f"{r.all_layers_on_gpu} (lab predict models llama.cpp and vLLM, fully offloaded)"})
+            continue
+        if r.file_gb is None and quant_of(r) is None:
+            out.append({"id": r.id, "kind": "no file size", "why_not": f"the row states neither a file size nor a "
+                        f"type the lab sizes ({r.quant!r}): no bytes to read per token", "published": r.decode_tok_s,
+                        "predicted": None})
+            continue
+        a = card_speed.predict(ask_of(r))
+        k = kind_of_answer(r, a)
+        x = {"id": r.id, "kind": k, "why_not": a["why_not"], "published": r.decode_tok_s,
+             "predicted": a["predicted_tok_s"], "windows": public_speed.is_windows(r),
+             "outlier": bool(r.outlier) or bool(r.speculative and r.speculative.p_min)}  # gated drafts: not modelled
+        if a["predicted_tok_s"] is not None:
+            x["error"] = a["predicted_tok_s"] / r.decode_tok_s - 1
+        out.append(x)
+    asked = [x for x in out if x["kind"] != "not asked"]
+    by_kind: dict = {}
+    for x in asked:
+        by_kind[x["kind"]] = by_kind.get(x["kind"], 0) + 1
+    fair = [x["error"] for x in asked if "error" in x and not x["outlier"] and not x["windows"]]
+    return {"rows": out, "asked": len(asked), "answered": by_kind.get("predicted", 0), "by_kind": by_kind,
+            "wrong": [x["id"] for x in asked if x["kind"] == "does not fit"],
+            "answered_summary": public_check.summary(fair)}
+
+
+def text(result: dict) -> str:
+    """Lines for --validate: how many rows were answered, the reasons for the rest, every wrong "does not fit"."""
+    s = result["answered_summary"]
+    lines = [f"coverage: lab predict asked each of the {result['asked']} llama.cpp / vLLM public rows as typed: "
+             f"{result['answered']} answered ({result['answered'] / max(result['asked'], 1):.0%}); "
+             + ", ".join(f"{k} {n}" for k, n in sorted(result["by_kind"].items()) if k != "predicted")
+             + (f"; over the answered rows (outliers and Windows aside, MTP at each row's own acceptance) median "
+                f"{s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%}" if s["n"] else "")]
+    for x in result["rows"]:
+        if x["kind"] not in ("predicted", "not asked"):
+            lines.append(f"  {x['id']}: {x['kind']}: {(x['why_not'] or '')[:160]}")
+    return "\n".join(lines)
+
+
+__all__ = ["quant_of", "ask_of", "kind_of_answer", "coverage", "text"]
