@@ -9,6 +9,7 @@ the notebooks read one shape.
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 from lab.predict import compat
@@ -281,9 +282,9 @@ def _mtp_check_lines(check: dict | None) -> list[str]:
     lines = [f"    MTP model vs {c['n']} public draft-mtp rows, in sample: median |error| {c['median_abs_error']:.1%}, "
              f"max {c['max_abs_error']:.1%}"[:100],
              f"      targets {t['median'] * 100:.0f}/{t['max']:.0%} {'met' if t['met'] else 'NOT met'}; by architecture:",
-             f"        {arch}"[:100],
+             *textwrap.wrap(arch, 100, initial_indent=" " * 8, subsequent_indent=" " * 8),
              f"      held out, one row left out of the fit: {mm(h['row'])}, by architecture:"[:100],
-             f"        {held}"[:100],
+             *textwrap.wrap(held, 100, initial_indent=" " * 8, subsequent_indent=" " * 8),
              f"      held out, one card left out: {mm(h['card'])} (a card alone in its architecture takes"[:100],
              "      another architecture's step cost: the model does not carry across architectures);",
              "      each card and architecture out, plain fit redone too: `python -m lab predict --validate`"]
