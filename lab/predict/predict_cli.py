@@ -28,8 +28,7 @@ EXAMPLES = ('python -m lab predict --gpu "Tesla P40" --gpus 2 --split tensor --w
             "python -m lab predict --rows mine.tsv --json", "python -m lab predict --profile v100-32g-x2-nvlink --depth 32768",
             "python -m lab predict --list-gpus", "python -m lab predict --validate --json",
             'python -m lab predict --gpu "R9700" --backend vulkan --context 262144 --kv q4_0 --quant UD-Q4_K_XL',
-            "python -m lab share outputs/h200-x1/<run> --json > mine.json && python -m lab predict --gpu H200 "
-            "--rows-dataset mine.json")
+            "python -m lab predict --gpu H200 --rows-dataset mine.json  # from: lab share RUN --json")
 DESCRIPTION = (
     "What will my card do? Single-stream decode tok/s of Qwen3.8-27B (llama.cpp by default, or vLLM) on a card as "
     "people write it, by the lab's one speed model - the functions `lab plan` uses for a profile's card (per-token "
