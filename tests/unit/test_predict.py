@@ -245,3 +245,18 @@ def test_the_verb_is_registered_with_its_own_parser(capsys):
     assert cli_main.main(["predict", "--gpu", "3090", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["card_id"] == "rtx-3090" and row["model"]["fraction_from"].startswith("ampere: fitted")
+
+
+def test_vllm_overhead_of_the_hybrid_is_its_owners_logged_figure_per_set_up():
+    """Issue 42: vLLM's memory beyond weights and KV for Qwen3.8-27B is what owners' vLLM logs print for it (non-torch
+    + peak activation + CUDA graphs: 2.87 GiB on one GPU, 2.43 GiB per GPU at TP 2), not Llama-3-8B's flat 3 / 5 GiB;
+    --gpu-memory-utilization is honoured."""
+    one = card_speed.predict(Ask(gpu="3090", engine="vllm", context=16384, gpu_util=0.93))
+    assert one["memory"]["overhead_gib"] == 2.87 and one["memory"]["budget_gib"] == round(24 * 0.93, 2)
+    two = card_speed.predict(Ask(gpu="5090", gpus=2, engine="vllm", split="tensor", context=65536))
+    assert two["memory"]["overhead_gib"] == 2.43
+    from lab.predict import memory_plan
+
+    assert "syv-ai/qwen38-27b-rtx3090/issues/107" in memory_plan.runtime_overhead("vllm-qwen35")["source"]
+    dense = memory_plan.runtime_overhead("vllm")  # other models keep the Llama-3-8B figure
+    assert dense["bytes"] == 3 * 2**30
