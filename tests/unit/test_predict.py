@@ -28,7 +28,10 @@ def ask_for(prof) -> tuple[Ask, bool]:
     from a GGUF on this machine (then the MTP block and embedding come from the header, not the quant's mix)."""
     parts = weights.profile_weight_parts(prof, models.arch_for(prof))
     spec = roofline.gpu_spec_for(prof.gpu_name_pattern or prof.name)
-    return Ask(gpu=spec["id"], gpus=prof.gpu_count, split=prof.split_mode or ("layer" if prof.gpu_count > 1 else None),
+    vllm = prof.engine == "vllm"
+    return Ask(gpu=spec["id"], gpus=prof.gpu_count, engine="vllm" if vllm else None, gpu_util=prof.gpu_memory_utilization,
+               split=("tensor" if vllm and prof.tensor_parallel_size > 1 else None) if vllm else
+               prof.split_mode or ("layer" if prof.gpu_count > 1 else None),
                weights_gb=parts["file_bytes"] / 1e9, quant=prof.model_quant, kv=prof.kv_cache_dtype,
                context=prof.context_tokens, slots=prof.parallel_slots,
                depth=prof.bench_prompt_tokens + prof.bench_output_tokens // 2), parts["basis"].startswith("file:")
