@@ -7,7 +7,7 @@ from lab.predict import plan, public_check, public_speed, roofline
 
 def test_dataset_loads_with_sources_quotes_and_positive_speeds():
     rows = public_speed.load()
-    assert len(rows) == 136 and len({r.id for r in rows}) == 136
+    assert len(rows) == 138 and len({r.id for r in rows}) == 138
     for r in rows:
         assert r.source.startswith("https://") and len(r.quote) >= 3 and r.measured is True
         assert r.decode_tok_s > 0 and (r.prompt_tok_s is None or r.prompt_tok_s > 0)
@@ -22,10 +22,10 @@ def test_dataset_loads_with_sources_quotes_and_positive_speeds():
     assert {"v100-32g", "v100-16g", "rtx-3090", "rtx-3090-ti", "rtx-4090", "rtx-4060-ti-16g", "rtx-5060-ti-16g",
             "tesla-p40", "rtx-2080-ti-22g", "radeon-ai-pro-r9700", "rx-7900-xtx", "rtx-5090-laptop", "rtx-3060-12g",
             "rtx-3080-ti-laptop", "rtx-pro-6000-blackwell", "instinct-mi210"} <= cards
-    assert sum(r.speculative is not None for r in rows) == 60 and sum(r.speculative is None for r in rows) == 76
+    assert sum(r.speculative is not None for r in rows) == 61 and sum(r.speculative is None for r in rows) == 77
     # issue 42: AMD rows on each backend, Windows rows said so, rows kept apart from the fit
     assert {r.backend for r in rows} == {None, "rocm", "vulkan"}
-    assert sum(r.os == "windows" for r in rows) == 15 and sum(r.heldout for r in rows) == 16
+    assert sum(r.os == "windows" for r in rows) == 16 and sum(r.heldout for r in rows) == 16
 
 
 def _good_row(**change) -> dict:
@@ -103,7 +103,7 @@ def test_check_meets_the_targets_on_the_budget_cards():
     # part decodes at half the bandwidth the Ampere rows reach), then the V100 at 101K tokens (the depth group, not
     # fitted); the worst outlier the 2-bit IQ2_XXS file, with its reason (its token embedding is sized as Q4_K_M's,
     # the lab models no IQ2_XXS mix), then the release-day 3090 build
-    assert every["n"] == 51 and every["max_abs_error"] == pytest.approx(0.9777, abs=1e-3)
+    assert every["n"] == 52 and every["max_abs_error"] == pytest.approx(0.9777, abs=1e-3)
     worst = max(result["rows"], key=lambda r: abs(r["error"]))
     assert worst["id"] == "rtx3080ti-laptop-udq3kxl-16k-plain" and not worst["comparable"]
     deep = max((r for r in result["rows"] if r["deep"]), key=lambda r: abs(r["error"]))
@@ -180,26 +180,26 @@ def test_mtp_model_against_the_public_draft_mtp_rows():
     assert got["rtx5060ti-16g-xyzv2-mtp-n4"] == (4, 54.0, -0.093)
     assert got["p40-x2-tensor-udq4kxl-mtp-n4"] == (4, 23.6, 0.0)  # Pascal's one ungated row fits its verify ms
     comp = result["comparable"]
-    assert comp["n"] == 25 and round(comp["median_abs_error"], 3) == 0.02 and round(comp["max_abs_error"], 3) == 0.154
+    assert comp["n"] == 26 and round(comp["median_abs_error"], 3) == 0.02 and round(comp["max_abs_error"], 3) == 0.154
     by = {a: (s["n"], round(s["median_abs_error"], 3), round(s["max_abs_error"], 3)) for a, s in result["by_arch"].items()}
     assert by == {"volta": (7, 0.068, 0.154), "ampere": (3, 0.014, 0.02), "ada": (3, 0.002, 0.003),
                   "blackwell": (5, 0.045, 0.093), "pascal": (1, 0.0, 0.0), "rdna3": (3, 0.026, 0.034),
-                  "rdna3+vulkan": (2, 0.047, 0.055), "rdna4+vulkan": (1, 0.0, 0.0)}
+                  "rdna3+vulkan": (3, 0.037, 0.056), "rdna4+vulkan": (1, 0.0, 0.0)}
     t = result["targets"]
     assert t["met"] is True and t["misses"] == []
     held = result["held_out"]
-    assert (round(held["row"]["median_abs_error"], 3), round(held["row"]["max_abs_error"], 3)) == (0.04, 0.268)
-    assert (round(held["card"]["median_abs_error"], 3), round(held["card"]["max_abs_error"], 3)) == (0.268, 0.526)
+    assert (round(held["row"]["median_abs_error"], 3), round(held["row"]["max_abs_error"], 3)) == (0.038, 0.268)
+    assert (round(held["card"]["median_abs_error"], 3), round(held["card"]["max_abs_error"], 3)) == (0.271, 0.526)
     by_held = {a: tuple(round(s[k][m], 3) for k in ("row", "card") for m in ("median_abs_error", "max_abs_error"))
                for a, s in held["by_arch"].items()}
     assert by_held == {"volta": (0.081, 0.208, 0.165, 0.353), "ampere": (0.024, 0.028, 0.024, 0.028),
                        "ada": (0.002, 0.004, 0.002, 0.003), "blackwell": (0.054, 0.122, 0.388, 0.526),
                        "pascal": (0.165, 0.165, 0.165, 0.165), "rdna3": (0.04, 0.042, 0.32, 0.37),
-                       "rdna3+vulkan": (0.096, 0.106, 0.411, 0.477), "rdna4+vulkan": (0.268, 0.268, 0.268, 0.268)}
+                       "rdna3+vulkan": (0.054, 0.069, 0.477, 0.51), "rdna4+vulkan": (0.268, 0.268, 0.268, 0.268)}
     # calibration.yaml mtp_step_model is what the fit gives on these rows + the H200's steps
     assert {a: round(v, 2) for a, v in result["refit"]["verify_ms"].items()} == result["params"]["verify_ms"] == {
         "volta": 8.75, "ampere": 6.03, "ada": 1.96, "hopper": 2.8, "blackwell": 2.04, "pascal": 14.33, "rdna3": 5.74,
-        "rdna3+vulkan": 1.35, "rdna4+vulkan": 3.5}
+        "rdna3+vulkan": 1.32, "rdna4+vulkan": 3.5}
     # the outliers' MTP rows are shown, not counted
     assert not next(r for r in result["rows"] if r["id"] == "rtx3090-dayone-mtp-n2")["comparable"]
     assert {s["id"] for s in result["skipped"]} == {"v100-32g-b9190-mtp-n2", "rtx3090-club3090-mtp-q4km",
@@ -344,11 +344,11 @@ def test_validate_leaves_each_card_architecture_and_backend_out_with_the_lab_s_o
     got = {g: tuple((s[f]["n"], round(s[f]["median_abs_error"], 3), round(s[f]["max_abs_error"], 3))
                     for f in ("in_sample", "loco", "loao", "lobo")) for g, s in result["groups"].items()}
     assert got == {"plain": ((19, 0.017, 0.044), (19, 0.049, 0.253), (19, 0.206, 0.271), (19, 0.169, 0.253)),
-                   "mtp": ((25, 0.02, 0.154), (25, 0.253, 0.772), (25, 0.361, 0.772), (25, 0.256, 1.078)),
+                   "mtp": ((26, 0.02, 0.154), (26, 0.254, 0.772), (26, 0.362, 0.772), (26, 0.256, 1.078)),
                    "tensor": ((6, 0.017, 0.078), (6, 0.062, 0.867), (6, 0.226, 0.867), (6, 0.218, 0.925)),
                    "depth": ((8, 0.114, 0.509), (8, 0.127, 0.47), (8, 0.106, 0.462), (8, 0.123, 0.549)),
                    "p-min": ((3, 0.16, 0.757), (3, 0.916, 1.056), (3, 0.916, 1.056), (3, 1.244, 1.411)),
-                   "windows": ((11, 0.136, 0.315), (11, 0.111, 0.518), (11, 0.224, 0.551), (11, 0.243, 0.518)),
+                   "windows": ((12, 0.128, 0.315), (12, 0.108, 0.518), (12, 0.222, 0.551), (12, 0.239, 0.518)),
                    "kept apart": ((16, 0.163, 0.978), (16, 0.182, 0.978), (16, 0.237, 0.743), (16, 0.188, 0.764))}
     # in sample equals public_check's (the lab's published model), and its plain targets still hold
     comp = public_check.check()["comparable"]
@@ -364,7 +364,7 @@ def test_validate_leaves_each_card_architecture_and_backend_out_with_the_lab_s_o
         16, 0.163, 0.978, False)
     by_card = {c: round(s["loco"]["max_abs_error"], 3) for c, s in result["by_card"].items()}
     assert by_card["tesla-p40"] == 0.867 and by_card["v100-16g/v100-32g"] == 0.361 and by_card["rtx-3090"] == 0.034
-    assert by_card["rx-7900-xtx"] == 0.417
+    assert by_card["rx-7900-xtx"] == 0.461
     p40 = next(x for x in result["rows"] if x["id"] == "p40-x2-tensor-plain")
     assert "tesla-p40 left out: fraction FALLBACK 0.70" in p40["loco_fold"] and p40["loco"] == p40["loao"]
     cuda = next(x for x in result["rows"] if x["id"] == "rtx3090-b10450-plain")

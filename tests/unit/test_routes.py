@@ -74,7 +74,7 @@ def test_profiles_without_routes_get_none_and_plan_renders_within_100_columns():
         assert lines and all(len(x) <= 100 for x in lines), [x for x in lines if len(x) > 100]
         assert lines[0].startswith("  routes, one stream")
         text = "\n".join(lines)
-        assert "MTP model vs 25 public draft-mtp rows, in sample: median |error| 2.0%, max 15.4%" in text
+        assert "MTP model vs 26 public draft-mtp rows, in sample: median |error| 2.0%, max 15.4%" in text
         assert "targets 10/20% met; by architecture:\n        ada 0%/0%, ampere 1%/2%, blackwell 4%/9%, pascal 0%/0%, " \
                "rdna3 3%/3%" in text
         assert "held out, one row left out of the fit: 4%/27%" in text and "volta 8%/21%" in " ".join(text.split())
