@@ -427,7 +427,8 @@ def _predict(ask: Ask, base, row: int) -> dict:
     how = (f"-sm {a.split}{tensor}" if a.engine == "llama.cpp" else f"{'tensor' if a.split == 'tensor' else 'pipeline'} "
            f"parallel {a.gpus}") if a.gpus > 1 else "one card"
     mtp = f", draft-mtp n-max {a.n_max or 'best of 1-4'}" if a.spec == "draft-mtp" else ""
-    out.update(route=f"{a.engine}, {a.gpus} x {card['name']}, {how}{mtp}, {a.quant}, {a.kv} KV", notes=notes,
+    on = f" on {a.backend}" if a.engine == "llama.cpp" and key != card["arch"] else ""
+    out.update(route=f"{a.engine}{on}, {a.gpus} x {card['name']}, {how}{mtp}, {a.quant}, {a.kv} KV", notes=notes,
                plain_tok_s=plain, ceiling_tok_s=ceiling, model=model,
                ceiling=(f"{bw * (a.gpus if a.split == 'tensor' else 1):g} GB/s / {bpt / 1e9:.2f} GB read per token "
                         "(roofline, plain decode)") if bpt else rl["reason"])
