@@ -37,15 +37,19 @@ def quant_of(row: public_speed.Row) -> str | None:
 
 def ask_of(row: public_speed.Row) -> Ask:
     """The row as `lab predict` takes it."""
-    spec = row.speculative
-    mtp = spec is not None and spec.type.startswith("draft-mtp") and row.engine == "llama.cpp"
     from lab.predict import mtp_model
 
+    spec = row.speculative
+    llama = row.engine == "llama.cpp"
+    mtp = spec is not None and spec.type.startswith("draft-mtp") and llama
+    depth = row.depth_tokens or None
+    # no context stated but a depth: the context held that depth (the next 4K above it)
+    context = row.context_tokens or (-(-(depth + 1) // 4096) * 4096 if depth else None)
     return Ask(gpu=row.gpu_id or row.gpu, gpus=row.gpu_count, split=row.split_mode, backend=row.backend, os=row.os,
-               engine="llama.cpp" if row.engine == "llama.cpp" else "vllm", weights_gb=row.file_gb,
+               engine="llama.cpp" if llama else "vllm", weights_gb=row.file_gb,
                quant=quant_of(row), kv=row.kv_type if row.kv_type in KV_TYPES else None,
-               context=row.context_tokens, slots=1, depth=row.depth_tokens or None, link=row.link,
-               spec="draft-mtp" if mtp else "none", n_max=spec.n_max if mtp else None,
+               context=context, slots=1, depth=depth, link=row.link,
+               spec="draft-mtp" if spec is not None else "none", n_max=spec.n_max if mtp else None,
                p_min=spec.p_min if mtp else None, acceptance=mtp_model.acceptance_rate(row) if mtp else None)
 
 
@@ -59,17 +63,19 @@ def kind_of_answer(row: public_speed.Row, answer: dict) -> str:
 
 
 def coverage(rows: list[public_speed.Row] | None = None) -> dict:
-    """Every row of a modelled engine (llama.cpp, vLLM; forks and ik_llama.cpp are reported as not asked) asked of
+    """Every row of a modelled engine (llama.cpp, vLLM and its forks, asked as vLLM; ik_llama.cpp is reported as not
+    asked) asked of
     lab predict: {"rows": [{id, kind, predicted, published, error, why_not}], "asked", "answered", "by_kind":
     {kind: n}, "wrong": [ids of "does not fit"], "answered_summary": public_check.summary of the errors of answered
-    rows without an outlier note, not on Windows, drafts not gated by p-min}. A row with neither a file size nor a
+    llama.cpp rows without an outlier note, not on Windows, drafts not gated by p-min, "vllm_summary": the same over
+    the vLLM and fork rows}. A row with neither a file size nor a
     type the lab sizes is "no file size" (a true reason: nothing to size the bytes read per token by)."""
     from lab.predict import card_speed
 
     rows = public_speed.load() if rows is None else rows
     out = []
     for r in rows:
-        if r.engine not in ("llama.cpp", "vLLM") or not r.all_layers_on_gpu:
+        if r.engine not in ("llama.cpp", "vLLM", "fork") or not r.all_layers_on_gpu:
             out.append({"id": r.id, "kind": "not asked", "why_not": f"{r.engine}, all layers on the GPU: "
                         f"{r.all_layers_on_gpu} (lab predict models llama.cpp and vLLM, fully offloaded)"})
             continue
@@ -80,7 +86,7 @@ def coverage(rows: list[public_speed.Row] | None = None) -> dict:
             continue
         a = card_speed.predict(ask_of(r))
         k = kind_of_answer(r, a)
-        x = {"id": r.id, "kind": k, "why_not": a["why_not"], "published": r.decode_tok_s,
+        x = {"id": r.id, "kind": k, "why_not": a["why_not"], "published": r.decode_tok_s, "engine": a["engine"],
              "predicted": a["predicted_tok_s"], "windows": public_speed.is_windows(r),
              "outlier": bool(r.outlier) or bool(r.speculative and r.speculative.p_min)}  # gated drafts: not modelled
         if a["predicted_tok_s"] is not None:
@@ -90,10 +96,13 @@ def coverage(rows: list[public_speed.Row] | None = None) -> dict:
     by_kind: dict = {}
     for x in asked:
         by_kind[x["kind"]] = by_kind.get(x["kind"], 0) + 1
-    fair = [x["error"] for x in asked if "error" in x and not x["outlier"] and not x["windows"]]
+    def fair(engine):
+        return public_check.summary([x["error"] for x in asked if "error" in x and not x["outlier"]
+                                     and not x["windows"] and x["engine"] == engine])
+
     return {"rows": out, "asked": len(asked), "answered": by_kind.get("predicted", 0), "by_kind": by_kind,
             "wrong": [x["id"] for x in asked if x["kind"] == "does not fit"],
-            "answered_summary": public_check.summary(fair)}
+            "answered_summary": fair("llama.cpp"), "vllm_summary": fair("vllm")}
 
 
 def text(result: dict) -> str:
@@ -102,8 +111,11 @@ def text(result: dict) -> str:
     lines = [f"coverage: lab predict asked each of the {result['asked']} llama.cpp / vLLM public rows as typed: "
              f"{result['answered']} answered ({result['answered'] / max(result['asked'], 1):.0%}); "
              + ", ".join(f"{k} {n}" for k, n in sorted(result["by_kind"].items()) if k != "predicted")
-             + (f"; over the answered rows (outliers and Windows aside, MTP at each row's own acceptance) median "
-                f"{s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%}" if s["n"] else "")]
+             + (f"; over the answered llama.cpp rows (outliers, gated drafts and Windows aside, MTP at each row's own "
+                f"acceptance) median {s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%}" if s["n"] else "")
+             + (f"; vLLM and its forks ({v['n']} rows, the nearest calibration's efficiency): median "
+                f"{v['median_abs_error']:.1%}, max {v['max_abs_error']:.1%}" if (v := result["vllm_summary"])["n"]
+                else "")]
     for x in result["rows"]:
         if x["kind"] not in ("predicted", "not asked"):
             lines.append(f"  {x['id']}: {x['kind']}: {(x['why_not'] or '')[:160]}")

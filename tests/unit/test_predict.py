@@ -232,13 +232,13 @@ def test_validate_prints_held_out_errors_beside_in_sample(capsys):
         assert row in table, row
     assert "plain NOT met,\n    mtp NOT met, tensor NOT met" in out and "tesla-p40 left out: fraction FALLBACK 0.70" in out
     assert "kept apart (rows the fit never saw, any card, Windows aside): 16 rows, median 16.3%" in out
-    assert "coverage: lab predict asked each of the 128 llama.cpp / vLLM public rows as typed: 125 answered" in out
+    assert "coverage: lab predict asked each of the 138 llama.cpp / vLLM public rows as typed: 129 answered" in out
     rc, out, _ = run(["--validate", "--json"], capsys)
     got = json.loads(out)
     assert rc == 0 and set(got["groups"]) == {"plain", "mtp", "tensor", "depth", "p-min", "windows", "kept apart"}
     assert got["groups"]["plain"]["loco"] == {"n": 19, "median_abs_error": 0.049, "max_abs_error": 0.253}
     assert got["targets"]["by_group"] == {"plain": False, "mtp": False, "tensor": False}
-    assert got["coverage"]["wrong"] == [] and got["coverage"]["answered"] == 125
+    assert got["coverage"]["wrong"] == [] and got["coverage"]["answered"] == 129
 
 
 def test_the_verb_is_registered_with_its_own_parser(capsys):
