@@ -1,10 +1,12 @@
 """What an ask's card, backend, quant and OS mean for `lab predict` (lab.predict.card_speed): which calibration of the
-per-token model a card on a backend uses, how a quant the lab has no per-tensor mix for is sized, and the notes on
-what the published rows say beside an answer (depth, a fallback calibration, -sm tensor with a quantized KV, Windows). Pure: lab/data and the public rows, never a GPU, a process or the network.
+per-token model a card on a backend uses, how a quant the lab has no per-tensor mix for is sized, the MTP answer at
+the asked or published acceptance, a public row as an ask (`ask_of`), and the notes on what the published rows say
+beside an answer (depth, a fallback calibration, -sm tensor with a quantized KV, Windows). Pure: lab/data and the public rows, never a GPU, a process or the network.
 """
 from __future__ import annotations
 
 import functools
+import re
 
 from lab.core import paths
 from lab.predict import public_speed, roofline
@@ -71,6 +73,80 @@ def windows_note(card: dict) -> str:
             f"prediction for each (lab/data/public_speed.yaml; this card's first): {said or 'none'} - faster and "
             "slower both, so no one factor fits them")
 
+
+
+def mtp_answer(a, card: dict, plain: float, key: str | None = None) -> tuple[float | None, dict, str | None]:
+    """(MTP tok/s, its terms, why_not) by lab.predict.mtp_model at the asked acceptance (else the public rows' for the
+    card: same card first) and the asked n-max, else the n-max lab plan's routes pick (lab.predict.routes.mtp_speed):
+    the card's published sweep's best when there is one and no acceptance is given, else the predicted best of 1-4."""
+    from lab.predict import mtp_model
+
+    rows = public_speed.load()
+    found = []
+    for n in ([a.n_max] if a.n_max else list(mtp_model.N_VALUES)):
+        rate, ids = (a.acceptance, []) if a.acceptance is not None else mtp_model.acceptance_for(card["id"], n, a.split, rows)
+        if rate is not None:
+            found.append((mtp_model.predict(plain, n, rate, key or card["arch"]), ids))
+    if not found:
+        return None, {}, (f"no acceptance rate for draft-mtp at n-max {a.n_max}: no public draft-mtp row at that n-max "
+                          "(lab/data/public_speed.yaml); give --acceptance")
+    measured = None if a.n_max or a.acceptance is not None else mtp_model.published_best_n(card["id"], a.split, rows)
+    mine = [f for f in found if measured and f[0]["n_max"] == measured["n_max"]]
+    p, ids = mine[0] if mine else max(found, key=lambda f: f[0]["tok_s"])
+    n_from = ("given" if a.n_max else f"the card's published sweep ({measured['id']}), as lab plan's routes" if mine
+              else "the predicted best of n-max 1-4")
+    by_id = {r.id: r for r in rows}
+    same = any(by_id[i].gpu_id and public_speed.same_card(by_id[i].gpu_id, card["id"]) for i in ids)
+    terms = {"n_max": p["n_max"], "n_max_from": n_from,
+             "acceptance_rate": p["rate"], "acceptance_from": "given" if not ids else
+             f"public draft-mtp rows ({'same card' if same else 'FALLBACK: another card, none on this one'}): "
+             + ", ".join(ids), "tokens_per_step": p["tokens_per_step"], "step_over_plain": p["step_over_plain"],
+             "step_ms": p["step_ms"], "verify_ms_from": ("FALLBACK: " if "(no " in p["step_from"] else "")
+             + p["step_from"] + " (lab/data/calibration.yaml mtp_step_model)", "break_even_rate": p["break_even_rate"],
+             "flags": mtp_model.flags(p["n_max"]), "source": mtp_model.SOURCE}
+    return p["tok_s"], terms, None
+
+
+# ---------------------------------------------------------------- a public row as an ask
+KV_TYPES = ("f16", "bf16", "q8_0", "q4_0")  # llama.cpp's -ctk types the lab models; others (turbo3) are asked as f16
+VLLM_QUANTS = (("awq", "AWQ-INT4"), ("gptq", "GPTQ-INT4"), ("fp8", "FP8"))
+PROFILE_QUANT = re.compile(r"(?<![A-Z0-9])(UD-)?(IQ\d_(?:XXS|XS|NL|S|M)|Q\d_K(?:_(?:XL|S|M|L))?|Q\d_\d|BF16)(?![A-Z0-9])")
+
+
+def quant_of(row: public_speed.Row) -> str | None:
+    """The profile schema's model_quant a row's quant text names ("unsloth UD-Q4_K_XL" -> UD-Q4_K_XL,
+    "AtomicChat IQ3_XXS" -> IQ3_XXS, "AWQ 4-bit" -> AWQ-INT4); None when it names none the schema takes (the lab's
+    default type then sizes only the MTP block and the embedding inside the stated download)."""
+    from lab.core.profiles import QUANT_TYPES
+
+    text = (row.quant or "").upper()
+    if row.engine != "llama.cpp":
+        return next((q for word, q in VLLM_QUANTS if word.upper() in text), None)
+    for m in PROFILE_QUANT.finditer(text):
+        for name in (m.group(0), m.group(2)):
+            if name in QUANT_TYPES:
+                return name
+            if name + "_M" in QUANT_TYPES:  # "Q3_K" is llama-quantize's alias of Q3_K_M
+                return name + "_M"
+    return None
+
+
+def ask_of(row: public_speed.Row, ask_type):
+    """The row as `lab predict` takes it (`ask_type`: lab.predict.card_speed.Ask)."""
+    from lab.predict import mtp_model
+
+    spec = row.speculative
+    llama = row.engine == "llama.cpp"
+    mtp = spec is not None and spec.type.startswith("draft-mtp") and llama
+    depth = row.depth_tokens or None
+    # no context stated but a depth: the context held that depth (the next 4K above it)
+    context = row.context_tokens or (-(-(depth + 1) // 4096) * 4096 if depth else None)
+    return ask_type(gpu=row.gpu_id or row.gpu, gpus=row.gpu_count, split=row.split_mode, backend=row.backend, os=row.os,
+               engine="llama.cpp" if llama else "vllm", weights_gb=row.file_gb,
+               quant=quant_of(row), kv=row.kv_type if row.kv_type in KV_TYPES else None,
+               context=context, slots=1, depth=depth, link=row.link,
+               spec="draft-mtp" if spec is not None else "none", n_max=spec.n_max if mtp else None,
+               p_min=spec.p_min if mtp else None, acceptance=mtp_model.acceptance_rate(row) if mtp else None)
 
 
 # ---------------------------------------------------------------- what the published rows say beside an answer
@@ -144,4 +220,5 @@ def tensor_kv_note(kv: str) -> str:
             + f"; predicted as asked, with {kv} KV bytes")
 
 
-__all__ = ["checked_rows", "depth_note", "fallback_note", "tensor_kv_note", "MODEL_ID", "fraction_from", "quant_plan", "backend_plan", "windows_note"]
+__all__ = ["mtp_answer", "quant_of", "ask_of", "KV_TYPES", "checked_rows", "depth_note", "fallback_note",
+           "tensor_kv_note", "MODEL_ID", "fraction_from", "quant_plan", "backend_plan", "windows_note"]

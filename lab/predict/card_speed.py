@@ -19,8 +19,8 @@ import re
 
 from lab.core import facts, paths
 from lab.predict import public_speed, roofline
-from lab.predict.card_setup import (MODEL_ID, backend_plan, depth_note, fallback_note, fraction_from, quant_plan,
-                                   tensor_kv_note, windows_note)
+from lab.predict.card_setup import (MODEL_ID, backend_plan, depth_note, fallback_note, fraction_from, mtp_answer,
+                                   quant_plan, tensor_kv_note, windows_note)
 
 DEFAULT_QUANT = {"llama.cpp": "Q4_K_M", "vllm": "AWQ-INT4"}  # the V100 profiles' GGUF and routes.yaml's fork weights
 DEFAULT_CONTEXT = 32768  # -c: one 32K conversation (seed 001's "16K or even 32K"; params/v100-32g-x1.yaml per slot)
@@ -263,42 +263,46 @@ def _fit(a: Ask, mem: dict) -> tuple[dict, str | None]:
         return part, (f"does not fit: weights {_gib(w)} GiB + overhead {_gib(oh)} GiB per card > {_gib(budget)} GiB "
                       "before any KV cache (a smaller quant or more cards)")
     if not mem["fits"]:
+        low = owners_overhead() if a.engine == "llama.cpp" else None
+        if low and w + kv + low["min_bytes"] <= budget:  # fits at what owners' loaded cards show: tight, not refused
+            part["tight"] = (f"tight: {_gib(w + kv + oh)} GiB per card with the lab's {_gib(oh)} GiB for llama.cpp's "
+                             f"buffers > {_gib(budget)} GiB, but owners' loaded cards imply {_gib(low['min_bytes'])}-"
+                             f"{_gib(low['max_bytes'])} GiB for them ({low['n']} published rows that state their "
+                             "loaded VRAM), so it fits at the low end; check nvidia-smi after loading")
+            return part, (errors[0] if errors else None)
         return part, (f"does not fit: weights {_gib(w)} + KV and state {_gib(kv)} + overhead {_gib(oh)} = "
                       f"{_gib(w + kv + oh)} GiB per card > {_gib(budget)} GiB ({a.context:,} tokens over {a.slots} "
                       f"slot(s), {a.kv} KV; {mem['max_context_tokens']:,} tokens per slot would fit)")
     return part, (errors[0] if errors else None)
 
 
-def _mtp(a: Ask, card: dict, plain: float, key: str | None = None) -> tuple[float | None, dict, str | None]:
-    """(MTP tok/s, its terms, why_not) by lab.predict.mtp_model at the asked acceptance (else the public rows' for the
-    card: same card first) and the asked n-max, else the n-max lab plan's routes pick (lab.predict.routes.mtp_speed):
-    the card's published sweep's best when there is one and no acceptance is given, else the predicted best of 1-4."""
-    from lab.predict import mtp_model
+_computing: list = []  # owners_overhead's rows are predicted through this module, whose fit asks it back
+_OVERHEAD: dict = {}
 
-    rows = public_speed.load()
-    found = []
-    for n in ([a.n_max] if a.n_max else list(mtp_model.N_VALUES)):
-        rate, ids = (a.acceptance, []) if a.acceptance is not None else mtp_model.acceptance_for(card["id"], n, a.split, rows)
-        if rate is not None:
-            found.append((mtp_model.predict(plain, n, rate, key or card["arch"]), ids))
-    if not found:
-        return None, {}, (f"no acceptance rate for draft-mtp at n-max {a.n_max}: no public draft-mtp row at that n-max "
-                          "(lab/data/public_speed.yaml); give --acceptance")
-    measured = None if a.n_max or a.acceptance is not None else mtp_model.published_best_n(card["id"], a.split, rows)
-    mine = [f for f in found if measured and f[0]["n_max"] == measured["n_max"]]
-    p, ids = mine[0] if mine else max(found, key=lambda f: f[0]["tok_s"])
-    n_from = ("given" if a.n_max else f"the card's published sweep ({measured['id']}), as lab plan's routes" if mine
-              else "the predicted best of n-max 1-4")
-    by_id = {r.id: r for r in rows}
-    same = any(by_id[i].gpu_id and public_speed.same_card(by_id[i].gpu_id, card["id"]) for i in ids)
-    terms = {"n_max": p["n_max"], "n_max_from": n_from,
-             "acceptance_rate": p["rate"], "acceptance_from": "given" if not ids else
-             f"public draft-mtp rows ({'same card' if same else 'FALLBACK: another card, none on this one'}): "
-             + ", ".join(ids), "tokens_per_step": p["tokens_per_step"], "step_over_plain": p["step_over_plain"],
-             "step_ms": p["step_ms"], "verify_ms_from": ("FALLBACK: " if "(no " in p["step_from"] else "")
-             + p["step_from"] + " (lab/data/calibration.yaml mtp_step_model)", "break_even_rate": p["break_even_rate"],
-             "flags": mtp_model.flags(p["n_max"]), "source": mtp_model.SOURCE}
-    return p["tok_s"], terms, None
+
+def owners_overhead() -> dict | None:
+    """What llama.cpp's own buffers (CUDA context, compute and output buffers) take on the published cards that state
+    their loaded VRAM (public_speed.Row.vram_mib): that VRAM less the lab's own plan of the row's weights and KV (the
+    row asked as typed: public_coverage.ask_of). {"min_bytes", "max_bytes", "n", "ids"}; None while it is being
+    computed or when no row states its VRAM. The lab's flat figure (runtime_overhead.yaml llama.cpp-gpu) sits inside
+    the spread; a set-up that fits only at its low end is answered as tight, not refused (`_fit`)."""
+    from lab.predict.card_setup import ask_of
+
+    if _computing:
+        return None
+    rows = [r for r in public_speed.load() if r.vram_mib and r.engine == "llama.cpp" and r.speculative is None]
+    key = tuple(r.id for r in rows)
+    if key not in _OVERHEAD:
+        _computing.append(True)
+        try:
+            implied = {r.id: r.vram_mib * 2**20 - (m["weights_per_card_gib"] + m["kv_and_state_per_card_gib"]) * 2**30
+                       for r in rows if (m := predict(ask_of(r, Ask))["memory"])}
+        finally:
+            _computing.clear()
+        _OVERHEAD.clear()
+        _OVERHEAD[key] = ({"min_bytes": min(implied.values()), "max_bytes": max(implied.values()), "n": len(implied),
+                           "ids": ", ".join(sorted(implied))} if implied else None)
+    return _OVERHEAD[key]
 
 
 def _blank(ask: Ask, row: int) -> dict:
@@ -434,6 +438,8 @@ def _predict(ask: Ask, base, row: int) -> dict:
                         "(roofline, plain decode)") if bpt else rl["reason"])
     memory, why = _fit(a, mem)
     out["memory"] = memory
+    if memory.get("tight"):
+        notes.append(memory["tight"])
     n_seq = kvcache.context_per_request(a.engine, a.context, a.slots)
     if a.depth > n_seq:
         why = why or f"depth {a.depth:,} is beyond one slot's context ({n_seq:,}: {a.context:,} over {a.slots} slot(s))"
@@ -446,7 +452,7 @@ def _predict(ask: Ask, base, row: int) -> dict:
         if a.engine != "llama.cpp":
             tok_s, why = None, why or "draft-mtp on vLLM is not modelled (lab.predict.mtp_model is llama.cpp's)"
         else:
-            tok_s, model["mtp"], mtp_why = _mtp(a, card, plain, key)
+            tok_s, model["mtp"], mtp_why = mtp_answer(a, card, plain, key)
             why = why or mtp_why
             if model["mtp"]:
                 out["route"] = out["route"].replace("n-max best of 1-4", f"n-max {model['mtp']['n_max']}")

@@ -206,7 +206,8 @@ def text(results: list[dict]) -> str:
         if r["memory"]:
             mem = r["memory"]
             lines.append(f"    memory per card: {mem['per_card_gib']:.2f} of {mem['budget_gib']:.2f} GiB "
-                         f"({'fits' if mem['fits'] else 'does NOT fit'}; {mem['max_context_per_slot']:,} tokens per "
+                         f"({'fits' if mem['fits'] else 'tight' if mem.get('tight') else 'does NOT fit'}; "
+                         f"{mem['max_context_per_slot']:,} tokens per "
                          "slot would fit)")
         lines += [f"    note: {note}" for note in r["notes"]]
     return cli.fit("\n".join(lines))

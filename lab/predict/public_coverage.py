@@ -7,50 +7,9 @@ wrong answer, not a missing one: a "does not fit" for a set-up its owner ran. Pu
 """
 from __future__ import annotations
 
-import re
-
 from lab.predict import public_check, public_speed
+from lab.predict.card_setup import ask_of, quant_of
 from lab.predict.card_speed import Ask
-
-KV_TYPES = ("f16", "bf16", "q8_0", "q4_0")  # llama.cpp's -ctk types the lab models; others (turbo3) are asked as f16
-VLLM_QUANTS = (("awq", "AWQ-INT4"), ("gptq", "GPTQ-INT4"), ("fp8", "FP8"))
-PROFILE_QUANT = re.compile(r"(?<![A-Z0-9])(UD-)?(IQ\d_(?:XXS|XS|NL|S|M)|Q\d_K(?:_(?:XL|S|M|L))?|Q\d_\d|BF16)(?![A-Z0-9])")
-
-
-def quant_of(row: public_speed.Row) -> str | None:
-    """The profile schema's model_quant a row's quant text names ("unsloth UD-Q4_K_XL" -> UD-Q4_K_XL,
-    "AtomicChat IQ3_XXS" -> IQ3_XXS, "AWQ 4-bit" -> AWQ-INT4); None when it names none the schema takes (the lab's
-    default type then sizes only the MTP block and the embedding inside the stated download)."""
-    from lab.core.profiles import QUANT_TYPES
-
-    text = (row.quant or "").upper()
-    if row.engine != "llama.cpp":
-        return next((q for word, q in VLLM_QUANTS if word.upper() in text), None)
-    for m in PROFILE_QUANT.finditer(text):
-        for name in (m.group(0), m.group(2)):
-            if name in QUANT_TYPES:
-                return name
-            if name + "_M" in QUANT_TYPES:  # "Q3_K" is llama-quantize's alias of Q3_K_M
-                return name + "_M"
-    return None
-
-
-def ask_of(row: public_speed.Row) -> Ask:
-    """The row as `lab predict` takes it."""
-    from lab.predict import mtp_model
-
-    spec = row.speculative
-    llama = row.engine == "llama.cpp"
-    mtp = spec is not None and spec.type.startswith("draft-mtp") and llama
-    depth = row.depth_tokens or None
-    # no context stated but a depth: the context held that depth (the next 4K above it)
-    context = row.context_tokens or (-(-(depth + 1) // 4096) * 4096 if depth else None)
-    return Ask(gpu=row.gpu_id or row.gpu, gpus=row.gpu_count, split=row.split_mode, backend=row.backend, os=row.os,
-               engine="llama.cpp" if llama else "vllm", weights_gb=row.file_gb,
-               quant=quant_of(row), kv=row.kv_type if row.kv_type in KV_TYPES else None,
-               context=context, slots=1, depth=depth, link=row.link,
-               spec="draft-mtp" if spec is not None else "none", n_max=spec.n_max if mtp else None,
-               p_min=spec.p_min if mtp else None, acceptance=mtp_model.acceptance_rate(row) if mtp else None)
 
 
 def kind_of_answer(row: public_speed.Row, answer: dict) -> str:
@@ -84,7 +43,7 @@ def coverage(rows: list[public_speed.Row] | None = None) -> dict:
                         f"type the lab sizes ({r.quant!r}): no bytes to read per token", "published": r.decode_tok_s,
                         "predicted": None})
             continue
-        a = card_speed.predict(ask_of(r))
+        a = card_speed.predict(ask_of(r, Ask))
         k = kind_of_answer(r, a)
         x = {"id": r.id, "kind": k, "why_not": a["why_not"], "published": r.decode_tok_s, "engine": a["engine"],
              "predicted": a["predicted_tok_s"], "windows": public_speed.is_windows(r),
@@ -122,4 +81,4 @@ def text(result: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["quant_of", "ask_of", "kind_of_answer", "coverage", "text"]
+__all__ = ["kind_of_answer", "coverage", "text"]

@@ -82,6 +82,8 @@ class Row(BaseModel):
     decode_tok_s_sd: float | None = Field(default=None, ge=0)  # the spread of the samples (lab share: llama-bench's sd)
     samples: list[float] | None = None  # the raw samples decode_tok_s summarises, when published
     prompt_tok_s: float | None = Field(default=None, gt=0)
+    vram_mib: float | None = Field(default=None, gt=0)  # the card's memory in use once loaded (plain decode), as published
+    vram_basis: str | None = None  # the published words for vram_mib
     driver: str | None = None
     flags: list[str] | None = None  # the server's or bench's flags as run (paths reduced to file names)
     method: str
