@@ -107,6 +107,66 @@ def mtp_answer(a, card: dict, plain: float, key: str | None = None) -> tuple[flo
     return p["tok_s"], terms, None
 
 
+# ---------------------------------------------------------------- does it fit (the memory plan's verdict)
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f}"
+
+
+def memory_verdict(a, mem: dict, owners=None) -> tuple[dict, str | None]:
+    """The memory plan's verdict for the fullest card, and the why_not when it does not fit; `owners`: a callable giving
+    `owners_overhead`'s spread (a set-up that fits only at its low end is tight, not refused)."""
+    w, kv, oh, budget = (mem["weights_bytes_per_device"], mem["kv_bytes_per_device"], mem["overhead_bytes"],
+                         mem["budget_bytes"])
+    part = {"fits": mem["fits"], "per_card_gib": round((w + kv + oh) / 2**30, 2), "budget_gib": round(budget / 2**30, 2),
+            "weights_per_card_gib": round(w / 2**30, 2), "kv_and_state_per_card_gib": round(kv / 2**30, 2),
+            "overhead_gib": round(oh / 2**30, 2), "max_context_per_slot": mem["max_context_tokens"],
+            "source": "lab.predict.memory_plan (as lab plan)"}
+    errors = [f["message"] for f in mem["findings"] if f["severity"] == "error"
+              and f["id"] not in ("weights-do-not-fit", "kv-does-not-fit")]
+    if w + oh > budget:
+        return part, (f"does not fit: weights {_gib(w)} GiB + overhead {_gib(oh)} GiB per card > {_gib(budget)} GiB "
+                      "before any KV cache (a smaller quant or more cards)")
+    if not mem["fits"]:
+        low = owners() if owners and a.engine == "llama.cpp" else None
+        if low and w + kv + low["min_bytes"] <= budget:  # fits at what owners' loaded cards show: tight, not refused
+            part["tight"] = (f"tight: {_gib(w + kv + oh)} GiB per card with the lab's {_gib(oh)} GiB for llama.cpp's "
+                             f"buffers > {_gib(budget)} GiB, but owners' loaded cards imply {_gib(low['min_bytes'])}-"
+                             f"{_gib(low['max_bytes'])} GiB for them ({low['n']} published rows that state their "
+                             "loaded VRAM), so it fits at the low end; check nvidia-smi after loading")
+            return part, (errors[0] if errors else None)
+        return part, (f"does not fit: weights {_gib(w)} + KV and state {_gib(kv)} + overhead {_gib(oh)} = "
+                      f"{_gib(w + kv + oh)} GiB per card > {_gib(budget)} GiB ({a.context:,} tokens over {a.slots} "
+                      f"slot(s), {a.kv} KV; {mem['max_context_tokens']:,} tokens per slot would fit)")
+    return part, (errors[0] if errors else None)
+
+
+_computing: list = []  # owners_overhead's rows are predicted through card_speed, whose verdict asks it back
+_OVERHEAD: dict = {}
+
+
+def owners_overhead(predict, ask_type) -> dict | None:
+    """What llama.cpp's own buffers (CUDA context, compute and output buffers) take on the published cards that state
+    their loaded VRAM (public_speed.Row.vram_mib): that VRAM less the lab's own plan of the row's weights and KV (the
+    row asked as typed, `ask_of`, and predicted by `predict`: lab.predict.card_speed.predict with its Ask).
+    {"min_bytes", "max_bytes", "n", "ids"}; None while it is being computed or when no row states its VRAM. The lab's
+    flat figure (runtime_overhead.yaml llama.cpp-gpu) sits inside the spread (`memory_verdict`)."""
+    if _computing:
+        return None
+    rows = [r for r in public_speed.load() if r.vram_mib and r.engine == "llama.cpp" and r.speculative is None]
+    key = tuple(r.id for r in rows)
+    if key not in _OVERHEAD:
+        _computing.append(True)
+        try:
+            implied = {r.id: r.vram_mib * 2**20 - (m["weights_per_card_gib"] + m["kv_and_state_per_card_gib"]) * 2**30
+                       for r in rows if (m := predict(ask_of(r, ask_type))["memory"])}
+        finally:
+            _computing.clear()
+        _OVERHEAD.clear()
+        _OVERHEAD[key] = ({"min_bytes": min(implied.values()), "max_bytes": max(implied.values()), "n": len(implied),
+                           "ids": ", ".join(sorted(implied))} if implied else None)
+    return _OVERHEAD[key]
+
+
 # ---------------------------------------------------------------- a public row as an ask
 KV_TYPES = ("f16", "bf16", "q8_0", "q4_0")  # llama.cpp's -ctk types the lab models; others (turbo3) are asked as f16
 VLLM_QUANTS = (("awq", "AWQ-INT4"), ("gptq", "GPTQ-INT4"), ("fp8", "FP8"))
@@ -220,5 +280,5 @@ def tensor_kv_note(kv: str) -> str:
             + f"; predicted as asked, with {kv} KV bytes")
 
 
-__all__ = ["mtp_answer", "quant_of", "ask_of", "KV_TYPES", "checked_rows", "depth_note", "fallback_note",
+__all__ = ["memory_verdict", "owners_overhead", "mtp_answer", "quant_of", "ask_of", "KV_TYPES", "checked_rows", "depth_note", "fallback_note",
            "tensor_kv_note", "MODEL_ID", "fraction_from", "quant_plan", "backend_plan", "windows_note"]

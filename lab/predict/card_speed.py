@@ -19,8 +19,8 @@ import re
 
 from lab.core import facts, paths
 from lab.predict import public_speed, roofline
-from lab.predict.card_setup import (MODEL_ID, backend_plan, depth_note, fallback_note, fraction_from, mtp_answer,
-                                   quant_plan, tensor_kv_note, windows_note)
+from lab.predict.card_setup import (MODEL_ID, backend_plan, depth_note, fallback_note, fraction_from, memory_verdict,
+                                   mtp_answer, owners_overhead, quant_plan, tensor_kv_note, windows_note)
 
 DEFAULT_QUANT = {"llama.cpp": "Q4_K_M", "vllm": "AWQ-INT4"}  # the V100 profiles' GGUF and routes.yaml's fork weights
 DEFAULT_CONTEXT = 32768  # -c: one 32K conversation (seed 001's "16K or even 32K"; params/v100-32g-x1.yaml per slot)
@@ -245,66 +245,6 @@ def _schema_error(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f}"
-
-
-def _fit(a: Ask, mem: dict) -> tuple[dict, str | None]:
-    """The memory plan's verdict for the fullest card, and the why_not when it does not fit."""
-    w, kv, oh, budget = (mem["weights_bytes_per_device"], mem["kv_bytes_per_device"], mem["overhead_bytes"],
-                         mem["budget_bytes"])
-    part = {"fits": mem["fits"], "per_card_gib": round((w + kv + oh) / 2**30, 2), "budget_gib": round(budget / 2**30, 2),
-            "weights_per_card_gib": round(w / 2**30, 2), "kv_and_state_per_card_gib": round(kv / 2**30, 2),
-            "overhead_gib": round(oh / 2**30, 2), "max_context_per_slot": mem["max_context_tokens"],
-            "source": "lab.predict.memory_plan (as lab plan)"}
-    errors = [f["message"] for f in mem["findings"] if f["severity"] == "error"
-              and f["id"] not in ("weights-do-not-fit", "kv-does-not-fit")]
-    if w + oh > budget:
-        return part, (f"does not fit: weights {_gib(w)} GiB + overhead {_gib(oh)} GiB per card > {_gib(budget)} GiB "
-                      "before any KV cache (a smaller quant or more cards)")
-    if not mem["fits"]:
-        low = owners_overhead() if a.engine == "llama.cpp" else None
-        if low and w + kv + low["min_bytes"] <= budget:  # fits at what owners' loaded cards show: tight, not refused
-            part["tight"] = (f"tight: {_gib(w + kv + oh)} GiB per card with the lab's {_gib(oh)} GiB for llama.cpp's "
-                             f"buffers > {_gib(budget)} GiB, but owners' loaded cards imply {_gib(low['min_bytes'])}-"
-                             f"{_gib(low['max_bytes'])} GiB for them ({low['n']} published rows that state their "
-                             "loaded VRAM), so it fits at the low end; check nvidia-smi after loading")
-            return part, (errors[0] if errors else None)
-        return part, (f"does not fit: weights {_gib(w)} + KV and state {_gib(kv)} + overhead {_gib(oh)} = "
-                      f"{_gib(w + kv + oh)} GiB per card > {_gib(budget)} GiB ({a.context:,} tokens over {a.slots} "
-                      f"slot(s), {a.kv} KV; {mem['max_context_tokens']:,} tokens per slot would fit)")
-    return part, (errors[0] if errors else None)
-
-
-_computing: list = []  # owners_overhead's rows are predicted through this module, whose fit asks it back
-_OVERHEAD: dict = {}
-
-
-def owners_overhead() -> dict | None:
-    """What llama.cpp's own buffers (CUDA context, compute and output buffers) take on the published cards that state
-    their loaded VRAM (public_speed.Row.vram_mib): that VRAM less the lab's own plan of the row's weights and KV (the
-    row asked as typed: public_coverage.ask_of). {"min_bytes", "max_bytes", "n", "ids"}; None while it is being
-    computed or when no row states its VRAM. The lab's flat figure (runtime_overhead.yaml llama.cpp-gpu) sits inside
-    the spread; a set-up that fits only at its low end is answered as tight, not refused (`_fit`)."""
-    from lab.predict.card_setup import ask_of
-
-    if _computing:
-        return None
-    rows = [r for r in public_speed.load() if r.vram_mib and r.engine == "llama.cpp" and r.speculative is None]
-    key = tuple(r.id for r in rows)
-    if key not in _OVERHEAD:
-        _computing.append(True)
-        try:
-            implied = {r.id: r.vram_mib * 2**20 - (m["weights_per_card_gib"] + m["kv_and_state_per_card_gib"]) * 2**30
-                       for r in rows if (m := predict(ask_of(r, Ask))["memory"])}
-        finally:
-            _computing.clear()
-        _OVERHEAD.clear()
-        _OVERHEAD[key] = ({"min_bytes": min(implied.values()), "max_bytes": max(implied.values()), "n": len(implied),
-                           "ids": ", ".join(sorted(implied))} if implied else None)
-    return _OVERHEAD[key]
-
-
 def _blank(ask: Ask, row: int) -> dict:
     return {"row": row, **dataclasses.asdict(ask), "card": None, "card_id": None, "predicted_tok_s": None,
             "why_not": None, "route": None, "plain_tok_s": None, "ceiling_tok_s": None, "ceiling": None,
@@ -436,7 +376,7 @@ def _predict(ask: Ask, base, row: int) -> dict:
                plain_tok_s=plain, ceiling_tok_s=ceiling, model=model,
                ceiling=(f"{bw * (a.gpus if a.split == 'tensor' else 1):g} GB/s / {bpt / 1e9:.2f} GB read per token "
                         "(roofline, plain decode)") if bpt else rl["reason"])
-    memory, why = _fit(a, mem)
+    memory, why = memory_verdict(a, mem, lambda: owners_overhead(predict, Ask))
     out["memory"] = memory
     if memory.get("tight"):
         notes.append(memory["tight"])
