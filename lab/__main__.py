@@ -345,6 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("predict", add_help=False, help="what will my card do: decode tok/s of Qwen3.8-27B on a card named "
                                                  "as people write it (or a TSV of set-ups), by lab plan's speed model, "
                                                  "or why not; see `python -m lab predict --help`")
+    sub.add_parser("share", add_help=False, help="a measured run folder as one public row (TSV and JSON) to publish or "
+                                               "to give back to `lab predict --rows-dataset`; see `python -m lab share "
+                                               "--help`")
 
     p = sub.add_parser("byhand", help="the exact commands from a bare Ubuntu box to a served model and `make run` on "
                                       "the card (driver, Secure Boot, CUDA, build, model, lab run, llama-bench, "
