@@ -110,7 +110,12 @@ def resolve_card(text: str | None) -> dict:
             return g
     hits = [g for g in specs if q and _matches(g["match"], q)]
     if hits:
-        return max(hits, key=lambda g: len(g["match"]))
+        g = max(hits, key=lambda g: len(g["match"]))
+        if re.search(r"laptop|mobile", q, re.IGNORECASE) and not g.get("laptop"):  # another chip, half the bandwidth
+            raise UnknownCard(f"unknown card {q!r}: a laptop part is its own chip, not the desktop {g['name']}, and the "
+                              "lab's GPU table has no entry for it (lab/data/calibration.yaml gpus; `python -m lab "
+                              "predict --list-gpus`)")
+        return g
     near = suggestions(q) if q else []
     raise UnknownCard(f"unknown card {q!r}" + (f"; did you mean {' or '.join(repr(s) for s in near)}?" if near else "")
                       + " `python -m lab predict --list-gpus` lists the cards the lab knows (lab/data/calibration.yaml gpus)")

@@ -195,6 +195,9 @@ def test_amd_laptop_hopper_and_the_quants_llama_cpp_makes():
     rocm = card_speed.predict(Ask(gpu="R9700"))
     assert rocm["model"]["calibration_key"] == "rdna4" and rocm["model"]["fraction_from"].startswith("FALLBACK")
     assert card_speed.predict(Ask(gpu="R9700", backend="cuda"))["why_not"].startswith("bad value: backend 'cuda'")
+    # a laptop part the table does not hold is never resolved as the desktop card of that number
+    assert "a laptop part is its own chip, not the desktop GeForce RTX 4090" in card_speed.predict(
+        Ask(gpu="RTX 4090 Laptop"))["why_not"]
     laptop = card_speed.predict(Ask(gpu="RTX 5090 Laptop", context=131072, kv="q4_0"))
     assert laptop["card_id"] == "rtx-5090-laptop" and laptop["model"]["bandwidth_gb_s_per_card"] == 896
     assert [card_speed.resolve_card(n)["id"] for n in ("H100 PCIe", "H100 SXM", "H100", "MI50", "3060", "3070",
