@@ -350,6 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("predict", add_help=False, help="what will my card do: decode tok/s of Qwen3.8-27B on a card named "
                                                  "as people write it (or a TSV of set-ups), by lab plan's speed model, "
                                                  "or why not; see `.venv/bin/python -m lab predict --help`")
+    sub.add_parser("share", add_help=False, help="a measured run folder as one public row (TSV and JSON) to publish or "
+                                               "to give back to `lab predict --rows-dataset`; see `.venv/bin/python -m "
+                                               "lab share --help`")
 
     p = sub.add_parser("byhand", help="the exact commands from a bare Ubuntu box to a served model and `make run` on "
                                       "the card (driver, Secure Boot, CUDA, build, model, lab run, llama-bench, "
@@ -450,7 +453,7 @@ def _one_line(exc: BaseException) -> str:
 # Verbs whose module owns its options, with its own main(argv) (argparse cannot forward "--x" through a subparser);
 # each is registered in build_parser with add_help=False so `lab --help` lists it. Imported only when it is the verb.
 OWN_PARSERS = {"synth": "lab.model.synth", "multigpu": "lab.experiments.multigpu", "cache": "lab.diagnose.cache",
-               "tune": "lab.experiments.tune", "predict": "lab.predict.predict_cli"}
+               "tune": "lab.experiments.tune", "predict": "lab.predict.predict_cli", "share": "lab.records.share"}
 
 
 def main(argv: list[str] | None = None) -> int:

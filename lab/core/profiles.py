@@ -27,8 +27,10 @@ KvDtype = Literal["f16", "bf16", "q8_0", "q4_0", "fp8", "fp8_e5m2", "fp8_e4m3", 
 Dtype = Literal["auto", "half", "float16", "bfloat16", "float32"]
 SplitMode = Literal["none", "layer", "row", "tensor"]  # llama.cpp -sm (common/arg.cpp of the pinned release)
 QUANT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_0", "Q5_1", "Q4_K_M",
-               "Q4_K_S", "Q4_0", "Q4_1", "Q3_K_M", "Q3_K_S", "Q2_K", "IQ4_XS", "IQ4_NL",
-               "AWQ-INT4", "GPTQ-INT4", "GPTQ-INT8", "FP8", "BNB-NF4")
+               "Q4_K_S", "Q4_0", "Q4_1", "Q3_K_L", "Q3_K_M", "Q3_K_S", "Q2_K", "Q2_K_S", "IQ4_XS", "IQ4_NL",
+               "IQ3_M", "IQ3_S", "IQ3_XS", "IQ3_XXS", "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS", "IQ1_M", "IQ1_S",
+               "UD-Q5_K_XL", "UD-Q4_K_XL", "UD-Q4_K_M", "UD-IQ4_XS", "UD-Q3_K_XL", "UD-Q2_K_XL", "UD-IQ2_XXS",
+               "AWQ-INT4", "GPTQ-INT4", "GPTQ-INT8", "FP8", "BNB-NF4")  # each sized in lab/data/weight_bits.yaml
 
 
 # The name becomes folder and file names (outputs/<name>/, <name>.yaml copies): a file name holds at most 255 bytes,

@@ -15,19 +15,21 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
 import re
 
 from lab.core import facts, paths
 from lab.predict import public_speed, roofline
+from lab.predict.card_setup import (MODEL_ID, backend_plan, depth_note, fallback_note, fraction_from, memory_verdict,
+                                   mtp_answer, owners_overhead, quant_plan, tensor_kv_note, windows_note)
 
-MODEL_ID = "qwen3.8-27b"  # the model every public row and the lab's GPU profiles run (lab/data/public_speed.yaml)
 DEFAULT_QUANT = {"llama.cpp": "Q4_K_M", "vllm": "AWQ-INT4"}  # the V100 profiles' GGUF and routes.yaml's fork weights
 DEFAULT_CONTEXT = 32768  # -c: one 32K conversation (seed 001's "16K or even 32K"; params/v100-32g-x1.yaml per slot)
 DEFAULT_LINK = "pcie3-x16"  # -sm tensor without --link: the plainest pair, two cards in PCIe 3.0 x16 slots
 SPLITS = ("none", "layer", "tensor")
 SPECS = ("none", "draft-mtp")
 ENGINES = ("llama.cpp", "vllm")
+BACKENDS = ("cuda", "rocm", "vulkan", "metal", "sycl")  # llama.cpp's GPU backends (public_speed.Row.backend)
+SYSTEMS = ("linux", "windows")
 # Profile requires a compute capability for a GPU; the GPU table has none and neither the speed model nor the
 # memory plan reads it (only lab.predict.compat, which `lab predict` does not run): this value is never shown.
 CC_NOT_READ = "0.0"
@@ -57,6 +59,9 @@ class Ask:
     p_min: float | None = None
     acceptance: float | None = None
     link: str | None = None
+    backend: str | None = None  # llama.cpp's backend; None: the card's own (cuda for NVIDIA, rocm for AMD)
+    os: str | None = None  # "windows" is reported with the published Windows/Linux pairs, not modelled
+    gpu_util: float | None = None  # vLLM --gpu-memory-utilization (default the profile schema's 0.9)
 
 
 # ---------------------------------------------------------------- cards as people write them
@@ -105,22 +110,15 @@ def resolve_card(text: str | None) -> dict:
             return g
     hits = [g for g in specs if q and _matches(g["match"], q)]
     if hits:
-        return max(hits, key=lambda g: len(g["match"]))
+        g = max(hits, key=lambda g: len(g["match"]))
+        if re.search(r"laptop|mobile", q, re.IGNORECASE) and not g.get("laptop"):  # another chip, half the bandwidth
+            raise UnknownCard(f"unknown card {q!r}: a laptop part is its own chip, not the desktop {g['name']}, and the "
+                              "lab's GPU table has no entry for it (lab/data/calibration.yaml gpus; `python -m lab "
+                              "predict --list-gpus`)")
+        return g
     near = suggestions(q) if q else []
     raise UnknownCard(f"unknown card {q!r}" + (f"; did you mean {' or '.join(repr(s) for s in near)}?" if near else "")
                       + " `.venv/bin/python -m lab predict --list-gpus` lists the cards the lab knows (lab/data/calibration.yaml gpus)")
-
-
-def fraction_from(arch: str | None) -> tuple[float, str]:
-    """(achieved fraction of datasheet bandwidth, where it came from): the architecture's own fitted rows, or, for an
-    architecture without rows, the per-token model's fallback (the median of the fitted ones), said so."""
-    ptm = roofline.per_token_model()
-    if arch in ptm.fraction_by_arch:
-        rows = ptm.rows_by_arch.get(arch, ())
-        return ptm.fraction_by_arch[arch], f"{arch}: fitted on its own {len(rows)} row(s) ({', '.join(rows)})"
-    fitted = ", ".join(f"{a} {v:.2f}" for a, v in sorted(ptm.fraction_by_arch.items()))
-    return ptm.default_fraction, (f"FALLBACK: no {arch or 'unknown-architecture'} rows in the fit; the median of the "
-                                  f"fitted architectures ({fitted}) is used")
 
 
 def card_rows() -> list[dict]:
@@ -178,10 +176,12 @@ def filled(ask: Ask, base=None) -> tuple[Ask, list[str]]:
     return a, notes
 
 
-def build_profile(a: Ask, card: dict, base=None):
+def build_profile(a: Ask, card: dict, base=None, mix_quant: str | None = None):
     """The Profile of a filled ask (validated by the lab's own schema). llama.cpp -sm tensor with a quantized KV cache
     is refused by the schema (the pinned llama.cpp refuses it): the profile is validated with f16 and then given the
-    asked KV type, so the numbers are the asked set-up's; the caller says so in a note."""
+    asked KV type, so the numbers are the asked set-up's; the caller says so in a note. `mix_quant`: the llama.cpp
+    mix that sizes the MTP block and token embedding of a stated download whose own type the lab has no mix for
+    (`quant_plan`); default the asked quant."""
     from lab.core.profiles import Profile
 
     llama = a.engine == "llama.cpp"
@@ -193,7 +193,7 @@ def build_profile(a: Ask, card: dict, base=None):
     if base is None or a.gpu is not None:
         data.update(gpu_name_pattern=card["name"], gpu_vram_mib=round(card["memory_gib"] * 1024),
                     gpu_compute_capability=CC_NOT_READ, gpu_memory_bandwidth_gb_s=float(card["bandwidth_gb_s"]))
-    data.update(gpu_count=a.gpus, engine=a.engine, model_quant=a.quant, context_tokens=a.context,
+    data.update(gpu_count=a.gpus, engine=a.engine, model_quant=mix_quant or a.quant, context_tokens=a.context,
                 parallel_slots=a.slots, kv_cache_dtype="f16" if quantized_tensor_kv else a.kv,
                 split_mode=(a.split if a.gpus > 1 else None) if llama else None,
                 tensor_split=[1.0] * a.gpus if llama and a.gpus > 1 and a.split == "layer" else None,
@@ -201,81 +201,13 @@ def build_profile(a: Ask, card: dict, base=None):
                 pipeline_parallel_size=a.gpus if not llama and a.split == "layer" else 1,
                 main_gpu=None, cuda_visible_devices=None, nvlink_expected=bool(data.get("nvlink_expected")) and a.gpus > 1,
                 n_gpu_layers=-1 if llama else 0)
+    if a.gpu_util is not None:
+        data.update(gpu_memory_utilization=a.gpu_util)
     if base is None or base.engine != a.engine:
         data.update(engine_version=paths.LLAMA_CPP_PYTHON_VERSION if llama else "unknown (lab predict)",
                     dtype="auto" if llama else "float16", engine_python=None, enforce_eager=False)
     prof = Profile.model_validate(data)
     return prof.model_copy(update={"kv_cache_dtype": a.kv}) if quantized_tensor_kv else prof
-
-
-@functools.lru_cache(maxsize=1)
-def _checked_rows() -> tuple[dict, dict]:
-    """The per-token model against the public rows (lab.predict.public_check.check, with tensor_check's rows added)
-    and those rows by id."""
-    from lab.predict import public_check
-
-    check = public_check.check()
-    tensor = public_check.tensor_check()
-    checked = {x["id"] for x in tensor["rows"]}
-    return ({**check, "rows": check["rows"] + tensor["rows"],
-             "skipped": [x for x in check["skipped"] if x["id"] not in checked] + tensor["skipped"]},
-            {r.id: r for r in public_speed.load()})
-
-
-def depth_note(depth: int, bytes_per_token: float | None, kv_bytes: float | None, card_id: str | None = None) -> str:
-    """What the model does with depth (the KV and state read per token, nothing else) and how it fares on the public
-    rows measured at depth (lab/data/public_speed.yaml depth_tokens; plain and -sm tensor), computed from the rows,
-    not typed in: this card's rows by name, then all of them summarised."""
-    from lab.predict import public_check
-
-    check, rows = _checked_rows()
-    share = f" ({kv_bytes / bytes_per_token:.0%} of the {bytes_per_token / 1e9:.2f} GB a token reads)" \
-        if bytes_per_token and kv_bytes is not None else ""
-    deep = [x for x in check["rows"] if (rows[x["id"]].depth_tokens or 0) >= DEEP_TOKENS]
-    mine = [x for x in deep if card_id and public_speed.same_card(x["gpu_id"], card_id)]
-    seen = ", ".join(f"{x['id']} at {rows[x['id']].depth_tokens:,} tokens: predicted {x['predicted']:.1f} vs published "
-                     f"{x['published']:g} ({x['error']:+.0%})" for x in mine)
-    s = public_check.summary([x["error"] for x in deep])
-    over = sum(x["error"] > 0 for x in deep)
-    every = (f"over all {s['n']} predicted rows at {DEEP_TOKENS:,}+ tokens the prediction is above the published speed "
-             f"in {over}, median |error| {s['median_abs_error']:.0%}, max {s['max_abs_error']:.0%}, growing with depth "
-             "(not fitted: `.venv/bin/python -m lab predict --validate`)" if s["n"] else "none the model can predict")
-    unchecked = [x for x in check["skipped"] if (rows[x["id"]].depth_tokens or 0) >= DEEP_TOKENS]
-    return (f"depth {depth:,}: modelled only as the KV cache and state read per token{share}; attention's extra work "
-            f"at depth is not modelled. Published rows at {DEEP_TOKENS:,}+ tokens (lab/data/public_speed.yaml): "
-            + (f"on this card {seen}; " if seen else "") + every
-            + (f"; {len(unchecked)} more it cannot check (" + ", ".join(sorted({x['reason'] for x in unchecked})) + ")"
-               if unchecked else ""))
-
-
-def fallback_note(card: dict) -> str:
-    """For a card whose architecture has no rows in the fit: its own published rows (lab/data/public_speed.yaml), with
-    why the model could not use them, so the fallback's guess stands beside what the card was measured to do."""
-    check, rows = _checked_rows()
-    skipped = {s["id"]: s["reason"] for s in check["skipped"]}
-    own = [r for r in rows.values() if r.gpu_id and public_speed.same_card(r.gpu_id, card["id"])
-           and r.speculative is None]
-    seen = "; ".join(f"{r.id}: {r.gpu_count} x, -sm {r.split_mode}, {r.quant or '?'}, {r.engine}: {r.decode_tok_s:g} "
-                     f"tok/s ({'not checked: ' + skipped[r.id] if r.id in skipped else 'an outlier' if r.outlier else 'checked'})"
-                     for r in own)
-    return (f"{card['name']} ({card['arch']}): no row of its architecture is in the fit, so its bandwidth fraction "
-            "and MTP step cost are FALLBACKS (see model); published on this card: " + (seen or "nothing")
-            + " - a prediction far above these says the fallback does not carry to this card")
-
-
-def tensor_kv_note(kv: str) -> str:
-    """The pinned llama.cpp refuses -sm tensor with a quantized KV cache (engine_rules.yaml); the later builds public
-    rows ran it on anyway, each with its first row's id and how many rows."""
-    _, rows = _checked_rows()
-    ran: dict = {}
-    for r in rows.values():
-        if r.split_mode == "tensor" and r.engine == "llama.cpp" and r.kv_type in ("q8_0", "q4_0"):
-            ran.setdefault(r.build or "?", []).append(r.id)
-    said = ", ".join(f"{b} ({ids[0]}" + (f" and {len(ids) - 1} more)" if len(ids) > 1 else ")") for b, ids in ran.items())
-    return (f"-sm tensor with a {kv} KV cache: the lab's pinned llama.cpp ({paths.LLAMA_CPP_PYTHON_VERSION}) refuses it "
-            "(lab/data/engine_rules.yaml llama-split-tensor; docs/multi-gpu.md)"
-            + (f"; published rows ran it on later builds: {said}" if ran else "")
-            + f"; predicted as asked, with {kv} KV bytes")
 
 
 def link_note(link: str) -> str:
@@ -286,7 +218,7 @@ def link_note(link: str) -> str:
 
 # ---------------------------------------------------------------- one ask → one answer
 ASKED = ("gpu", "gpus", "split", "engine", "link", "weights_gb", "quant", "kv", "context", "slots", "depth", "spec",
-         "n_max", "p_min", "acceptance")
+         "n_max", "p_min", "acceptance", "backend", "os", "gpu_util")
 
 
 def problems(a: Ask) -> list[str]:
@@ -294,10 +226,12 @@ def problems(a: Ask) -> list[str]:
     bad = []
     for name, lo, hi, v in (("gpus", 1, 16, a.gpus), ("context", 1, 1_048_576, a.context), ("slots", 1, 1024, a.slots),
                             ("depth", 1, 1_048_576, a.depth), ("n_max", 1, 16, a.n_max), ("p_min", 0, 1, a.p_min),
-                            ("acceptance", 0, 1, a.acceptance), ("weights_gb", 1e-3, 10_000, a.weights_gb)):
+                            ("acceptance", 0, 1, a.acceptance), ("weights_gb", 1e-3, 10_000, a.weights_gb),
+                            ("gpu_util", 0.05, 1, a.gpu_util)):
         if v is not None and not lo <= v <= hi:
             bad.append(f"{name} {v:g} is out of range ({lo:g} to {hi:g})")
-    for name, v, allowed in (("split", a.split, SPLITS), ("engine", a.engine, ENGINES), ("spec", a.spec, SPECS)):
+    for name, v, allowed in (("split", a.split, SPLITS), ("engine", a.engine, ENGINES), ("spec", a.spec, SPECS),
+                             ("backend", a.backend or "cuda", BACKENDS), ("os", a.os or "linux", SYSTEMS)):
         if v not in allowed:
             bad.append(f"{name} {v!r}: one of {', '.join(allowed)}")
     if a.link is not None and a.link not in public_speed.link_figures():
@@ -322,60 +256,6 @@ def _schema_error(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f}"
-
-
-def _fit(a: Ask, mem: dict) -> tuple[dict, str | None]:
-    """The memory plan's verdict for the fullest card, and the why_not when it does not fit."""
-    w, kv, oh, budget = (mem["weights_bytes_per_device"], mem["kv_bytes_per_device"], mem["overhead_bytes"],
-                         mem["budget_bytes"])
-    part = {"fits": mem["fits"], "per_card_gib": round((w + kv + oh) / 2**30, 2), "budget_gib": round(budget / 2**30, 2),
-            "weights_per_card_gib": round(w / 2**30, 2), "kv_and_state_per_card_gib": round(kv / 2**30, 2),
-            "overhead_gib": round(oh / 2**30, 2), "max_context_per_slot": mem["max_context_tokens"],
-            "source": "lab.predict.memory_plan (as lab plan)"}
-    errors = [f["message"] for f in mem["findings"] if f["severity"] == "error"
-              and f["id"] not in ("weights-do-not-fit", "kv-does-not-fit")]
-    if w + oh > budget:
-        return part, (f"does not fit: weights {_gib(w)} GiB + overhead {_gib(oh)} GiB per card > {_gib(budget)} GiB "
-                      "before any KV cache (a smaller quant or more cards)")
-    if not mem["fits"]:
-        return part, (f"does not fit: weights {_gib(w)} + KV and state {_gib(kv)} + overhead {_gib(oh)} = "
-                      f"{_gib(w + kv + oh)} GiB per card > {_gib(budget)} GiB ({a.context:,} tokens over {a.slots} "
-                      f"slot(s), {a.kv} KV; {mem['max_context_tokens']:,} tokens per slot would fit)")
-    return part, (errors[0] if errors else None)
-
-
-def _mtp(a: Ask, card: dict, plain: float) -> tuple[float | None, dict, str | None]:
-    """(MTP tok/s, its terms, why_not) by lab.predict.mtp_model at the asked acceptance (else the public rows' for the
-    card: same card first) and the asked n-max, else the n-max lab plan's routes pick (lab.predict.routes.mtp_speed):
-    the card's published sweep's best when there is one and no acceptance is given, else the predicted best of 1-4."""
-    from lab.predict import mtp_model
-
-    rows = public_speed.load()
-    found = []
-    for n in ([a.n_max] if a.n_max else list(mtp_model.N_VALUES)):
-        rate, ids = (a.acceptance, []) if a.acceptance is not None else mtp_model.acceptance_for(card["id"], n, a.split, rows)
-        if rate is not None:
-            found.append((mtp_model.predict(plain, n, rate, card["arch"]), ids))
-    if not found:
-        return None, {}, (f"no acceptance rate for draft-mtp at n-max {a.n_max}: no public draft-mtp row at that n-max "
-                          "(lab/data/public_speed.yaml); give --acceptance")
-    best = mtp_model.best_of([f[0] for f in found])  # the n-max lab plan's routes pick (routes.mtp_speed)
-    p, ids = next(f for f in found if f[0] is best)
-    n_from = "given" if a.n_max else "the predicted best of n-max 1-4, as lab plan's routes"
-    by_id = {r.id: r for r in rows}
-    same = any(by_id[i].gpu_id and public_speed.same_card(by_id[i].gpu_id, card["id"]) for i in ids)
-    terms = {"n_max": p["n_max"], "n_max_from": n_from,
-             "acceptance_rate": p["rate"], "acceptance_from": "given" if not ids else
-             f"public draft-mtp rows ({'same card' if same else 'FALLBACK: another card, none on this one'}): "
-             + ", ".join(ids), "tokens_per_step": p["tokens_per_step"], "step_over_plain": p["step_over_plain"],
-             "step_ms": p["step_ms"], "verify_ms_from": ("FALLBACK: " if "(no " in p["step_from"] else "")
-             + p["step_from"] + " (lab/data/calibration.yaml mtp_step_model)", "break_even_rate": p["break_even_rate"],
-             "flags": mtp_model.flags(p["n_max"]), "source": mtp_model.SOURCE}
-    return p["tok_s"], terms, None
-
-
 def _blank(ask: Ask, row: int) -> dict:
     return {"row": row, **dataclasses.asdict(ask), "card": None, "card_id": None, "predicted_tok_s": None,
             "why_not": None, "route": None, "plain_tok_s": None, "ceiling_tok_s": None, "ceiling": None,
@@ -387,9 +267,33 @@ def predict(ask: Ask, base=None, row: int = 1) -> dict:
     ceiling_tok_s, ceiling, model: {the terms used}, memory: {the fit}, notes: [...]}. predicted_tok_s is None exactly
     when why_not says why. `base`: a Profile whose card and settings fill what the ask leaves out (`--profile`)."""
     try:
-        return _predict(ask, base, row)
+        out = _predict(ask, base, row)
+        return out if not (out["why_not"] or "").startswith("does not fit") else _what_fits(ask, base, row, out)
     except (ValueError, KeyError) as exc:  # an input the lab's arithmetic refuses: the row's answer, not a traceback
         return {**_blank(ask, row), "why_not": f"cannot predict this set-up: {' '.join(str(exc).split())}"}
+
+
+def _what_fits(ask: Ask, base, row: int, failed: dict) -> dict:
+    """A "does not fit" at a default the user did not choose is not their set-up's answer: with the KV type not
+    given, the largest llama.cpp type that fits (q8_0, then q4_0); with the context not given, the longest that
+    fits (memory_plan's max per slot, if it holds the depth); each said in a note. What the user stated is kept,
+    and a set-up that does not fit as stated keeps its "does not fit"."""
+    if base is not None or failed["engine"] != "llama.cpp":
+        return failed
+    tries = [dataclasses.replace(ask, kv=kv) for kv in ("q8_0", "q4_0")] if ask.kv is None else []
+    per_slot = (failed.get("memory") or {}).get("max_context_per_slot") or 0
+    if ask.context is None and per_slot >= max(failed["depth"] or 0, 1024):
+        tries.insert(0, dataclasses.replace(ask, context=per_slot * (failed["slots"] or 1)))
+    for t in tries:
+        out = _predict(t, base, row)
+        if out["predicted_tok_s"] is not None:
+            said = (f"KV type not given: f16 does not fit ({failed['why_not'][len('does not fit: '):]}); predicted with "
+                    f"{t.kv}, the largest llama.cpp type that does" if t.kv != ask.kv else
+                    f"context not given: the default {failed['context']:,} does not fit; predicted at {t.context:,}, "
+                    "the longest that does")
+            out["notes"].insert(0, said)
+            return out
+    return failed
 
 
 def _predict(ask: Ask, base, row: int) -> dict:
@@ -411,10 +315,20 @@ def _predict(ask: Ask, base, row: int) -> dict:
     out.update({k: getattr(a, k) for k in ASKED}, gpu=ask.gpu or card["name"], card=card["name"], card_id=card["id"],
                notes=notes)
     bad = problems(a)
+    key = card["arch"]
+    if a.engine == "llama.cpp" and not bad:
+        key, more, wrong = backend_plan(a, card)
+        notes += more
+        bad += wrong
     if bad:
         return {**out, "why_not": "bad value: " + "; ".join(bad)}
+    if a.os == "windows":
+        notes.append(windows_note(card))
+    weights_gb, mix_quant, quant_note = quant_plan(a)
+    if quant_note:
+        notes.append(quant_note)
     try:
-        prof = build_profile(a, card, base)
+        prof = build_profile(a, card, base, mix_quant)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError: the schema's own message
         return {**out, "why_not": f"not a set-up the lab's profile schema accepts: {_schema_error(exc)}"}
     if a.engine == "llama.cpp" and a.split == "tensor" and a.kv not in ("f16", "bf16", "auto"):
@@ -425,8 +339,9 @@ def _predict(ask: Ask, base, row: int) -> dict:
     if warning:
         notes.insert(0, warning)
     arch = models.arch_for(prof)
-    stated = (contextlib.nullcontext() if a.weights_gb is None else weights_mod.stated_download(
-        round(a.weights_gb * 1e9), f"stated: a {a.weights_gb:g} GB download (lab predict weights_gb)"))
+    stated = (contextlib.nullcontext() if weights_gb is None else weights_mod.stated_download(
+        round(weights_gb * 1e9), f"{'stated' if a.weights_gb else 'sized'}: a {weights_gb:g} GB download "
+                                 "(lab predict weights_gb)"))
     with stated:
         parts = weights_mod.profile_weight_parts(prof, arch)
         if parts["read_bytes"] <= 0:
@@ -441,13 +356,18 @@ def _predict(ask: Ask, base, row: int) -> dict:
              "weights_read_gb": (rl["weights_read_bytes"] or 0) / 1e9, "kv_and_state_read_gb": (rl["kv_bytes_per_seq"] or 0) / 1e9,
              "bandwidth_gb_s_per_card": bw, "read_definition": "lab/data/calibration.yaml read_per_token"}
     if a.engine == "llama.cpp":
-        _, how = fraction_from(rl["per_token_gpu_arch"])
+        _, how = fraction_from(key)
         if how.startswith("FALLBACK"):
             notes.append(fallback_note(card))
+        ptm = roofline.per_token_model()
+        if bpt and key != rl["per_token_gpu_arch"]:  # another backend: the same model at its own calibration
+            rl = {**rl, "per_token_fraction": ptm.fraction_for(key), "predicted_decode_tok_s": ptm.predict_tok_s(
+                bpt, bw, "datasheet", rl["per_token_family"], key)}
         model.update(bandwidth_fraction=rl["per_token_fraction"], fraction_from=how, fixed_ms_per_token=rl["per_token_fixed_ms"],
-                     family=rl["per_token_family"], calibration=f"per-token model: {rl['per_token_how']}")
+                     family=rl["per_token_family"], calibration=f"per-token model: {rl['per_token_how']}",
+                     calibration_key=key)
         if a.split == "tensor":
-            tp = public_check.tensor_tok_s(bpt, card["id"], a.link, a.gpus)
+            tp = public_check.tensor_tok_s(bpt, card["id"], a.link, a.gpus, key=key)
             plain, ceiling = tp.pessimistic_tok_s, roofline.decode_ceiling_tok_s(bw * a.gpus, bpt)
             model.update(link=a.link, comm_ms_per_token=tp.comm_ms, optimistic_tok_s=tp.optimistic_tok_s,
                          split_model="lab.predict.tp_model: pessimistic bound (the fixed cost whole on each card), as "
@@ -488,12 +408,15 @@ def _predict(ask: Ask, base, row: int) -> dict:
     how = (f"-sm {a.split}{tensor}" if a.engine == "llama.cpp" else f"{'tensor' if a.split == 'tensor' else 'pipeline'} "
            f"parallel {a.gpus}") if a.gpus > 1 else "one card"
     mtp = f", draft-mtp n-max {a.n_max or 'best of 1-4'}" if a.spec == "draft-mtp" else ""
-    out.update(route=f"{a.engine}, {a.gpus} x {card['name']}, {how}{mtp}, {a.quant}, {a.kv} KV", notes=notes,
+    on = f" on {a.backend}" if a.engine == "llama.cpp" and key != card["arch"] else ""
+    out.update(route=f"{a.engine}{on}, {a.gpus} x {card['name']}, {how}{mtp}, {a.quant}, {a.kv} KV", notes=notes,
                plain_tok_s=plain, ceiling_tok_s=ceiling, model=model,
                ceiling=(f"{bw * (a.gpus if a.split == 'tensor' else 1):g} GB/s / {bpt / 1e9:.2f} GB read per token "
                         "(roofline, plain decode)") if bpt else rl["reason"])
-    memory, why = _fit(a, mem)
+    memory, why = memory_verdict(a, mem, lambda: owners_overhead(predict, Ask))
     out["memory"] = memory
+    if memory.get("tight"):
+        notes.append(memory["tight"])
     n_seq = kvcache.context_per_request(a.engine, a.context, a.slots)
     if a.depth > n_seq:
         why = why or f"depth {a.depth:,} is beyond one slot's context ({n_seq:,}: {a.context:,} over {a.slots} slot(s))"
@@ -509,7 +432,7 @@ def _predict(ask: Ask, base, row: int) -> dict:
                                                 f"MTP ({vllm_speed.MTP_K if not a.n_max else a.n_max} speculative tokens)")
             why = why or (None if tok_s else "vLLM MTP: no draft cost or tokens per step (lab.predict.vllm_speed)")
         else:
-            tok_s, model["mtp"], mtp_why = _mtp(a, card, plain)
+            tok_s, model["mtp"], mtp_why = mtp_answer(a, card, plain, key)
             why = why or mtp_why
             if model["mtp"]:
                 out["route"] = out["route"].replace("n-max best of 1-4", f"n-max {model['mtp']['n_max']}")

@@ -124,6 +124,8 @@ def plan_memory(profile, arch: ArchSpec | None = None) -> dict:
         utilization = 1.0 if llama else profile.gpu_memory_utilization
         split = profile.tensor_parallel_size if not llama else profile.gpu_count
         overhead_id = "llama.cpp-gpu" if llama else ("vllm-tp" if split > 1 else "vllm")
+        if not llama and arch.linear_layers:  # the hybrid's own vLLM figures (runtime_overhead.yaml vllm-qwen35*)
+            overhead_id = overhead_id.replace("vllm", "vllm-qwen35")
     overhead = runtime_overhead(overhead_id)
     overhead_bytes = int(overhead["bytes"])
     budget = int(device_bytes * utilization)

@@ -9,6 +9,7 @@ the notebooks read one shape.
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 from lab.core import cli, display

@@ -18,22 +18,25 @@ from lab.predict.card_speed import Ask
 # rows_file: --ignore-unknown, or a `comment` column).
 COLUMNS = {"gpu": str, "gpus": int, "split": str, "engine": str, "weights_gb": float, "kv": str, "context": int,
            "depth": int, "spec": str, "n_max": int, "p_min": float, "acceptance": float,
-           "quant": str, "link": str, "slots": int}  # the last three: optional, beyond the documented twelve
+           "quant": str, "link": str, "slots": int,  # these three and the next: optional, beyond the documented twelve
+           "backend": str, "os": str, "gpu_util": float}
 REQUIRED = ("gpu",)
-EXAMPLES = ('.venv/bin/python -m lab predict --gpu "Tesla P40" --gpus 2 --split tensor --weights-gb 17.9 \\\n'
-            "      --kv q4_0 --context 131072 --depth 32768 --mtp 3 --p-min 0.75 --acceptance 0.7",
+EXAMPLES = ('.venv/bin/python -m lab predict --gpu "Tesla P40" --gpus 2 --split tensor --weights-gb 17.9 --kv q4_0 \\\n'
+            "      --context 131072 --depth 32768 --mtp 3 --p-min 0.75 --acceptance 0.7",
             ".venv/bin/python -m lab predict --gpu 3090", '.venv/bin/python -m lab predict --gpu "V100 32GB" --json',
-            ".venv/bin/python -m lab predict --rows mine.tsv --json",
-            ".venv/bin/python -m lab predict --profile v100-32g-x2-nvlink --depth 32768",
-            ".venv/bin/python -m lab predict --list-gpus", ".venv/bin/python -m lab predict --validate --json")
+            ".venv/bin/python -m lab predict --rows mine.tsv --json", ".venv/bin/python -m lab predict --profile v100-32g-x2-nvlink --depth 32768",
+            ".venv/bin/python -m lab predict --list-gpus", ".venv/bin/python -m lab predict --validate --json",
+            '.venv/bin/python -m lab predict --gpu "R9700" --backend vulkan --context 262144 --kv q4_0 --quant UD-Q4_K_XL',
+            ".venv/bin/python -m lab predict --gpu H200 --rows-dataset mine.json  # from: lab share RUN --json")
 DESCRIPTION = (
     "What will my card do? Single-stream decode tok/s of Qwen3.8-27B (llama.cpp by default, or vLLM) on a card as "
     "people write it, by the lab's one speed model - the functions `lab plan` uses for a profile's card (per-token "
     "model, memory plan, -sm tensor over the link, MTP step model) - with the route, the roofline ceiling, the model "
     "terms and the calibration used (FALLBACK when the card's architecture has no rows), or why not (unknown card, "
     "does not fit). --rows FILE.tsv: one set-up per line, a header row with the columns gpu gpus split engine "
-    "weights_gb kv context depth spec n_max p_min acceptance (and quant, link, slots); an empty cell is not given, "
-    "the flags fill it, another column is refused (--ignore-unknown skips it; a `comment` column holds notes). weights_gb: the GGUF as listed for download (GB, MTP block "
+    "weights_gb kv context depth spec n_max p_min acceptance (and quant, link, slots, backend, os, gpu_util); an empty "
+    "cell is not given, the flags fill it, another column is refused (--ignore-unknown skips it; a `comment` column "
+    "holds notes). weights_gb: the GGUF as listed for download (GB, MTP block "
     "included; default: the lab's Q4_K_M mix). Inputs the model has no term for (p_min; depth beyond the KV it "
     "reads) are reported as notes, not modelled. Exit 1 when a row has no prediction. --validate: how the model "
     "fares on the public rows held out of its fit - each card, then each architecture, left out and the fit redone "
@@ -65,6 +68,14 @@ def build_parser():
                                                      "rows' for the card)")
     ap.add_argument("--link", help=f"-sm tensor: the link between the cards, an id of lab/data/gpu_links.yaml "
                                    f"(default {card_speed.DEFAULT_LINK})")
+    ap.add_argument("--backend", choices=card_speed.BACKENDS, help="llama.cpp's backend (default the card's own: cuda "
+                                                                   "for NVIDIA, rocm for AMD; vulkan is calibrated apart)")
+    ap.add_argument("--os", choices=card_speed.SYSTEMS, help="windows: reported with the published Windows/Linux "
+                                                             "pairs, not modelled (predicted as Linux)")
+    ap.add_argument("--gpu-util", type=float, help="vLLM --gpu-memory-utilization (default 0.9)")
+    ap.add_argument("--rows-dataset", action="append", metavar="FILE", help="your own rows in the public-row format "
+                    "(YAML/JSON/TSV, as `python -m lab share RUN_DIR` prints; or a folder of them): added to the "
+                    "public rows and the speed model refitted before answering; repeatable")
     ap.add_argument("--profile", help="fill what is not given from a profile (name in params/ or a path)")
     ap.add_argument("--rows", metavar="FILE.tsv", help="many set-ups, one per line (see above)")
     ap.add_argument("--ignore-unknown", action="store_true", help="--rows: skip columns the model does not know "
@@ -82,7 +93,8 @@ def ask_from_args(args) -> Ask:
         spec, n_max = spec or "draft-mtp", n_max if n_max is not None else args.mtp
     return Ask(gpu=args.gpu, gpus=args.gpus, split=args.split, engine=args.engine, weights_gb=args.weights_gb,
                quant=args.quant, kv=args.kv, context=args.context, slots=args.slots, depth=args.depth, spec=spec,
-               n_max=n_max, p_min=args.p_min, acceptance=args.acceptance, link=args.link)
+               n_max=n_max, p_min=args.p_min, acceptance=args.acceptance, link=args.link, backend=args.backend,
+               os=args.os, gpu_util=args.gpu_util)
 
 
 def merged(flags: Ask, values: dict) -> Ask:
@@ -143,7 +155,8 @@ def text(results: list[dict]) -> str:
         if r["memory"]:
             mem = r["memory"]
             lines.append(f"    memory per card: {mem['per_card_gib']:.2f} of {mem['budget_gib']:.2f} GiB "
-                         f"({'fits' if mem['fits'] else 'does NOT fit'}; {mem['max_context_per_slot']:,} tokens per "
+                         f"({'fits' if mem['fits'] else 'tight' if mem.get('tight') else 'does NOT fit'}; "
+                         f"{mem['max_context_per_slot']:,} tokens per "
                          "slot would fit)")
         lines += [f"    note: {note}" for note in r["notes"]]
     return cli.fit("\n".join(lines))
@@ -151,6 +164,28 @@ def text(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if not args.rows_dataset:
+        return answer(args)
+    from lab.predict import public_speed, roofline, user_rows
+
+    try:
+        mine = [r for path in args.rows_dataset for r in user_rows.read(path)]
+    except (user_rows.RowsDatasetError, public_speed.PublicSpeedError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_codes.PROBLEM
+    before = roofline.per_token_model()
+    with user_rows.using(mine):
+        try:
+            summary = user_rows.refit_summary(mine, before)
+        except (ValueError, public_speed.PublicSpeedError) as exc:
+            print(f"error: your rows cannot be fitted: {exc}", file=sys.stderr)
+            return exit_codes.PROBLEM
+        print("\n".join(summary), file=sys.stderr)
+        return answer(args)
+
+
+def answer(args) -> int:
+    """The answer to parsed arguments (--list-gpus, --validate, or the rows), on the fit in effect."""
     if args.list_gpus:
         rows = card_speed.card_rows()
         print(json.dumps(rows, indent=1) if args.json else cli.text_table(rows))
@@ -158,10 +193,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.validate:
         from lab.predict import public_validate, vllm_speed
 
-        result = public_validate.validate()
+        from lab.predict import public_coverage
+
+        result, covered = public_validate.validate(), public_coverage.coverage()
         vllm = vllm_speed.check()  # the vLLM model on the fork's rows, each held out of its fit
-        print(json.dumps(_rounded({**result, "vllm": vllm}), indent=1, ensure_ascii=False, allow_nan=True)
-              if args.json else public_validate.text(result) + "\n\n" + cli.fit(vllm_speed.check_text(vllm)))
+        print(json.dumps(_rounded({**result, "coverage": covered, "vllm": vllm}), indent=1, ensure_ascii=False,
+                         allow_nan=True)
+              if args.json else public_validate.text(result) + "\n\n" + cli.fit(public_coverage.text(covered))
+              + "\n\n" + cli.fit(vllm_speed.check_text(vllm)))
         return exit_codes.OK
     base = None
     if args.profile:

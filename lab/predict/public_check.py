@@ -6,8 +6,8 @@ budget cards' comparable rows and over all predicted rows. Pure: rows and model 
 from __future__ import annotations
 
 from lab.predict import roofline, tp_model
-from lab.predict.public_speed import (FAMILY, HIDDEN, N_LAYERS, Row, bytes_per_token, comparable, is_deep, link_figures,
-                                      load, same_card, tensor_reason, unpredictable_reason)
+from lab.predict.public_speed import (FAMILY, HIDDEN, N_LAYERS, Row, bytes_per_token, comparable, fitted, is_deep,
+                                      link_figures, load, row_key, same_card, tensor_reason, unpredictable_reason)
 
 TARGET_MEDIAN = 0.10  # median |predicted ÷ published − 1| over the budget cards' comparable rows
 TARGET_MAX = 0.20
@@ -19,9 +19,10 @@ def plain_tok_s(row: Row, model: roofline.PerTokenModel | None = None) -> float:
     (one card or a layer split), tp_model's pessimistic bound for a tensor split."""
     model = model or roofline.per_token_model()
     if row.split_mode == "tensor":
-        return tensor_tok_s(bytes_per_token(row), row.gpu_id, row.link, row.gpu_count, model).pessimistic_tok_s
+        return tensor_tok_s(bytes_per_token(row), row.gpu_id, row.link, row.gpu_count, model,
+                            row_key(row)).pessimistic_tok_s
     g = roofline.gpu_spec(row.gpu_id)
-    return model.predict_tok_s(bytes_per_token(row), g["bandwidth_gb_s"], "datasheet", FAMILY, g["arch"])
+    return model.predict_tok_s(bytes_per_token(row), g["bandwidth_gb_s"], "datasheet", FAMILY, row_key(row))
 
 
 def summary(errors: list[float]) -> dict:
@@ -77,13 +78,14 @@ def rows_for_gpu(gpu_id: str, result: dict | None = None, n: int = 4) -> list[di
 
 # ---------------------------------------------------------------- llama.cpp -sm tensor: tp_model on the public rows
 def tensor_tok_s(bytes_per_tok: float, gpu_id: str, link_id: str, n_gpus: int = 2,
-                 model: roofline.PerTokenModel | None = None) -> tp_model.TpPrediction:
+                 model: roofline.PerTokenModel | None = None, key: str | None = None) -> tp_model.TpPrediction:
     """llama.cpp -sm tensor on `n_gpus` cards of `gpu_id` joined by `link_id` (lab/data/gpu_links.yaml):
-    the per-token model's one-GPU time split by lab.predict.tp_model.tensor_split_decode."""
+    the per-token model's one-GPU time split by lab.predict.tp_model.tensor_split_decode. `key`: the calibration
+    (public_speed.calibration_key: a card on another backend than its own); default the card's architecture."""
     model = model or roofline.per_token_model()
     g = roofline.gpu_spec(gpu_id)
     return tp_model.tensor_split_decode(
-        bytes_per_token=bytes_per_tok, achieved_gb_s=model.fraction_for(g["arch"]) * g["bandwidth_gb_s"],
+        bytes_per_token=bytes_per_tok, achieved_gb_s=model.fraction_for(key or g["arch"]) * g["bandwidth_gb_s"],
         fixed_ms=model.fixed_for(FAMILY), n_layers=N_LAYERS, hidden=HIDDEN,
         link=tp_model.link_from(link_figures()[link_id]), n_gpus=n_gpus)
 
@@ -97,7 +99,7 @@ def tensor_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | 
     from lab.predict import public_speed
 
     rows = load() if rows is None else rows
-    fitted = {p["id"] for p in public_speed.fit_points(rows)}
+    fit_ids = {p["id"] for p in public_speed.fit_points(rows)}
     out, skipped = [], []
     for r in rows:
         if r.split_mode != "tensor" or r.engine != "llama.cpp" or r.speculative is not None:
@@ -106,14 +108,14 @@ def tensor_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | 
         if why:
             skipped.append({"id": r.id, "reason": why})
             continue
-        tp = tensor_tok_s(bytes_per_token(r), r.gpu_id, r.link, r.gpu_count, model)
+        tp = tensor_tok_s(bytes_per_token(r), r.gpu_id, r.link, r.gpu_count, model, row_key(r))
         budget = bool(roofline.gpu_spec(r.gpu_id)["budget"])
         out.append({"id": r.id, "gpu": r.gpu, "gpu_id": r.gpu_id, "link": r.link, "published": r.decode_tok_s,
                     "predicted": tp.pessimistic_tok_s, "optimistic": tp.optimistic_tok_s,
                     "error": tp.pessimistic_tok_s / r.decode_tok_s - 1,
                     "optimistic_error": tp.optimistic_tok_s / r.decode_tok_s - 1, "comm_ms": tp.comm_ms,
-                    "comparable": budget and r.outlier is None and not is_deep(r), "deep": is_deep(r),
-                    "budget": budget, "outlier": r.outlier, "fitted": r.id in fitted, "source": r.source})
+                    "comparable": budget and fitted(r) and not is_deep(r), "deep": is_deep(r),
+                    "budget": budget, "outlier": r.outlier, "fitted": r.id in fit_ids, "source": r.source})
     comp = [x for x in out if x["comparable"]]
     return {"rows": out, "skipped": skipped, "summary": summary([x["error"] for x in comp]),
             "optimistic": summary([x["optimistic_error"] for x in comp]),
@@ -158,8 +160,8 @@ def mtp_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | Non
             continue
         plain = plain_tok_s(r, model)
         spec = roofline.gpu_spec(r.gpu_id)
-        p = mtp_model.predict(plain, r.speculative.n_max, rate, spec["arch"], params)
-        out.append({"id": r.id, "gpu": r.gpu, "gpu_id": r.gpu_id, "arch": spec["arch"], "split": r.split_mode,
+        p = mtp_model.predict(plain, r.speculative.n_max, rate, row_key(r), params)
+        out.append({"id": r.id, "gpu": r.gpu, "gpu_id": r.gpu_id, "arch": row_key(r), "split": r.split_mode,
                     "build": r.build, "n_max": p["n_max"], "n": p["n_max"], "rate": rate, "plain_predicted": plain,
                     "plain_tok_s": plain, "published": r.decode_tok_s, "tok_s": r.decode_tok_s,
                     "predicted": p["tok_s"], "error": p["tok_s"] / r.decode_tok_s - 1, "step_from": p["step_from"],
@@ -167,7 +169,7 @@ def mtp_check(rows: list[Row] | None = None, model: roofline.PerTokenModel | Non
                     "implied_step_over_plain": p["tokens_per_step"] * plain / r.decode_tok_s,
                     "p_min": r.speculative.p_min, "gated": mtp_model.is_gated(r), "deep": is_deep(r),
                     "budget": bool(spec["budget"]), "outlier": r.outlier, "source": r.source,
-                    "comparable": (r.outlier is None and bool(spec["budget"]) and not mtp_model.is_gated(r)
+                    "comparable": (fitted(r) and bool(spec["budget"]) and not mtp_model.is_gated(r)
                                    and not is_deep(r))})
     comp_rows = [x for x in out if x["comparable"]]
     fit_set = comp_rows + mtp_model.h200_points()

@@ -39,6 +39,8 @@ from lab.predict import kvcache
 FAMILY = "qwen35"  # every model in the dataset is the Qwen3.5 hybrid shape (64 layers, 48 Gated DeltaNet + 16 attention)
 N_LAYERS, HIDDEN = 64, 5120  # the Qwen3.5-27B shape every row shares (lab/data/model_configs.yaml qwen3.8-27b)
 DEEP_TOKENS = 8192  # a row decoded at this depth or more is checked as the depth group, not fitted (module docstring)
+UNPUBLISHED = "lab-run:"  # the source of an owner's own measured run (lab share), accepted from --rows-dataset only
+EXTRA_ROWS: list = []  # an owner's rows (lab.predict.user_rows.using), added to load()'s: every fit sees them
 
 
 class PublicSpeedError(ValueError):
@@ -72,14 +74,26 @@ class Row(BaseModel):
     kv_type: str | None = None
     split_mode: Literal["none", "layer", "tensor"]
     link: str | None = None  # multi-GPU rows: the GPU-to-GPU link, an id of lab/data/gpu_links.yaml's links
+    backend: Literal["cuda", "rocm", "vulkan", "metal", "sycl"] | None = None  # llama.cpp's; None: the card's default
+    os: Literal["linux", "windows"] | None = None  # None: not stated (the rows that state it are mostly Linux)
     all_layers_on_gpu: bool = True
     speculative: Speculative | None
     decode_tok_s: float = Field(gt=0)
+    decode_tok_s_sd: float | None = Field(default=None, ge=0)  # the spread of the samples (lab share: llama-bench's sd)
+    samples: list[float] | None = None  # the raw samples decode_tok_s summarises, when published
     prompt_tok_s: float | None = Field(default=None, gt=0)
+    vram_mib: float | None = Field(default=None, gt=0)  # the card's memory in use once loaded (plain decode), as published
+    vram_basis: str | None = None  # the published words for vram_mib
+    driver: str | None = None
+    flags: list[str] | None = None  # the server's or bench's flags as run (paths reduced to file names)
     method: str
     notes: str | None = None
     outlier: str | None = None
+    # kept apart: never fitted, predicted by the model fitted on every other row and summarised on its own
+    # (`python -m lab predict --validate`, "kept apart"): the judge of the fit on rows it did not see
+    heldout: bool = False
     source: str
+    run_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")  # lab share: the run folder's digest
     quote: str = Field(min_length=3)
     read: str | None = Field(default=None, pattern=r"^\d{4}-\d{2}-\d{2}$")  # the day the source was read (rows added
     measured: Literal[True]                                                  # or re-read from 2026-12-05 on)
@@ -87,8 +101,9 @@ class Row(BaseModel):
     @field_validator("source")
     @classmethod
     def _url(cls, v: str) -> str:
-        if not v.startswith(("https://", "http://")):
-            raise ValueError("must be the URL the number was published at (https://...)")
+        if not v.startswith(("https://", "http://", UNPUBLISHED)):
+            raise ValueError("must be the URL the number was published at (https://...), or, for an owner's own run "
+                             f"(`python -m lab share`), {UNPUBLISHED}<run id>")
         return v
 
 
@@ -96,6 +111,25 @@ def gpu_specs() -> dict:
     """calibration.yaml's gpus by id (lab.predict.roofline.gpu_specs reads the same list; this module sits below
     roofline, which fits its per-token model on these rows)."""
     return {g["id"]: g for g in facts.load("calibration", "gpus")["gpus"]}
+
+
+def calibration_key(gpu_id: str, backend: str | None = None) -> str:
+    """The per-token model's calibration a card on a backend uses: its architecture on the card's own backend
+    (calibration.yaml gpus `backend`: cuda for NVIDIA, rocm for AMD), "<arch>+<backend>" on another (an AMD card
+    on Vulkan decodes at its own fraction of bandwidth: calibrated apart)."""
+    g = gpu_specs()[gpu_id]
+    default = g.get("backend", "cuda")
+    return g["arch"] if backend in (None, default) else f"{g['arch']}+{backend}"
+
+
+def row_key(row: "Row") -> str:
+    """calibration_key of a public row (its card and stated backend)."""
+    return calibration_key(row.gpu_id, row.backend)
+
+
+def is_windows(row: "Row") -> bool:
+    """Measured on Windows: set apart (the published Windows/Linux pairs disagree in sign; not modelled)."""
+    return row.os == "windows"
 
 
 def same_card(a: str, b: str) -> bool:
@@ -119,8 +153,10 @@ def _format(exc: ValidationError, data: dict) -> str:
     return f"row {data.get('id', '?')!r}: " + "; ".join(parts)
 
 
-def validate_rows(raw: list[dict], where: str = "lab/data/public_speed.yaml") -> list[Row]:
-    """Rows checked one by one; the first bad one raises PublicSpeedError naming the row, field and fix."""
+def validate_rows(raw: list[dict], where: str = "lab/data/public_speed.yaml", unpublished_ok: bool = False) -> list[Row]:
+    """Rows checked one by one; the first bad one raises PublicSpeedError naming the row, field and fix.
+    `unpublished_ok`: an owner's own rows (lab share's source lab-run:<run id>) are accepted, as from --rows-dataset;
+    the lab's own dataset holds published rows only."""
     known = set(gpu_specs())
     links = set(link_figures())
     rows, seen = [], set()
@@ -134,6 +170,9 @@ def validate_rows(raw: list[dict], where: str = "lab/data/public_speed.yaml") ->
                                    f"quote and positive tok/s)") from None
         if row.id in seen:
             raise PublicSpeedError(f"{where}: row id {row.id!r} appears twice; give each row its own id")
+        if row.source.startswith(UNPUBLISHED) and not unpublished_ok:
+            raise PublicSpeedError(f"{where}: row {row.id!r}: source {row.source!r} is an unpublished run; the lab's "
+                                   "dataset takes the URL it was published at (give your rows with --rows-dataset)")
         if row.gpu_id is not None and row.gpu_id not in known:
             raise PublicSpeedError(f"{where}: row {row.id!r}: gpu_id {row.gpu_id!r} is not in lab/data/calibration.yaml "
                                    f"gpus; add the card there with its datasheet bandwidth and source")
@@ -146,7 +185,8 @@ def validate_rows(raw: list[dict], where: str = "lab/data/public_speed.yaml") ->
 
 
 def load(path: str | Path | None = None) -> list[Row]:
-    """The dataset (lab/data/public_speed.yaml, or `path`), validated."""
+    """The dataset (lab/data/public_speed.yaml, or `path`), validated; with an owner's rows added while
+    lab.predict.user_rows.using is in effect (the lab's dataset only, not a `path`)."""
     if path is None:
         data = facts.load("public_speed")
         where = "lab/data/public_speed.yaml"
@@ -154,7 +194,15 @@ def load(path: str | Path | None = None) -> list[Row]:
         data, where = yaml.safe_load(Path(path).read_text()), str(path)
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         raise PublicSpeedError(f"{where}: expected a list under 'rows'")
-    return validate_rows(data["rows"], where)
+    rows = validate_rows(data["rows"], where)
+    if path is None and EXTRA_ROWS:
+        ids = {r.id for r in rows}
+        clash = [r.id for r in EXTRA_ROWS if r.id in ids]
+        if clash:
+            raise PublicSpeedError(f"your rows reuse the id(s) {', '.join(clash)} of lab/data/public_speed.yaml: "
+                                   "rename them")
+        rows += list(EXTRA_ROWS)
+    return rows
 
 
 # ---------------------------------------------------------------- what the model can predict, and the bytes it reads
@@ -181,7 +229,7 @@ def _arch():
     return models.stand_in("qwen3.8-27b")
 
 
-def _gguf_type(quant: str | None) -> str:
+def gguf_type(quant: str | None) -> str:
     """The llama.cpp type a row's quant names ("unsloth UD-Q4_K_XL" -> Q4_K_M, "IQ4_XS" -> IQ4_XS), Q4_K_M when it
     names none the lab models: only its token embedding and MTP block are taken from that mix."""
     from lab.model import quant_targets
@@ -198,7 +246,7 @@ def not_read_bytes(row: Row) -> int:
     row names (lab.model.quant_targets.gguf_parts)."""
     from lab.model import quant_targets
 
-    parts = quant_targets.gguf_parts("qwen3.8-27b", _gguf_type(row.quant))
+    parts = quant_targets.gguf_parts("qwen3.8-27b", gguf_type(row.quant))
     return parts["token_embd"] + (parts["mtp"] if row.model == "Qwen3.8-27B" else 0)
 
 
@@ -217,10 +265,15 @@ def is_deep(row: Row) -> bool:
     return (row.depth_tokens or 0) >= DEEP_TOKENS
 
 
+def fitted(row: Row) -> bool:
+    """May enter a fit: no outlier note, not measured on Windows (not modelled), not kept apart."""
+    return row.outlier is None and not is_windows(row) and not row.heldout
+
+
 def comparable(row: Row) -> bool:
-    """Predictable, no outlier note, on one of the lab users' cards, shallower than DEEP_TOKENS: the rows the plain
-    targets apply to (and the fit)."""
-    return (unpredictable_reason(row) is None and row.outlier is None and gpu_specs()[row.gpu_id]["budget"]
+    """Predictable, no outlier note, on one of the lab users' cards, shallower than DEEP_TOKENS, not on Windows, not
+    kept apart: the rows the plain targets apply to (and the fit)."""
+    return (unpredictable_reason(row) is None and fitted(row) and gpu_specs()[row.gpu_id]["budget"]
             and not is_deep(row))
 
 
@@ -245,30 +298,31 @@ def tensor_point(row: Row) -> dict:
     t = bytes ÷ n ÷ (fraction × bandwidth) + fixed + all-reduces is the per-token model's t on bytes ÷ n at the time
     less the all-reduces (each card reads its 1/n of the weights and KV: heads and matrix rows split)."""
     g = gpu_specs()[row.gpu_id]
-    return {"id": row.id, "family": FAMILY, "arch": g["arch"], "weights_bytes": bytes_per_token(row) / row.gpu_count,
+    return {"id": row.id, "family": FAMILY, "arch": row_key(row), "weights_bytes": bytes_per_token(row) / row.gpu_count,
             "tok_s": 1.0 / (1.0 / row.decode_tok_s - comm_s(row)), "datasheet_gb_s": g["bandwidth_gb_s"],
             "split": "tensor"}
 
 
 def fit_points(rows: list[Row] | None = None) -> list[dict]:
     """The rows the per-token model is fitted on, in roofline.fit_per_token's shape: every predictable row without an
-    outlier note shallower than DEEP_TOKENS; and, for an architecture none of those rows is of, its llama.cpp -sm
-    tensor rows of that kind (`tensor_point`)."""
+    outlier note shallower than DEEP_TOKENS (not on Windows, not kept apart: `fitted`); and, for a calibration
+    (architecture, or architecture + backend: `calibration_key`) none of those rows is of, its llama.cpp -sm tensor
+    rows of that kind (`tensor_point`)."""
     rows = load() if rows is None else rows
     out = []
     for r in rows:
-        if unpredictable_reason(r) is None and r.outlier is None and not is_deep(r):
+        if unpredictable_reason(r) is None and fitted(r) and not is_deep(r):
             g = gpu_specs()[r.gpu_id]
-            out.append({"id": r.id, "family": FAMILY, "arch": g["arch"], "weights_bytes": bytes_per_token(r),
+            out.append({"id": r.id, "family": FAMILY, "arch": row_key(r), "weights_bytes": bytes_per_token(r),
                         "tok_s": r.decode_tok_s, "datasheet_gb_s": g["bandwidth_gb_s"]})
     covered = {p["arch"] for p in out}
     for r in rows:
-        if (r.split_mode == "tensor" and r.engine == "llama.cpp" and r.speculative is None and r.outlier is None
-                and tensor_reason(r) is None and not is_deep(r) and gpu_specs()[r.gpu_id]["arch"] not in covered):
+        if (r.split_mode == "tensor" and r.engine == "llama.cpp" and r.speculative is None and fitted(r)
+                and tensor_reason(r) is None and not is_deep(r) and row_key(r) not in covered):
             out.append(tensor_point(r))
     return out
 
 
-__all__ = ["Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "same_card", "link_figures", "unpredictable_reason",
+__all__ = ["UNPUBLISHED", "EXTRA_ROWS", "calibration_key", "row_key", "gguf_type", "is_windows", "fitted", "Row", "Speculative", "PublicSpeedError", "load", "validate_rows", "gpu_specs", "same_card", "link_figures", "unpredictable_reason",
            "bytes_per_token", "not_read_bytes", "comparable", "fit_points", "FAMILY", "N_LAYERS", "HIDDEN", "DEEP_TOKENS",
            "is_deep", "tensor_reason", "comm_s", "tensor_point"]

@@ -7,7 +7,7 @@ from lab.predict import plan, public_check, public_speed, roofline
 
 def test_dataset_loads_with_sources_quotes_and_positive_speeds():
     rows = public_speed.load()
-    assert len(rows) == 87 and len({r.id for r in rows}) == 87
+    assert len(rows) == 139 and len({r.id for r in rows}) == 139
     for r in rows:
         assert r.source.startswith("https://") and len(r.quote) >= 3 and r.measured is True
         assert r.decode_tok_s > 0 and (r.prompt_tok_s is None or r.prompt_tok_s > 0)
@@ -20,8 +20,12 @@ def test_dataset_loads_with_sources_quotes_and_positive_speeds():
     assert mtp.speculative.acceptance == "0.75"
     cards = {r.gpu_id for r in rows}
     assert {"v100-32g", "v100-16g", "rtx-3090", "rtx-3090-ti", "rtx-4090", "rtx-4060-ti-16g", "rtx-5060-ti-16g",
-            "tesla-p40", "rtx-2080-ti-22g"} <= cards
-    assert sum(r.speculative is not None for r in rows) == 40 and sum(r.speculative is None for r in rows) == 47
+            "tesla-p40", "rtx-2080-ti-22g", "radeon-ai-pro-r9700", "rx-7900-xtx", "rtx-5090-laptop", "rtx-3060-12g",
+            "rtx-3080-ti-laptop", "rtx-pro-6000-blackwell", "instinct-mi210"} <= cards
+    assert sum(r.speculative is not None for r in rows) == 61 and sum(r.speculative is None for r in rows) == 78
+    # issue 42: AMD rows on each backend, Windows rows said so, rows kept apart from the fit
+    assert {r.backend for r in rows} == {None, "rocm", "vulkan"}
+    assert sum(r.os == "windows" for r in rows) == 16 and sum(r.heldout for r in rows) == 17
 
 
 def _good_row(**change) -> dict:
@@ -60,21 +64,28 @@ def test_bytes_per_token_counts_file_kv_at_depth_and_state():
 
 def test_per_token_model_fit_on_h200_and_public_rows():
     m = roofline.per_token_model()
-    assert m.fixed_ms_by_family == {"qwen35": pytest.approx(3.70), "dense": pytest.approx(2.5782, abs=1e-3)}
+    assert m.fixed_ms_by_family == {"qwen35": pytest.approx(3.58), "dense": pytest.approx(3.7155, abs=1e-3)}
     f = m.fraction_by_arch
-    assert set(f) == {"volta", "ampere", "ada", "blackwell", "hopper", "pascal"}
-    assert f["volta"] == pytest.approx(0.7066, abs=1e-3) and f["ampere"] == pytest.approx(0.8227, abs=1e-3)
-    assert f["ada"] == pytest.approx(0.9254, abs=1e-3) and f["blackwell"] == pytest.approx(0.9306, abs=1e-3)
-    assert f["hopper"] == pytest.approx(0.4181, abs=1e-3) and f["pascal"] == pytest.approx(0.3538, abs=1e-3)
+    # each AMD backend is its own calibration (public_speed.calibration_key): ROCm is the card's own, Vulkan apart
+    assert set(f) == {"volta", "ampere", "ada", "blackwell", "hopper", "pascal", "rdna3", "rdna3+vulkan", "rdna4+vulkan"}
+    assert f["volta"] == pytest.approx(0.7033, abs=1e-3) and f["ampere"] == pytest.approx(0.8181, abs=1e-3)
+    assert f["ada"] == pytest.approx(0.9304, abs=1e-3) and f["blackwell"] == pytest.approx(0.9401, abs=1e-3)
+    assert f["hopper"] == pytest.approx(0.4788, abs=1e-3) and f["pascal"] == pytest.approx(0.3532, abs=1e-3)
+    assert f["rdna3"] == pytest.approx(0.6797, abs=1e-3) and f["rdna3+vulkan"] == pytest.approx(0.5448, abs=1e-3)
     assert max(f.values()) <= 1.0
     # the V100 rows at 31K and 101K tokens are checked, not fitted (public_speed.DEEP_TOKENS); the P40's only rows
     # are -sm tensor splits, fitted through tp_model (public_speed.tensor_point)
     assert m.rows_by_arch["volta"] == ("v100-32g-b10358-plain", "v100-32g-b9190-plain", "v100-sxm2-16g-x2-layer-plain")
     assert m.rows_by_arch["pascal"] == ("p40-x2-tensor-plain", "p40-x2-tensor-udq4kxl-plain")
-    assert m.rows_by_arch["hopper"] == ("h200-tg128-qwen35-hybrid-shape",) and "turing" not in f
-    # the lab's own H200 points are reproduced exactly (Hopper's fraction and the dense fixed cost come from them),
-    # at the bytes they read per token: the file's tensors less token_embd (calibration.yaml token_embd_bytes)
-    assert m.predict_tok_s(15138093056 - 715161600, 4800, "datasheet", "qwen35", "hopper") == pytest.approx(91.85, rel=1e-9)
+    assert m.rows_by_arch["hopper"] == ("h200-tg128-qwen35-hybrid-shape", "h100-tg-qwen35-hybrid-shape")
+    assert "turing" not in f
+    # the lab's own Hopper points (H200 and H100: 0.70x the bandwidth, 0.96x the speed) share one fraction, so with
+    # the fixed cost shared by every card the H200 is over-predicted by 10 % and the H100 under-predicted by 10 %: at
+    # this size Hopper decodes at a fixed per-token cost the shared one is too small for (not modelled per
+    # architecture). The dense H200 point is exact (the dense fixed cost comes from it). Bytes read per token: the
+    # file's tensors less token_embd (calibration.yaml token_embd_bytes)
+    assert m.predict_tok_s(15138093056 - 715161600, 4800, "datasheet", "qwen35", "hopper") == pytest.approx(101.46, abs=0.01)
+    assert m.predict_tok_s(15138093056 - 715161600, 3350, "datasheet", "qwen35", "hopper") == pytest.approx(79.54, abs=0.01)
     assert m.predict_tok_s(18436147118 - 437575680, 4800, "datasheet", "dense", "hopper") == pytest.approx(86.6, rel=1e-9)
     # a measured copy is read in datasheet terms through the H200's copy ÷ datasheet (4227 ÷ 4800)
     assert m.copy_fraction_of_datasheet == 4227 / 4800
@@ -84,16 +95,19 @@ def test_per_token_model_fit_on_h200_and_public_rows():
 def test_check_meets_the_targets_on_the_budget_cards():
     result = public_check.check()
     comp, every = result["comparable"], result["all"]
-    assert comp["n"] == 17 and comp["median_abs_error"] == pytest.approx(0.01999, abs=1e-4)
-    assert comp["max_abs_error"] == pytest.approx(0.04442, abs=1e-4)
+    assert comp["n"] == 19 and comp["median_abs_error"] == pytest.approx(0.01703, abs=1e-4)
+    assert comp["max_abs_error"] == pytest.approx(0.04443, abs=1e-4)
     assert comp["median_abs_error"] <= public_check.TARGET_MEDIAN and comp["max_abs_error"] <= public_check.TARGET_MAX
     assert result["targets"]["met"] is True
-    # honest about the rest: the worst predicted row is the V100 at 101K tokens (the depth group, not fitted); the
-    # worst outlier the 2-bit IQ2_XXS file, with its reason (its token embedding is sized as Q4_K_M's, the lab models
-    # no IQ2_XXS mix), then the release-day 3090 build
-    assert every["n"] == 29 and every["max_abs_error"] == pytest.approx(0.5108, abs=1e-3)
+    # honest about the rest: the worst predicted row is the RTX 3080 Ti Laptop (kept apart from the fit: its 115 W
+    # part decodes at half the bandwidth the Ampere rows reach), then the V100 at 101K tokens (the depth group, not
+    # fitted); the worst outlier the 2-bit IQ2_XXS file, with its reason (its token embedding is sized as Q4_K_M's,
+    # the lab models no IQ2_XXS mix), then the release-day 3090 build
+    assert every["n"] == 53 and every["max_abs_error"] == pytest.approx(0.9777, abs=1e-3)
     worst = max(result["rows"], key=lambda r: abs(r["error"]))
-    assert worst["id"] == "v100-32g-upstream-d101k-plain" and worst["deep"] and not worst["comparable"]
+    assert worst["id"] == "rtx3080ti-laptop-udq3kxl-16k-plain" and not worst["comparable"]
+    deep = max((r for r in result["rows"] if r["deep"]), key=lambda r: abs(r["error"]))
+    assert deep["id"] == "v100-32g-upstream-d101k-plain" and not deep["comparable"]
     worst = max((r for r in result["rows"] if r["outlier"]), key=lambda r: abs(r["error"]))
     assert worst["id"] == "rtx3080-10g-iq2xxs-plain" and "IQ2_XXS" in worst["outlier"] and not worst["comparable"]
     day_one = next(r for r in result["rows"] if r["id"] == "rtx3090-dayone-plain")
@@ -105,10 +119,10 @@ def test_check_meets_the_targets_on_the_budget_cards():
 
 def test_plan_shows_the_public_check_for_a_card_with_rows():
     part = plan.public_check_part(profiles.load("rtx4060ti-16g"))
-    assert [r["published"] for r in part["rows"]] == [17.8, 17.6] and part["summary"]["n"] == 17
+    assert [r["published"] for r in part["rows"]] == [17.8, 17.6] and part["summary"]["n"] == 19
     lines = plan._public_check_lines(part)
     assert lines[0].startswith("  checked against published measurements (GeForce RTX 4060 Ti 16GB")
-    assert "published  17.6, predicted  17.5 (-1%)" in "\n".join(lines)
+    assert "published  17.6, predicted  17.6 (+0%)" in "\n".join(lines)
     assert "source: github.com/sudoingX/qwen38-mtp/blob/741eee740b/sweeps/rtx-4060-ti.md" in "\n".join(lines)
     assert max(len(x) for x in lines) <= 100
     assert plan.public_check_part(profiles.load("h200-x1")) is None  # no public H200 row
@@ -128,15 +142,19 @@ def test_tp_model_against_the_public_tensor_split_rows():
 
     result = public_check.tensor_check()
     got = {r["id"]: (round(r["predicted"], 1), round(r["error"], 3)) for r in result["rows"]}
-    assert got == {"rtx5060ti-x2-tensor-plain": (36.9, -0.006), "rtx5060ti-x2-tensor-llamabench": (36.9, -0.039),
-                   "rtx5060ti-x2-tensor-d4k-plain": (36.7, 0.014), "rtx5060ti-x2-tensor-d16k-plain": (36.4, 0.054),
-                   "rtx5060ti-x2-tensor-d32k-plain": (35.9, 0.109), "rtx5060ti-x2-tensor-d65k-plain": (35.0, 0.219),
-                   "rtx5060ti-x2-tensor-d130k-plain": (33.3, 0.407), "rtxa5000-x2-tensor-plain": (55.8, 0.075),
-                   "p40-x2-tensor-plain": (11.8, 0.007), "p40-x2-tensor-udq4kxl-plain": (13.1, -0.007)}
-    assert result["skipped"] == []  # the P40 row has its file size (20.22 GB) and link now
+    assert got == {"rtx5060ti-x2-tensor-plain": (37.3, 0.006), "rtx5060ti-x2-tensor-llamabench": (37.3, -0.027),
+                   "rtx5060ti-x2-tensor-d4k-plain": (37.2, 0.026), "rtx5060ti-x2-tensor-d16k-plain": (36.8, 0.067),
+                   "rtx5060ti-x2-tensor-d32k-plain": (36.4, 0.123), "rtx5060ti-x2-tensor-d65k-plain": (35.4, 0.234),
+                   "rtx5060ti-x2-tensor-d130k-plain": (33.7, 0.424), "rtxa5000-x2-tensor-plain": (55.9, 0.078),
+                   "p40-x2-tensor-plain": (11.8, 0.007), "p40-x2-tensor-udq4kxl-plain": (13.1, -0.007),
+                   "rtx5090-x2-tensor-udq4km-95ef7fc-plain": (91.9, -0.145)}  # kept apart: never fitted
+    # the P40 row has its file size (20.22 GB) and link now; two rows published neither a size nor a link
+    assert result["skipped"] == [{"id": "r9700-x2-tensor-rocm-q8-plain", "reason": "file size not published"},
+                                 {"id": "rtx5060ti-x2-tensor-windows-q4km-b10450-plain",
+                                  "reason": "no link (lab/data/gpu_links.yaml id)"}]
     assert {r["id"] for r in result["rows"] if r["fitted"]} == {"p40-x2-tensor-plain", "p40-x2-tensor-udq4kxl-plain"}
-    assert result["summary"]["n"] == 6 and round(result["summary"]["median_abs_error"], 3) == 0.010
-    assert round(result["summary"]["max_abs_error"], 3) == 0.075
+    assert result["summary"]["n"] == 6 and round(result["summary"]["median_abs_error"], 3) == 0.017
+    assert round(result["summary"]["max_abs_error"], 3) == 0.078
     assert round(result["optimistic"]["max_abs_error"], 3) == 0.198
     depth = [got[f"rtx5060ti-x2-tensor-d{k}-plain"][1] for k in ("4k", "16k", "32k", "65k", "130k")]
     assert depth == sorted(depth) and result["depth"]["n"] == 4
@@ -157,35 +175,38 @@ def test_mtp_model_against_the_public_draft_mtp_rows():
     assert got["v100-32g-b10358-mtp-n4"] == (4, 45.3, 0.027)
     assert got["v100-32g-b10358-mtp-n6"] == (6, 39.1, 0.152)  # n-max 6 counts now: the same formula at any n
     assert got["v100-sxm2-16g-x2-layer-mtp-n4"] == (4, 50.0, -0.154)  # the worst row: the pair verifies cheaper
-    assert got["rtx3090-b10450-mtp-n2"] == (2, 63.4, -0.002)
-    assert got["rtx4060ti-16g-xyzv2-mtp-n3"] == (3, 38.1, -0.047)
+    assert got["rtx3090-b10450-mtp-n2"] == (2, 63.3, -0.003)
+    assert got["rtx4060ti-16g-xyzv2-mtp-n3"] == (3, 39.9, -0.002)
     assert got["rtx5060ti-16g-xyzv2-mtp-n4"] == (4, 54.0, -0.093)
     assert got["p40-x2-tensor-udq4kxl-mtp-n4"] == (4, 23.6, 0.0)  # Pascal's one ungated row fits its verify ms
     comp = result["comparable"]
-    assert comp["n"] == 21 and round(comp["median_abs_error"], 3) == 0.035 and round(comp["max_abs_error"], 3) == 0.154
+    assert comp["n"] == 26 and round(comp["median_abs_error"], 3) == 0.02 and round(comp["max_abs_error"], 3) == 0.154
     by = {a: (s["n"], round(s["median_abs_error"], 3), round(s["max_abs_error"], 3)) for a, s in result["by_arch"].items()}
-    assert by == {"volta": (7, 0.068, 0.154), "ampere": (3, 0.015, 0.02), "ada": (5, 0.047, 0.077),
-                  "blackwell": (5, 0.043, 0.093), "pascal": (1, 0.0, 0.0)}
+    assert by == {"volta": (7, 0.068, 0.154), "ampere": (3, 0.014, 0.02), "ada": (3, 0.002, 0.003),
+                  "blackwell": (5, 0.045, 0.093), "pascal": (1, 0.0, 0.0), "rdna3": (3, 0.026, 0.034),
+                  "rdna3+vulkan": (3, 0.037, 0.056), "rdna4+vulkan": (1, 0.0, 0.0)}
     t = result["targets"]
     assert t["met"] is True and t["misses"] == []
     held = result["held_out"]
-    assert (round(held["row"]["median_abs_error"], 3), round(held["row"]["max_abs_error"], 3)) == (0.048, 0.208)
-    assert (round(held["card"]["median_abs_error"], 3), round(held["card"]["max_abs_error"], 3)) == (0.165, 0.529)
+    assert (round(held["row"]["median_abs_error"], 3), round(held["row"]["max_abs_error"], 3)) == (0.038, 0.268)
+    assert (round(held["card"]["median_abs_error"], 3), round(held["card"]["max_abs_error"], 3)) == (0.271, 0.526)
     by_held = {a: tuple(round(s[k][m], 3) for k in ("row", "card") for m in ("median_abs_error", "max_abs_error"))
                for a, s in held["by_arch"].items()}
-    assert by_held == {"volta": (0.081, 0.208, 0.165, 0.353), "ampere": (0.025, 0.028, 0.025, 0.028),
-                       "ada": (0.051, 0.118, 0.052, 0.208), "blackwell": (0.048, 0.121, 0.392, 0.529),
-                       "pascal": (0.165, 0.165, 0.165, 0.165)}
+    assert by_held == {"volta": (0.081, 0.208, 0.165, 0.353), "ampere": (0.024, 0.028, 0.024, 0.028),
+                       "ada": (0.002, 0.004, 0.002, 0.003), "blackwell": (0.054, 0.122, 0.388, 0.526),
+                       "pascal": (0.165, 0.165, 0.165, 0.165), "rdna3": (0.04, 0.042, 0.32, 0.37),
+                       "rdna3+vulkan": (0.054, 0.069, 0.477, 0.51), "rdna4+vulkan": (0.268, 0.268, 0.268, 0.268)}
     # calibration.yaml mtp_step_model is what the fit gives on these rows + the H200's steps
     assert {a: round(v, 2) for a, v in result["refit"]["verify_ms"].items()} == result["params"]["verify_ms"] == {
-        "volta": 8.76, "ampere": 6.03, "ada": 3.01, "hopper": 2.81, "blackwell": 1.89, "pascal": 14.34}
+        "volta": 8.75, "ampere": 6.03, "ada": 1.96, "hopper": 2.8, "blackwell": 2.04, "pascal": 14.33, "rdna3": 5.74,
+        "rdna3+vulkan": 1.32, "rdna4+vulkan": 3.5}
     # the outliers' MTP rows are shown, not counted
     assert not next(r for r in result["rows"] if r["id"] == "rtx3090-dayone-mtp-n2")["comparable"]
     assert {s["id"] for s in result["skipped"]} == {"v100-32g-b9190-mtp-n2", "rtx3090-club3090-mtp-q4km",
                                                     "rtx3090-club3090-mtp-udq4kxl-245w", "rtx4090-500w-q4km-mtp-n2"}
     # the V100's 31K-token MTP row is the depth group: predicted, not fitted
     deep = next(r for r in result["rows"] if r["id"] == "v100-32g-b10358-depth31k-mtp-n2")
-    assert deep["deep"] and not deep["comparable"] and round(result["depth"]["max_abs_error"], 3) == 0.106
+    assert deep["deep"] and not deep["comparable"] and round(result["depth"]["max_abs_error"], 3) == 0.105
 
 
 def test_gated_drafts_are_reported_apart_and_not_modelled():
@@ -196,7 +217,7 @@ def test_gated_drafts_are_reported_apart_and_not_modelled():
 
     result = public_check.mtp_check()
     gated = {r["id"]: round(r["error"], 3) for r in result["rows"] if r["gated"]}
-    assert gated == {"rtx5060ti-x2-tensor-mtp-n4-pmin060": 0.766, "p40-x2-tensor-mtp-n4-pmin075": 0.073,
+    assert gated == {"rtx5060ti-x2-tensor-mtp-n4-pmin060": 0.757, "p40-x2-tensor-mtp-n4-pmin075": 0.073,
                      "p40-x2-tensor-udq4kxl-mtp-n4-pmin075": 0.16}
     assert result["gated"]["n"] == 3 and round(result["gated"]["median_abs_error"], 3) == 0.16
     rows = public_speed.load()
@@ -209,22 +230,22 @@ def test_mtp_step_model_head_pass_and_architecture():
 
     # one head pass reads the MTP block + the output matrix: 8.3 % of a plain token's bytes (Q4_K_M mix)
     assert round(mtp_model.head_fraction(), 4) == 0.0826
-    # V100 at 33.62 tok/s (29.74 ms): head 0.0826 x (29.74 - 3.70, the per-token model's fixed ms) = 2.15 ms + Volta's
-    # 8.76 ms per draft
+    # V100 at 33.62 tok/s (29.74 ms): head 0.0826 x (29.74 - 3.58, the per-token model's fixed ms) = 2.16 ms + Volta's
+    # 8.75 ms per draft
     ratio, basis = mtp_model.step_over_plain(2, 33.62, "volta")
     plain_ms = 1000 / 33.62
-    assert mtp_model.fixed_ms() == pytest.approx(3.70)
-    assert basis == "volta" and ratio == pytest.approx(1 + 2 * (mtp_model.head_fraction() * (plain_ms - 3.70) + 8.76)
+    assert mtp_model.fixed_ms() == pytest.approx(3.58)
+    assert basis == "volta" and ratio == pytest.approx(1 + 2 * (mtp_model.head_fraction() * (plain_ms - 3.58) + 8.75)
                                                        / plain_ms)
     assert round(ratio, 2) == 1.73
     # a refit's own fixed cost goes with its verify ms (public_validate's folds): the head pass is bytes, not fixed ms
-    other, _ = mtp_model.step_over_plain(2, 33.62, "volta", {"verify_ms": {"volta": 8.76}, "fixed_ms": 5.0})
-    assert other == pytest.approx(ratio - 2 * mtp_model.head_fraction() * 1.3 / plain_ms)
+    other, _ = mtp_model.step_over_plain(2, 33.62, "volta", {"verify_ms": {"volta": 8.75}, "fixed_ms": 5.0})
+    assert other == pytest.approx(ratio - 2 * mtp_model.head_fraction() * 1.42 / plain_ms)
     # an architecture without rows takes the most expensive fitted one (Pascal's, from the P40 pair): under- rather
     # than over-rating
     worst, basis = mtp_model.step_over_plain(2, 33.62, "turing")
     assert basis == "pascal (no turing rows)" and worst == mtp_model.step_over_plain(2, 33.62, "pascal")[0] > ratio
-    # the H200's measured steps are reproduced within 4 % (its plain 86.24 tok/s, Hopper's 2.81 ms)
+    # the H200's measured steps are reproduced within 4 % (its plain 86.24 tok/s, Hopper's 2.8 ms)
     for p in mtp_model.h200_points():
         assert abs(mtp_model.predict(p["plain_tok_s"], p["n"], 0.0, "hopper")["tok_s"] / p["tok_s"] - 1) < 0.04
 
@@ -270,7 +291,7 @@ NEW_ROWS = {  # added or completed 2026-12-05 (lab/data/public_speed.yaml), each
 
 def test_rows_added_carry_source_read_date_file_and_what_was_measured():
     rows = {r.id: r for r in public_speed.load()}
-    assert {i for i, r in rows.items() if r.read} == NEW_ROWS
+    assert {i for i, r in rows.items() if r.read and r.read < "2026-12-07"} == NEW_ROWS
     for rid in NEW_ROWS:
         r = rows[rid]
         assert r.read == "2026-12-05" and r.source.startswith("https://github.com/") and r.file_gb and r.file_gb_basis
@@ -306,37 +327,48 @@ def test_depth_term_is_complete_and_rows_at_depth_are_checked_not_fitted():
     assert deep and not fitted & {r.id for r in deep}
     check, tensor = public_check.check(), public_check.tensor_check()
     errors = {x["id"]: x["error"] for x in check["rows"] + tensor["rows"] if x["deep"]}
-    assert len(errors) == 7 and min(errors.values()) > 0.05  # every one over-predicted
-    assert (round(check["depth"]["median_abs_error"], 3), round(check["depth"]["max_abs_error"], 3)) == (0.214, 0.511)
+    assert len(errors) == 7 and min(errors.values()) > 0  # every one over-predicted
+    assert (round(check["depth"]["median_abs_error"], 3), round(check["depth"]["max_abs_error"], 3)) == (0.103, 0.509)
 
 
-def test_validate_leaves_each_card_and_architecture_out_with_the_lab_s_own_fit():
+def test_validate_leaves_each_card_architecture_and_backend_out_with_the_lab_s_own_fit():
     """python -m lab predict --validate (lab.predict.public_validate): every fold refits with roofline.fit_model and
-    mtp_model.fit on the rows left. In sample the plain target (10 % / 20 %) holds; held out, the issue's target (LOCO
-    median <= 8 %, max <= 25 %) is met by the plain rows only: a card alone in its architecture (the P40, the V100s,
-    the 5060 Ti for MTP) falls back on other architectures' terms, which do not carry (P40 +113 %)."""
+    mtp_model.fit on the rows left: each card, each architecture (both AMD backends), each llama.cpp backend (cuda,
+    rocm, vulkan: every CUDA row out leaves the AMD rows and the lab's Hopper points) left out. In sample the plain target (10 % /
+    20 %) holds; held out, the issue's target (LOCO median <= 8 %, max <= 25 %) is met by no group: a card alone in its
+    architecture (the P40, the V100s, the XTX, the 5060 Ti for MTP) falls back on other architectures' terms, which
+    do not carry (P40 +87 %). Rows kept apart (never fitted) and Windows rows (not modelled) are reported apart."""
     from lab.predict import public_validate
 
     result = public_validate.validate()
     got = {g: tuple((s[f]["n"], round(s[f]["median_abs_error"], 3), round(s[f]["max_abs_error"], 3))
-                    for f in ("in_sample", "loco", "loao")) for g, s in result["groups"].items()}
-    assert got == {"plain": ((17, 0.02, 0.044), (17, 0.054, 0.177), (17, 0.195, 0.248)),
-                   "mtp": ((21, 0.035, 0.154), (21, 0.112, 0.915), (21, 0.386, 0.915)),
-                   "tensor": ((6, 0.01, 0.075), (6, 0.057, 1.128), (6, 0.21, 1.128)),
-                   "depth": ((8, 0.162, 0.511), (8, 0.238, 0.733), (8, 0.141, 0.733)),
-                   "p-min": ((3, 0.16, 0.766), (3, 1.08, 1.222), (3, 1.08, 1.222))}
+                    for f in ("in_sample", "loco", "loao", "lobo")) for g, s in result["groups"].items()}
+    assert got == {"plain": ((19, 0.017, 0.044), (19, 0.049, 0.253), (19, 0.206, 0.271), (19, 0.169, 0.253)),
+                   "mtp": ((26, 0.02, 0.154), (26, 0.254, 0.772), (26, 0.362, 0.772), (26, 0.256, 1.078)),
+                   "tensor": ((6, 0.017, 0.078), (6, 0.062, 0.867), (6, 0.226, 0.867), (6, 0.218, 0.925)),
+                   "depth": ((8, 0.114, 0.509), (8, 0.127, 0.47), (8, 0.106, 0.462), (8, 0.123, 0.549)),
+                   "p-min": ((3, 0.16, 0.757), (3, 0.916, 1.056), (3, 0.916, 1.056), (3, 1.244, 1.411)),
+                   "windows": ((12, 0.128, 0.315), (12, 0.108, 0.518), (12, 0.222, 0.551), (12, 0.239, 0.518)),
+                   "kept apart": ((17, 0.145, 0.978), (17, 0.176, 0.978), (17, 0.219, 0.743), (17, 0.201, 0.764))}
     # in sample equals public_check's (the lab's published model), and its plain targets still hold
     comp = public_check.check()["comparable"]
     assert result["groups"]["plain"]["in_sample"] == comp and public_check.check()["targets"]["met"]
     assert result["groups"]["mtp"]["in_sample"] == public_check.mtp_check()["comparable"]
     assert result["groups"]["tensor"]["in_sample"] == public_check.tensor_check()["summary"]
     t = result["targets"]
-    assert t["by_group"] == {"plain": True, "mtp": False, "tensor": False} and t["met"] is False
+    assert t["by_group"] == {"plain": False, "mtp": False, "tensor": False} and t["met"] is False
     assert t["misses"][:3] == ["p40-x2-tensor-plain", "p40-x2-tensor-udq4kxl-plain", "p40-x2-tensor-udq4kxl-mtp-n4"]
+    # the rows kept apart judge the fit on rows it never saw: issue 42's target (median <= 10 %, max <= 30 %) NOT met
+    kept = t["kept_apart"]
+    assert (kept["n"], round(kept["median_abs_error"], 3), round(kept["max_abs_error"], 3), kept["met"]) == (
+        17, 0.145, 0.978, False)
     by_card = {c: round(s["loco"]["max_abs_error"], 3) for c, s in result["by_card"].items()}
-    assert by_card["tesla-p40"] == 1.128 and by_card["v100-16g/v100-32g"] == 0.318 and by_card["rtx-3090"] == 0.034
+    assert by_card["tesla-p40"] == 0.867 and by_card["v100-16g/v100-32g"] == 0.361 and by_card["rtx-3090"] == 0.034
+    assert by_card["rx-7900-xtx"] == 0.461
     p40 = next(x for x in result["rows"] if x["id"] == "p40-x2-tensor-plain")
-    assert "tesla-p40 left out: fraction FALLBACK 0.82" in p40["loco_fold"] and p40["loco"] == p40["loao"]
+    assert "tesla-p40 left out: fraction FALLBACK 0.70" in p40["loco_fold"] and p40["loco"] == p40["loao"]
+    cuda = next(x for x in result["rows"] if x["id"] == "rtx3090-b10450-plain")
+    assert cuda["lobo_fold"].startswith("cuda left out: fraction FALLBACK") and cuda["lobo"] is not None
     # a fold is the lab's fit on fewer rows: with nothing left out it is the published model
     model, params = public_validate.refit(public_speed.load())
     assert model.fraction_by_arch == roofline.per_token_model().fraction_by_arch
