@@ -172,7 +172,7 @@ def vllm_skip_reason() -> str | None:
                 "`python3 -m lab.setup --engine vllm --profile cpu-vllm` and export LAB_VLLM=1")
     try:
         profile = profiles.load("cpu-vllm")
-        vllm_env.engine_python(profile)
+        paths.engine_python(profile)
         paths.served_model_path(profile)
     except paths.VllmMissing as exc:
         return (f"set-up missing: no vLLM engine venv: {exc} "

@@ -115,6 +115,17 @@ def model_path(spec: str) -> Path:
     return Path(spec).expanduser()
 
 
+def engine_python(profile) -> Path:
+    """The profile's engine interpreter as an absolute path (a relative one is relative to the checkout)."""
+    if not profile.engine_python:
+        raise VllmMissing(f"profile {profile.name} sets no engine_python (e.g. .venv-vllm/bin/python)")
+    path = Path(profile.engine_python).expanduser()
+    path = path if path.is_absolute() else ROOT / path
+    if not path.exists():
+        raise VllmMissing(f"{path} does not exist: {SETUP_HINT}")
+    return path
+
+
 def setup_info(venv: Path = VLLM_VENV) -> dict:
     """What set-up recorded in <venv>/lab-vllm.json: distribution, version, device, HF model folders."""
     path = venv / "lab-vllm.json"

@@ -88,7 +88,7 @@ def synth_in_use() -> dict[str, list[str]]:
     for path in profiles.all_profiles():
         data = profile_file.parse(path)
         arch = data.get("model_synth")
-        if not arch:
+        if not arch or data.get("engine") == "vllm":  # a vLLM stand-in is a config folder (hf-standins/), no GGUF
             continue
         uses = [(data.get("model_synth_layers"), f"profile {path.stem}")]
         draft = str(data.get("spec_draft") or "")

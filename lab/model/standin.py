@@ -75,11 +75,9 @@ def make_vllm(profile: Profile) -> dict:
     weights vLLM fills at load time are what a bf16 checkpoint of that shape holds (or its --quantization's)."""
     import time
 
-    from lab.serving import vllm_env
-
     t0 = time.time()
     arch = models.stand_in(profile.model_synth)
-    folder = hf_standin.make(profile.model_synth, paths.cache_dir(), vllm_env.engine_python(profile))
+    folder = hf_standin.make(profile.model_synth, paths.cache_dir(), paths.engine_python(profile))
     params = models.params_billions(arch)
     return {"path": str(folder), "bytes": 0, "params": params,
             "description": f"{profile.model_synth}: config and tokenizer only; vLLM draws random weights at load "

@@ -11,21 +11,10 @@ import re
 import subprocess
 from pathlib import Path
 
-from lab.core.paths import ROOT, SETUP_HINT, VllmMissing
+
 
 
 # ---------------------------------------------------------------- where things are
-def engine_python(profile) -> Path:
-    """The profile's engine interpreter as an absolute path (a relative one is relative to the checkout)."""
-    if not profile.engine_python:
-        raise VllmMissing(f"profile {profile.name} sets no engine_python (e.g. .venv-vllm/bin/python)")
-    path = Path(profile.engine_python).expanduser()
-    path = path if path.is_absolute() else ROOT / path
-    if not path.exists():
-        raise VllmMissing(f"{path} does not exist: {SETUP_HINT}")
-    return path
-
-
 def vllm_version(python: str | Path) -> str | None:
     """The vLLM release installed for `python` ("0.32.0"), from package metadata (no vllm import).
 

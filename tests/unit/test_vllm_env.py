@@ -126,7 +126,7 @@ def test_served_model_path_from_setup_record(tmp_path):
 def test_engine_python_missing_says_how_to_fix():
     profile = profiles.load("cpu-vllm").model_copy(update={"engine_python": "no/such/python"})
     with pytest.raises(paths.VllmMissing, match="lab.setup --engine vllm"):
-        vllm_env.engine_python(profile)
+        paths.engine_python(profile)
 
 
 def test_vllm_version_absent_is_none():
