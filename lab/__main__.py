@@ -206,21 +206,6 @@ def _cmd_compare(args) -> int:
     return 0
 
 
-def _log_problem(path: Path) -> str | None:
-    """Why `path` cannot be read as a log (None when it can): missing, a folder, a device or pipe."""
-    import stat
-
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        return f"{path}: {exc.strerror or exc}"
-    if stat.S_ISDIR(mode):
-        return f"{path}: is a folder; give a log file with --log, or a run folder with --run"
-    if not stat.S_ISREG(mode):
-        return f"{path}: not a regular file (a device, pipe or socket); give a log file"
-    return None
-
-
 def _cmd_doctor(args) -> int:
     import time
 
@@ -232,7 +217,7 @@ def _cmd_doctor(args) -> int:
         return 2
     findings, run_state = [], None
     for log in args.log or []:
-        problem = _log_problem(Path(log))
+        problem = doctor.log_problem(Path(log))
         if problem:  # a path that names no log is a found problem, as a missing run folder is (exit_codes)
             print(f"error: {problem}", file=sys.stderr)
             return exit_codes.PROBLEM

@@ -4,10 +4,15 @@ a server sends back and every log passes through it: a server may echo the key i
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
 from typing import Any
+
+# how much of a settings value the secret walk looks at (items of a mapping or list), and of a key
+WALK_ITEMS = 256
+SECRET_CHARS = 256
 
 _SECRET_PATTERNS = [
     (re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"), r"\1[REDACTED]"),
@@ -99,10 +104,10 @@ def setting_secrets(settings) -> list[str]:
         if depth > 4:
             return
         if isinstance(value, dict):
-            for k, v in list(value.items())[:256]:
+            for k, v in itertools.islice(value.items(), WALK_ITEMS):
                 walk(str(k), v, depth + 1)
         elif isinstance(value, (list, tuple)):
-            words = list(value)[:256]
+            words = list(itertools.islice(value, WALK_ITEMS))
             for before, v in zip([""] + words, words):
                 add(name, v, before if isinstance(before, str) else "") if isinstance(v, str) else walk(name, v, depth + 1)
         elif isinstance(value, str):
@@ -157,7 +162,7 @@ CUT_KEY_CHARS = 8
 def _cut_forms(secret: str) -> list[str]:
     """Regular expressions for `secret` cut at either end: its first CUT_KEY_CHARS characters and as much of the rest
     as follows, and its last CUT_KEY_CHARS with as much before them."""
-    s = secret.strip()[:256]
+    s = secret.strip()[:SECRET_CHARS]  # a key, never shown: only its cut forms are searched for
     if len(s) < 2 * CUT_KEY_CHARS or key_value_problem(s) is not None:
         return []
     head, tail = s[:CUT_KEY_CHARS], s[-CUT_KEY_CHARS:]

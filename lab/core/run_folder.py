@@ -14,6 +14,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from lab.core import display
+
 MAX_RECORD_BYTES = 64 << 20  # a record holds samples and charts; 64 MB is far past any the lab writes
 MAX_JSON_DEPTH = 200  # a record nests ~10 deep (a plotly figure included); deeper is not one, and costs recursion
 
@@ -181,9 +183,9 @@ def not_complete(run_dir: str | Path) -> str | None:
         return None
     cut = manifest.get("interrupted") if isinstance(manifest.get("interrupted"), dict) else {}
     if cut or manifest.get("status") == "interrupted":
-        said = " ".join(f"{k} {str(cut[k])[:60]}" for k in ("signal", "during", "utc") if cut.get(k))
+        said = " ".join(f"{k} {display.clip(str(cut[k]), 60)}" for k in ("signal", "during", "utc") if cut.get(k))
         return f"interrupted ({said or 'the manifest says so'}): it did not finish, its numbers are not the whole run"
-    unfinished = [str(n["notebook"])[:60] for n in manifest.get("notebooks") or []
+    unfinished = [display.clip(str(n["notebook"]), 60) for n in manifest.get("notebooks") or []
                   if n.get("status") in ("interrupted", "not run")]
     if unfinished:
         return f"{len(unfinished)} notebook(s) did not run to their end ({', '.join(unfinished[:4])})"

@@ -26,6 +26,7 @@ unknown parameter" for each: the parameters cell names three): `start` takes the
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -113,7 +114,8 @@ def chosen_profile(profile: str, settings: Mapping | None) -> tuple[Profile, dic
     whole = {**profile_file.parse(path), **settings}
     # what was changed, through the one redaction of profile messages (`server_args: [--api-key, K]` shows no K): the
     # message reaches the executed notebook and papermill's stderr
-    changed = ", ".join(f"{str(k)[:40]}: {profile_file.clip(v, 80)}" for k, v in list(settings.items())[:20])
+    changed = ", ".join(f"{display.clip(str(k), 40)}: {profile_file.clip(v, 80)}"
+                            for k, v in itertools.islice(settings.items(), 20))
     source = f"{path} with settings {profile_file.redact_settings(changed, settings)}"
     return profiles.from_data(whole, source), whole
 

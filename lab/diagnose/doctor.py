@@ -2,6 +2,9 @@
 lab.diagnose.troubleshoot's; notebook 07 shows the same findings as a table, lab.pages.troubleshoot)."""
 from __future__ import annotations
 
+import stat
+from pathlib import Path
+
 from lab.core import cli
 from lab.diagnose.knowledge_base import SEVERITY_RANK
 from lab.diagnose.troubleshoot import Finding
@@ -49,3 +52,16 @@ def doctor_exit_code(findings: list[Finding], min_severity: str = "warn") -> int
     "no GPU offload" on a machine that has no GPU); pass min_severity="info" to count them too."""
     limit = SEVERITY_RANK[min_severity]
     return 1 if any(SEVERITY_RANK[f.severity] <= limit for f in findings) else 0
+
+
+def log_problem(path: Path) -> str | None:
+    """Why `path` cannot be read as a log (None when it can): missing, a folder, a device or pipe."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    if stat.S_ISDIR(mode):
+        return f"{path}: is a folder; give a log file with --log, or a run folder with --run"
+    if not stat.S_ISREG(mode):
+        return f"{path}: not a regular file (a device, pipe or socket); give a log file"
+    return None

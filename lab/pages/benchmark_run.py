@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.core import evidence, run_folder
+from lab.core import display, evidence, run_folder
 from lab.core.checks import Check
 from lab.core.profiles import Profile
 from lab.experiments import speculative, tune
@@ -149,7 +149,7 @@ def served_depth_checked(profile: Profile, summaries: list[dict]) -> tuple[int, 
     most = max(asked, min(asked * SERVED_DEPTH_FACTOR + SERVED_DEPTH_SLACK,
                           profile.context_tokens - profile.bench_output_tokens))
     if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean) or not 1 <= mean <= most:
-        return asked, (f"the server counted {str(mean)[:24]} prompt tokens per request for a prompt of about {asked}: "
+        return asked, (f"the server counted {display.clip(str(mean), 24)} prompt tokens per request for a prompt of about {asked}: "
                        f"not a count in 1..{most:,} (the prompt sent, a template's or proxy's additions, the context), "
                        f"so llama-bench runs at the profile's {asked} instead")
     return round(mean), None

@@ -239,7 +239,7 @@ def depth_note(depth: int, bytes_per_token: float | None, kv_bytes: float | None
     over = sum(x["error"] > 0 for x in deep)
     every = (f"over all {s['n']} predicted rows at {public_speed.DEEP_TOKENS:,}+ tokens the prediction is above the published speed "
              f"in {over}, median |error| {s['median_abs_error']:.0%}, max {s['max_abs_error']:.0%}, growing with depth "
-             "(not fitted: `python -m lab predict --validate`)" if s["n"] else "none the model can predict")
+             "(not fitted: `.venv/bin/python -m lab predict --validate`)" if s["n"] else "none the model can predict")
     unchecked = [x for x in check["skipped"] if (rows[x["id"]].depth_tokens or 0) >= public_speed.DEEP_TOKENS]
     return (f"depth {depth:,}: modelled only as the KV cache and state read per token{share}; attention's extra work "
             f"at depth is not modelled. Published rows at {public_speed.DEEP_TOKENS:,}+ tokens (lab/data/public_speed.yaml): "

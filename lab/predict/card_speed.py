@@ -113,7 +113,7 @@ def resolve_card(text: str | None) -> dict:
         g = max(hits, key=lambda g: len(g["match"]))
         if re.search(r"laptop|mobile", q, re.IGNORECASE) and not g.get("laptop"):  # another chip, half the bandwidth
             raise UnknownCard(f"unknown card {q!r}: a laptop part is its own chip, not the desktop {g['name']}, and the "
-                              "lab's GPU table has no entry for it (lab/data/calibration.yaml gpus; `python -m lab "
+                              "lab's GPU table has no entry for it (lab/data/calibration.yaml gpus; `.venv/bin/python -m lab "
                               "predict --list-gpus`)")
         return g
     near = suggestions(q) if q else []
@@ -309,9 +309,9 @@ def _predict(ask: Ask, base, row: int) -> dict:
         return {**out, "why_not": str(exc)}
     a, notes = filled(ask, base)
     if a.split == "tensor" and a.gpus > 1 and ask.link is None:  # the lab's own profile for this pair names its link
-        from lab.predict import routes
+        from lab.predict import links
 
-        a.link = routes.default_link(card["id"], a.gpus, base) or a.link or DEFAULT_LINK
+        a.link = links.default_link(card["id"], a.gpus, base) or a.link or DEFAULT_LINK
     out.update({k: getattr(a, k) for k in ASKED}, gpu=ask.gpu or card["name"], card=card["name"], card_id=card["id"],
                notes=notes)
     bad = problems(a)

@@ -98,4 +98,57 @@ def judge_rows(claim: dict, rows: list[public_speed.Row], tolerance: float) -> t
     return "not testable here", f"{text} — does not decide the claimed {claimed} tok/s", numbers
 
 
-__all__ = ["judge", "judge_rows", "estimate", "NEAR"]
+def route_rows(best: dict) -> list:
+    """The published rows of the recommended route's own set-up: same card and card count, same engine, the same
+    speculation (draft-mtp at the chosen n-max, or none), no outlier note, drafts not gated."""
+    from lab.predict import mtp_model, public_speed
+
+    r, n = best, (best["model"].get("mtp") or {}).get("n_max")
+    out = []
+    for row in public_speed.load():
+        if not (row.gpu_id and r["card_id"] and public_speed.same_card(row.gpu_id, r["card_id"])
+                and row.gpu_count == r["gpus"] and row.outlier is None and row.engine == "llama.cpp"
+                and r["engine"] == "llama.cpp" and (row.split_mode == r["split"] or r["gpus"] == 1)):
+            continue
+        if n is None and row.speculative is None:
+            out.append(row)
+        elif n is not None and mtp_model.is_draft_mtp(row) and row.speculative.n_max == n and not mtp_model.is_gated(row):
+            out.append(row)
+    return out
+
+
+def route_verdict(claim: dict, depth: int, tolerance: float) -> tuple[str, str, dict] | None:
+    """A one-stream speed claim against the route the lab recommends for its set-up (card_speed.best_route): named,
+    with its prediction and, where there are any, the published rows of that route (claim_published.judge_rows).
+    Consistent when those rows agree (or, without rows, when the prediction is within the tolerance); None when the
+    route is plain decoding (the claim's own rows already judge that) or has no prediction."""
+    from lab.predict import card_speed
+
+    cond = claim["condition"]
+    ask = card_speed.Ask(gpu=cond["gpu"], gpus=int(cond.get("gpus", 1)), engine=cond.get("engine", "llama.cpp"),
+                         quant=cond.get("quant"), depth=depth,
+                         split="tensor" if cond.get("tensor_parallel") else None)
+    route = card_speed.best_route(ask)
+    best = route["best"]
+    if not route["mtp_chosen"] or not best["predicted_tok_s"]:
+        return None
+    vals = claim["value"] if isinstance(claim["value"], list) else [claim["value"]]
+    lo, hi = float(min(vals)), float(max(vals))
+    name = f"the lab's recommended route for this set-up, {best['route']}: predicted {best['predicted_tok_s']:.1f} tok/s"
+    numbers = {"route": best["route"], "predicted_tok_s": best["predicted_tok_s"],
+               "plain_tok_s": (route["plain"] or {}).get("predicted_tok_s")}
+    rows = route_rows(best)
+    if rows:
+        verdict, why, pub = judge_rows(claim, rows, tolerance)
+        numbers["published"] = pub
+        if verdict != "not testable here":
+            return verdict, f"judged against {name}; {why}", numbers
+    p = best["predicted_tok_s"]
+    ok = lo * (1 - tolerance) <= p <= hi * (1 + tolerance)
+    return ("not testable here", f"judged against {name} ({'within' if ok else 'outside'} the claimed "
+            f"{lo:g}{'' if lo == hi else f'–{hi:g}'} ±{tolerance:.0%}); no published row of that route decides it",
+            numbers)
+
+
+
+__all__ = ["judge", "judge_rows", "estimate", "route_rows", "route_verdict", "NEAR"]

@@ -66,10 +66,10 @@ def _vllm_mtp_rows(profile, spec: dict) -> list[dict]:
     """A vLLM profile's MTP rows (vLLM's speculative config, k = 1-4) by the lab's vLLM model
     (lab.predict.vllm_speed, as `lab predict --engine vllm --mtp K` and the fork's routes), its band the model's
     held-out error on the fork's plain rows at this card count (vllm_speed.held_out_plain_error)."""
-    from lab.predict import routes, vllm_speed
+    from lab.predict import links, vllm_speed
 
     tp = profile.tensor_parallel_size
-    link = routes.default_link(spec["id"], tp, profile) if tp > 1 else None
+    link = links.default_link(spec["id"], tp, profile) if tp > 1 else None
     depth = profile.bench_prompt_tokens + profile.bench_output_tokens // 2
     err = vllm_speed.held_out_plain_error(tp)
     out = []

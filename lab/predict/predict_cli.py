@@ -21,13 +21,15 @@ COLUMNS = {"gpu": str, "gpus": int, "split": str, "engine": str, "weights_gb": f
            "quant": str, "link": str, "slots": int,  # these three and the next: optional, beyond the documented twelve
            "backend": str, "os": str, "gpu_util": float}
 REQUIRED = ("gpu",)
-EXAMPLES = ('.venv/bin/python -m lab predict --gpu "Tesla P40" --gpus 2 --split tensor --weights-gb 17.9 --kv q4_0 \\\n'
-            "      --context 131072 --depth 32768 --mtp 3 --p-min 0.75 --acceptance 0.7",
+EXAMPLES = ('.venv/bin/python -m lab predict --gpu "Tesla P40" --gpus 2 --split tensor --weights-gb 17.9 \\\n'
+            "      --kv q4_0 --context 131072 --depth 32768 --mtp 3 --p-min 0.75 --acceptance 0.7",
             ".venv/bin/python -m lab predict --gpu 3090", '.venv/bin/python -m lab predict --gpu "V100 32GB" --json',
-            ".venv/bin/python -m lab predict --rows mine.tsv --json", ".venv/bin/python -m lab predict --profile v100-32g-x2-nvlink --depth 32768",
+            ".venv/bin/python -m lab predict --rows mine.tsv --json",
+            ".venv/bin/python -m lab predict --profile v100-32g-x2-nvlink --depth 32768",
             ".venv/bin/python -m lab predict --list-gpus", ".venv/bin/python -m lab predict --validate --json",
-            '.venv/bin/python -m lab predict --gpu "R9700" --backend vulkan --context 262144 --kv q4_0 --quant UD-Q4_K_XL',
-            ".venv/bin/python -m lab predict --gpu H200 --rows-dataset mine.json  # from: lab share RUN --json")
+            '.venv/bin/python -m lab predict --gpu "R9700" --backend vulkan --context 262144 --kv q4_0 \\\n'
+            "      --quant UD-Q4_K_XL",
+            ".venv/bin/python -m lab predict --gpu H200 --rows-dataset mine.json  # lab share RUN --json")
 DESCRIPTION = (
     "What will my card do? Single-stream decode tok/s of Qwen3.8-27B (llama.cpp by default, or vLLM) on a card as "
     "people write it, by the lab's one speed model - the functions `lab plan` uses for a profile's card (per-token "
@@ -74,7 +76,7 @@ def build_parser():
                                                              "pairs, not modelled (predicted as Linux)")
     ap.add_argument("--gpu-util", type=float, help="vLLM --gpu-memory-utilization (default 0.9)")
     ap.add_argument("--rows-dataset", action="append", metavar="FILE", help="your own rows in the public-row format "
-                    "(YAML/JSON/TSV, as `python -m lab share RUN_DIR` prints; or a folder of them): added to the "
+                    "(YAML/JSON/TSV, as `.venv/bin/python -m lab share RUN_DIR` prints; or a folder of them): added to the "
                     "public rows and the speed model refitted before answering; repeatable")
     ap.add_argument("--profile", help="fill what is not given from a profile (name in params/ or a path)")
     ap.add_argument("--rows", metavar="FILE.tsv", help="many set-ups, one per line (see above)")

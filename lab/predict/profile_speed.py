@@ -57,13 +57,13 @@ def _vllm_prediction(profile, depth: int, kv_dtype: str, result: dict) -> dict:
     """A vLLM GPU profile's one-stream prediction by the lab's vLLM model (lab.predict.vllm_speed, as `lab predict
     --engine vllm` and `lab plan`'s fork routes); the nearest calibration entry's efficiency stays in the record as
     efficiency_predicted_tok_s, not as a second prediction."""
-    from lab.predict import routes, vllm_speed
+    from lab.predict import links, vllm_speed
 
     spec = roofline.gpu_spec_for(profile.gpu_name_pattern or profile.name)
     if spec is None:
         return {}
     tp = profile.tensor_parallel_size
-    link = routes.default_link(spec["id"], tp, profile) if tp > 1 else None
+    link = links.default_link(spec["id"], tp, profile) if tp > 1 else None
     x = vllm_speed.setup_speed(spec["id"], tp, profile.model_quant, depth, kv_dtype, link)
     return {"efficiency_predicted_tok_s": result["predicted_decode_tok_s"], "predicted_decode_tok_s": x["tok_s"],
             "prediction_basis": f"vLLM model (lab.predict.vllm_speed): {x['how']}", "vllm_how": x["how"]}

@@ -3,10 +3,11 @@ lab.predict.card_speed.predict exactly as a user would type it (its card, count,
 download size, KV type, context, slots, depth, MTP n-max and acceptance), and the answer is sorted: a prediction
 (with its error against the published speed), or the reason there is none. A reason that contradicts the row is a
 wrong answer, not a missing one: a "does not fit" for a set-up its owner ran. Pure: rows in, answers out;
-`python -m lab predict --validate` prints the summary.
+`.venv/bin/python -m lab predict --validate` prints the summary.
 """
 from __future__ import annotations
 
+from lab.core import display
 from lab.predict import public_check, public_speed
 from lab.predict.card_setup import ask_of, quant_of
 from lab.predict.card_speed import Ask
@@ -77,7 +78,7 @@ def text(result: dict) -> str:
                 else "")]
     for x in result["rows"]:
         if x["kind"] not in ("predicted", "not asked"):
-            lines.append(f"  {x['id']}: {x['kind']}: {(x['why_not'] or '')[:160]}")
+            lines.append(f"  {x['id']}: {x['kind']}: {display.clip(x['why_not'] or '', 160)}")
     return "\n".join(lines)
 
 

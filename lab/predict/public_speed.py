@@ -90,7 +90,7 @@ class Row(BaseModel):
     notes: str | None = None
     outlier: str | None = None
     # kept apart: never fitted, predicted by the model fitted on every other row and summarised on its own
-    # (`python -m lab predict --validate`, "kept apart"): the judge of the fit on rows it did not see
+    # (`.venv/bin/python -m lab predict --validate`, "kept apart"): the judge of the fit on rows it did not see
     heldout: bool = False
     source: str
     run_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")  # lab share: the run folder's digest
@@ -103,7 +103,7 @@ class Row(BaseModel):
     def _url(cls, v: str) -> str:
         if not v.startswith(("https://", "http://", UNPUBLISHED)):
             raise ValueError("must be the URL the number was published at (https://...), or, for an owner's own run "
-                             f"(`python -m lab share`), {UNPUBLISHED}<run id>")
+                             f"(`.venv/bin/python -m lab share`), {UNPUBLISHED}<run id>")
         return v
 
 

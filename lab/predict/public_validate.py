@@ -12,7 +12,7 @@ without an outlier note:
 Rows with gated drafts (p-min > 0) are reported apart ("p-min"): the MTP step model assumes p-min 0. Rows measured
 on Windows are reported apart ("windows"): the published Windows/Linux pairs disagree in sign, so the OS is not
 modelled. Rows kept apart (public_speed.Row.heldout, on any card) are never fitted: "kept apart" is the model's error
-on rows it did not see, judged against TARGET_KEPT_MEDIAN / TARGET_KEPT_MAX (issue 42's fresh-rows criterion).
+on rows it did not see, judged against TARGET_KEPT_MEDIAN / TARGET_KEPT_MAX (the criterion for rows the fit has not seen).
 
 A fold removes every row of the held-out card (same_card: the same architecture and datasheet bandwidth, so the 16
 and 32 GB V100s are one card), architecture (both backends of an AMD one) or llama.cpp backend (cuda, rocm =
@@ -37,7 +37,7 @@ APART = ("p-min", "windows", "kept apart")  # reported beside the groups, never 
 FOLDS = ("loco", "loao", "lobo")  # card, architecture, backend left out
 TARGET_LOCO_MEDIAN = 0.08  # the held-out targets asked of the model on the budget cards (plain, mtp, tensor)
 TARGET_LOCO_MAX = 0.25
-TARGET_KEPT_MEDIAN = 0.10  # issue 42: rows the fit never saw, any card, Windows aside
+TARGET_KEPT_MEDIAN = 0.10  # rows the fit never saw, any card, Windows aside
 TARGET_KEPT_MAX = 0.30
 
 

@@ -71,26 +71,6 @@ def split_warning(engine: str, split: str, mtp: bool) -> str | None:
     return " ".join(issues["with_mtp" if mtp else "without_mtp"].split())
 
 
-def default_link(card_id: str, n_gpus: int, base=None) -> str | None:
-    """The link of the lab's own profile for `n_gpus` cards of `card_id` (routes.yaml profiles with a link: the seed's
-    two V100 SXM2 over NVLink), or of `base` when it is such a profile; None when the lab has none."""
-    from lab.core import profiles
-
-    for name, spec in data()["profiles"].items():
-        if not spec.get("link"):
-            continue
-        if base is not None and base.name == name:
-            return spec["link"]
-        try:
-            prof = profiles.load(name)
-        except profiles.ProfileError:
-            continue
-        g = roofline.gpu_spec_for(prof.gpu_name_pattern or prof.name)
-        if g and public_speed.same_card(g["id"], card_id) and prof.gpu_count == n_gpus:
-            return spec["link"]
-    return None
-
-
 def tp_size(route: dict, profile) -> int:
     """The tensor-parallel size a fork route runs (its --tensor-parallel-size flag, else the profile's cards)."""
     m = re.search(r"--tensor-parallel-size (\d+)", route["flags"])
@@ -216,4 +196,4 @@ def route_table(profile) -> dict | None:
             "fastest_llama_cpp": max(llama_ok, key=lambda x: x["tok_s"])["id"] if llama_ok else None}
 
 
-__all__ = ["route_table", "mtp_speed", "fork_speed", "tp_size", "split_warning", "default_link", "data"]
+__all__ = ["route_table", "mtp_speed", "fork_speed", "tp_size", "split_warning", "data"]

@@ -12,7 +12,7 @@ served_streams holds the measurements it is fitted and checked on.
 * per_stream_ms: the work llama-server does for each stream each step outside the graph - with host sampling, the
   sampler chain over the 248,320-token vocabulary, detokenising and streaming the chunk; with -bs the sampling runs in
   the compute graph (lab/data/backend_sampling.yaml), so the term is what -bs changes. Never negative.
-* per_step_ms: what a step with 2+ busy slots costs the server beyond that, not yet attributed (issue 43 item 3: slot
+* per_step_ms: what a step with 2+ busy slots costs the server beyond that, not yet attributed (slot
   placement, requests ending at different times).
 
 Both fitted (least squares, per sampling mode) on every measured card (host-side work: the same for any card on a

@@ -1,5 +1,5 @@
 """An owner's own measurements beside the public rows: `lab predict --rows-dataset FILE` (or a folder of them) reads
-rows in the public-row format (lab.predict.public_speed.Row: what `python -m lab share RUN_DIR` prints, or rows
+rows in the public-row format (lab.predict.public_speed.Row: what `.venv/bin/python -m lab share RUN_DIR` prints, or rows
 written by hand with their URL and quote) and refits the lab's speed model on the public rows plus these, so an
 owner's runs improve the answer for their card.
 
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from lab.core import display
 from lab.predict import card_setup, public_speed, public_validate, roofline
 
 SUFFIXES = (".yaml", ".yml", ".json", ".tsv")
@@ -73,7 +74,7 @@ def _raw(path: Path) -> list[dict]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise RowsDatasetError(f"{path}: not YAML or JSON ({' '.join(str(exc).split())[:200]})") from None
+        raise RowsDatasetError(f"{path}: not YAML or JSON ({display.clip(' '.join(str(exc).split()), 200)})") from None
     if isinstance(data, dict) and isinstance(data.get("rows"), list):
         return data["rows"]
     if isinstance(data, dict) and "id" in data:
@@ -81,7 +82,7 @@ def _raw(path: Path) -> list[dict]:
     if isinstance(data, list):
         return data
     raise RowsDatasetError(f"{path}: expected rows: a list, a mapping with 'rows:', or one row with an 'id' "
-                           "(what `python -m lab share RUN_DIR --json` prints)")
+                           "(what `.venv/bin/python -m lab share RUN_DIR --json` prints)")
 
 
 def read(path: str | Path) -> list[public_speed.Row]:
@@ -90,7 +91,7 @@ def read(path: str | Path) -> list[public_speed.Row]:
     p = Path(path).expanduser()
     if not p.exists():
         raise RowsDatasetError(f"{p}: no such file or folder; --rows-dataset takes a rows file (YAML, JSON or TSV, "
-                               "as `python -m lab share RUN_DIR` prints) or a folder of them")
+                               "as `.venv/bin/python -m lab share RUN_DIR` prints) or a folder of them")
     files = sorted(f for f in p.iterdir() if f.suffix in SUFFIXES and f.is_file()) if p.is_dir() else [p]
     if not files:
         raise RowsDatasetError(f"{p}: a folder with no {', '.join(SUFFIXES)} file in it")

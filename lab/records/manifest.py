@@ -242,12 +242,12 @@ def changed_inputs(run_dir: str | Path) -> list[str]:
     """One line per input file whose bytes are no longer what the run recorded (edited, replaced or gone after the
     run): the report says so instead of rebuilding its answer from today's file as if the run had used it."""
     out = []
-    for name, recorded in recorded_inputs(run_dir).items():
+    for name, recorded_sha in recorded_inputs(run_dir).items():
         path = where_now(name, run_dir)
         now = file_sha256(path) if path is not None else None
-        if now != recorded:
+        if now != recorded_sha:
             state = f"sha256 now {now[:16]}…" if now else "no longer there (or not a readable profile file)"
-            out.append(f"{name}: changed after the run ({state}, the run recorded {recorded[:16]}…); nothing here is "
+            out.append(f"{name}: changed after the run ({state}, the run recorded {recorded_sha[:16]}…); nothing here is "
                        "rebuilt from it")
     return out
 

@@ -1,6 +1,6 @@
-"""`python -m lab share RUN_DIR`: a measured run folder as one row in the lab's public-row format
+"""`.venv/bin/python -m lab share RUN_DIR`: a measured run folder as one row in the lab's public-row format
 (lab.predict.public_speed.Row, lab/data/public_speed.yaml's shape), printed as TSV and as JSON, for an owner to
-publish, or to give back to `python -m lab predict --rows-dataset FILE` so the lab's fit learns their card.
+publish, or to give back to `.venv/bin/python -m lab predict --rows-dataset FILE` so the lab's fit learns their card.
 
 What the row holds, each from the run folder's own files (never recomputed): the card (manifest `gpus`, resolved
 in the GPU table), the driver and the llama.cpp build (manifest), the set-up (the profile copy the run used:
@@ -35,10 +35,10 @@ TSV_COLUMNS = ("id", "model", "gpu", "gpu_id", "gpu_count", "engine", "backend",
                "file_gb", "context_tokens", "depth_tokens", "kv_type", "split_mode", "speculative", "decode_tok_s",
                "decode_tok_s_sd", "samples", "flags", "method", "notes", "source", "run_sha256", "quote", "read",
                "measured")
-EXAMPLES = ("python -m lab share outputs/h200-x1/20261201T225010Z_ca156936",
-            "python -m lab share outputs/h200-x1/20261201T225010Z_ca156936 --json > mine.json",
-            "python -m lab share outputs/h200-x1/20261201T225010Z_ca156936 --mtp 2 --json",
-            "python -m lab predict --gpu H200 --rows-dataset mine.json")
+EXAMPLES = (".venv/bin/python -m lab share outputs/h200-x1/20261201T225010Z_ca156936",
+            ".venv/bin/python -m lab share outputs/h200-x1/20261201T225010Z_ca156936 --json > mine.json",
+            ".venv/bin/python -m lab share outputs/h200-x1/20261201T225010Z_ca156936 --mtp 2 --json",
+            ".venv/bin/python -m lab predict --gpu H200 --rows-dataset mine.json")
 
 
 class NothingToShare(ValueError):
@@ -187,7 +187,7 @@ def tsv(row: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = cli.parser("python -m lab share", __doc__.split("\n\n")[0].replace("\n", " "), *EXAMPLES)
+    ap = cli.parser(".venv/bin/python -m lab share", __doc__.split("\n\n")[0].replace("\n", " "), *EXAMPLES)
     ap.add_argument("run_dir", metavar="RUN_DIR", help="a run folder: outputs/<profile>/<UTC>_<sha>")
     ap.add_argument("--mtp", type=int, metavar="N", help="the draft-mtp arm at n-max N (records/06_speculative.json) "
                                                           "instead of plain decode")

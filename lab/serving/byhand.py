@@ -19,29 +19,11 @@ from dataclasses import dataclass, field
 
 from lab.core import display
 from lab.core import facts as lab_facts
+from lab.serving.byhand_choices import Step, shell_word
 from lab.serving.byhand_choices import (LAB_DIR_DEFAULT, card_cc10, card_profile, cuda_arch, data, driver_branch_for,
                                         gguf_download, model_path, n_offloadable, other_split, route_profile, rule,
                                         toolkit_for, ubuntu_release)
 
-
-
-@dataclass(frozen=True)
-class Step:
-    title: str
-    commands: tuple[str, ...]
-    why: str
-    sources: tuple[str, ...]
-    do_not: tuple[str, ...] = field(default=())
-    stage: str = "install"  # "install" (notebook 02 shows it) or "serve" (notebook 04)
-
-    def to_dict(self) -> dict:
-        return {"title": self.title, "commands": list(self.commands), "why": self.why,
-                "sources": list(self.sources), "do_not": list(self.do_not), "stage": self.stage}
-
-
-def _q(word: str) -> str:
-    """A shell word: "$LAB/..." in double quotes (the variable expands), anything else shlex-quoted."""
-    return f'"{word}"' if word.startswith("$") else shlex.quote(word)
 
 
 # The shell variables the by-hand commands use, each with the one line that sets it (step 1 sets $LAB, the build
@@ -231,7 +213,7 @@ def _download_step(profile) -> Step:
     path = model_path(profile)
     if not d:
         return Step("Get the model file", (
-            f"sha256sum {_q(path)}",
+            f"sha256sum {shell_word(path)}",
         ), f"the lab has no published download for {profile.model_name}; put the GGUF at {path} "
            "and compare its sha256 with the one its publisher lists.", (data()["hf_sha256_source"].strip(),),
             stage="serve")
@@ -241,9 +223,9 @@ def _download_step(profile) -> Step:
     check = (f"echo \"{d['sha256']}  {path}\" | sha256sum -c -" if d.get("sha256") else
              f"expected=$(curl -sI {url} | grep -i '^x-linked-etag' | tr -d '\"\\r' | awk '{{print $2}}')")
     return Step(f"Download {d['file']} into the lab's models/ and check its sha256", (
-        f'mkdir -p {_q(folder)}',
+        f'mkdir -p {shell_word(folder)}',
         hf["install"],
-        hf["command"].format(repo=d["repo"], file=d["file"], dir=_q(folder)),
+        hf["command"].format(repo=d["repo"], file=d["file"], dir=shell_word(folder)),
         check,
         *(() if d.get("sha256") else (f"echo \"$expected  {path}\" | sha256sum -c -",)),
     ), f"{d['file']} is the file the profile names (model_file), in the folder it names; `hf download` resumes an "
@@ -278,7 +260,7 @@ def _bench_step(profile) -> Step:
                                tool="$LLAMA_BIN/llama-bench", output=None)
     return Step("Measure the card in-process with llama-bench", (
         'cd "$LAB"',
-        " ".join(_q(a) for a in argv),
+        " ".join(shell_word(a) for a in argv),
     ), f"pp{profile.bench_prompt_tokens} (prompt processing) and tg{profile.bench_output_tokens} (generation) in "
        "tokens per second, without a server: the ceiling the served speed is compared with (notebook 06 runs "
        "llama-bench with the same model, threads, lengths and GPU layers, from the lab's own build).", ("lab.model.llama_bench.command (notebook 06's in-process run: lab.measure.bench)",),
@@ -305,7 +287,7 @@ def server_command(profile, route_flags: str = "", env: dict | None = None) -> s
     argv = _server_argv(profile, model_path(profile))
     if route_flags.strip():  # the route's flags the command lacks (its split flags come from the profile's own)
         argv = engines.with_flags(argv, {f: v for f, v in engines.flag_values(route_flags).items() if f not in argv})
-    words += [_q(a) for a in argv]
+    words += [shell_word(a) for a in argv]
     return " ".join(words) + " 2>&1 | tee server.log"
 
 
@@ -406,10 +388,14 @@ def steps(profile, ubuntu: str = "22.04", lab_dir: str = LAB_DIR_DEFAULT) -> lis
     if profile.gpu_count == 0:
         raise ValueError(f"profile {profile.name} has no GPU: the by-hand track is for GPU profiles "
                          f"(e.g. {data()['default_card_profile']})")
-    if profile.engine == "vllm" and profile.engine_build:  # the Volta fork of vLLM: its own track
+    if profile.engine == "vllm" and profile.engine_build:  # the Volta fork of vLLM: its own track, around these steps
         from lab.serving import byhand_fork
 
-        return byhand_fork.steps(profile, ubuntu, lab_dir)
+        toolkit = toolkit_for(profile, ubuntu)
+        system = [_lab_step(profile, lab_dir), _check_step(profile, ubuntu), _nouveau_step(),
+                  _driver_step(profile, toolkit), _secure_boot_step(),
+                  *([_nvlink_step(profile)] if profile.gpu_count > 1 else []), _toolkit_step(profile, ubuntu, toolkit)]
+        return byhand_fork.steps(profile, system, _tunnel_step(profile))
     if profile.engine not in ("llama.cpp", "llama-cpp-python"):
         raise ValueError(f"profile {profile.name} serves with {profile.engine}: the by-hand track covers llama.cpp "
                          "profiles; notebook 04 shows this engine's command and the seeds' commands corrected")

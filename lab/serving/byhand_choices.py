@@ -5,9 +5,32 @@ profile and lab/data (byhand.yaml, compat_rules.yaml), runs nothing. lab.serving
 """
 from __future__ import annotations
 
+import shlex
+from dataclasses import dataclass, field
+
 from lab.core import facts as lab_facts
 from lab.core.versions import cc_x10, version_tuple
 from lab.predict import compat
+
+
+@dataclass(frozen=True)
+class Step:
+    title: str
+    commands: tuple[str, ...]
+    why: str
+    sources: tuple[str, ...]
+    do_not: tuple[str, ...] = field(default=())
+    stage: str = "install"  # "install" (notebook 02 shows it) or "serve" (notebook 04)
+
+    def to_dict(self) -> dict:
+        return {"title": self.title, "commands": list(self.commands), "why": self.why,
+                "sources": list(self.sources), "do_not": list(self.do_not), "stage": self.stage}
+
+
+def shell_word(word: str) -> str:
+    """A shell word: "$LAB/..." in double quotes (the variable expands), anything else shlex-quoted."""
+    return f'"{word}"' if word.startswith("$") else shlex.quote(word)
+
 
 UBUNTU_RELEASES = ("22.04", "24.04")
 

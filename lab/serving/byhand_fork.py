@@ -43,7 +43,7 @@ def _model_dir(profile) -> str:
 
 
 def _install_step(profile):
-    from lab.serving.byhand import Step
+    from lab.serving.byhand_choices import Step
 
     f, venv, whl = _fork(), _venv(profile), wheel_name(profile)
     url = f"{f['repository']}/releases/download/v{fork_version(profile)}/{whl}"
@@ -69,7 +69,7 @@ def _install_step(profile):
 
 
 def _download_step(profile):
-    from lab.serving.byhand import Step
+    from lab.serving.byhand_choices import Step
 
     d = _model_dir(profile)
     repo = "philbert440/Qwen3.8-27B-W4A16-AWQ"
@@ -86,7 +86,7 @@ def _download_step(profile):
 
 def _server_step(profile):
     from lab.serving import engines
-    from lab.serving.byhand import Step, _q
+    from lab.serving.byhand_choices import Step, shell_word as quote_word
 
     cmd = engines.build_command(profile)
     argv = [_venv(profile) + "/bin/vllm" if a.endswith("/vllm") else a for a in cmd.argv]
@@ -95,7 +95,7 @@ def _server_step(profile):
     here = Path(profile.model_dir).name
     argv = [_model_dir(profile) if Path(a).name == here and "/" in a else a for a in argv]
     env = " ".join(f"{k}={v}" for k, v in sorted(cmd.env.items()))
-    line = f"cd /tmp && set -o pipefail && {env + ' ' if env else ''}{' '.join(_q(a) for a in argv)} 2>&1 | tee \"$LAB/server.log\""
+    line = f"cd /tmp && set -o pipefail && {env + ' ' if env else ''}{' '.join(quote_word(a) for a in argv)} 2>&1 | tee \"$LAB/server.log\""
     return Step("Start the server (tensor parallel over both cards)", (line,),
                 "every flag is the lab's for this profile (notebook 04's table gives each flag's reason): the flag "
                 "table's (--tensor-parallel-size, --max-model-len, --max-num-seqs, --gpu-memory-utilization, "
@@ -108,7 +108,7 @@ def _server_step(profile):
 
 def _smoke_step(profile):
     from lab.serving import engines
-    from lab.serving.byhand import Step
+    from lab.serving.byhand_choices import Step
 
     cmd = engines.build_command(profile)
     body = ('{"model": "' + profile.model_name + '", "prompt": "The capital of France is", "max_tokens": 16, '
@@ -122,27 +122,22 @@ def _smoke_step(profile):
 
 
 def _lab_run_step(profile):
-    from lab.serving.byhand import Step
+    from lab.serving.byhand_choices import Step
 
     return Step(f"Run the lab on the cards: {profile.name}", (
         'cd "$LAB"',
         f'.venv/bin/python -m lab run --profile {profile.name}',
     ), "the lab's own venv (`make setup` made it) runs every notebook; notebook 04 starts the fork through the "
        "profile's engine_python (the venv above), 05 compares the KV cache vLLM reports with the plan, 06 measures "
-       f"the speed against `python -m lab plan {profile.name}` (the vLLM model's prediction).",
+       f"the speed against `.venv/bin/python -m lab plan {profile.name}` (the vLLM model's prediction).",
         ("README \"Profiles\"",), stage="serve")
 
 
-def steps(profile, ubuntu: str, lab_dir: str) -> list:
-    from lab.serving import byhand
-    from lab.serving.byhand_choices import toolkit_for
-
-    toolkit = toolkit_for(profile, ubuntu)
-    links = [byhand._nvlink_step(profile)] if profile.gpu_count > 1 else []
-    return [byhand._lab_step(profile, lab_dir), byhand._check_step(profile, ubuntu), byhand._nouveau_step(),
-            byhand._driver_step(profile, toolkit), byhand._secure_boot_step(), *links,
-            byhand._toolkit_step(profile, ubuntu, toolkit), _install_step(profile), _download_step(profile),
-            _server_step(profile), _smoke_step(profile), _lab_run_step(profile), byhand._tunnel_step(profile)]
+def steps(profile, system: list, tunnel) -> list:
+    """The fork's track: the system steps lab.serving.byhand makes for every card (lab folder, checks, driver, Secure
+    Boot, NVLink, toolkit), then the fork's install, model, server, smoke and lab run, then byhand's tunnel."""
+    return [*system, _install_step(profile), _download_step(profile), _server_step(profile), _smoke_step(profile),
+            _lab_run_step(profile), tunnel]
 
 
 __all__ = ["steps", "wheel_name", "fork_version"]

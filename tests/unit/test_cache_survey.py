@@ -79,7 +79,7 @@ def test_the_synthetic_files_in_use_are_the_ones_the_lab_writes():
     wanted = cache.synth_in_use()
     grid = synth.cached_path(**kvcache_verify.HYBRID_SYNTH)[0].name
     assert grid == "qwen3.8-27b-4L-mtp1-Q4_K-seed0.gguf" and "notebook 05's KV parity grid" in wanted[grid]
-    assert wanted["qwen3.8-27b-64L-mtp1-Q4_K-seed0.gguf"] == ["profile h200-x1", "profile h200-x2"]
+    assert wanted["qwen3.8-27b-64L-mtp1-Q4_K-seed0.gguf"] == ["profile h100-x1", "profile h200-x1", "profile h200-x2"]
     assert "profile h200-x1's draft" in wanted[grid]  # spec_draft synth:4 is the same file
 
 

@@ -234,7 +234,7 @@ def test_a_load_dimension_is_never_the_winner_and_combined_keeps_each_dimension(
     patch = tune_choice.patch_yaml(prof, _pt(combo.name, "combined", 81.0, 300.0), base, combo, "now")
     import yaml
 
-    assert yaml.safe_load(patch) == {"server_args": ["--cache-ram", "0", "-ctxcp", "0", "-fa", "on", "-lv", "3"]}
+    assert yaml.safe_load(patch) == {"server_args": ["--cache-ram", "0", "-ctxcp", "0", "-bs", "-fa", "on", "-lv", "3"]}
     ctx = replace(tune_settings.baseline(prof), context=65536)
     assert yaml.safe_load(tune_choice.patch_yaml(prof, _pt("context", "context", 80.0, 300.0), base, ctx, "now")) == {
         "context_tokens": 65536}  # the profile's server_args stay as they are
