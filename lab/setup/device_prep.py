@@ -157,22 +157,29 @@ def download_wheels(dest: Path, cache: Path, wheels: tuple[str, ...] = DEVICE_WH
 PART_BYTES = 25 << 20  # 1st call: tree ≈ 11 MB + .device ≈ 24 MB + one part; later calls: two parts each
 
 
-def split_models(out: Path, cache: Path, part_bytes: int = PART_BYTES) -> dict:
-    """Cut the embedded SmolLM2 into parts under out/<i>/; returns the manifest (also out/MODELS.json)."""
-    src = models_dir(cache) / SMOLLM2_FILE
-    if not src.exists():
-        sys.exit(f"[device_prep] {src} is missing: run `python3 -m lab.setup` here first (it extracts the model)")
+def cut_into_parts(src: Path, out: Path, part_bytes: int, manifest_name: str, **extra) -> dict:
+    """Cut `src` into parts under out/<i>/ (a fresh `out`), one folder a part, the manifest (file, bytes, sha256, each
+    part's name, bytes and sha256, and `extra`) written beside part 0 as `manifest_name`; returns the manifest. The
+    SmolLM2 parts here and vLLM's (lab.setup.device_vllm) are cut this one way."""
     shutil.rmtree(out, ignore_errors=True)
     parts = []
     with open(src, "rb") as fh:
         for i, chunk in enumerate(iter(lambda: fh.read(part_bytes), b"")):
             (out / str(i)).mkdir(parents=True)
-            name = f"{SMOLLM2_FILE}.part{i:02d}"
+            name = f"{src.name}.part{i:02d}"
             (out / str(i) / name).write_bytes(chunk)
             parts.append({"file": name, "bytes": len(chunk), "sha256": hashlib.sha256(chunk).hexdigest()})
-    manifest = {"file": SMOLLM2_FILE, "bytes": src.stat().st_size, "sha256": sha256(src), "parts": parts}
-    (out / "0" / "MODELS.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    manifest = {**extra, "file": src.name, "bytes": src.stat().st_size, "sha256": sha256(src), "parts": parts}
+    (out / "0" / manifest_name).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def split_models(out: Path, cache: Path, part_bytes: int = PART_BYTES) -> dict:
+    """Cut the embedded SmolLM2 into parts under out/<i>/; returns the manifest (also out/MODELS.json)."""
+    src = models_dir(cache) / SMOLLM2_FILE
+    if not src.exists():
+        sys.exit(f"[device_prep] {src} is missing: run `python3 -m lab.setup` here first (it extracts the model)")
+    return cut_into_parts(src, out, part_bytes, "MODELS.json")
 
 
 def assemble(parts_dir: Path, store: Path, models_dir: Path) -> str:

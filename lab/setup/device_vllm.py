@@ -102,7 +102,7 @@ def sha256(path: Path) -> str:
 def pack(out: Path, cache: Path, part_bytes: int = PART_BYTES) -> dict:
     """Download (cached), strip, bundle into one tar and cut it into parts under out/<i>/; the manifest goes with
     part 0. Returns the manifest."""
-    from lab.setup.device_prep import download_wheels
+    from lab.setup.device_prep import cut_into_parts, download_wheels
 
     store = cache / "device-vllm"
     store.mkdir(parents=True, exist_ok=True)
@@ -125,19 +125,9 @@ def pack(out: Path, cache: Path, part_bytes: int = PART_BYTES) -> dict:
         tar.add(stripped, arcname=f"whl/{VLLM_WHEEL}")
         for d in deps:
             tar.add(d, arcname=f"whl/{d.name}")
-    shutil.rmtree(out, ignore_errors=True)
-    parts = []
-    with open(bundle, "rb") as fh:
-        for i, chunk in enumerate(iter(lambda: fh.read(part_bytes), b"")):
-            (out / str(i)).mkdir(parents=True)
-            name = f"{bundle.name}.part{i:02d}"
-            (out / str(i) / name).write_bytes(chunk)
-            parts.append({"file": name, "bytes": len(chunk), "sha256": hashlib.sha256(chunk).hexdigest()})
-    manifest = {"vllm": VLLM_VERSION, "file": bundle.name, "bytes": bundle.stat().st_size, "sha256": sha256(bundle),
-                "parts": parts, "wheels": [VLLM_WHEEL, *(d.name for d in deps)],
-                "made_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    (out / "0" / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    return manifest
+    return cut_into_parts(bundle, out, part_bytes, MANIFEST, vllm=VLLM_VERSION,
+                          wheels=[VLLM_WHEEL, *(d.name for d in deps)],
+                          made_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 
 def carry_plan(n_parts: int) -> list[list[str]]:
