@@ -56,7 +56,7 @@ def test_measured_step_costs_slot_is_empty_until_a_run_fills_it():
     from lab.core import facts
 
     run = facts.load("calibration")["vllm_step_costs"]["runs"][0]
-    assert run["gpu_id"] == "h100" and run["plain_ms"] is None and vllm_speed.measured_steps() == []
+    assert run["gpu_id"] == "h100-sxm" and run["plain_ms"] is None and vllm_speed.measured_steps() == []
     filled = {**run, "plain_ms": 10.0, "bytes_per_token": 30e9, "mtp_ms_per_step": {1: 13.0, 2: None}}
     m = vllm_speed.fit(steps=[{**filled, "arch": "hopper"}])
     assert "h100-vllm-tp1" in m.plain_rows and m.draft_ms is not None
