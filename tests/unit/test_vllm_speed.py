@@ -86,3 +86,17 @@ def test_plan_mode_speeds_of_a_vllm_profile_are_the_vllm_models():
     assert rows[0]["uncertainty"] == "±7% held out (52.4-60.8)"  # the fork's TP2 row, not fitted: -7.2 %
     assert rows[4]["what"] == "one stream, vLLM MTP 4 speculative tokens (predicted)"
     assert rows[4]["uncertainty"].startswith("at least ±7%") and "none held out" in rows[4]["uncertainty"]
+
+
+def test_predict_asks_a_vllm_row_as_the_vllm_check_predicts_it():
+    """One answer per row: --validate's coverage (each public row asked of lab predict, lab.predict.card_setup.ask_of)
+    and the vLLM check give every fitted-card vLLM row the same tok/s - its link (the fork's NVLink when unstated),
+    its fp8 KV, its own k and tokens per step. Before: TP4 asked over PCIe (76.9 against the fit's 86.3), fp8 KV
+    read as f16, MTP rows at k = 4 and the mean tokens per step."""
+    from lab.predict import public_coverage
+
+    check = {x["id"]: x["in_sample"] for x in vllm_speed.check()["rows"]}
+    asked = {x["id"]: x["predicted"] for x in public_coverage.coverage()["rows"] if x["id"] in check}
+    assert set(asked) == set(check) and len(check) == 7
+    assert all(asked[i] == pytest.approx(check[i], rel=1e-9) for i in check), (asked, check)
+    assert round(asked["v100-32g-x4-1cat-awq-tp4-plain"], 1) == 86.3  # the fit's one plain point, published 86.31
