@@ -268,6 +268,13 @@ def fit(rows: list | None = None, steps: list | None = None) -> VllmModel:
     return VllmModel(round(fixed, 4), frac, draft, partial.plain_rows, tuple(r.id for r in mtp_rows), how)
 
 
+def model_archs() -> set[str]:
+    """The architectures of the cards the fitted model's points ran on (public rows and measured steps)."""
+    rows = {r.id: r for r in fit_rows()[0]}
+    return {_arch(rows[i].gpu_id) if i in rows else next(s["arch"] for s in measured_steps() if s["id"] == i)
+            for i in model().plain_rows}
+
+
 @functools.lru_cache(maxsize=1)
 def model() -> VllmModel:
     """The model fitted on every row and measured step (`fit`)."""
@@ -321,6 +328,9 @@ def setup_speed(gpu_id: str, n_gpus: int, quant: str | None = None, depth: int |
     p = plain(b, gpu_id, n_gpus, link)
     how = (f"{b / 1e9:.2f} GB/token ({fmt}) ÷ ({n_gpus} x {p['fraction']:.2f} x {_bw(gpu_id):g} GB/s) = "
            f"{p['weights_ms']:.2f} ms + fixed {p['fixed_ms']:.2f} ms + all-reduces {p['comm_ms']:.2f} ms")
+    if p["fraction_from"].startswith("FALLBACK"):  # a card no vLLM row or measured step covers (Hopper until a run)
+        how += (f"; {p['fraction_from']}, the fixed ms fitted on {', '.join(sorted(model_archs()))} vLLM rows: "
+                "no vLLM measurement of this card yet")
     out = {"tok_s": p["tok_s"], "plain_tok_s": p["tok_s"], "plain": p, "mtp": None, "bytes_per_token": b,
            "format": fmt, "tokens_from": None, "how": how}
     if mtp_k:

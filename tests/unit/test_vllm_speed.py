@@ -102,3 +102,26 @@ def test_predict_asks_a_vllm_row_as_the_vllm_check_predicts_it():
     # KV of a few thousand tokens more: 86.26 against 86.28 on the TP4 row)
     assert all(asked[i] == pytest.approx(check[i], rel=1e-3) for i in check), (asked, check)
     assert round(asked["v100-32g-x4-1cat-awq-tp4-plain"], 1) == 86.3  # the fit's one plain point, published 86.31
+
+
+@pytest.mark.parametrize("name", ["h100-vllm", "h200-vllm"])
+def test_a_hopper_vllm_profile_is_a_labelled_fallback_in_plan_and_predict(name):
+    """No vLLM row or measured step on Hopper yet (calibration.yaml vllm_step_costs' H100 slot is empty): lab plan and
+    lab predict give the same speed, each saying FALLBACK; the memory line's parts are positive and add up (vLLM
+    budgets one full-length sequence: its KV and one sequence's state, never every slot's state)."""
+    from lab.predict import plan
+
+    prof = profiles.load(name)
+    p = plan.plan(prof)
+    got = card_speed.predict(card_speed.Ask(gpu=prof.gpu_name_pattern, engine="vllm", quant="FP8", kv="auto",
+                                            context=prof.context_tokens, slots=prof.parallel_slots,
+                                            gpu_util=prof.gpu_memory_utilization,
+                                            depth=prof.bench_prompt_tokens + prof.bench_output_tokens // 2))
+    assert got["predicted_tok_s"] == pytest.approx(p["predicted_decode_tok_s"], rel=1e-9)
+    assert "FALLBACK: no vLLM rows of hopper" in p["roofline"]["prediction_basis"]
+    assert "FALLBACK: no vLLM rows of hopper" in got["model"]["vllm"]
+    text = plan.describe(p)
+    assert "KV 2.00 GiB (64 KiB/token at bf16, full-attention layers, one full-length sequence) + recurrent state " \
+           "0.15 GiB" in " ".join(text.split())
+    # the lead's H100 (2026-12-07): vLLM's log put the FP8 stand-in's weights at 27.64 GiB; the plan says 27.42
+    assert p["memory"]["weights_bytes"] / 2**30 == pytest.approx(27.64, rel=0.01)
