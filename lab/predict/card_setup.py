@@ -167,6 +167,7 @@ def owners_overhead(predict, ask_type) -> dict | None:
 
 # ---------------------------------------------------------------- a public row as an ask
 KV_TYPES = ("f16", "bf16", "q8_0", "q4_0")  # llama.cpp's -ctk types the lab models; others (turbo3) are asked as f16
+VLLM_KV_TYPES = ("fp8", "fp8_e5m2", "fp8_e4m3")  # vLLM's --kv-cache-dtype the profile schema takes; "fp16 (auto)": f16
 VLLM_QUANTS = (("awq", "AWQ-INT4"), ("gptq", "GPTQ-INT4"), ("fp8", "FP8"))
 PROFILE_QUANT = re.compile(r"(?<![A-Z0-9])(UD-)?(IQ\d_(?:XXS|XS|NL|S|M)|Q\d_K(?:_(?:XL|S|M|L))?|Q\d_\d|BF16)(?![A-Z0-9])")
 
@@ -190,21 +191,30 @@ def quant_of(row: public_speed.Row) -> str | None:
 
 
 def ask_of(row: public_speed.Row, ask_type):
-    """The row as `lab predict` takes it (`ask_type`: lab.predict.card_speed.Ask)."""
-    from lab.predict import mtp_model
+    """The row as `lab predict` takes it (`ask_type`: lab.predict.card_speed.Ask). A vLLM row is asked as the vLLM
+    model reads it (lab.predict.vllm_speed row_link, row_tokens): its link, else the fork's NVLink, and an MTP row
+    at its own k and published tokens per step (as a llama.cpp MTP row at its own acceptance), so `--validate`'s
+    coverage and the vLLM check give a row one answer."""
+    from lab.predict import mtp_model, speculative_speed, vllm_speed
 
     spec = row.speculative
     llama = row.engine == "llama.cpp"
     mtp = spec is not None and spec.type.startswith("draft-mtp") and llama
+    n_max, acceptance = (spec.n_max, mtp_model.acceptance_rate(row)) if mtp else (None, None)
+    link = row.link
+    if not llama:
+        link = vllm_speed.row_link(row) if row.gpu_count > 1 else row.link
+        k, tokens = vllm_speed.row_tokens(row)
+        n_max, acceptance = k, speculative_speed.acceptance_for(tokens, k) if tokens else None
     depth = row.depth_tokens or None
     # no context stated but a depth: the context held that depth (the next 4K above it)
     context = row.context_tokens or (-(-(depth + 1) // 4096) * 4096 if depth else None)
     return ask_type(gpu=row.gpu_id or row.gpu, gpus=row.gpu_count, split=row.split_mode, backend=row.backend, os=row.os,
                engine="llama.cpp" if llama else "vllm", weights_gb=row.file_gb,
-               quant=quant_of(row), kv=row.kv_type if row.kv_type in KV_TYPES else None,
-               context=context, slots=1, depth=depth, link=row.link,
-               spec="draft-mtp" if spec is not None else "none", n_max=spec.n_max if mtp else None,
-               p_min=spec.p_min if mtp else None, acceptance=mtp_model.acceptance_rate(row) if mtp else None)
+               quant=quant_of(row), kv=row.kv_type if row.kv_type in (KV_TYPES if llama else VLLM_KV_TYPES) else None,
+               context=context, slots=1, depth=depth, link=link,
+               spec="draft-mtp" if spec is not None else "none", n_max=n_max,
+               p_min=spec.p_min if mtp else None, acceptance=acceptance)
 
 
 # ---------------------------------------------------------------- what the published rows say beside an answer

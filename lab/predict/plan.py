@@ -141,8 +141,14 @@ def memory_sum(result: dict, mem: dict) -> str:
         kv_part = (f"KV and state {mem['kv_bytes_per_device'] / gib:.2f} GiB (of {result['kv_bytes_total'] / gib:.2f} "
                    f"over {mem['devices']} devices, {result['kv_bytes_per_token'] / 1024:.0f} KiB/token{kv_dtype})")
     elif state:
+        # vLLM's kv_bytes_per_device is one full-length sequence (--max-model-len; the pool takes what is left), so it
+        # holds one sequence's state, not every slot's (the line once read "KV -0.19 GiB" for 16 slots on an H100)
+        one = mem.get("engine") == "vllm"
+        if one:
+            state = result["recurrent_state_bytes_per_sequence"]
         kv_part = (f"KV {(kv_dev - state) / gib:.2f} GiB ({result['kv_bytes_per_token'] / 1024:.0f} "
-                   f"KiB/token{kv_dtype}, full-attention layers) + recurrent state {state / gib:.2f} GiB "
+                   f"KiB/token{kv_dtype}, full-attention layers{', one full-length sequence' if one else ''}) + "
+                   f"recurrent state {state / gib:.2f} GiB "
                    f"({result['recurrent_state_bytes_per_sequence'] / 2**20:.2f} MiB/sequence, Gated DeltaNet layers)")
     else:
         kv_part = f"KV {kv_dev / gib:.2f} GiB ({result['kv_bytes_per_token'] / 1024:.0f} KiB/token{kv_dtype})"

@@ -73,7 +73,8 @@ def text(result: dict) -> str:
              + ", ".join(f"{k} {n}" for k, n in sorted(result["by_kind"].items()) if k != "predicted")
              + (f"; over the answered llama.cpp rows (outliers, gated drafts and Windows aside, MTP at each row's own "
                 f"acceptance) median {s['median_abs_error']:.1%}, max {s['max_abs_error']:.1%}" if s["n"] else "")
-             + (f"; vLLM and its forks ({v['n']} rows, the nearest calibration's efficiency): median "
+             + (f"; vLLM and its forks ({v['n']} rows, the vLLM model lab.predict.vllm_speed, MTP at each row's own "
+                f"tokens per step; its depth and one-card rows included): median "
                 f"{v['median_abs_error']:.1%}, max {v['max_abs_error']:.1%}" if (v := result["vllm_summary"])["n"]
                 else "")]
     for x in result["rows"]:

@@ -149,10 +149,24 @@ def is_vllm_row(row: public_speed.Row) -> bool:
     return row.engine in ("vLLM", "fork") and row.gpu_id is not None and row.gpu_id in public_speed.gpu_specs()
 
 
+def row_link(row: public_speed.Row) -> str:
+    """The link a vLLM row's cards talk over: its own, else DEFAULT_LINK (the fork's rows ran on SXM2 NVLink boards).
+    The fit, the check and `lab predict --validate`'s coverage (lab.predict.card_setup.ask_of) all ask this."""
+    return row.link or DEFAULT_LINK
+
+
+def row_tokens(row: public_speed.Row) -> tuple[int | None, float | None]:
+    """(k, tokens per step) a vLLM MTP row ran at: its num_speculative_tokens (MTP_K when unstated) and its
+    published mean acceptance length; (None, None) for a plain row."""
+    if row.speculative is None:
+        return None, None
+    return row.speculative.n_max or MTP_K, tokens_per_step(row)
+
+
 def plain_point(row: public_speed.Row) -> dict:
     return {"id": row.id, "arch": _arch(row.gpu_id), "gpu_id": row.gpu_id, "n": row.gpu_count,
             "bytes": bytes_per_token(weights_format(row.quant), row.depth_tokens, row.kv_type),
-            "link": row.link, "tok_s": row.decode_tok_s}
+            "link": row_link(row), "tok_s": row.decode_tok_s}
 
 
 def fit_rows(rows: list | None = None) -> tuple[list, list]:
@@ -237,9 +251,9 @@ def fit(rows: list | None = None, steps: list | None = None) -> VllmModel:
     drafts = []
     for r in mtp_rows:
         t = plain(bytes_per_token(weights_format(r.quant), r.depth_tokens, r.kv_type), r.gpu_id, r.gpu_count,
-                  r.link, partial)["ms"]
-        k = r.speculative.n_max or MTP_K
-        drafts.append((1000.0 * tokens_per_step(r) / r.decode_tok_s - t) / k)
+                  row_link(r), partial)["ms"]
+        k, tokens = row_tokens(r)
+        drafts.append((1000.0 * tokens / r.decode_tok_s - t) / k)
     for s in steps:
         for k, ms in (s.get("mtp_ms_per_step") or {}).items():
             if ms is not None:
@@ -252,6 +266,13 @@ def fit(rows: list | None = None, steps: list | None = None) -> VllmModel:
            + (f"; MTP draft {draft:.2f} ms per drafted token from {len(drafts)} point(s) "
               f"({', '.join(r.id for r in mtp_rows)})" if draft else "; MTP: no rows with tokens per step"))
     return VllmModel(round(fixed, 4), frac, draft, partial.plain_rows, tuple(r.id for r in mtp_rows), how)
+
+
+def model_archs() -> set[str]:
+    """The architectures of the cards the fitted model's points ran on (public rows and measured steps)."""
+    rows = {r.id: r for r in fit_rows()[0]}
+    return {_arch(rows[i].gpu_id) if i in rows else next(s["arch"] for s in measured_steps() if s["id"] == i)
+            for i in model().plain_rows}
 
 
 @functools.lru_cache(maxsize=1)
@@ -307,6 +328,9 @@ def setup_speed(gpu_id: str, n_gpus: int, quant: str | None = None, depth: int |
     p = plain(b, gpu_id, n_gpus, link)
     how = (f"{b / 1e9:.2f} GB/token ({fmt}) ÷ ({n_gpus} x {p['fraction']:.2f} x {_bw(gpu_id):g} GB/s) = "
            f"{p['weights_ms']:.2f} ms + fixed {p['fixed_ms']:.2f} ms + all-reduces {p['comm_ms']:.2f} ms")
+    if p["fraction_from"].startswith("FALLBACK"):  # a card no vLLM row or measured step covers (Hopper until a run)
+        how += (f"; {p['fraction_from']}, the fixed ms fitted on {', '.join(sorted(model_archs()))} vLLM rows: "
+                "no vLLM measurement of this card yet")
     out = {"tok_s": p["tok_s"], "plain_tok_s": p["tok_s"], "plain": p, "mtp": None, "bytes_per_token": b,
            "format": fmt, "tokens_from": None, "how": how}
     if mtp_k:
@@ -330,10 +354,10 @@ def setup_speed(gpu_id: str, n_gpus: int, quant: str | None = None, depth: int |
 def row_prediction(row: public_speed.Row, m: VllmModel | None = None) -> float:
     """A public vLLM row's tok/s by the model (its own tokens per step for an MTP row)."""
     p = plain(bytes_per_token(weights_format(row.quant), row.depth_tokens, row.kv_type), row.gpu_id, row.gpu_count,
-              row.link, m)
+              row_link(row), m)
     if row.speculative is None:
         return p["tok_s"]
-    x = mtp(p["ms"], row.speculative.n_max or MTP_K, tokens_per_step(row), m)
+    x = mtp(p["ms"], *row_tokens(row), m)
     return x["tok_s"] if x else float("nan")
 
 
@@ -402,4 +426,4 @@ def check_text(result: dict) -> str:
 
 
 __all__ = ["VllmModel", "fit", "model", "plain", "mtp", "setup_speed", "check", "check_text", "weights_format",
-           "bytes_per_token", "published_tokens_per_step", "row_prediction", "tokens_per_step", "stock_vllm_notes", "held_out_plain_error", "SOURCE"]
+           "bytes_per_token", "published_tokens_per_step", "row_prediction", "row_link", "row_tokens", "tokens_per_step", "stock_vllm_notes", "held_out_plain_error", "SOURCE"]

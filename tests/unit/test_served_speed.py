@@ -21,11 +21,11 @@ def test_each_hopper_card_predicted_from_the_other_within_10_percent():
     result = served_speed.check()
     got = {(r["card"], r["mode"], r["streams"]): round(r["predicted"], 1) for r in result["rows"] if r["streams"] > 1}
     assert got == {("h200", "host", 8): 170.2, ("h200", "host", 16): 279.8, ("h200", "backend", 8): 202.1,
-                   ("h200", "backend", 16): 374.4, ("h100", "host", 8): 164.3, ("h100", "host", 16): 274.1,
-                   ("h100", "backend", 8): 201.8, ("h100", "backend", 16): 365.6}
+                   ("h200", "backend", 16): 374.4, ("h100-sxm", "host", 8): 164.3, ("h100-sxm", "host", 16): 274.1,
+                   ("h100-sxm", "backend", 8): 201.8, ("h100-sxm", "backend", 16): 365.6}
     assert result["max_abs_error"] < 0.032
     measured = {(r["card"], r["mode"], r["streams"]): r["measured"] for r in result["rows"]}
-    assert measured[("h100", "backend", 16)] == 368.4 and measured[("h100", "host", 16)] == pytest.approx(272.7)
+    assert measured[("h100-sxm", "backend", 16)] == 368.4 and measured[("h100-sxm", "host", 16)] == pytest.approx(272.7)
 
 
 def test_plan_shows_the_aggregate_with_and_without_bs():
