@@ -44,6 +44,7 @@ def test_notebook_04_shows_a_gpu_command_and_skips_starting_on_a_cpu_machine(tmp
             "model_architecture": "config:qwen3-32b", "model_quant": "GPTQ-INT4", "tensor_parallel_size": 2}
     (tmp_path / "v100.yaml").write_text(yaml.safe_dump(prof))
     record, _ = run_notebook_04(tmp_path, tmp_path / "v100.yaml")
-    assert {c["status"] for c in record["checks"]} == {"skip"} and "GPU" in record["skip_reason"]
+    # plan mode: what only the card can answer is not run, not skipped (lab.core.planmode.card_only)
+    assert {c["status"] for c in record["checks"]} == {"not-run"} and "GPU" in record["skip_reason"]
     assert record["command"]["argv"][:2] == ["vllm", "serve"] and "--swap-space" not in record["command"]["argv"]
     assert len(record["seed_corrections"]) == 3

@@ -45,7 +45,8 @@ def test_make_lab_serves_the_kernel_behind_a_token_and_stops_cleanly(tmp_path):
         token, deadline = None, time.monotonic() + 240
         while token is None and time.monotonic() < deadline:
             assert proc.poll() is None, log.read_text()[-3000:]
-            m = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=([0-9a-f]+)", log.read_text())
+            # the printed URL opens on notebooks/ (the Makefile's --LabApp.default_url)
+            m = re.search(rf"http://127\.0\.0\.1:{port}/lab(?:/tree/notebooks)?\?token=([0-9a-f]+)", log.read_text())
             token = m.group(1) if m else None
             time.sleep(0.5)
         assert token, "JupyterLab printed no token URL:\n" + log.read_text()[-3000:]
@@ -56,7 +57,7 @@ def test_make_lab_serves_the_kernel_behind_a_token_and_stops_cleanly(tmp_path):
 
         status, body = _get(f"{base}/api/kernelspecs", token)
         specs = json.loads(body)["kernelspecs"]
-        # the lab's kernel alone, and the default (issue 44: the stock "Python 3 (ipykernel)" was offered beside it)
+        # the lab's kernel alone, and the default (the stock "Python 3 (ipykernel)" was offered beside it)
         assert status == 200 and list(specs) == [jupyter.KERNEL_NAME]
         assert json.loads(body)["default"] == jupyter.KERNEL_NAME
         assert specs[jupyter.KERNEL_NAME]["spec"]["display_name"] == jupyter.KERNEL_DISPLAY_NAME
@@ -68,9 +69,9 @@ def test_make_lab_serves_the_kernel_behind_a_token_and_stops_cleanly(tmp_path):
             where = None
         except urllib.error.HTTPError as exc:
             where = exc.headers.get("Location")
-        assert where and where.endswith("/lab/tree/notebooks"), where
+        assert where and where.rstrip("?").endswith("/lab/tree/notebooks"), where
 
-        # the file browser reaches the notebooks and the run folders (executed notebooks, report.html): issue 37
+        # the file browser reaches the notebooks and the run folders (executed notebooks, report.html)
         status, body = _get(f"{base}/api/contents", token)
         names = {item["name"] for item in json.loads(body)["content"]}
         assert status == 200 and {"notebooks", "outputs"} <= names, names
