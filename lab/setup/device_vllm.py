@@ -29,7 +29,6 @@ Why these choices (vllm 0.25.0, read 2026-12-07):
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import subprocess
@@ -38,6 +37,8 @@ import tarfile
 import time
 import zipfile
 from pathlib import Path
+
+from lab.setup.device_prep import cut_into_parts, download_wheels, sha256
 
 VLLM_VERSION = "0.25.0"
 VLLM_WHEEL = f"vllm-{VLLM_VERSION}-cp38-abi3-manylinux_2_28_x86_64.whl"
@@ -91,19 +92,9 @@ def strip_wheel(src: Path, dst: Path) -> dict:
     return {"files": kept, "bytes_left_out_unpacked": left, "bytes": dst.stat().st_size}
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def pack(out: Path, cache: Path, part_bytes: int = PART_BYTES) -> dict:
     """Download (cached), strip, bundle into one tar and cut it into parts under out/<i>/; the manifest goes with
     part 0. Returns the manifest."""
-    from lab.setup.device_prep import cut_into_parts, download_wheels
-
     store = cache / "device-vllm"
     store.mkdir(parents=True, exist_ok=True)
     wheel = store / VLLM_WHEEL
