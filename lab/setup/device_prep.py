@@ -182,6 +182,20 @@ def split_models(out: Path, cache: Path, part_bytes: int = PART_BYTES) -> dict:
     return cut_into_parts(src, out, part_bytes, "MODELS.json")
 
 
+def join_parts(store: Path, manifest: dict, dest: Path) -> bool:
+    """Join the manifest's parts (all in `store`) into `dest`, atomically; False, and nothing written, when the joined
+    bytes' sha256 is not the manifest's. The SmolLM2 parts here and vLLM's (lab.setup.device_vllm) join this one way."""
+    tmp = dest.with_name(dest.name + ".partial")
+    with open(tmp, "wb") as out:
+        for p in manifest["parts"]:
+            out.write((store / p["file"]).read_bytes())
+    if sha256(tmp) != manifest["sha256"]:
+        tmp.unlink()
+        return False
+    tmp.replace(dest)
+    return True
+
+
 def assemble(parts_dir: Path, store: Path, models_dir: Path) -> str:
     """Move this call's parts (parts_dir/<i>/*) into `store` (kept between calls); when every part listed in
     MODELS.json is there, join them into models_dir/<file> (sha256 checked, atomic). Returns what happened."""
@@ -199,14 +213,8 @@ def assemble(parts_dir: Path, store: Path, models_dir: Path) -> str:
     if len(have) < len(manifest["parts"]):
         return f"{len(have)} of {len(manifest['parts'])} parts here"
     models_dir.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".partial")
-    with open(tmp, "wb") as out:
-        for p in manifest["parts"]:
-            out.write((store / p["file"]).read_bytes())
-    if sha256(tmp) != manifest["sha256"]:
-        tmp.unlink()
+    if not join_parts(store, manifest, dest):
         return f"parts joined but the sha256 differs from {manifest['sha256'][:12]}: not written"
-    tmp.replace(dest)
     return f"{dest} written ({manifest['bytes']:,} bytes, sha256 {manifest['sha256'][:12]} ok)"
 
 

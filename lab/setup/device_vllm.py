@@ -38,7 +38,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from lab.setup.device_prep import cut_into_parts, download_wheels, sha256
+from lab.setup.device_prep import cut_into_parts, download_wheels, join_parts
 
 VLLM_VERSION = "0.25.0"
 VLLM_WHEEL = f"vllm-{VLLM_VERSION}-cp38-abi3-manylinux_2_28_x86_64.whl"
@@ -153,11 +153,7 @@ def install(parts_dir: Path, store: Path, site: Path, bin_dir: Path, python: str
         missing = [p["file"].rsplit("part", 1)[1] for p in manifest["parts"] if p not in have]
         return f"{len(have)} of {len(manifest['parts'])} parts here (missing part {', '.join(missing)})"
     bundle = store / manifest["file"]
-    with open(bundle, "wb") as out:
-        for p in manifest["parts"]:
-            out.write((store / p["file"]).read_bytes())
-    if sha256(bundle) != manifest["sha256"]:
-        bundle.unlink()
+    if not join_parts(store, manifest, bundle):
         return f"parts joined but the sha256 differs from {manifest['sha256'][:12]}: not installed"
     unpacked = store / "unpacked"
     shutil.rmtree(unpacked, ignore_errors=True)
