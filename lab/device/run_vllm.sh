@@ -20,6 +20,8 @@
 # by vLLM itself, --load-format dummy; lab/model/hf_standin.py); then, within SPEC_BUDGET_S (default 420; 0 = skip),
 # `python -m lab.experiments.speculative` on the same profile: the baseline and MTP at num_speculative_tokens 1-4, one
 # stream, each its own server (step costs at ≈ 0 acceptance: random weights).
+# While vLLM runs, a copy of the tree builds llama.cpp for the GPU under nice into the cache (PREBUILD_GPU=1, the
+# default; $WORK/prebuild.rc when done), so that a MODE=smoke call of run_h200.sh after it starts from the cache.
 # Environment: PROFILE, WAIT_S (540), SPEC_BUDGET_S, VLLM_WAIT_S (how long the pipeline waits for the last part: 900),
 # WORK (/root/lab-vllm-run), VLLM_HOME ($WORK/repo/.venv-vllm: the engine_python params/h100-vllm.yaml names,
 # .venv-vllm/bin/python, relative to the checkout), LAB_GIT_SHA / LAB_GIT_DIRTY.
@@ -44,6 +46,13 @@ fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # FlashInfer's top-k/top-p sampler JIT-compiles at first use; PyTorch's sampler needs nothing compiled
 export VLLM_USE_FLASHINFER_SAMPLER=0
+
+prebuild_gpu() {  # a copy of the tree (no venvs) whose set-up builds llama.cpp for this GPU into the shared cache
+  rm -rf "$WORK/prebuild" "$WORK/prebuild.rc" && mkdir -p "$WORK/prebuild" || return 1
+  tar -C "$WORK/repo" --exclude=./.venv --exclude=./.venv-vllm --exclude=./outputs -cf - . | tar -C "$WORK/prebuild" -xf -
+  ( cd "$WORK/prebuild" && LAB_WHEELS="$PWD/.device/whl" LAB_LLAMA_SRC="$PWD/.device/llama-src.tar.xz" \
+      nice -n 19 python3 -m lab.setup > "$WORK/prebuild.log" 2>&1; echo $? > "$WORK/prebuild.rc" )
+}
 
 pipeline() {  # runs detached, in $WORK/repo
   cd "$WORK/repo" || exit 1
@@ -73,6 +82,10 @@ print(f"stand-in tokenizer: {hfmodel.tokenizer_here(vocab, cache)['path']}", flu
 PY
   wait "$setup_pid"; say "lab.setup rc=$(cat "$WORK/setup.rc"): $(tail -1 "$WORK/setup.log")"
   [ "$(cat "$WORK/setup.rc")" = 0 ] || { say "lab.setup failed"; tail -20 "$WORK/setup.log"; return 1; }
+  if [ "${PREBUILD_GPU:-1}" = 1 ] && command -v nvcc > /dev/null; then
+    say "the CUDA llama.cpp build into the cache, under nice, beside vLLM (log: $WORK/prebuild.log)"
+    prebuild_gpu &
+  fi
   local rc=0
   .venv/bin/python -m lab run --profile "$PROFILE" --synth-if-missing --only 04,05,06 || rc=$?
   say "lab run rc=$rc"
