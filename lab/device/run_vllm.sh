@@ -22,6 +22,10 @@
 # stream, each its own server (step costs at ≈ 0 acceptance: random weights).
 # While vLLM runs, a copy of the tree builds llama.cpp for the GPU under nice into the cache (PREBUILD_GPU=1, the
 # default; $WORK/prebuild.rc when done), so that a MODE=smoke call of run_h200.sh after it starts from the cache.
+# The last line judges the notebooks' run folder as the GPU smoke does (lab/device/smoke_verdict.py, the same judge as
+# run_h200.sh's MODE=smoke): `SMOKE PASS` or `SMOKE FAIL: <what>`. MODE=smoke (the vLLM smoke a change to the vLLM path
+# runs before it is done): the same pipeline with bench_concurrency [1] in the copy's profile and no MTP rows, exit 0 /
+# 1 by the verdict. The call after a verdict starts afresh, keeping vLLM's install (carry [".device"] only).
 # Environment: PROFILE, WAIT_S (540), SPEC_BUDGET_S, VLLM_WAIT_S (how long the pipeline waits for the last part: 900),
 # WORK (/root/lab-vllm-run), VLLM_HOME ($WORK/repo/.venv-vllm: the engine_python params/h100-vllm.yaml names,
 # .venv-vllm/bin/python, relative to the checkout), LAB_GIT_SHA / LAB_GIT_DIRTY.
@@ -87,6 +91,12 @@ PY
     prebuild_gpu &
   fi
   local rc=0
+  if [ "${MODE:-run}" = smoke ]; then  # the copy's profile: one benchmark level; no MTP rows
+    local f="params/$PROFILE.yaml"
+    sed -i 's|^bench_concurrency:.*|bench_concurrency: [1]  # MODE=smoke|' "$f"
+    grep -q '^bench_concurrency:' "$f" || echo "bench_concurrency: [1]  # MODE=smoke" >> "$f"
+    SPEC_BUDGET_S=0
+  fi
   .venv/bin/python -m lab run --profile "$PROFILE" --synth-if-missing --only 04,05,06 || rc=$?
   say "lab run rc=$rc"
   if [ "${SPEC_BUDGET_S:-420}" -gt 0 ]; then
@@ -103,6 +113,11 @@ if [ "${1:-}" = "--pipeline" ]; then
   say "pipeline rc=$rc"; echo "$rc" > "$WORK/DONE"; exit "$rc"
 fi
 
+# the call after a verdict starts a fresh run (the same command for the next change); vLLM's install is kept
+if [ -e "$WORK/REPORTED" ]; then
+  [ -d "$VLLM_HOME" ] && mv "$VLLM_HOME" "$WORK/vllm-home.keep"
+  rm -rf "$WORK/repo" "$WORK/started" "$WORK/DONE" "$WORK/seen" "$WORK/REPORTED" "$WORK/pipeline.log" "$WORK/out"
+fi
 mkdir -p "$WORK" "$OUT"
 # this call's parts of vLLM: kept there; installed once all have come
 [ -d .device-vllm ] && python3 -m lab.setup.device_vllm install .device-vllm --store "$WORK/vllm-parts" \
@@ -111,9 +126,10 @@ if [ ! -e "$WORK/started" ]; then
   [ -d .device/whl ] || { echo "no .device/ here: carry [\".device\", \".device-vllm/0\"] on the first call"; exit 2; }
   rm -rf "$WORK/repo" && mkdir -p "$WORK/repo" && cp -a . "$WORK/repo/" && rm -rf "$WORK/repo/.device-vllm" \
     || { echo "copy failed"; exit 1; }
+  [ -d "$WORK/vllm-home.keep" ] && mkdir -p "$(dirname "$VLLM_HOME")" && mv "$WORK/vllm-home.keep" "$VLLM_HOME"
   date -u +%s > "$WORK/started"
   say "starting the pipeline detached (log: $WORK/pipeline.log)"
-  LAB_GIT_SHA=${LAB_GIT_SHA:-} LAB_GIT_DIRTY=${LAB_GIT_DIRTY:-} PROFILE="$PROFILE" WORK="$WORK" VLLM_HOME="$VLLM_HOME" \
+  LAB_GIT_SHA=${LAB_GIT_SHA:-} LAB_GIT_DIRTY=${LAB_GIT_DIRTY:-} PROFILE="$PROFILE" WORK="$WORK" VLLM_HOME="$VLLM_HOME" MODE=${MODE:-run} \
     setsid nohup bash "$WORK/repo/lab/device/run_vllm.sh" --pipeline > "$WORK/pipeline.log" 2>&1 < /dev/null &
 fi
 
@@ -147,3 +163,17 @@ if [ -n "$runs" ]; then
   say "packed $(du -ch "$OUT"/run.tar.xz* | tail -1 | cut -f1) into \$OUT/run.tar.xz*"
 fi
 say "PIPELINE DONE rc=$rc"
+# the smoke's judge (lab/device/smoke_verdict.py, the llama.cpp smoke's too) on the notebooks' run folder: MODE=smoke
+# asks for exactly level 1; a full run is judged the same way on its own levels
+lab_run=$(sed -n 's/^run folder: *//p' "$WORK/pipeline.log" | tail -1)
+verdict=$(python3 -m lab.device.smoke_verdict "$lab_run" --rc "$rc" --work "$WORK" --engine vllm \
+  $([ "${MODE:-run}" = smoke ] && echo --levels 1)); smoke_rc=$?
+case "$smoke_rc:$verdict" in
+  "0:SMOKE PASS" | "1:SMOKE FAIL: "*) ;;
+  *) verdict="SMOKE FAIL: the smoke's own verdict (python3 exit $smoke_rc: ${verdict:0:200})"; smoke_rc=1 ;;
+esac
+echo "$verdict" >> "$OUT/status.txt"
+touch "$WORK/REPORTED"
+echo "$verdict"
+[ "${MODE:-run}" = smoke ] && exit "$smoke_rc"
+exit 0
