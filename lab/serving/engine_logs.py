@@ -211,6 +211,9 @@ _VLLM_PATTERNS = {
     "max_model_len": re.compile(r"Using max model len (\d+)"),
     "attention_backend": re.compile(r"Using (\w+) backend"),
     "listening": re.compile(r"Starting vLLM (?:API )?server on (\S+)"),
+    # a hybrid model on a GPU: the attention block raised to hold one Gated DeltaNet state, the state padded to it
+    "attention_block": re.compile(r"Setting attention block size to (\d+) tokens"),
+    "mamba_padding": re.compile(r"Padding mamba page size by ([0-9.]+)%"),
     "init_engine": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) (?:s|seconds)"),
 }
 
@@ -251,6 +254,10 @@ def parse_vllm_log(text: str) -> dict:
             out["listening"] = m[1]
         if m := p["init_engine"].search(line):
             out["init_engine_s"] = float(m[1])
+        if m := p["attention_block"].search(line):
+            out["attention_block_size"] = int(m[1])
+        if m := p["mamba_padding"].search(line):
+            out["mamba_padding_pct"] = float(m[1])
     if kv_tokens:
         out["kv_cache_tokens"] = sum(kv_tokens)  # one line per engine core (data-parallel rank)
     out["errors"] = [ln.strip() for ln in text.splitlines() if re.search(r"\b(ERROR|Traceback)\b", ln)][:50]
