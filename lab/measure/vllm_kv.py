@@ -93,7 +93,11 @@ def compare_hybrid(profile, arch, log_text: str, metrics_text: str) -> tuple[dic
     log = engine_logs.parse_vllm_log(log_text)
     metrics = vllm_env.cache_config_from_metrics(metrics_text) or {}
     dtype = kvcache.vllm_kv_dtype_bytes(profile)
-    mode = metrics.get("mamba_cache_mode") if metrics.get("mamba_cache_mode") in ("none", "align") else "none"
+    # prefix caching (on by default for a generating model) puts a model without Mamba prefix caching (Qwen3.5/3.8)
+    # in "align" mode: two state blocks a request (model_executor/models/config.py MambaModelConfig)
+    mode = metrics.get("mamba_cache_mode")
+    if mode not in ("none", "align"):
+        mode = "none" if metrics.get("enable_prefix_caching") is False else "align"
     tp = profile.tensor_parallel_size
     budget_gib = log.get("kv_cache_memory_gib")
     exact_bytes = metrics.get("kv_cache_memory_bytes") if isinstance(metrics.get("kv_cache_memory_bytes"), int) else None

@@ -66,6 +66,9 @@ def test_notebook_05_compares_a_gpu_start_row_by_row():
     pred, rows = vllm_kv.compare_hybrid(prof, ARCH, log, metrics)
     assert [r["match"] for r in rows] == [True] * 5, rows
     assert pred["num_blocks"] == blocks == 626 and pred["budget_source"].startswith("log")
+    # no mode label: prefix caching (vLLM's default) means "align", two state blocks a request: 42 + 6
+    no_mode = metrics.replace('mamba_cache_mode="none",', "")
+    assert vllm_kv.compare_hybrid(prof, ARCH, log, no_mode)[0]["blocks_per_request"] == 48
     off = metrics.replace(f'num_gpu_blocks="{blocks}"', f'num_gpu_blocks="{blocks - 3}"')
     assert [r["match"] for r in vllm_kv.compare_hybrid(prof, ARCH, log, off)[1]][2] is False
     assert "784 tokens" in vllm_kv.arithmetic({"prediction": pred})
