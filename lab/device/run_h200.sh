@@ -167,9 +167,9 @@ smoke() {  # MODE=smoke, after set-up and the stand-in (see the top)
 }
 
 smoke_verdict() {  # RUN_DIR RC WORK: the one SMOKE PASS / SMOKE FAIL line; exit 0 / 1 (RC, WORK empty: the folder alone)
-  # the judge is lab/device/smoke_verdict.py (standard library only; the vLLM smoke uses the same one)
+  # the judge is lab/setup/smoke_verdict.py (standard library only; the vLLM smoke uses the same one)
   local line rc tmp; tmp=$(mktemp)
-  python3 -m lab.device.smoke_verdict "$1" --rc "$2" ${3:+--work "$3"} --engine llama.cpp --levels 1 > "$tmp"
+  python3 -m lab.setup.smoke_verdict "$1" --rc "$2" ${3:+--work "$3"} --engine llama.cpp --levels 1 > "$tmp"
   rc=$?; line=$(tail -1 "$tmp"); rm -f "$tmp"
   case "$rc:$line" in  # a verdict that crashed is a FAIL too, never a silent PASS
     "0:SMOKE PASS" | "1:SMOKE FAIL: "*) ;;

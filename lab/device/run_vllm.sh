@@ -22,7 +22,7 @@
 # stream, each its own server (step costs at ≈ 0 acceptance: random weights).
 # While vLLM runs, a copy of the tree builds llama.cpp for the GPU under nice into the cache (PREBUILD_GPU=1, the
 # default; $WORK/prebuild.rc when done), so that a MODE=smoke call of run_h200.sh after it starts from the cache.
-# The last line judges the notebooks' run folder as the GPU smoke does (lab/device/smoke_verdict.py, the same judge as
+# The last line judges the notebooks' run folder as the GPU smoke does (lab/setup/smoke_verdict.py, the same judge as
 # run_h200.sh's MODE=smoke): `SMOKE PASS` or `SMOKE FAIL: <what>`. MODE=smoke (the vLLM smoke a change to the vLLM path
 # runs before it is done): the same pipeline with bench_concurrency [1] in the copy's profile and no MTP rows, exit 0 /
 # 1 by the verdict. The call after a verdict starts afresh, keeping vLLM's install (carry [".device"] only).
@@ -163,10 +163,10 @@ if [ -n "$runs" ]; then
   say "packed $(du -ch "$OUT"/run.tar.xz* | tail -1 | cut -f1) into \$OUT/run.tar.xz*"
 fi
 say "PIPELINE DONE rc=$rc"
-# the smoke's judge (lab/device/smoke_verdict.py, the llama.cpp smoke's too) on the notebooks' run folder: MODE=smoke
+# the smoke's judge (lab/setup/smoke_verdict.py, the llama.cpp smoke's too) on the notebooks' run folder: MODE=smoke
 # asks for exactly level 1; a full run is judged the same way on its own levels
 lab_run=$(sed -n 's/^run folder: *//p' "$WORK/pipeline.log" | tail -1)
-verdict=$(python3 -m lab.device.smoke_verdict "$lab_run" --rc "$rc" --work "$WORK" --engine vllm \
+verdict=$(python3 -m lab.setup.smoke_verdict "$lab_run" --rc "$rc" --work "$WORK" --engine vllm \
   $([ "${MODE:-run}" = smoke ] && echo --levels 1)); smoke_rc=$?
 case "$smoke_rc:$verdict" in
   "0:SMOKE PASS" | "1:SMOKE FAIL: "*) ;;

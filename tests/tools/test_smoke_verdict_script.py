@@ -1,4 +1,4 @@
-"""The GPU smoke's device script prints the judge's verdict (lab/device/smoke_verdict.py) on a committed run folder."""
+"""The GPU smoke's device script prints the judge's verdict (lab/setup/smoke_verdict.py) on a committed run folder."""
 from __future__ import annotations
 
 import subprocess

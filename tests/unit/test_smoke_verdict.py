@@ -1,4 +1,4 @@
-"""The GPU smoke's judge (lab/device/smoke_verdict.py) on the committed GPU run folders and on copies of them broken
+"""The GPU smoke's judge (lab/setup/smoke_verdict.py) on the committed GPU run folders and on copies of them broken
 one way at a time: the llama.cpp smoke of the lent H100 passes, the first vLLM attempt fails for what went wrong."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from lab.core.paths import ROOT
-from lab.device import smoke_verdict as sv
+from lab.setup import smoke_verdict as sv
 
 H100_SMOKE = ROOT / "outputs" / "h100-x1" / "20261207T162624Z_add993cf"
 H100_SUITE = ROOT / "outputs" / "h100-x1" / "20261207T163707Z_add993cf"

@@ -4,7 +4,7 @@ One judge for both engines' smokes (lab/device/run_h200.sh MODE=smoke for llama.
 for vLLM), so a change to measurement, records, pages or the schema is judged the same way on either path. Standard
 library only: it runs with the lent machine's bare python3, before or without the lab's venv.
 
-    python3 -m lab.device.smoke_verdict RUN_DIR [--rc RC] [--work WORK] [--engine llama.cpp|vllm]
+    python3 -m lab.setup.smoke_verdict RUN_DIR [--rc RC] [--work WORK] [--engine llama.cpp|vllm]
                                         [--notebooks 01_hardware_checks,04_serve,06_benchmarking] [--levels 1]
 
 PASS: the notebooks named ran ok, in measure mode (not plan), on a GPU the manifest saw; for llama.cpp the build's
@@ -169,7 +169,7 @@ def verdict_line(fails: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m lab.device.smoke_verdict", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python3 -m lab.setup.smoke_verdict", description=__doc__.split("\n\n")[0])
     ap.add_argument("run_dir", nargs="?", default="", help="the run folder ('' when the pipeline made none)")
     ap.add_argument("--rc", default="", help="the pipeline's exit status")
     ap.add_argument("--work", default="", help="the device script's WORK folder (pipeline.log, standin.rc)")
