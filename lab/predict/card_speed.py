@@ -361,8 +361,9 @@ def _predict(ask: Ask, base, row: int) -> dict:
             notes.append(fallback_note(card))
         ptm = roofline.per_token_model()
         if bpt and key != rl["per_token_gpu_arch"]:  # another backend: the same model at its own calibration
-            rl = {**rl, "per_token_fraction": ptm.fraction_for(key), "predicted_decode_tok_s": ptm.predict_tok_s(
-                bpt, bw, "datasheet", rl["per_token_family"], key)}
+            rl = {**rl, "per_token_fraction": ptm.fraction_for(key), "per_token_fixed_ms": ptm.fixed_for(
+                rl["per_token_family"], key), "predicted_decode_tok_s": ptm.predict_tok_s(bpt, bw, "datasheet",
+                                                                                      rl["per_token_family"], key)}
         model.update(bandwidth_fraction=rl["per_token_fraction"], fraction_from=how, fixed_ms_per_token=rl["per_token_fixed_ms"],
                      family=rl["per_token_family"], calibration=f"per-token model: {rl['per_token_how']}",
                      calibration_key=key)

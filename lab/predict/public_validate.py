@@ -101,8 +101,7 @@ def mtp_points(rows: list[Row], model: roofline.PerTokenModel) -> list[dict]:
 def refit(rows: list[Row]) -> tuple[roofline.PerTokenModel, dict]:
     """(per-token model, MTP step params) fitted on `rows` by roofline.fit_model and mtp_model.fit."""
     model = roofline.fit_model(rows)
-    fixed = model.fixed_for(FAMILY)
-    return model, mtp_model.fit(mtp_points(rows, model), fixed)
+    return model, mtp_model.fit(mtp_points(rows, model), model.fixed_by_arch(FAMILY))
 
 
 def predict(row: Row, model: roofline.PerTokenModel, params: dict) -> float:
@@ -119,7 +118,7 @@ def _fold_note(model: roofline.PerTokenModel, params: dict, arch: str) -> str:
             else f"fraction FALLBACK {model.default_fraction:.2f}")
     verify, basis = mtp_model.verify_ms_for(arch, params)
     return f"{frac}, verify {verify:.2f} ms" + ("" if basis == arch else " FALLBACK") + \
-        f", fixed {model.fixed_for(FAMILY):.2f} ms"
+        f", fixed {model.fixed_for(FAMILY, arch):.2f} ms"
 
 
 # ---------------------------------------------------------------- the table
