@@ -19,8 +19,8 @@ import re
 
 from lab.core import facts, paths
 from lab.predict import public_speed, roofline
-from lab.predict.card_setup import (MODEL_ID, backend_plan, depth_note, fallback_note, fraction_from, memory_verdict,
-                                   mtp_answer, owners_overhead, quant_plan, tensor_kv_note, windows_note)
+from lab.predict.card_setup import (MODEL_ID, backend_plan, depth_note, fallback_note, fraction_from, laptop_note,
+                                   memory_verdict, mtp_answer, owners_overhead, quant_plan, tensor_kv_note, windows_note)
 
 DEFAULT_QUANT = {"llama.cpp": "Q4_K_M", "vllm": "AWQ-INT4"}  # the V100 profiles' GGUF and routes.yaml's fork weights
 DEFAULT_CONTEXT = 32768  # -c: one 32K conversation (seed 001's "16K or even 32K"; params/v100-32g-x1.yaml per slot)
@@ -324,6 +324,8 @@ def _predict(ask: Ask, base, row: int) -> dict:
         return {**out, "why_not": "bad value: " + "; ".join(bad)}
     if a.os == "windows":
         notes.append(windows_note(card))
+    if card.get("laptop"):
+        notes.append(laptop_note(card))
     weights_gb, mix_quant, quant_note = quant_plan(a)
     if quant_note:
         notes.append(quant_note)

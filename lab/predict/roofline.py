@@ -15,16 +15,12 @@ sources in lab/data/calibration.yaml. "Weight bytes" are the weights READ per to
 row (llama.cpp keeps it in host memory); a tied embedding (SmolLM2) is the output head too and counts whole.
 
 Per-token model (llama.cpp on a GPU, the one prediction `lab plan` shows): t = bytes read per token ÷ (achieved
-fraction × datasheet bandwidth) + a fixed cost per token. The fixed cost is one number per model family (qwen35:
-shared by every GPU; dense: from the lab's H200 point), plus an architecture's own where a controlled pair measured
-it (`controlled_pairs`: one file and build on two cards of different bandwidth; Hopper, from the lab's H100 and H200:
-at this model size a Hopper token is bound by kernel launches and synchronisation, ~7.5 ms, not by bytes); the
-achieved fraction is one number per GPU architecture (Volta, Ampere, Ada, Blackwell, Hopper, Pascal), each fitted on
-that architecture's own rows: the published single-stream measurements without speculation in
-lab/data/public_speed.yaml (lab.predict.public_speed.fit_points: shallower than 8,192 tokens; -sm tensor rows only
-for an architecture without others) plus the lab's H200 and H100 points (calibration.yaml). The fractions differ by
-generation (`.venv/bin/python -m lab predict --list-gpus` prints them). lab.predict.public_check compares the model
-with every predictable row.
+fraction × datasheet bandwidth) + a fixed cost per token: one per model family (qwen35: shared by every GPU; dense:
+from the lab's H200 point), plus an architecture's own where a controlled pair measured it (`controlled_pairs`;
+Hopper, the lab's H100 + H200: at this size a Hopper token is bound by kernel launches, ~7.5 ms, not by bytes); the
+achieved fraction is one per GPU architecture, each fitted on its own rows: the public single-stream rows without
+speculation (lab.predict.public_speed.fit_points) + the lab's points (calibration.yaml); `lab predict --list-gpus`
+prints them. lab.predict.public_check compares the model with every predictable row.
 
 Bandwidth convention: a measured copy counts read + write (lab.measure.copy_bandwidth); an efficiency calibrated
 against copy bandwidth is only applied to copy bandwidth, one calibrated against a datasheet figure to
