@@ -74,6 +74,17 @@ def windows_note(card: dict) -> str:
             "slower both, so no one factor fits them")
 
 
+def laptop_note(card: dict) -> str:
+    """A laptop part (calibration.yaml gpus `laptop`) runs at its maker's power limit (TGP), which the model has no
+    term for: the published laptop rows (plain decode) against the model's prediction for each, this card's first."""
+    check, rows = checked_rows()
+    lap = sorted((x for x in check["rows"] if public_speed.gpu_specs()[x["gpu_id"]].get("laptop")),
+                 key=lambda x: not public_speed.same_card(x["gpu_id"], card["id"]))
+    said = "; ".join(f"{x['id']} {x['published'] / x['predicted']:.2f}x" for x in lap)
+    return (f"{card['name']} is a laptop part: its power limit (TGP) is not modelled, so the prediction is what the "
+            "chip's datasheet bandwidth gives at the desktop cards' fitted fraction - an upper bound. Published laptop "
+            f"rows against the model (lab/data/public_speed.yaml; this card's first): {said or 'none'}")
+
 
 def mtp_answer(a, card: dict, plain: float, key: str | None = None) -> tuple[float | None, dict, str | None]:
     """(MTP tok/s, its terms, why_not) by lab.predict.mtp_model at the asked acceptance (else the public rows' for the
@@ -288,5 +299,5 @@ def tensor_kv_note(kv: str) -> str:
             + f"; predicted as asked, with {kv} KV bytes")
 
 
-__all__ = ["memory_verdict", "owners_overhead", "mtp_answer", "quant_of", "ask_of", "KV_TYPES", "checked_rows", "depth_note", "fallback_note",
+__all__ = ["memory_verdict", "owners_overhead", "laptop_note", "mtp_answer", "quant_of", "ask_of", "KV_TYPES", "checked_rows", "depth_note", "fallback_note",
            "tensor_kv_note", "MODEL_ID", "fraction_from", "quant_plan", "backend_plan", "windows_note"]

@@ -19,8 +19,8 @@ import re
 
 from lab.core import facts, paths
 from lab.predict import public_speed, roofline
-from lab.predict.card_setup import (MODEL_ID, backend_plan, depth_note, fallback_note, fraction_from, memory_verdict,
-                                   mtp_answer, owners_overhead, quant_plan, tensor_kv_note, windows_note)
+from lab.predict.card_setup import (MODEL_ID, backend_plan, depth_note, fallback_note, fraction_from, laptop_note,
+                                   memory_verdict, mtp_answer, owners_overhead, quant_plan, tensor_kv_note, windows_note)
 
 DEFAULT_QUANT = {"llama.cpp": "Q4_K_M", "vllm": "AWQ-INT4"}  # the V100 profiles' GGUF and routes.yaml's fork weights
 DEFAULT_CONTEXT = 32768  # -c: one 32K conversation (seed 001's "16K or even 32K"; params/v100-32g-x1.yaml per slot)
@@ -324,6 +324,8 @@ def _predict(ask: Ask, base, row: int) -> dict:
         return {**out, "why_not": "bad value: " + "; ".join(bad)}
     if a.os == "windows":
         notes.append(windows_note(card))
+    if card.get("laptop"):
+        notes.append(laptop_note(card))
     weights_gb, mix_quant, quant_note = quant_plan(a)
     if quant_note:
         notes.append(quant_note)
@@ -361,8 +363,9 @@ def _predict(ask: Ask, base, row: int) -> dict:
             notes.append(fallback_note(card))
         ptm = roofline.per_token_model()
         if bpt and key != rl["per_token_gpu_arch"]:  # another backend: the same model at its own calibration
-            rl = {**rl, "per_token_fraction": ptm.fraction_for(key), "predicted_decode_tok_s": ptm.predict_tok_s(
-                bpt, bw, "datasheet", rl["per_token_family"], key)}
+            rl = {**rl, "per_token_fraction": ptm.fraction_for(key), "per_token_fixed_ms": ptm.fixed_for(
+                rl["per_token_family"], key), "predicted_decode_tok_s": ptm.predict_tok_s(bpt, bw, "datasheet",
+                                                                                      rl["per_token_family"], key)}
         model.update(bandwidth_fraction=rl["per_token_fraction"], fraction_from=how, fixed_ms_per_token=rl["per_token_fixed_ms"],
                      family=rl["per_token_family"], calibration=f"per-token model: {rl['per_token_how']}",
                      calibration_key=key)

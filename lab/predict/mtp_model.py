@@ -60,12 +60,22 @@ def head_fraction() -> float:
     return (p["mtp"] + p["output"]) / (p["file"] - p["token_embd"] - p["mtp"])
 
 
-@functools.lru_cache(maxsize=1)
-def fixed_ms() -> float:
-    """The per-token model's fixed ms per token (lab.predict.roofline; the part of plain ms no byte is read in)."""
+@functools.lru_cache(maxsize=32)
+def fixed_ms(arch: str | None = None) -> float:
+    """The per-token model's fixed ms per token on a card of `arch` (lab.predict.roofline; the part of plain ms no
+    byte is read in: the shared cost, or an architecture's own where a controlled pair measured it)."""
     from lab.predict import roofline
 
-    return roofline.per_token_model().fixed_for(public_speed.FAMILY)
+    return roofline.per_token_model().fixed_for(public_speed.FAMILY, arch)
+
+
+def fixed_for(arch: str, params: dict | None = None) -> float:
+    """The fixed ms `params` carry for `arch` ("fixed_ms": one figure, or {"default": ms, arch: ms} as
+    roofline.PerTokenModel.fixed_by_arch gives it: a refitted per-token model's), else the lab's (`fixed_ms`)."""
+    f = params.get("fixed_ms") if params else None
+    if f is None:
+        return fixed_ms(arch)
+    return float(f.get(arch, f["default"])) if isinstance(f, dict) else float(f)
 
 
 def verify_ms_for(arch: str, params: dict | None = None) -> tuple[float, str]:
@@ -81,10 +91,10 @@ def verify_ms_for(arch: str, params: dict | None = None) -> tuple[float, str]:
 def step_over_plain(n: int, plain_tok_s: float, arch: str, params: dict | None = None) -> tuple[float, str]:
     """(ms per draft-mtp step at n-max n ÷ plain ms per token, the architecture verify_ms came from):
     1 + n × (head_ms + verify_ms[arch]) ÷ plain_ms. `params` may carry "fixed_ms", the per-token model's fixed cost
-    it goes with (a refit's; default: the lab's per-token model)."""
+    it goes with (a refit's, `fixed_for`; default: the lab's per-token model)."""
     plain_ms = 1000.0 / plain_tok_s
     verify, basis = verify_ms_for(arch, params)
-    fixed = float(params["fixed_ms"]) if params and params.get("fixed_ms") is not None else fixed_ms()
+    fixed = fixed_for(arch, params)
     head = head_fraction() * max(0.0, plain_ms - fixed)
     return 1 + n * (head + verify) / plain_ms, basis
 
@@ -108,10 +118,12 @@ def fit_verify_ms(points: list[dict], fixed: float | None = None) -> float | Non
     return (lo + hi) / 2
 
 
-def fit(points: list[dict], fixed: float | None = None) -> dict:
+def fit(points: list[dict], fixed: float | dict | None = None) -> dict:
     """{"verify_ms": {arch: ms}} fitted per architecture on `points` (each with an "arch"); with `fixed` (a refitted
-    per-token model's fixed ms, which its plain speeds came from) also {"fixed_ms": fixed}, for step_over_plain."""
-    out = {"verify_ms": {a: fit_verify_ms([p for p in points if p["arch"] == a], fixed)
+    per-token model's fixed ms, which its plain speeds came from: one figure or roofline.PerTokenModel.fixed_by_arch)
+    also {"fixed_ms": fixed}, for step_over_plain."""
+    ms = {"fixed_ms": fixed} if fixed is not None else None
+    out = {"verify_ms": {a: fit_verify_ms([p for p in points if p["arch"] == a], fixed_for(a, ms))
                          for a in sorted({p["arch"] for p in points})}}
     return {**out, "fixed_ms": fixed} if fixed is not None else out
 
@@ -230,6 +242,6 @@ SOURCE = ("lab/data/calibration.yaml mtp_step_model (verify ms per drafted token
           "lab/data/public_speed.yaml's draft-mtp rows + the H200's mtp_step_costs) and the card's predicted plain "
           "speed; acceptance from lab/data/public_speed.yaml")
 
-__all__ = ["step_data", "step_model", "head_fraction", "fixed_ms", "verify_ms_for", "step_over_plain",
+__all__ = ["step_data", "step_model", "head_fraction", "fixed_ms", "fixed_for", "verify_ms_for", "step_over_plain",
            "fit_verify_ms", "fit", "h200_points", "acceptance_rate", "is_draft_mtp", "is_gated", "acceptance_for", "predict",
            "sweep", "best_of", "published_best_n", "flags", "N_VALUES", "SOURCE"]

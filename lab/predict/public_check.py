@@ -86,7 +86,7 @@ def tensor_tok_s(bytes_per_tok: float, gpu_id: str, link_id: str, n_gpus: int = 
     g = roofline.gpu_spec(gpu_id)
     return tp_model.tensor_split_decode(
         bytes_per_token=bytes_per_tok, achieved_gb_s=model.fraction_for(key or g["arch"]) * g["bandwidth_gb_s"],
-        fixed_ms=model.fixed_for(FAMILY), n_layers=N_LAYERS, hidden=HIDDEN,
+        fixed_ms=model.fixed_for(FAMILY, key or g["arch"]), n_layers=N_LAYERS, hidden=HIDDEN,
         link=tp_model.link_from(link_figures()[link_id]), n_gpus=n_gpus)
 
 

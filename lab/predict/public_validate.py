@@ -17,9 +17,9 @@ on rows it did not see, judged against TARGET_KEPT_MEDIAN / TARGET_KEPT_MAX (the
 A fold removes every row of the held-out card (same_card: the same architecture and datasheet bandwidth, so the 16
 and 32 GB V100s are one card), architecture (both backends of an AMD one) or llama.cpp backend (cuda, rocm =
 HIP, vulkan: LOBO), of every kind, and refits with the lab's own fit functions on what is
-left: lab.predict.roofline.fit_model (the per-token model: fraction per architecture, the shared fixed cost) and
-lab.predict.mtp_model.fit (verify ms per architecture, on the MTP rows left + the lab's H200 steps, at the refit's
-fixed cost). The held-out rows are then predicted with that refit exactly as public_check predicts them in sample
+left: lab.predict.roofline.fit_model (the per-token model: fraction per architecture, the shared fixed cost, Hopper's
+own from the lab's H100 + H200 pair) and lab.predict.mtp_model.fit (verify ms per architecture, on the MTP rows left +
+the lab's H200 steps, at the refit's fixed cost of each architecture). The held-out rows are then predicted with that refit exactly as public_check predicts them in sample
 (public_check.plain_tok_s, mtp_model.predict at the row's own published acceptance). An architecture left with no
 rows takes the models' fallbacks (the median fitted fraction, the most expensive fitted verify ms): so a card alone
 in its architecture (the V100s, the P40, the 2080 Ti) has LOCO = LOAO, the fallback's error. Pure: rows in, numbers
@@ -101,8 +101,7 @@ def mtp_points(rows: list[Row], model: roofline.PerTokenModel) -> list[dict]:
 def refit(rows: list[Row]) -> tuple[roofline.PerTokenModel, dict]:
     """(per-token model, MTP step params) fitted on `rows` by roofline.fit_model and mtp_model.fit."""
     model = roofline.fit_model(rows)
-    fixed = model.fixed_for(FAMILY)
-    return model, mtp_model.fit(mtp_points(rows, model), fixed)
+    return model, mtp_model.fit(mtp_points(rows, model), model.fixed_by_arch(FAMILY))
 
 
 def predict(row: Row, model: roofline.PerTokenModel, params: dict) -> float:
@@ -119,7 +118,7 @@ def _fold_note(model: roofline.PerTokenModel, params: dict, arch: str) -> str:
             else f"fraction FALLBACK {model.default_fraction:.2f}")
     verify, basis = mtp_model.verify_ms_for(arch, params)
     return f"{frac}, verify {verify:.2f} ms" + ("" if basis == arch else " FALLBACK") + \
-        f", fixed {model.fixed_for(FAMILY):.2f} ms"
+        f", fixed {model.fixed_for(FAMILY, arch):.2f} ms"
 
 
 # ---------------------------------------------------------------- the table

@@ -15,13 +15,12 @@ sources in lab/data/calibration.yaml. "Weight bytes" are the weights READ per to
 row (llama.cpp keeps it in host memory); a tied embedding (SmolLM2) is the output head too and counts whole.
 
 Per-token model (llama.cpp on a GPU, the one prediction `lab plan` shows): t = bytes read per token ÷ (achieved
-fraction × datasheet bandwidth) + a fixed cost per token. The fixed cost is one number per model family (qwen35:
-shared by every GPU; dense: from the lab's H200 point); the achieved fraction is one number per GPU architecture
-(Volta, Ampere, Ada, Blackwell, Hopper, Pascal), each fitted on that architecture's own rows: the published
-single-stream measurements without speculation in lab/data/public_speed.yaml (lab.predict.public_speed.fit_points:
-shallower than 8,192 tokens; -sm tensor rows only for an architecture without others) plus the lab's H200 points
-(calibration.yaml). The fractions differ by generation (`.venv/bin/python -m lab predict --list-gpus` prints them); Hopper's
-reflects the lab's older pinned build on the H200 rather than HBM3e. lab.predict.public_check compares the model with every predictable row.
+fraction × datasheet bandwidth) + a fixed cost per token: one per model family (qwen35: shared by every GPU; dense:
+from the lab's H200 point), plus an architecture's own where a controlled pair measured it (`controlled_pairs`;
+Hopper, the lab's H100 + H200: at this size a Hopper token is bound by kernel launches, ~7.5 ms, not by bytes); the
+achieved fraction is one per GPU architecture, each fitted on its own rows: the public single-stream rows without
+speculation (lab.predict.public_speed.fit_points) + the lab's points (calibration.yaml); `lab predict --list-gpus`
+prints them. lab.predict.public_check compares the model with every predictable row.
 
 Bandwidth convention: a measured copy counts read + write (lab.measure.copy_bandwidth); an efficiency calibrated
 against copy bandwidth is only applied to copy bandwidth, one calibrated against a datasheet figure to
@@ -31,7 +30,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Literal
 
@@ -263,14 +262,14 @@ def profile_ceiling(profile, *, bandwidth: Bandwidth | None, weights_bytes: floa
             spec = gpu_spec_for(profile.gpu_name_pattern or profile.name)
             gpu_arch = spec["arch"] if spec else None
             out.update(per_token_predicted_tok_s=ptm.predict_tok_s(bpt, bandwidth.gb_s, bandwidth.kind, fam, gpu_arch),
-                       per_token_fixed_ms=ptm.fixed_for(fam), per_token_family=fam, per_token_how=ptm.how,
+                       per_token_fixed_ms=ptm.fixed_for(fam, gpu_arch), per_token_family=fam, per_token_how=ptm.how,
                        per_token_gpu_arch=gpu_arch, per_token_fraction=ptm.fraction_for(gpu_arch))
             # One answer: where the per-token model applies (llama.cpp on a GPU) it is THE prediction; the single
             # efficiency ratio of the nearest calibration entry stays in the record as what it was, not as a
             # second prediction (a 3B model's ratio put a V100 at 16 tok/s beside the per-token model's 35).
             out.update(efficiency_predicted_tok_s=out["predicted_decode_tok_s"],
                        predicted_decode_tok_s=out["per_token_predicted_tok_s"],
-                       prediction_basis=f"per-token model ({fam}: fixed {ptm.fixed_for(fam):.2f} ms per token + bytes at "
+                       prediction_basis=f"per-token model ({fam}: fixed {ptm.fixed_for(fam, gpu_arch):.2f} ms per token + bytes at "
                                         f"{ptm.fraction_for(gpu_arch):.2f} of datasheet bandwidth ({gpu_arch or 'architecture unknown'}); "
                                         f"fitted on the lab's H200 and published measurements)")
         except (ValueError, KeyError, facts.DataError) as exc:
@@ -283,10 +282,14 @@ def profile_ceiling(profile, *, bandwidth: Bandwidth | None, weights_bytes: floa
 # ---------------------------------------------------------------- per-token time model
 @dataclass(frozen=True)
 class PerTokenModel:
-    """t = bytes ÷ (fraction[GPU architecture] × datasheet bandwidth) + fixed_ms[model family] (see `fit_per_token`).
+    """t = bytes ÷ (fraction[GPU architecture] × datasheet bandwidth) + fixed_ms[model family] + extra_ms[architecture]
+    (see `fit_per_token`).
 
     `fraction_by_arch`: achieved ÷ datasheet bandwidth per architecture, each fitted from that architecture's own
     rows (`rows_by_arch` names them); `default_fraction` (their median) for an architecture without rows.
+    `extra_fixed_ms_by_arch`: what an architecture's own fixed cost per token adds to the shared one, for an
+    architecture measured as a controlled pair (one file, one build, two cards of different bandwidth: the lab's H100
+    and H200), the only points that tell its fixed cost from its bandwidth; 0 for every other architecture.
     `copy_fraction_of_datasheet`: a measured copy ÷ the datasheet figure on the device where both were measured
     (the lab's H200), to read a profile's measured copy bandwidth in datasheet terms."""
 
@@ -297,14 +300,22 @@ class PerTokenModel:
     copy_fraction_of_datasheet: float
     how: str
     points: tuple
+    extra_fixed_ms_by_arch: dict = field(default_factory=dict)
 
     @property
     def fixed_ms(self) -> float:
         """The fixed cost of the family fitted on the most GPUs (the default for an unknown family)."""
         return next(iter(self.fixed_ms_by_family.values()))
 
-    def fixed_for(self, family: str | None) -> float:
-        return self.fixed_ms_by_family.get(family or "", self.fixed_ms)
+    def fixed_for(self, family: str | None, arch: str | None = None) -> float:
+        """Fixed ms per token of `family` on a card of `arch` (a calibration key): the family's shared cost + the
+        architecture's own extra (`extra_fixed_ms_by_arch`; 0 where no controlled pair measured one)."""
+        return self.fixed_ms_by_family.get(family or "", self.fixed_ms) + self.extra_fixed_ms_by_arch.get(arch or "", 0.0)
+
+    def fixed_by_arch(self, family: str | None) -> dict:
+        """fixed_for(family, arch) of every architecture with its own extra, and under "default" everyone else's (the
+        form lab.predict.mtp_model's params carry)."""
+        return {"default": self.fixed_for(family), **{a: self.fixed_for(family, a) for a in self.extra_fixed_ms_by_arch}}
 
     def fraction_for(self, arch: str | None) -> float:
         return self.fraction_by_arch.get(arch or "", self.default_fraction)
@@ -314,7 +325,7 @@ class PerTokenModel:
         """Decode tok/s of one stream reading `weights_bytes` per token on a device of `bandwidth_gb_s` (datasheet,
         or a measured copy, which is turned into datasheet terms first)."""
         datasheet = bandwidth_gb_s if bandwidth_kind == "datasheet" else bandwidth_gb_s / self.copy_fraction_of_datasheet
-        t = weights_bytes / (self.fraction_for(arch) * datasheet * GB) + self.fixed_for(family) / 1000.0
+        t = weights_bytes / (self.fraction_for(arch) * datasheet * GB) + self.fixed_for(family, arch) / 1000.0
         return 1.0 / t
 
 
@@ -325,24 +336,11 @@ def _geo_mean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def fit_per_token(points: list[dict]) -> PerTokenModel:
-    """Fit t = b ÷ (f[arch] × datasheet) + c[family] to measured points (pure, deterministic).
-
-    Each point: id, family, arch, weights_bytes (bytes read per token), tok_s, datasheet_gb_s; copy_gb_s where a
-    copy was measured. The family seen on the most architectures (the anchor) fixes the shared fixed cost: for each
-    c on a grid of FIT_STEP_MS, every architecture's fraction is the geometric mean of what its anchor points imply,
-    b ÷ ((t − c) × datasheet), and the c with the least squared log error over the anchor points wins. Physical
-    check: no fraction may exceed 1 (decode cannot read faster than the datasheet bandwidth). Another family's
-    fixed cost is then the median of t − b ÷ (f[arch] × datasheet) over its points."""
-    if len(points) < 2:
-        raise ValueError(f"the per-token model needs at least two measured points, found {len(points)}")
-    fams: dict[str, set] = {}
-    for p in points:
-        fams.setdefault(p["family"], set()).add(p["arch"])
-    anchor = max(fams, key=lambda f: (len(fams[f]), sum(p["family"] == f for p in points)))
-    pts = [p for p in points if p["family"] == anchor]
-    if len({p["weights_bytes"] for p in pts}) < 2:
-        raise ValueError(f"the {anchor} points need two different byte counts to separate bandwidth from fixed cost")
+def _grid_fit(pts: list[dict]) -> tuple[float, float, dict] | None:
+    """(squared log error, fixed ms c, {arch: fraction}) of t = b ÷ (f[arch] × datasheet) + c over `pts`: for each c
+    on a grid of FIT_STEP_MS, every architecture's fraction is the geometric mean of what its points imply,
+    b ÷ ((t − c) × datasheet); the c with the least squared log error wins. Physical check: no fraction may exceed 1
+    (decode cannot read faster than the datasheet bandwidth). None when no c passes it."""
     t_ms = {p["id"]: 1000.0 / p["tok_s"] for p in pts}
 
     def fractions(c: float) -> dict:
@@ -361,34 +359,82 @@ def fit_per_token(points: list[dict]) -> PerTokenModel:
                   for p in pts)
         if best is None or err < best[0]:
             best = (err, c, f)
+    return best
+
+
+def controlled_pairs(points: list[dict], family: str) -> dict:
+    """{arch: its points} for each architecture whose `family` points include a controlled pair: points of one
+    `controlled` group (one file, one build, one method: the lab's own runs) on two or more datasheet bandwidths.
+    Only such a pair tells an architecture's fixed cost per token from its bandwidth fraction; the public rows of an
+    architecture mix builds and files, whose differences a fixed cost would absorb."""
+    groups: dict[tuple, set] = {}
+    for p in points:
+        if p["family"] == family and p.get("controlled"):
+            groups.setdefault((p["arch"], p["controlled"]), set()).add(p["datasheet_gb_s"])
+    own = {a for (a, _), bws in groups.items() if len(bws) >= 2}
+    return {a: [p for p in points if p["family"] == family and p["arch"] == a] for a in sorted(own)}
+
+
+def fit_per_token(points: list[dict]) -> PerTokenModel:
+    """Fit t = b ÷ (f[arch] × datasheet) + c[family] + e[arch] to measured points (pure, deterministic).
+
+    Each point: id, family, arch, weights_bytes (bytes read per token), tok_s, datasheet_gb_s; copy_gb_s where a
+    copy was measured; `controlled` (a group name) where it is one of a controlled set (`controlled_pairs`). The
+    family seen on the most architectures (the anchor) fixes the shared fixed cost c on its points of every
+    architecture without a controlled pair (`_grid_fit`: a fraction per architecture, one c, no fraction above 1).
+    An architecture with a controlled pair is fitted on its own points the same way (its own c and fraction): e[arch]
+    is its c less the shared one (at this model size decode on Hopper is bound by a per-token cost, not by bytes: the
+    lab's H100 and H200 decode the same file at 0.96x the speed with 0.70x the bandwidth). Another family's fixed cost
+    is then the median of t − b ÷ (f[arch] × datasheet) − e[arch] over its points."""
+    if len(points) < 2:
+        raise ValueError(f"the per-token model needs at least two measured points, found {len(points)}")
+    fams: dict[str, set] = {}
+    for p in points:
+        fams.setdefault(p["family"], set()).add(p["arch"])
+    anchor = max(fams, key=lambda f: (len(fams[f]), sum(p["family"] == f for p in points)))
+    pairs = controlled_pairs(points, anchor)
+    pts = [p for p in points if p["family"] == anchor and p["arch"] not in pairs]
+    if len({p["weights_bytes"] for p in pts}) < 2:
+        raise ValueError(f"the {anchor} points need two different byte counts to separate bandwidth from fixed cost")
+    best = _grid_fit(pts)
     if best is None:
         raise ValueError("no fixed cost keeps every architecture's achieved bandwidth at or below its datasheet figure")
     _, c, frac = best
+    extra = {}
+    for a, own in pairs.items():
+        fit_a = _grid_fit(own)
+        if fit_a is None:
+            raise ValueError(f"no fixed cost keeps {a}'s achieved bandwidth at or below its datasheet figure")
+        extra[a] = round(fit_a[1] - c, 6)
+        frac[a] = fit_a[2][a]
     fixed = {anchor: round(c, 6)}
     for fam in fams:
         if fam == anchor:
             continue
         own = [1000.0 / p["tok_s"] - p["weights_bytes"] / (frac[p["arch"]] * p["datasheet_gb_s"] * GB) * 1000
-               for p in points if p["family"] == fam and p["arch"] in frac]
+               - extra.get(p["arch"], 0.0) for p in points if p["family"] == fam and p["arch"] in frac]
         if own:
             fixed[fam] = sorted(own)[len(own) // 2] if len(own) % 2 else sum(sorted(own)[len(own) // 2 - 1:len(own) // 2 + 1]) / 2
-    rows = {a: tuple(p["id"] for p in pts if p["arch"] == a) for a in frac}
+    rows = {a: tuple(p["id"] for p in points if p["family"] == anchor and p["arch"] == a) for a in frac}
     both = [p for p in points if p.get("copy_gb_s")]
     copy_frac = both[0]["copy_gb_s"] / both[0]["datasheet_gb_s"] if both else 1.0
-    ordered = sorted(frac.values())
+    ordered = sorted(v for a, v in frac.items() if a not in pairs)
     default = ordered[len(ordered) // 2]
     how = (f"fitted on {len(points)} measured points: fixed cost per token "
            + ", ".join(f"{f} {v:.2f} ms" for f, v in fixed.items())
+           + "".join(f", {a} {extra[a]:+.2f} ms (its own, from a controlled pair: "
+                     f"{', '.join(p['id'] for p in pairs[a])})" for a in extra)
            + "; achieved fraction of datasheet bandwidth "
            + ", ".join(f"{a} {v:.2f} ({len(rows[a])} rows)" for a, v in sorted(frac.items())))
-    return PerTokenModel(fixed, frac, rows, default, copy_frac, how, tuple(p["id"] for p in points))
+    return PerTokenModel(fixed, frac, rows, default, copy_frac, how, tuple(p["id"] for p in points), extra)
 
 
 def lab_points() -> list[dict]:
     """The lab's own measured points (calibration.yaml per_token_points) in fit_per_token's shape."""
     return [{"id": p["id"], "family": p["family"], "arch": p["gpu_arch"],
              "weights_bytes": p["weights_bytes"] - p["token_embd_bytes"],  # read per token (read_definition)
-             "tok_s": p["tok_s"], "datasheet_gb_s": p["datasheet_gb_s"], "copy_gb_s": p["copy_gb_s"]}
+             "tok_s": p["tok_s"], "datasheet_gb_s": p["datasheet_gb_s"], "copy_gb_s": p["copy_gb_s"],
+             "controlled": p.get("controlled")}
             for p in facts.load("calibration", "per_token_points")["per_token_points"]]
 
 
@@ -441,7 +487,7 @@ def projection_rows(weights_bytes: float, family: str, gpu_ids: tuple[str, ...] 
                      "roofline_tok_s": round(decode_ceiling_tok_s(g["bandwidth_gb_s"], read), 1),
                      "projected_tok_s": round(model.predict_tok_s(read, g["bandwidth_gb_s"], "datasheet", family,
                                                                       g["arch"]), 1),
-                     "fixed_ms": round(model.fixed_for(family), 2), "weights_fit_in_vram": fits,
+                     "fixed_ms": round(model.fixed_for(family, g["arch"]), 2), "weights_fit_in_vram": fits,
                      "how": model.how, "source": g["source"]})
     return rows
 

@@ -141,7 +141,8 @@ def refit_summary(rows: list[public_speed.Row], before: roofline.PerTokenModel) 
         was = (f"{before.fraction_by_arch[key]:.3f}" if key in before.fraction_by_arch
                else f"FALLBACK {before.default_fraction:.3f}")
         lines.append(f"  {key}: fraction of datasheet bandwidth {was} -> {after.fraction_for(key):.3f}; fixed "
-                     f"{before.fixed_for(public_speed.FAMILY):.2f} -> {after.fixed_for(public_speed.FAMILY):.2f} ms/token")
+                     f"{before.fixed_for(public_speed.FAMILY, key):.2f} -> {after.fixed_for(public_speed.FAMILY, key):.2f} "
+                     "ms/token")
     return lines
 
 

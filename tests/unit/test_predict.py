@@ -114,7 +114,7 @@ def test_a_p40_pair_is_fitted_on_its_published_rows_and_says_what_was_not_modell
     m = got["model"]
     assert got["why_not"] is None and got["predicted_tok_s"] > got["plain_tok_s"] > 0
     assert m["fraction_from"] == "pascal: fitted on its own 2 row(s) (p40-x2-tensor-plain, p40-x2-tensor-udq4kxl-plain)"
-    assert m["bandwidth_fraction"] == roofline.per_token_model().fraction_by_arch["pascal"] == pytest.approx(0.354, abs=1e-3)
+    assert m["bandwidth_fraction"] == roofline.per_token_model().fraction_by_arch["pascal"] == pytest.approx(0.352, abs=1e-3)
     assert m["mtp"]["verify_ms_from"].startswith("pascal (") and m["mtp"]["acceptance_rate"] == 0.7
     assert m["link"] == "pcie3-x16" and got["ceiling_tok_s"] == pytest.approx(2 * 346 / m["bytes_per_token_gb"])
     assert m["weights_file_gb"] == 17.9 and "stated" in m["weights_basis"]
@@ -141,7 +141,7 @@ def test_a_turing_card_says_its_calibration_is_a_fallback_and_what_its_owners_me
     assert m["mtp"]["verify_ms_from"].startswith("FALLBACK: pascal (no turing rows)")
     notes = " | ".join(got["notes"])
     assert "rtx2080ti-22g-upstream-d66k-plain: 1 x, -sm none, unsloth UD-Q5_K_XL, llama.cpp: 17.35 tok/s" in notes
-    assert "on this card rtx2080ti-22g-upstream-d66k-plain at 66,568 tokens: predicted 17.7 vs published 17.35" in notes
+    assert "on this card rtx2080ti-22g-upstream-d66k-plain at 66,568 tokens: predicted 18.2 vs published 17.35" in notes
     assert card_speed.predict(Ask(gpu="2080 Ti"))["why_not"].startswith("does not fit")  # 11 GB
 
 
@@ -232,19 +232,19 @@ def test_validate_prints_held_out_errors_beside_in_sample(capsys):
     assert rc == 0 and lines[0].split()[:3] == ["Group", "n", "in"] and all(len(x) <= 100 for x in lines)
     table = "\n".join(lines[:8])
     table = "\n".join(lines[:10])
-    for row in ("plain                      19   1.7% /  4.4%   4.9% / 25.3%   20.6% / 27.1%   16.9% / 25.3%",
-                "tensor split               6    1.7% /  7.8%   6.2% / 86.7%   22.6% / 86.7%   21.8% / 92.5%",
-                "kept apart (never fitted)  17  14.5% / 97.8%  17.6% / 97.8%   21.9% / 74.3%   20.1% / 76.4%"):
+    for row in ("plain                      19   1.5% /  4.4%   5.4% / 42.8%   22.2% / 42.8%   23.6% / 42.8%",
+                "tensor split               6    1.5% /  8.5%   6.6% / 86.1%   23.0% / 86.1%   24.8% / 71.8%",
+                "kept apart (never fitted)  13  10.0% / 31.6%  11.8% / 35.4%   24.2% / 74.2%   16.9% / 52.3%"):
         assert row in table, row
     assert "plain NOT met,\n    mtp NOT met, tensor NOT met" in out and "tesla-p40 left out: fraction FALLBACK 0.70" in out
-    assert "kept apart (rows the fit never saw, any card, Windows aside): 17 rows, median 14.5%" in out
+    assert "kept apart (rows the fit never saw, any card, Windows aside): 13 rows, median 10.0%" in out
     # 136 since the h41model merge (was 130): the six vLLM MTP rows h42 counted "not modelled" are answered by the
     # vLLM model (lab.predict.vllm_speed), each at its own k and tokens per step, as its check predicts them
     assert "coverage: lab predict asked each of the 139 llama.cpp / vLLM public rows as typed: 136 answered" in out
     rc, out, _ = run(["--validate", "--json"], capsys)
     got = json.loads(out)
     assert rc == 0 and set(got["groups"]) == {"plain", "mtp", "tensor", "depth", "p-min", "windows", "kept apart"}
-    assert got["groups"]["plain"]["loco"] == {"n": 19, "median_abs_error": 0.049, "max_abs_error": 0.253}
+    assert got["groups"]["plain"]["loco"] == {"n": 19, "median_abs_error": 0.054, "max_abs_error": 0.428}
     assert got["targets"]["by_group"] == {"plain": False, "mtp": False, "tensor": False}
     assert got["coverage"]["wrong"] == [] and got["coverage"]["answered"] == 136
 
@@ -271,3 +271,14 @@ def test_vllm_overhead_of_the_hybrid_is_its_owners_logged_figure_per_set_up():
     assert "syv-ai/qwen38-27b-rtx3090/issues/107" in memory_plan.runtime_overhead("vllm-qwen35")["source"]
     dense = memory_plan.runtime_overhead("vllm")  # other models keep the Llama-3-8B figure
     assert dense["bytes"] == 3 * 2**30
+
+
+def test_a_laptop_part_says_its_power_limit_is_not_modelled_with_the_published_laptop_rows():
+    """Issue 42: a laptop chip runs at its maker's TGP, which the model has no term for; lab predict says so beside the
+    published laptop rows against the model (the 3080 Ti Laptop at 115 W half the prediction: an outlier, its PR
+    names no build; the 5090 Laptop's llama-bench tg128 within 3 %)."""
+    got = card_speed.predict(Ask(gpu="RTX 3080 Ti Laptop"))
+    note = next(n for n in got["notes"] if "is a laptop part" in n)
+    assert "power limit (TGP) is not modelled" in note and "an upper bound" in note
+    assert note.index("rtx3080ti-laptop-udq3kxl-16k-plain 0.51x") < note.index("rtx5090-laptop-q40-tg128 0.97x")
+    assert not any("is a laptop part" in n for n in card_speed.predict(Ask(gpu="3090"))["notes"])

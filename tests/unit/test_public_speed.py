@@ -64,14 +64,16 @@ def test_bytes_per_token_counts_file_kv_at_depth_and_state():
 
 def test_per_token_model_fit_on_h200_and_public_rows():
     m = roofline.per_token_model()
-    assert m.fixed_ms_by_family == {"qwen35": pytest.approx(3.58), "dense": pytest.approx(3.7155, abs=1e-3)}
+    assert m.fixed_ms_by_family == {"qwen35": pytest.approx(3.27), "dense": pytest.approx(3.575, abs=1e-3)}
+    # Hopper's own fixed cost: the lab's H100 + H200 are a controlled pair (one file, one build, two bandwidths)
+    assert m.extra_fixed_ms_by_arch == {"hopper": pytest.approx(4.22)} and m.fixed_for("qwen35", "hopper") == pytest.approx(7.49)
     f = m.fraction_by_arch
     # each AMD backend is its own calibration (public_speed.calibration_key): ROCm is the card's own, Vulkan apart
     assert set(f) == {"volta", "ampere", "ada", "blackwell", "hopper", "pascal", "rdna3", "rdna3+vulkan", "rdna4+vulkan"}
-    assert f["volta"] == pytest.approx(0.7033, abs=1e-3) and f["ampere"] == pytest.approx(0.8181, abs=1e-3)
-    assert f["ada"] == pytest.approx(0.9304, abs=1e-3) and f["blackwell"] == pytest.approx(0.9401, abs=1e-3)
-    assert f["hopper"] == pytest.approx(0.4788, abs=1e-3) and f["pascal"] == pytest.approx(0.3532, abs=1e-3)
-    assert f["rdna3"] == pytest.approx(0.6797, abs=1e-3) and f["rdna3+vulkan"] == pytest.approx(0.5448, abs=1e-3)
+    assert f["volta"] == pytest.approx(0.6949, abs=1e-3) and f["ampere"] == pytest.approx(0.8065, abs=1e-3)
+    assert f["ada"] == pytest.approx(0.9196, abs=1e-3) and f["blackwell"] == pytest.approx(0.9213, abs=1e-3)
+    assert f["hopper"] == pytest.approx(0.9993, abs=1e-3) and f["pascal"] == pytest.approx(0.3517, abs=1e-3)
+    assert f["rdna3"] == pytest.approx(0.671, abs=1e-3) and f["rdna3+vulkan"] == pytest.approx(0.5395, abs=1e-3)
     assert max(f.values()) <= 1.0
     # the V100 rows at 31K and 101K tokens are checked, not fitted (public_speed.DEEP_TOKENS); the P40's only rows
     # are -sm tensor splits, fitted through tp_model (public_speed.tensor_point)
@@ -79,13 +81,12 @@ def test_per_token_model_fit_on_h200_and_public_rows():
     assert m.rows_by_arch["pascal"] == ("p40-x2-tensor-plain", "p40-x2-tensor-udq4kxl-plain")
     assert m.rows_by_arch["hopper"] == ("h200-tg128-qwen35-hybrid-shape", "h100-tg-qwen35-hybrid-shape")
     assert "turing" not in f
-    # the lab's own Hopper points (H200 and H100: 0.70x the bandwidth, 0.96x the speed) share one fraction, so with
-    # the fixed cost shared by every card the H200 is over-predicted by 10 % and the H100 under-predicted by 10 %: at
-    # this size Hopper decodes at a fixed per-token cost the shared one is too small for (not modelled per
-    # architecture). The dense H200 point is exact (the dense fixed cost comes from it). Bytes read per token: the
-    # file's tensors less token_embd (calibration.yaml token_embd_bytes)
-    assert m.predict_tok_s(15138093056 - 715161600, 4800, "datasheet", "qwen35", "hopper") == pytest.approx(101.46, abs=0.01)
-    assert m.predict_tok_s(15138093056 - 715161600, 3350, "datasheet", "qwen35", "hopper") == pytest.approx(79.54, abs=0.01)
+    # the lab's own Hopper points (H200 91.85 and H100 88.47 tok/s: 0.70x the bandwidth, 0.96x the speed) fit Hopper's
+    # own fixed cost (7.49 ms; fraction 1.00, the physical cap): the H200 +3.7 %, the H100 -4.2 % (with the shared
+    # fixed cost alone they were +10 % / -10 %). The dense H200 point is exact (the dense fixed cost comes from it).
+    # Bytes read per token: the file's tensors less token_embd (calibration.yaml token_embd_bytes)
+    assert m.predict_tok_s(15138093056 - 715161600, 4800, "datasheet", "qwen35", "hopper") == pytest.approx(95.27, abs=0.01)
+    assert m.predict_tok_s(15138093056 - 715161600, 3350, "datasheet", "qwen35", "hopper") == pytest.approx(84.76, abs=0.01)
     assert m.predict_tok_s(18436147118 - 437575680, 4800, "datasheet", "dense", "hopper") == pytest.approx(86.6, rel=1e-9)
     # a measured copy is read in datasheet terms through the H200's copy ÷ datasheet (4227 ÷ 4800)
     assert m.copy_fraction_of_datasheet == 4227 / 4800
@@ -95,20 +96,20 @@ def test_per_token_model_fit_on_h200_and_public_rows():
 def test_check_meets_the_targets_on_the_budget_cards():
     result = public_check.check()
     comp, every = result["comparable"], result["all"]
-    assert comp["n"] == 19 and comp["median_abs_error"] == pytest.approx(0.01703, abs=1e-4)
+    assert comp["n"] == 19 and comp["median_abs_error"] == pytest.approx(0.01469, abs=1e-4)
     assert comp["max_abs_error"] == pytest.approx(0.04443, abs=1e-4)
     assert comp["median_abs_error"] <= public_check.TARGET_MEDIAN and comp["max_abs_error"] <= public_check.TARGET_MAX
     assert result["targets"]["met"] is True
-    # honest about the rest: the worst predicted row is the RTX 3080 Ti Laptop (kept apart from the fit: its 115 W
-    # part decodes at half the bandwidth the Ampere rows reach), then the V100 at 101K tokens (the depth group, not
-    # fitted); the worst outlier the 2-bit IQ2_XXS file, with its reason (its token embedding is sized as Q4_K_M's,
-    # the lab models no IQ2_XXS mix), then the release-day 3090 build
-    assert every["n"] == 53 and every["max_abs_error"] == pytest.approx(0.9777, abs=1e-3)
+    # honest about the rest: the worst predicted row is the RTX 3080 Ti Laptop (an outlier, kept apart too: its 115 W
+    # part decodes at half the bandwidth the Ampere rows reach, on an unnamed build), the worst without an outlier
+    # note the V100 at 101K tokens (the depth group, not fitted); then the 2-bit IQ2_XXS file, with its reason (its
+    # token embedding is sized as Q4_K_M's, the lab models no IQ2_XXS mix), and the release-day 3090 build
+    assert every["n"] == 53 and every["max_abs_error"] == pytest.approx(0.9701, abs=1e-3)
     worst = max(result["rows"], key=lambda r: abs(r["error"]))
-    assert worst["id"] == "rtx3080ti-laptop-udq3kxl-16k-plain" and not worst["comparable"]
-    deep = max((r for r in result["rows"] if r["deep"]), key=lambda r: abs(r["error"]))
-    assert deep["id"] == "v100-32g-upstream-d101k-plain" and not deep["comparable"]
-    worst = max((r for r in result["rows"] if r["outlier"]), key=lambda r: abs(r["error"]))
+    assert worst["id"] == "rtx3080ti-laptop-udq3kxl-16k-plain" and "115 W" in worst["outlier"]
+    deep = max((r for r in result["rows"] if not r["outlier"]), key=lambda r: abs(r["error"]))
+    assert deep["id"] == "v100-32g-upstream-d101k-plain" and deep["deep"] and not deep["comparable"]
+    worst = max((r for r in result["rows"] if r["outlier"] and "IQ2" in (r["quant"] or "")), key=lambda r: abs(r["error"]))
     assert worst["id"] == "rtx3080-10g-iq2xxs-plain" and "IQ2_XXS" in worst["outlier"] and not worst["comparable"]
     day_one = next(r for r in result["rows"] if r["id"] == "rtx3090-dayone-plain")
     assert "release-day" in day_one["outlier"] and not day_one["comparable"]
@@ -122,7 +123,7 @@ def test_plan_shows_the_public_check_for_a_card_with_rows():
     assert [r["published"] for r in part["rows"]] == [17.8, 17.6] and part["summary"]["n"] == 19
     lines = plan._public_check_lines(part)
     assert lines[0].startswith("  checked against published measurements (GeForce RTX 4060 Ti 16GB")
-    assert "published  17.6, predicted  17.6 (+0%)" in "\n".join(lines)
+    assert "published  17.6, predicted  17.5 (-0%)" in "\n".join(lines)
     assert "source: github.com/sudoingX/qwen38-mtp/blob/741eee740b/sweeps/rtx-4060-ti.md" in "\n".join(lines)
     assert max(len(x) for x in lines) <= 100
     assert plan.public_check_part(profiles.load("h200-x1")) is None  # no public H200 row
@@ -142,20 +143,20 @@ def test_tp_model_against_the_public_tensor_split_rows():
 
     result = public_check.tensor_check()
     got = {r["id"]: (round(r["predicted"], 1), round(r["error"], 3)) for r in result["rows"]}
-    assert got == {"rtx5060ti-x2-tensor-plain": (37.3, 0.006), "rtx5060ti-x2-tensor-llamabench": (37.3, -0.027),
-                   "rtx5060ti-x2-tensor-d4k-plain": (37.2, 0.026), "rtx5060ti-x2-tensor-d16k-plain": (36.8, 0.067),
-                   "rtx5060ti-x2-tensor-d32k-plain": (36.4, 0.123), "rtx5060ti-x2-tensor-d65k-plain": (35.4, 0.234),
-                   "rtx5060ti-x2-tensor-d130k-plain": (33.7, 0.424), "rtxa5000-x2-tensor-plain": (55.9, 0.078),
+    assert got == {"rtx5060ti-x2-tensor-plain": (37.2, 0.002), "rtx5060ti-x2-tensor-llamabench": (37.2, -0.031),
+                   "rtx5060ti-x2-tensor-d4k-plain": (37.0, 0.022), "rtx5060ti-x2-tensor-d16k-plain": (36.7, 0.062),
+                   "rtx5060ti-x2-tensor-d32k-plain": (36.2, 0.118), "rtx5060ti-x2-tensor-d65k-plain": (35.3, 0.228),
+                   "rtx5060ti-x2-tensor-d130k-plain": (33.6, 0.416), "rtxa5000-x2-tensor-plain": (56.3, 0.085),
                    "p40-x2-tensor-plain": (11.8, 0.007), "p40-x2-tensor-udq4kxl-plain": (13.1, -0.007),
-                   "rtx5090-x2-tensor-udq4km-95ef7fc-plain": (91.9, -0.145)}  # kept apart: never fitted
+                   "rtx5090-x2-tensor-udq4km-95ef7fc-plain": (93.7, -0.128)}  # kept apart: never fitted
     # the P40 row has its file size (20.22 GB) and link now; two rows published neither a size nor a link
     assert result["skipped"] == [{"id": "r9700-x2-tensor-rocm-q8-plain", "reason": "file size not published"},
                                  {"id": "rtx5060ti-x2-tensor-windows-q4km-b10450-plain",
                                   "reason": "no link (lab/data/gpu_links.yaml id)"}]
     assert {r["id"] for r in result["rows"] if r["fitted"]} == {"p40-x2-tensor-plain", "p40-x2-tensor-udq4kxl-plain"}
-    assert result["summary"]["n"] == 6 and round(result["summary"]["median_abs_error"], 3) == 0.017
-    assert round(result["summary"]["max_abs_error"], 3) == 0.078
-    assert round(result["optimistic"]["max_abs_error"], 3) == 0.198
+    assert result["summary"]["n"] == 6 and round(result["summary"]["median_abs_error"], 3) == 0.015
+    assert round(result["summary"]["max_abs_error"], 3) == 0.085
+    assert round(result["optimistic"]["max_abs_error"], 3) == 0.195
     depth = [got[f"rtx5060ti-x2-tensor-d{k}-plain"][1] for k in ("4k", "16k", "32k", "65k", "130k")]
     assert depth == sorted(depth) and result["depth"]["n"] == 4
 
@@ -175,38 +176,38 @@ def test_mtp_model_against_the_public_draft_mtp_rows():
     assert got["v100-32g-b10358-mtp-n4"] == (4, 45.3, 0.027)
     assert got["v100-32g-b10358-mtp-n6"] == (6, 39.1, 0.152)  # n-max 6 counts now: the same formula at any n
     assert got["v100-sxm2-16g-x2-layer-mtp-n4"] == (4, 50.0, -0.154)  # the worst row: the pair verifies cheaper
-    assert got["rtx3090-b10450-mtp-n2"] == (2, 63.3, -0.003)
-    assert got["rtx4060ti-16g-xyzv2-mtp-n3"] == (3, 39.9, -0.002)
-    assert got["rtx5060ti-16g-xyzv2-mtp-n4"] == (4, 54.0, -0.093)
+    assert got["rtx3090-b10450-mtp-n2"] == (2, 63.2, -0.004)
+    assert got["rtx4060ti-16g-xyzv2-mtp-n3"] == (3, 39.7, -0.007)
+    assert got["rtx5060ti-16g-xyzv2-mtp-n4"] == (4, 53.8, -0.095)
     assert got["p40-x2-tensor-udq4kxl-mtp-n4"] == (4, 23.6, 0.0)  # Pascal's one ungated row fits its verify ms
     comp = result["comparable"]
-    assert comp["n"] == 26 and round(comp["median_abs_error"], 3) == 0.02 and round(comp["max_abs_error"], 3) == 0.154
+    assert comp["n"] == 26 and round(comp["median_abs_error"], 3) == 0.022 and round(comp["max_abs_error"], 3) == 0.154
     by = {a: (s["n"], round(s["median_abs_error"], 3), round(s["max_abs_error"], 3)) for a, s in result["by_arch"].items()}
-    assert by == {"volta": (7, 0.068, 0.154), "ampere": (3, 0.014, 0.02), "ada": (3, 0.002, 0.003),
-                  "blackwell": (5, 0.045, 0.093), "pascal": (1, 0.0, 0.0), "rdna3": (3, 0.026, 0.034),
-                  "rdna3+vulkan": (3, 0.037, 0.056), "rdna4+vulkan": (1, 0.0, 0.0)}
+    assert by == {"volta": (7, 0.069, 0.154), "ampere": (3, 0.011, 0.018), "ada": (3, 0.005, 0.007),
+                  "blackwell": (5, 0.042, 0.095), "pascal": (1, 0.0, 0.0), "rdna3": (3, 0.026, 0.034),
+                  "rdna3+vulkan": (3, 0.036, 0.057), "rdna4+vulkan": (1, 0.0, 0.0)}
     t = result["targets"]
     assert t["met"] is True and t["misses"] == []
     held = result["held_out"]
-    assert (round(held["row"]["median_abs_error"], 3), round(held["row"]["max_abs_error"], 3)) == (0.038, 0.268)
-    assert (round(held["card"]["median_abs_error"], 3), round(held["card"]["max_abs_error"], 3)) == (0.271, 0.526)
+    assert (round(held["row"]["median_abs_error"], 3), round(held["row"]["max_abs_error"], 3)) == (0.041, 0.268)
+    assert (round(held["card"]["median_abs_error"], 3), round(held["card"]["max_abs_error"], 3)) == (0.274, 0.527)
     by_held = {a: tuple(round(s[k][m], 3) for k in ("row", "card") for m in ("median_abs_error", "max_abs_error"))
                for a, s in held["by_arch"].items()}
-    assert by_held == {"volta": (0.081, 0.208, 0.165, 0.353), "ampere": (0.024, 0.028, 0.024, 0.028),
-                       "ada": (0.002, 0.004, 0.002, 0.003), "blackwell": (0.054, 0.122, 0.388, 0.526),
+    assert by_held == {"volta": (0.081, 0.208, 0.165, 0.353), "ampere": (0.02, 0.026, 0.02, 0.026),
+                       "ada": (0.009, 0.015, 0.009, 0.015), "blackwell": (0.047, 0.124, 0.39, 0.527),
                        "pascal": (0.165, 0.165, 0.165, 0.165), "rdna3": (0.04, 0.042, 0.32, 0.37),
                        "rdna3+vulkan": (0.054, 0.069, 0.477, 0.51), "rdna4+vulkan": (0.268, 0.268, 0.268, 0.268)}
     # calibration.yaml mtp_step_model is what the fit gives on these rows + the H200's steps
     assert {a: round(v, 2) for a, v in result["refit"]["verify_ms"].items()} == result["params"]["verify_ms"] == {
-        "volta": 8.75, "ampere": 6.03, "ada": 1.96, "hopper": 2.8, "blackwell": 2.04, "pascal": 14.33, "rdna3": 5.74,
-        "rdna3+vulkan": 1.32, "rdna4+vulkan": 3.5}
+        "volta": 8.72, "ampere": 6.04, "ada": 1.93, "hopper": 3.13, "blackwell": 1.92, "pascal": 14.31, "rdna3": 5.71,
+        "rdna3+vulkan": 1.29, "rdna4+vulkan": 3.48}
     # the outliers' MTP rows are shown, not counted
     assert not next(r for r in result["rows"] if r["id"] == "rtx3090-dayone-mtp-n2")["comparable"]
     assert {s["id"] for s in result["skipped"]} == {"v100-32g-b9190-mtp-n2", "rtx3090-club3090-mtp-q4km",
                                                     "rtx3090-club3090-mtp-udq4kxl-245w", "rtx4090-500w-q4km-mtp-n2"}
     # the V100's 31K-token MTP row is the depth group: predicted, not fitted
     deep = next(r for r in result["rows"] if r["id"] == "v100-32g-b10358-depth31k-mtp-n2")
-    assert deep["deep"] and not deep["comparable"] and round(result["depth"]["max_abs_error"], 3) == 0.105
+    assert deep["deep"] and not deep["comparable"] and round(result["depth"]["max_abs_error"], 3) == 0.104
 
 
 def test_gated_drafts_are_reported_apart_and_not_modelled():
@@ -217,7 +218,7 @@ def test_gated_drafts_are_reported_apart_and_not_modelled():
 
     result = public_check.mtp_check()
     gated = {r["id"]: round(r["error"], 3) for r in result["rows"] if r["gated"]}
-    assert gated == {"rtx5060ti-x2-tensor-mtp-n4-pmin060": 0.757, "p40-x2-tensor-mtp-n4-pmin075": 0.073,
+    assert gated == {"rtx5060ti-x2-tensor-mtp-n4-pmin060": 0.767, "p40-x2-tensor-mtp-n4-pmin075": 0.073,
                      "p40-x2-tensor-udq4kxl-mtp-n4-pmin075": 0.16}
     assert result["gated"]["n"] == 3 and round(result["gated"]["median_abs_error"], 3) == 0.16
     rows = public_speed.load()
@@ -230,22 +231,25 @@ def test_mtp_step_model_head_pass_and_architecture():
 
     # one head pass reads the MTP block + the output matrix: 8.3 % of a plain token's bytes (Q4_K_M mix)
     assert round(mtp_model.head_fraction(), 4) == 0.0826
-    # V100 at 33.62 tok/s (29.74 ms): head 0.0826 x (29.74 - 3.58, the per-token model's fixed ms) = 2.16 ms + Volta's
-    # 8.75 ms per draft
+    # V100 at 33.62 tok/s (29.74 ms): head 0.0826 x (29.74 - 3.27, the per-token model's fixed ms) = 2.19 ms + Volta's
+    # 8.72 ms per draft
     ratio, basis = mtp_model.step_over_plain(2, 33.62, "volta")
     plain_ms = 1000 / 33.62
-    assert mtp_model.fixed_ms() == pytest.approx(3.58)
-    assert basis == "volta" and ratio == pytest.approx(1 + 2 * (mtp_model.head_fraction() * (plain_ms - 3.58) + 8.75)
+    assert mtp_model.fixed_ms() == mtp_model.fixed_ms("volta") == pytest.approx(3.27)
+    assert mtp_model.fixed_ms("hopper") == pytest.approx(7.49)  # Hopper's own (the H100 + H200 pair)
+    assert basis == "volta" and ratio == pytest.approx(1 + 2 * (mtp_model.head_fraction() * (plain_ms - 3.27) + 8.72)
                                                        / plain_ms)
     assert round(ratio, 2) == 1.73
     # a refit's own fixed cost goes with its verify ms (public_validate's folds): the head pass is bytes, not fixed ms
-    other, _ = mtp_model.step_over_plain(2, 33.62, "volta", {"verify_ms": {"volta": 8.75}, "fixed_ms": 5.0})
-    assert other == pytest.approx(ratio - 2 * mtp_model.head_fraction() * 1.42 / plain_ms)
+    other, _ = mtp_model.step_over_plain(2, 33.62, "volta", {"verify_ms": {"volta": 8.72}, "fixed_ms": 5.0})
+    assert other == pytest.approx(ratio - 2 * mtp_model.head_fraction() * 1.73 / plain_ms)
+    by_arch = {"verify_ms": {"volta": 8.72}, "fixed_ms": {"default": 5.0, "hopper": 9.0}}  # a refit's, per architecture
+    assert mtp_model.step_over_plain(2, 33.62, "volta", by_arch)[0] == pytest.approx(other)
     # an architecture without rows takes the most expensive fitted one (Pascal's, from the P40 pair): under- rather
     # than over-rating
     worst, basis = mtp_model.step_over_plain(2, 33.62, "turing")
     assert basis == "pascal (no turing rows)" and worst == mtp_model.step_over_plain(2, 33.62, "pascal")[0] > ratio
-    # the H200's measured steps are reproduced within 4 % (its plain 86.24 tok/s, Hopper's 2.8 ms)
+    # the H200's measured steps are reproduced within 4 % (its plain 86.24 tok/s, Hopper's 3.13 ms)
     for p in mtp_model.h200_points():
         assert abs(mtp_model.predict(p["plain_tok_s"], p["n"], 0.0, "hopper")["tok_s"] / p["tok_s"] - 1) < 0.04
 
@@ -328,7 +332,7 @@ def test_depth_term_is_complete_and_rows_at_depth_are_checked_not_fitted():
     check, tensor = public_check.check(), public_check.tensor_check()
     errors = {x["id"]: x["error"] for x in check["rows"] + tensor["rows"] if x["deep"]}
     assert len(errors) == 7 and min(errors.values()) > 0  # every one over-predicted
-    assert (round(check["depth"]["median_abs_error"], 3), round(check["depth"]["max_abs_error"], 3)) == (0.103, 0.509)
+    assert (round(check["depth"]["median_abs_error"], 3), round(check["depth"]["max_abs_error"], 3)) == (0.102, 0.504)
 
 
 def test_validate_leaves_each_card_architecture_and_backend_out_with_the_lab_s_own_fit():
@@ -343,13 +347,13 @@ def test_validate_leaves_each_card_architecture_and_backend_out_with_the_lab_s_o
     result = public_validate.validate()
     got = {g: tuple((s[f]["n"], round(s[f]["median_abs_error"], 3), round(s[f]["max_abs_error"], 3))
                     for f in ("in_sample", "loco", "loao", "lobo")) for g, s in result["groups"].items()}
-    assert got == {"plain": ((19, 0.017, 0.044), (19, 0.049, 0.253), (19, 0.206, 0.271), (19, 0.169, 0.253)),
-                   "mtp": ((26, 0.02, 0.154), (26, 0.254, 0.772), (26, 0.362, 0.772), (26, 0.256, 1.078)),
-                   "tensor": ((6, 0.017, 0.078), (6, 0.062, 0.867), (6, 0.226, 0.867), (6, 0.218, 0.925)),
-                   "depth": ((8, 0.114, 0.509), (8, 0.127, 0.47), (8, 0.106, 0.462), (8, 0.123, 0.549)),
-                   "p-min": ((3, 0.16, 0.757), (3, 0.916, 1.056), (3, 0.916, 1.056), (3, 1.244, 1.411)),
-                   "windows": ((12, 0.128, 0.315), (12, 0.108, 0.518), (12, 0.222, 0.551), (12, 0.239, 0.518)),
-                   "kept apart": ((17, 0.145, 0.978), (17, 0.176, 0.978), (17, 0.219, 0.743), (17, 0.201, 0.764))}
+    assert got == {"plain": ((19, 0.015, 0.044), (19, 0.054, 0.428), (19, 0.222, 0.428), (19, 0.236, 0.428)),
+                   "mtp": ((26, 0.022, 0.154), (26, 0.24, 0.769), (26, 0.356, 0.769), (26, 0.306, 0.944)),
+                   "tensor": ((6, 0.015, 0.085), (6, 0.066, 0.861), (6, 0.23, 0.861), (6, 0.248, 0.718)),
+                   "depth": ((8, 0.111, 0.504), (8, 0.128, 0.47), (8, 0.101, 0.456), (8, 0.111, 0.39)),
+                   "p-min": ((3, 0.16, 0.767), (3, 0.912, 1.053), (3, 0.912, 1.053), (3, 1.063, 1.255)),
+                   "windows": ((12, 0.131, 0.315), (12, 0.094, 0.49), (12, 0.213, 0.551), (12, 0.197, 0.49)),
+                   "kept apart": ((13, 0.1, 0.316), (13, 0.118, 0.354), (13, 0.242, 0.742), (13, 0.169, 0.523))}
     # in sample equals public_check's (the lab's published model), and its plain targets still hold
     comp = public_check.check()["comparable"]
     assert result["groups"]["plain"]["in_sample"] == comp and public_check.check()["targets"]["met"]
@@ -359,12 +363,14 @@ def test_validate_leaves_each_card_architecture_and_backend_out_with_the_lab_s_o
     assert t["by_group"] == {"plain": False, "mtp": False, "tensor": False} and t["met"] is False
     assert t["misses"][:3] == ["p40-x2-tensor-plain", "p40-x2-tensor-udq4kxl-plain", "p40-x2-tensor-udq4kxl-mtp-n4"]
     # the rows kept apart judge the fit on rows it never saw: issue 42's target (median <= 10 %, max <= 30 %) NOT met
+    # (the XTX's launch-week MTP row +32 %); 4 of the 17 carry an outlier note, read from their sources (the 5090
+    # Laptop's release-night pair, the PRO 6000's b10335 draft path, the 3080 Ti Laptop at 115 W)
     kept = t["kept_apart"]
     assert (kept["n"], round(kept["median_abs_error"], 3), round(kept["max_abs_error"], 3), kept["met"]) == (
-        17, 0.145, 0.978, False)
+        13, 0.1, 0.316, False)
     by_card = {c: round(s["loco"]["max_abs_error"], 3) for c, s in result["by_card"].items()}
-    assert by_card["tesla-p40"] == 0.867 and by_card["v100-16g/v100-32g"] == 0.361 and by_card["rtx-3090"] == 0.034
-    assert by_card["rx-7900-xtx"] == 0.461
+    assert by_card["tesla-p40"] == 0.861 and by_card["v100-16g/v100-32g"] == 0.361 and by_card["rtx-3090"] == 0.034
+    assert by_card["rx-7900-xtx"] == 0.433
     p40 = next(x for x in result["rows"] if x["id"] == "p40-x2-tensor-plain")
     assert "tesla-p40 left out: fraction FALLBACK 0.70" in p40["loco_fold"] and p40["loco"] == p40["loao"]
     cuda = next(x for x in result["rows"] if x["id"] == "rtx3090-b10450-plain")

@@ -157,3 +157,30 @@ def test_projection_rows_v100_below_roofline():
     v100 = next(r for g, r in rows.items() if "V100" in g)
     assert v100["projected_tok_s"] < v100["roofline_tok_s"] and 30 < v100["projected_tok_s"] < 40
     assert roofline.family_of("qwen3_5_text") == "qwen35" and roofline.family_of(None) == "dense"
+
+
+def test_a_controlled_pair_gives_its_architecture_its_own_fixed_cost():
+    """Points of one `controlled` group (one file, one build) on two bandwidths tell an architecture's fixed cost from
+    its fraction: that architecture is fitted on its own (e), the others share c. Without the marker the same points
+    share the one fixed cost (a public row of another build is no controlled pair)."""
+    from lab.predict import roofline
+
+    def pt(i, arch, b, bw, c_ms, f, **kw):
+        return {"id": i, "family": "qwen35", "arch": arch, "weights_bytes": b, "datasheet_gb_s": bw,
+                "tok_s": 1 / (b / (f * bw * 1e9) + c_ms / 1000), **kw}
+
+    shared = [pt("a", "x", 10e9, 1000, 3.0, 0.8), pt("b", "x", 20e9, 1000, 3.0, 0.8), pt("c", "y", 15e9, 500, 3.0, 0.6)]
+    pair = [pt("h1", "z", 14e9, 3350, 7.5, 1.0, controlled="lab"), pt("h2", "z", 14e9, 4800, 7.5, 1.0, controlled="lab")]
+    m = roofline.fit_per_token(shared + pair)
+    assert m.fixed_ms_by_family == {"qwen35": pytest.approx(3.0)} and m.extra_fixed_ms_by_arch == {"z": pytest.approx(4.5, abs=0.02)}
+    # the grid's step (0.01 ms) and the cap (no fraction above 1) meet at 7.49
+    assert m.fixed_for("qwen35", "z") == pytest.approx(7.5, abs=0.02) and m.fixed_for("qwen35", "x") == pytest.approx(3.0)
+    assert m.fraction_by_arch["z"] == pytest.approx(1.0, abs=0.01) and m.default_fraction == pytest.approx(0.8)
+    assert m.predict_tok_s(14e9, 4800, "datasheet", "qwen35", "z") == pytest.approx(pair[1]["tok_s"], rel=2e-3)
+    assert m.fixed_by_arch("qwen35") == {"default": pytest.approx(3.0), "z": pytest.approx(7.5, abs=0.02)}
+    assert roofline.controlled_pairs(shared + pair, "qwen35") == {"z": pair}
+    unmarked = [{k: v for k, v in p.items() if k != "controlled"} for p in pair]
+    assert roofline.fit_per_token(shared + unmarked).extra_fixed_ms_by_arch == {}
+    # the lab's own: the H100 + H200 pair (calibration.yaml per_token_points, `controlled`)
+    lab = roofline.per_token_model()
+    assert set(lab.extra_fixed_ms_by_arch) == {"hopper"} and "its own, from a controlled pair" in lab.how
