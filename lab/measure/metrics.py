@@ -286,9 +286,10 @@ def steady_state_validity(s: dict, reps: list[dict]) -> tuple[list[str], list[st
 
 def decode_summed(stream_decode_tok_s: float | None, concurrency: int | None) -> float | None:
     """Decode-only tokens per second summed over the level's streams: one stream's decode speed × the streams in
-    flight. A closed loop keeps `concurrency` requests in flight, so that many decode at once; the prefills of new
-    arrivals slow the others' decode and are already inside the per-stream speed. Unlike output throughput
-    (tokens ÷ wall time, prefill and gaps included), this is what llama-batched-bench's S_TG measures in-process."""
+    flight. The prefills of new arrivals slow the others' decode and are inside the per-stream speed, so this mixes
+    the level's ramp with its steady state; `steady_figures`' steady_decode_tok_s counts only the time all streams
+    decoded, the state llama-batched-bench's S_TG measures in-process. Unlike output throughput (tokens ÷ wall time,
+    prefill and gaps included), both leave each request's own wait for its first token out."""
     if stream_decode_tok_s is None or not concurrency:
         return None
     return stream_decode_tok_s * concurrency
