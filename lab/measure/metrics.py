@@ -201,6 +201,7 @@ def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = 
 # of the window at 16 streams and 78-89 % at 4 and 8 (outputs/h100-x1/README.md, "the served gap, attributed").
 STEADY_MIN_FRACTION = 0.5  # below this share of the window at full concurrency, the level's decode figures are mostly ramp
 STEADY_SPREAD = 0.15  # repetitions whose steady decode differ by more than this (max ÷ min − 1) are not one steady state
+STEADY_AGREE = 0.05  # a level mostly outside its steady state whose decode summed is within this of it: nothing misleads
 
 
 def decoded_by(r: RequestResult, t: float) -> float:
@@ -262,8 +263,9 @@ def rep_windows(run: RunResult) -> list[tuple[float, float]]:
 
 def steady_state_validity(s: dict, reps: list[dict]) -> tuple[list[str], list[str]]:
     """(reasons, warnings) about the level's steady state: a closed loop that never had all its streams decoding
-    at once measured no steady state (a reason: its decode figures are ramp and tail); one mostly outside it, or
-    whose repetitions decoded at different steady speeds, says so (warnings)."""
+    at once measured no steady state (a reason: its decode figures are ramp and tail); one mostly outside it whose
+    decode summed differs from its steady decode, or whose repetitions decoded at different steady speeds, says so
+    (warnings). One stream's decode is its own steady state: only the repetitions' spread applies there."""
     n, frac = s.get("concurrency"), s.get("full_concurrency_fraction")
     if not n or frac is None or not s["successes"]:
         return [], []
@@ -271,10 +273,11 @@ def steady_state_validity(s: dict, reps: list[dict]) -> tuple[list[str], list[st
         return [f"never had all {n} streams decoding at once: no steady state to report (the requests' prefills and "
                 "ends never overlapped all their decodes); send more requests per repetition or longer outputs"], []
     warnings = []
-    if frac < STEADY_MIN_FRACTION:
+    summed = s.get("decode_tok_s_summed")
+    if n > 1 and frac < STEADY_MIN_FRACTION and summed and abs(summed / s["steady_decode_tok_s"] - 1) > STEADY_AGREE:
         warnings.append(f"only {frac:.0%} of the window had all {n} streams decoding (prefills {s['prefill_fraction']:.0%}): "
-                        f"decode_tok_s_summed mixes ramp and tail; steady_decode_tok_s is the figure to compare with "
-                        "llama-batched-bench")
+                        f"decode_tok_s_summed ({summed:.1f} tok/s) mixes ramp and tail; steady_decode_tok_s "
+                        f"({s['steady_decode_tok_s']:.1f}) is the figure to compare with llama-batched-bench")
     steady = [r["steady_decode_tok_s"] for r in reps if r.get("steady_decode_tok_s")]
     if len(steady) > 1 and max(steady) / min(steady) - 1 > STEADY_SPREAD:
         warnings.append(f"the repetitions' steady decode differ by {max(steady) / min(steady) - 1:.0%} "
@@ -398,6 +401,6 @@ def served_ratio(served_tok_s: float | None, in_process_tok_s: float | None) -> 
 
 __all__ = ["DEFAULT_SLO", "SERVED_RATIO_TARGET", "Criteria", "percentile", "stats_ms", "tpot_s", "meets_slo",
            "validity", "summarise", "summarise_run", "decode_summed", "repetition_figures", "spread", "SPREAD_KEYS",
-           "STEADY_KEYS", "STEADY_MIN_FRACTION", "STEADY_SPREAD", "decoded_by", "concurrency_window", "steady_figures",
-           "rep_windows", "steady_state_validity",
+           "STEADY_KEYS", "STEADY_MIN_FRACTION", "STEADY_SPREAD", "STEADY_AGREE", "decoded_by", "concurrency_window",
+           "steady_figures", "rep_windows", "steady_state_validity",
            "queueing", "criteria_for", "ratio", "served_ratio", "served_cost_s", "reachable_ratio", "max_tok_s_for_target"]

@@ -53,6 +53,21 @@ def test_a_level_that_never_had_all_streams_decoding_says_so_and_is_invalid():
     assert s["decode_tok_s_summed"] == pytest.approx(10.0)  # per-stream × 2: the number that would have misled
 
 
+def test_a_level_mostly_outside_its_steady_state_says_its_summed_decode_misleads():
+    """Stream A decodes alone at 20 tok/s while B's prompt waits 1.5 s, then both at 10 tok/s: per-stream decode × 2
+    says 30.8 tok/s, but the two streams together only ever did 20."""
+    a = ok(0, 0.0, 0.1, [0.1 + 0.05 * k for k in range(29)] + [1.6 + 0.1 * k for k in range(6)], 2.1, 35)
+    b = ok(1, 0.0, 1.5, [1.5 + 0.1 * k for k in range(7)], 2.1, 7)
+    s = metrics.summarise_run(level([a, b], 2.1), criteria=metrics.Criteria(min_duration_s=1.0, min_successes=2))
+    assert s["decode_tok_s_summed"] == pytest.approx(2 * 40 / 2.6) and s["steady_decode_tok_s"] == pytest.approx(20.0)
+    assert s["full_concurrency_fraction"] == pytest.approx(0.6 / 2.1) and s["prefill_fraction"] == pytest.approx(1.5 / 2.1)
+    assert s["validity"]["valid"] and s["validity"]["warnings"] == [
+        "only 29% of the window had all 2 streams decoding (prefills 71%): decode_tok_s_summed (30.8 tok/s) mixes ramp "
+        "and tail; steady_decode_tok_s (20.0) is the figure to compare with llama-batched-bench"]
+    one = metrics.summarise_run(level([a], 2.1, concurrency=1), criteria=metrics.Criteria(min_duration_s=1.0, min_successes=1))
+    assert one["validity"]["warnings"] == []  # one stream's decode is its own steady state
+
+
 # ---------------------------------------------------------------- the committed H100 run, replayed
 def h100_levels() -> tuple[dict[int, dict], dict]:
     record = json.loads(H100.read_text())
