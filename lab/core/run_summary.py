@@ -91,6 +91,11 @@ class RunSummary(Figures):
     request_rate: float | None = None
     client_cpu_s: float | None = None
     decode_tok_s_summed: float | None = None
+    # the level's concurrency over time (lab.measure.metrics.concurrency_window): its steady state, when it had one
+    steady_decode_tok_s: float | None = None
+    full_concurrency_fraction: float | None = None
+    prefill_fraction: float | None = None
+    window_decode_tok_s: float | None = None
     joules_per_token: float | None = None
     # the GPU figures: a total over the GPUs and its per-GPU list, one or several GPUs alike (fields.yaml `gpus:`)
     mean_power_w: float | None = None
@@ -108,7 +113,8 @@ class RunSummary(Figures):
 
 # The figures of one level a tune point keeps (lab.experiments.tune `levels`), by the run summary's names; a latency
 # statistic by its flat name (lab.core.fields.flat).
-LEVEL_FIGURES = ("output_throughput", "stream_decode_tok_s", "decode_tok_s_summed", "server_decode_tok_s",
+LEVEL_FIGURES = ("output_throughput", "stream_decode_tok_s", "decode_tok_s_summed", "steady_decode_tok_s",
+                 "full_concurrency_fraction", "server_decode_tok_s",
                  "prefill_tok_s", "requests", "successes", "duration_s", "spread", "warmup", "joules_per_token",
                  "mean_power_w", "peak_vram_mib", "peak_vram_mib_per_gpu", "peak_host_rss_mib")
 LEVEL_STATS = (("ttft_ms", "p50"), ("tpot_ms", "p50"), ("e2el_ms", "p50"))

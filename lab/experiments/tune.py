@@ -212,15 +212,16 @@ def rows(result: dict) -> list[dict]:
 
 
 def level_rows(result: dict) -> list[dict]:
-    """Per point and level (pure): output and summed decode tok/s as mean ± sd over the repetitions (the values
-    kept), and each as a fraction of the baseline's at the same level — one lever at a time against the profile."""
+    """Per point and level (pure): output, summed decode and steady decode tok/s (all N streams decoding:
+    lab.measure.metrics.concurrency_window) as mean ± sd over the repetitions (the values kept), and each as a fraction
+    of the baseline's at the same level — one lever at a time against the profile."""
     base = next((p for p in result["points"] if p["dimension"] == "baseline" and p["status"] == "ok"), None)
     out = []
     for p in result["points"]:
         for n, lv in sorted((p.get("levels") or {}).items(), key=lambda kv: int(kv[0])):
             b = ((base or {}).get("levels") or {}).get(n) or {}
             row = {"setting": p["name"], "streams": int(n), "status": p["status"]}
-            for key in ("output_throughput", "decode_tok_s_summed"):
+            for key in ("output_throughput", "decode_tok_s_summed", "steady_decode_tok_s"):
                 label = display.label(key)
                 sp = (lv.get("spread") or {}).get(key) or {}
                 mean = sp.get("mean", lv.get(key))

@@ -16,7 +16,7 @@ peer clients         peer_bench (vllm bench serve and the lab's client on the sa
                      guidellm, aiperf: where, command lines, their exports), server_clock (the server's own log as
                      referee between two runs), wire_clock (a timing proxy between clients and server: every request
                      of both runs on one clock), slot_placement (which slots a run's requests landed in; a log's
-                     slot blocks against decode speed)
+                     slot blocks against decode speed; its waves with the compute graphs they reused)
 
 llama-bench itself (lab.model.llama_bench) sits in the model layer: the quant ladder (lab.model.quant_ladder) and the
 by-hand track (lab.serving.byhand) below this layer call it. Servers are started and stopped by lab.serving.serve

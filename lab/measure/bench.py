@@ -196,7 +196,10 @@ def bench_checks(summaries: list[dict], ratio: float | None, ceiling_tok_s: floa
                          f"{len(warm['rounds'])} round(s), last change " + ("—" if last is None else f"{last:.1%}"),
                          f"two rounds within {warm['tolerance']:.0%} (≤ {warm['max_rounds']} rounds)",
                          "" if warm["steady"] else "the speed still moved between warm-up rounds: the first repetition "
-                         "may be slower than the rest (compare the repetitions); other work on the machine keeps it moving",
+                         "may be slower than the rest (compare the repetitions); other work on the machine keeps it moving, "
+                         "and so does llama-server with more slots than streams on a hybrid model: a round whose requests "
+                         "land in non-contiguous slots decodes slower (llama.cpp issue #25840; the H100's 4-stream warm-up "
+                         "of 2026-12-07 went 116 / 83 / 116 tok/s so)",
                          "lab.measure.load_levels.warm_up"))
     if busy and busy.get("others_cores") is not None:
         quiet = busy["others_cores"] <= QUIET_CORES

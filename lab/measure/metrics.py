@@ -12,6 +12,7 @@ records are lab.measure.loadgen's `RequestResult` and `RunResult`.
 """
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -165,16 +166,24 @@ def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = 
     s = summarise(run.results, run.duration_s, slo, criteria)
     s.update(concurrency=run.spec.concurrency, request_rate=run.spec.request_rate, client_cpu_s=run.client_cpu_s)
     s["decode_tok_s_summed"] = decode_summed(s["stream_decode_tok_s"], run.spec.concurrency)
+    n = run.spec.concurrency
+    groups = ([[r for r in run.results if r.repetition == rep["repetition"]] for rep in run.repetitions]
+              if run.repetitions else [run.results])
+    windows = [concurrency_window(g, n, a, b) for g, (a, b) in zip(groups, rep_windows(run))] if n else []
+    s.update(steady_figures(windows) if windows else dict.fromkeys(STEADY_KEYS))
     res = run.resources or {}
     # None = not measured (no NVML / no sampler), never 0
     s.update(joules_per_token=res.get("joules_per_token"), mean_power_w=res.get("mean_power_w"),
              mean_power_w_per_gpu=res.get("mean_power_w_per_gpu"), peak_vram_mib=res.get("peak_vram_mib"),
              peak_vram_mib_per_gpu=res.get("peak_vram_mib_per_gpu"), peak_host_rss_mib=res.get("peak_host_rss_mib"),
              energy_not_measured=res.get("gpu_not_measured") if res else "no sampler ran")
-    reps = [repetition_figures([r for r in run.results if r.repetition == rep["repetition"]], rep["duration_s"],
-                               run.spec.concurrency) | {"repetition": rep["repetition"]}
-            for rep in run.repetitions or []]
+    reps = [repetition_figures(g, rep["duration_s"], n, w) | {"repetition": rep["repetition"]}
+            for g, rep, w in zip(groups, run.repetitions or [], windows or [None] * len(groups))]
     s.update(repetitions=reps, spread=spread(reps), warmup=run.warmup_rounds, deadline_s=run.deadline_s, cut=run.cut)
+    reasons, warnings = steady_state_validity(s, reps)
+    s["validity"]["reasons"] += reasons
+    s["validity"]["warnings"] += warnings
+    s["validity"]["valid"] = not s["validity"]["reasons"]
     if run.cut:  # its failures are counted above; here is why they failed
         s["validity"]["warnings"].append(f"the level ended at its deadline: {run.cut}")
     odd = sum(bool(r.findings) for r in run.results)
@@ -184,24 +193,123 @@ def summarise_run(run: RunResult, slo: dict | None = None, criteria: Criteria = 
     return RunSummary.model_validate(s)  # the schema's names only (lab/data/fields.yaml)
 
 
+# ================================================================ the level's concurrency over time
+# A closed loop at N streams sends N requests at once, so a level opens with their prefills (llama-server processes
+# prompts inside its decode loop: a batch of 2048 tokens holds four 512-token prompts, and the streams already
+# decoding wait for it) and closes with requests ending at different times. Only while all N decode at once is the
+# level in the state llama-batched-bench's S_TG measures; on the H100 (2026-12-07, 256-token outputs) that was 69 %
+# of the window at 16 streams and 78-89 % at 4 and 8 (outputs/h100-x1/README.md, "the served gap, attributed").
+STEADY_MIN_FRACTION = 0.5  # below this share of the window at full concurrency, the level's decode figures are mostly ramp
+STEADY_SPREAD = 0.15  # repetitions whose steady decode differ by more than this (max ÷ min − 1) are not one steady state
+STEADY_AGREE = 0.05  # a level mostly outside its steady state whose decode summed is within this of it: nothing misleads
+
+
+def decoded_by(r: RequestResult, t: float) -> float:
+    """Tokens after its first that request `r` had streamed by time `t` (the run's clock, as `start_s`): its output
+    tokens spread evenly over its chunks carrying text, interpolated between chunk arrivals (a chunk may carry more
+    than one token, and a random-weights model's partial UTF-8 tokens carry no text)."""
+    times = [r.start_s + c for c in r.chunk_times_s]
+    if not times or not r.output_tokens or t <= times[0]:
+        return 0.0
+    if t >= times[-1]:
+        return float(r.output_tokens - 1)
+    per_chunk = (r.output_tokens - 1) / (len(times) - 1)
+    k = bisect.bisect_right(times, t) - 1
+    gap = times[k + 1] - times[k]
+    return per_chunk * (k + ((t - times[k]) / gap if gap > 0 else 0.0))
+
+
+def concurrency_window(results: list[RequestResult], streams: int, start_s: float, end_s: float) -> dict:
+    """How the window [start_s, end_s] of a closed loop at `streams` was spent (pure): seconds with all `streams`
+    decoding at once (a request decodes from its first token to its end), seconds with at least one request waiting
+    for its first token (its prompt queued or being processed) and not all decoding, the decode tokens (after each
+    request's first) streamed in the whole window and in its full-concurrency part."""
+    ok = [r for r in results if r.success and r.ttft_s is not None and r.e2el_s is not None]
+    edges = sorted({start_s, end_s} | {min(max(t, start_s), end_s) for r in ok
+                                       for t in (r.start_s, r.start_s + r.ttft_s, r.start_s + r.e2el_s)})
+    full_s = waiting_s = full_tokens = 0.0
+    for a, b in zip(edges, edges[1:]):
+        mid = (a + b) / 2
+        decoding = [r for r in ok if r.start_s + r.ttft_s <= mid < r.start_s + r.e2el_s]
+        if len(decoding) >= streams:
+            full_s += b - a
+            full_tokens += sum(decoded_by(r, b) - decoded_by(r, a) for r in decoding)
+        elif any(r.start_s <= mid < r.start_s + r.ttft_s for r in ok):
+            waiting_s += b - a
+    tokens = sum(decoded_by(r, end_s) - decoded_by(r, start_s) for r in ok)
+    return {"window_s": end_s - start_s, "full_s": full_s, "waiting_s": waiting_s, "decode_tokens": tokens,
+            "full_decode_tokens": full_tokens}
+
+
+def steady_figures(windows: list[dict]) -> dict:
+    """A level's steady-state figures from its repetitions' `concurrency_window`s: decode tok/s summed over the
+    streams while all of them decoded (None: never), that share of the window, the share with prompts waiting or
+    being processed, and the decode tok/s over the whole window (tokens after each request's first ÷ wall time)."""
+    window = sum(w["window_s"] for w in windows)
+    full = sum(w["full_s"] for w in windows)
+    return {"steady_decode_tok_s": sum(w["full_decode_tokens"] for w in windows) / full if full > 0 else None,
+            "full_concurrency_fraction": full / window if window > 0 else None,
+            "prefill_fraction": sum(w["waiting_s"] for w in windows) / window if window > 0 else None,
+            "window_decode_tok_s": sum(w["decode_tokens"] for w in windows) / window if window > 0 else None}
+
+
+def rep_windows(run: RunResult) -> list[tuple[float, float]]:
+    """Each repetition's measured window on the run's clock (`start_s`): the whole run when it had none."""
+    if not run.repetitions:
+        return [(0.0, run.duration_s)]
+    t0 = run.repetitions[0]["t0_perf"]
+    return [(rep["t0_perf"] - t0, rep["t0_perf"] - t0 + rep["duration_s"]) for rep in run.repetitions]
+
+
+def steady_state_validity(s: dict, reps: list[dict]) -> tuple[list[str], list[str]]:
+    """(reasons, warnings) about the level's steady state: a closed loop that never had all its streams decoding
+    at once measured no steady state (a reason: its decode figures are ramp and tail); one mostly outside it whose
+    decode summed differs from its steady decode, or whose repetitions decoded at different steady speeds, says so
+    (warnings). One stream's decode is its own steady state: only the repetitions' spread applies there."""
+    n, frac = s.get("concurrency"), s.get("full_concurrency_fraction")
+    if not n or frac is None or not s["successes"]:
+        return [], []
+    if s["steady_decode_tok_s"] is None:
+        return [f"never had all {n} streams decoding at once: no steady state to report (the requests' prefills and "
+                "ends never overlapped all their decodes); send more requests per repetition or longer outputs"], []
+    warnings = []
+    summed = s.get("decode_tok_s_summed")
+    if n > 1 and frac < STEADY_MIN_FRACTION and summed and abs(summed / s["steady_decode_tok_s"] - 1) > STEADY_AGREE:
+        warnings.append(f"only {frac:.0%} of the window had all {n} streams decoding (prefills {s['prefill_fraction']:.0%}): "
+                        f"decode_tok_s_summed ({summed:.1f} tok/s) mixes ramp and tail; steady_decode_tok_s "
+                        f"({s['steady_decode_tok_s']:.1f}) is the figure to compare with llama-batched-bench")
+    steady = [r["steady_decode_tok_s"] for r in reps if r.get("steady_decode_tok_s")]
+    if len(steady) > 1 and max(steady) / min(steady) - 1 > STEADY_SPREAD:
+        warnings.append(f"the repetitions' steady decode differ by {max(steady) / min(steady) - 1:.0%} "
+                        f"({min(steady):.1f}-{max(steady):.1f} tok/s): not one steady state; on llama-server with a "
+                        "hybrid model, which slots the requests landed in (llama.cpp issue #25840; "
+                        "lab.measure.slot_placement) moved it on the H100 and the H200")
+    return [], warnings
+
+
 def decode_summed(stream_decode_tok_s: float | None, concurrency: int | None) -> float | None:
     """Decode-only tokens per second summed over the level's streams: one stream's decode speed × the streams in
-    flight. A closed loop keeps `concurrency` requests in flight, so that many decode at once; the prefills of new
-    arrivals slow the others' decode and are already inside the per-stream speed. Unlike output throughput
-    (tokens ÷ wall time, prefill and gaps included), this is what llama-batched-bench's S_TG measures in-process."""
+    flight. The prefills of new arrivals slow the others' decode and are inside the per-stream speed, so this mixes
+    the level's ramp with its steady state; `steady_figures`' steady_decode_tok_s counts only the time all streams
+    decoded, the state llama-batched-bench's S_TG measures in-process. Unlike output throughput (tokens ÷ wall time,
+    prefill and gaps included), both leave each request's own wait for its first token out."""
     if stream_decode_tok_s is None or not concurrency:
         return None
     return stream_decode_tok_s * concurrency
 
 
+STEADY_KEYS = ("steady_decode_tok_s", "full_concurrency_fraction", "prefill_fraction", "window_decode_tok_s")
 SPREAD_KEYS = ("output_throughput", "stream_decode_tok_s", "decode_tok_s_summed", "server_decode_tok_s",
-               "request_throughput", "ttft_p50_ms", "tpot_p50_ms", "prefill_tok_s")
+               "request_throughput", "ttft_p50_ms", "tpot_p50_ms", "prefill_tok_s", *STEADY_KEYS)
 
 
-def repetition_figures(results: list[RequestResult], duration_s: float, concurrency: int | None) -> dict:
-    """One repetition's own figures (the SPREAD_KEYS, its requests and duration); validity is the level's."""
+def repetition_figures(results: list[RequestResult], duration_s: float, concurrency: int | None,
+                       window: dict | None = None) -> dict:
+    """One repetition's own figures (the SPREAD_KEYS, its requests and duration) with its `concurrency_window`'s
+    steady-state figures (None without one); validity is the level's."""
     s = summarise(results, duration_s)
-    return {"requests": s["requests"], "successes": s["successes"], "duration_s": duration_s,
+    steady = steady_figures([window]) if window else dict.fromkeys(STEADY_KEYS)
+    return steady | {"requests": s["requests"], "successes": s["successes"], "duration_s": duration_s,
             "output_throughput": s["output_throughput"], "stream_decode_tok_s": s["stream_decode_tok_s"],
             "decode_tok_s_summed": decode_summed(s["stream_decode_tok_s"], concurrency),
             "server_decode_tok_s": s["server_decode_tok_s"], "request_throughput": s["request_throughput"],
@@ -293,4 +401,6 @@ def served_ratio(served_tok_s: float | None, in_process_tok_s: float | None) -> 
 
 __all__ = ["DEFAULT_SLO", "SERVED_RATIO_TARGET", "Criteria", "percentile", "stats_ms", "tpot_s", "meets_slo",
            "validity", "summarise", "summarise_run", "decode_summed", "repetition_figures", "spread", "SPREAD_KEYS",
+           "STEADY_KEYS", "STEADY_MIN_FRACTION", "STEADY_SPREAD", "STEADY_AGREE", "decoded_by", "concurrency_window",
+           "steady_figures", "rep_windows", "steady_state_validity",
            "queueing", "criteria_for", "ratio", "served_ratio", "served_cost_s", "reachable_ratio", "max_tok_s_for_target"]

@@ -92,4 +92,32 @@ def by_blocks(tasks: list[dict], streams: int, min_tokens: int = 16) -> list[dic
              "min": round(min(v), 1), "max": round(max(v), 1)} for k, v in sorted(groups.items())]
 
 
-__all__ = ["LAUNCH", "launched", "contiguous", "rounds", "blocks", "busy_slots", "by_blocks"]
+def waves(tasks: list[dict], min_tokens: int = 16) -> list[dict]:
+    """Requests of a log (lab.serving.engine_logs.request_timings) grouped into waves of overlapping requests, as a
+    closed loop of N sends them when each repetition is one batch: per wave its slots, their blocks, the server's decode
+    ms a token (min and max over its requests), its decode steps (the most output tokens) and how many of them reused
+    the compute graph (the log's graphs-reused count at the wave's end minus at the previous wave's; None where the
+    log has no such count). On the H100 (2026-12-07) every wave on split slots reused none: the graph was rebuilt at
+    each step. Requests under `min_tokens` output tokens (probes, health checks) are left out."""
+    done = sorted((t for t in tasks if t["output_tokens"] >= min_tokens and t["tpot_ms"] is not None),
+                  key=lambda t: t["start_s"])
+    groups: list[list[dict]] = []
+    for t in done:
+        if groups and t["start_s"] < max(u["end_s"] for u in groups[-1]):
+            groups[-1].append(t)
+        else:
+            groups.append([t])
+    out, before = [], None
+    for g in groups:
+        counts = [t["graphs_reused"] for t in g if t.get("graphs_reused") is not None]
+        after = max(counts) if counts else None
+        slots = sorted(t["slot"] for t in g)
+        out.append({"requests": len(g), "slots": slots, "blocks": blocks(slots), "steps": max(t["output_tokens"] for t in g),
+                    "graphs_reused": after - before if after is not None and before is not None else None,
+                    "server_tpot_ms_min": round(min(t["tpot_ms"] for t in g), 1),
+                    "server_tpot_ms_max": round(max(t["tpot_ms"] for t in g), 1)})
+        before = after if after is not None else before
+    return out
+
+
+__all__ = ["LAUNCH", "launched", "contiguous", "rounds", "blocks", "busy_slots", "by_blocks", "waves"]

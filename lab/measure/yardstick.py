@@ -12,7 +12,10 @@ lockstep (lab.measure.llama_batched_bench). Each ratio row says what limits it:
   work; more is per-request work — prefills of arriving requests between decode steps (batched-bench prefills all
   N before it times the decode), slot bookkeeping, and on hybrid models the recurrent state copied into context
   checkpoints and the prompt cache (-ctxcp, --cache-ram: lab tune measures them).
-Output throughput (tokens ÷ wall time, prefill included) is set beside batched-bench's B·TG ÷ (T_PP + T_TG).
+Output throughput (tokens ÷ wall time, prefill included) is set beside batched-bench's B·TG ÷ (T_PP + T_TG). The
+level's steady state (lab.measure.metrics.concurrency_window: decode summed only while all N streams decode, no prompt
+being processed) is set against S_TG too: what is left there is the server's per-step work; the difference to the
+whole level is its ramp (the N prefills, each stalling the streams already decoding) and tail.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from lab.measure import metrics
 
 NEAR = 0.9  # served ≥ 0.9 × in-process: the engine itself is the limit
 PER_TOKEN_SLACK = 1.5  # extra time per step up to 1.5 × N × the fixed per-token cost counts as that cost
+STEADY_GAIN = 0.03  # the steady state beats the whole level by at least this much of S_TG: the row says why
 
 
 def single_row(single: dict | None, tg_tok_s: float | None, tg_test: str | None = None) -> dict:
@@ -37,7 +41,8 @@ def single_row(single: dict | None, tg_tok_s: float | None, tg_test: str | None 
         if ratio < reach - 0.05:
             limit += "; the rest is other work on the machine or inside the server (compare the server-reported speed)"
     return {"concurrency": 1, "yardstick": f"llama-bench {tg_test or 'tg'}", "served_tok_s": served,
-            "in_process_tok_s": tg_tok_s, "served_over_in_process": ratio, "served_output_tok_s": None,
+            "in_process_tok_s": tg_tok_s, "served_over_in_process": ratio, "steady_tok_s": None,
+            "steady_over_in_process": None, "full_concurrency_fraction": None, "served_output_tok_s": None,
             "in_process_output_tok_s": None, "output_ratio": None, "extra_ms_per_step": None, "limited_by": limit}
 
 
@@ -61,8 +66,20 @@ def level_row(summary: dict, batched: dict | None) -> dict:
         limit = (f"per-request work: {extra:.1f} ms more per step, over {n} × {cost_ms:.2f} ms of per-token work — "
                  "prefills of arriving requests between decode steps, slot bookkeeping, the hybrid's state copies "
                  "(-ctxcp, --cache-ram)")
+    steady = summary.get("steady_decode_tok_s")
+    steady_ratio = metrics.ratio(steady, s_tg)
+    if ratio is not None and steady_ratio is not None and steady_ratio - ratio >= STEADY_GAIN:
+        limit += (f"; {steady_ratio:.2f} while all {n} decoded ({summary['full_concurrency_fraction']:.0%} of the level): "
+                  f"the rest is its ramp — prompts being processed {summary['prefill_fraction']:.0%} of the time stall "
+                  "the others' decode")
+    reps = (summary.get("spread") or {}).get("steady_decode_tok_s") or {}
+    if s_tg and reps.get("min") and reps["max"] / reps["min"] - 1 > metrics.STEADY_SPREAD:
+        limit += (f"; its repetitions' steady states ranged {reps['min'] / s_tg:.2f}-{reps['max'] / s_tg:.2f}: not one "
+                  "speed (llama-server on a hybrid model: which slots the requests landed in, llama.cpp issue #25840)")
     return {"concurrency": n, "yardstick": f"llama-batched-bench S_TG (B={n})" if batched else "llama-batched-bench",
             "served_tok_s": served, "in_process_tok_s": s_tg, "served_over_in_process": ratio,
+            "steady_tok_s": steady, "steady_over_in_process": steady_ratio,
+            "full_concurrency_fraction": summary.get("full_concurrency_fraction"),
             "served_output_tok_s": summary.get("output_throughput"),
             "in_process_output_tok_s": batched.get("output_tok_s") if batched else None,
             "output_ratio": metrics.ratio(summary.get("output_throughput"), batched.get("output_tok_s") if batched else None),
@@ -78,4 +95,4 @@ def rows(summaries: list[dict], batched_result: dict | None, llama_bench_result:
         level_row(s, by_n.get(s.get("concurrency")) or by_n.get(str(s.get("concurrency")))) for s in summaries]
 
 
-__all__ = ["NEAR", "PER_TOKEN_SLACK", "single_row", "level_row", "rows"]
+__all__ = ["NEAR", "PER_TOKEN_SLACK", "STEADY_GAIN", "single_row", "level_row", "rows"]

@@ -189,6 +189,30 @@ def sweep_chart(summaries: list[dict], ceilings: list[dict] | None = None, predi
     return fig
 
 
+def steady_state_chart(summaries: list[dict], yard: list[dict] | None, title: str = "Decode summed over the streams"):
+    """Per level: llama-batched-bench's S_TG, the steady state (all N decoding; each repetition a dot), the level's
+    decode summed (per-stream speed × N) and its decode over the whole window, in tok/s, with the share of the window
+    at N streams under each group: where the served gap is the server's per-step work and where the level's ramp."""
+    import plotly.graph_objects as go
+
+    levels = [s for s in summaries if (s.get("concurrency") or 0) > 1]
+    xs = [f"{s['concurrency']} streams<br>" + (f"{s['full_concurrency_fraction']:.0%} of the time at N"
+                                                 if s.get("full_concurrency_fraction") is not None else "never at N")
+          for s in levels]
+    s_tg = {y["concurrency"]: y["in_process_tok_s"] for y in yard or [] if y["yardstick"].startswith("llama-batched")}
+    fig = go.Figure()
+    for name, ys in (("llama-batched-bench S_TG (in-process)", [s_tg.get(s["concurrency"]) for s in levels]),
+                     ("steady state (all N decoding)", [s.get("steady_decode_tok_s") for s in levels]),
+                     ("decode summed (per-stream × N)", [s.get("decode_tok_s_summed") for s in levels]),
+                     ("decode over the whole window", [s.get("window_decode_tok_s") for s in levels])):
+        fig.add_trace(go.Bar(x=xs, y=ys, name=name))
+    reps = [(x, r.get("steady_decode_tok_s")) for x, s in zip(xs, levels) for r in s.get("repetitions") or []]
+    fig.add_trace(go.Scatter(x=[x for x, _ in reps], y=[y for _, y in reps], mode="markers", name="steady, each repetition",
+                             marker={"color": "black", "size": 8}))
+    fig.update_layout(title=title, barmode="group", height=420, yaxis_title="tok/s")
+    return fig
+
+
 def energy_chart(summaries: list[dict], title: str = "Energy and memory by concurrency"):
     """Joules per output token and peak VRAM (all GPUs) against concurrency; on a machine where NVML measured
     nothing the chart says "not measured" instead of drawing zeros."""
@@ -223,6 +247,8 @@ def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | Non
     `vllm bench serve` (lab.measure.peer_bench)."""
     runs, summaries, skip_reason, busy, peer = served.runs, served.summaries, served.skip_reason, served.busy, served.peer
     charts = [evidence.chart_entry("Throughput and latency by concurrency vs the roofline", sweep_fig),
+              evidence.chart_entry("Decode summed: steady state vs the whole level vs llama-batched-bench",
+                                   steady_state_chart(summaries, yardstick)),
               evidence.chart_entry("Energy and memory by concurrency", energy_fig),
               evidence.chart_entry("Benchmark checks", checks_chart(found, profile))]
     server = {"command": served.command.shell(), "reported": served.reported, "stop": served.stop_report}
@@ -262,6 +288,8 @@ def build_record(profile, *, served: ServedSweep, llama_bench_result: dict | Non
         "energy_not_measured": single.get("energy_not_measured") if single else None,
         "batched_bench_skipped": batched_skip,
         "served_over_batched_decode": {str(y["concurrency"]): y["served_over_in_process"] for y in yardstick or []
+                                       if y["yardstick"].startswith("llama-batched-bench")},
+        "steady_over_batched_decode": {str(y["concurrency"]): y["steady_over_in_process"] for y in yardstick or []
                                        if y["yardstick"].startswith("llama-batched-bench")},
         "output_throughput_spread": {str(x.get("concurrency")): (x.get("spread") or {}).get("output_throughput")
                                      for x in summaries if x.get("spread")},
@@ -385,9 +413,12 @@ def closing_text(record: dict) -> str:
                      f"{_f(s['served_over_in_process'])}). The first token took {_f(s['ttft_p50_ms_single'])} ms (p50).")
         lines.append(_batching_sentence(record.get("sweep") or []))
     by_n = {n: r for n, r in (s.get("served_over_batched_decode") or {}).items() if r is not None}
+    steady = s.get("steady_over_batched_decode") or {}
     if by_n:
         lines.append("Served decode summed over the streams ÷ llama-batched-bench's in-process S_TG at the same count: "
-                     + ", ".join(f"{n} stream{'s' if n != '1' else ''} {_f(r)}" for n, r in by_n.items())
+                     + ", ".join(f"{n} stream{'s' if n != '1' else ''} {_f(r)}"
+                                 + (f" ({_f(steady[n])} while all {n} decoded)" if steady.get(n) is not None else "")
+                                 for n, r in by_n.items())
                      + " (the table 'Served ÷ in-process by concurrency' says what limits each).")
     if s["decode_ceiling_tok_s"] is not None:
         lines.append(f"The memory-bandwidth ceiling for one stream of this model here is {_f(s['decode_ceiling_tok_s'])} tok/s; "

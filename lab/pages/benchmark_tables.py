@@ -48,7 +48,8 @@ def sweep_table(summaries: list[dict]):
     return display.show(sweep_frame(summaries), empty="benchmark skipped")
 
 
-REPETITION_COLUMNS = ("duration_s", "output_throughput", "stream_decode_tok_s", "decode_tok_s_summed", "ttft_p50_ms")
+REPETITION_COLUMNS = ("duration_s", "output_throughput", "stream_decode_tok_s", "decode_tok_s_summed", "steady_decode_tok_s",
+                      "full_concurrency_fraction", "ttft_p50_ms")
 
 
 def repetitions_table(summaries: list[dict]):
@@ -58,7 +59,7 @@ def repetitions_table(summaries: list[dict]):
     for s in summaries:
         for rep in s.get("repetitions") or []:
             out.append({"streams": s.get("concurrency"), "repetition": rep["repetition"], "requests": rep["requests"],
-                        **{k: r(rep[k], k) for k in REPETITION_COLUMNS}})
+                        **{k: r(rep.get(k), k) for k in REPETITION_COLUMNS}})
         sp = (s.get("spread") or {}).get("output_throughput") or {}
         if sp.get("n"):
             warm = s.get("warmup") or {}
@@ -68,6 +69,8 @@ def repetitions_table(summaries: list[dict]):
                                              f"[{sig3(sp['min'])}–{sig3(sp['max'])}]",
                         "stream_decode_tok_s": r(s["stream_decode_tok_s"]),
                         "decode_tok_s_summed": r(s.get("decode_tok_s_summed")),
+                        "steady_decode_tok_s": r(s.get("steady_decode_tok_s")),
+                        "full_concurrency_fraction": r(s.get("full_concurrency_fraction")),
                         "ttft_p50_ms": r(s["ttft_ms"]["p50"]),
                         "warm-up": f"{len(warm.get('rounds') or [])} round(s), "
                                    + ("steady" if warm.get("steady") else "not steady") if warm else None})
@@ -87,6 +90,8 @@ def yardstick_table(rows: list[dict]):
     r = display.rounded
     return display.show([{"streams": x["concurrency"], "yardstick": x["yardstick"], "served tok/s": r(x["served_tok_s"]),
                           "in-process tok/s": r(x["in_process_tok_s"]), "served ÷ in-process": r(x["served_over_in_process"]),
+                          "steady tok/s": r(x.get("steady_tok_s")), "steady ÷ in-process": r(x.get("steady_over_in_process")),
+                          "time at N streams": r(x.get("full_concurrency_fraction")),
                           "served output tok/s": r(x["served_output_tok_s"]),
                           "in-process output tok/s": r(x["in_process_output_tok_s"]),
                           "output ratio": r(x["output_ratio"]), "extra ms per step": r(x["extra_ms_per_step"]),
@@ -145,7 +150,8 @@ def summary_row(summary: dict) -> dict:
     return {"concurrency": summary.get("concurrency"), "requests": summary["requests"],
             "successes": summary["successes"], "failures": summary["failures"], "duration_s": r("duration_s"),
             "output_throughput": r("output_throughput"), "stream_decode_tok_s": r("stream_decode_tok_s"),
-            "decode_tok_s_summed": r("decode_tok_s_summed"),
+            "decode_tok_s_summed": r("decode_tok_s_summed"), "steady_decode_tok_s": r("steady_decode_tok_s"),
+            "full_concurrency_fraction": r("full_concurrency_fraction"),
             "output_throughput_sd": display.rounded(((summary.get("spread") or {}).get("output_throughput") or {}).get("sd")),
             "reps": len(summary.get("repetitions") or []) or None, "server_decode_tok_s": r("server_decode_tok_s"),
             **stat("ttft_ms", "p50"), **stat("ttft_ms", "p99"), **stat("tpot_ms", "p50"), **stat("itl_ms", "p50"),

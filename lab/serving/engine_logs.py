@@ -316,6 +316,7 @@ LLAMA_TASK_LINE = re.compile(r"^(?P<m>\d+)\.(?P<s>\d+)\.(?P<ms>\d+)\.(?P<us>\d+)
                              r"\| task (?P<task>\d+) \| (?P<rest>.*)$")
 _PROMPT_TIME = re.compile(r"prompt eval time = +([\d.]+) ms / +(\d+) tokens")
 _EVAL_TIME = re.compile(r"^ *eval time = +([\d.]+) ms / +(\d+) tokens")
+_GRAPHS_REUSED = re.compile(r"^ *graphs reused = +(\d+)")
 
 
 def request_timings(text: str) -> list[dict]:
@@ -323,7 +324,9 @@ def request_timings(text: str) -> list[dict]:
     slot, start and end (seconds since the server started), queued ms (from the slot taking the request to its
     prompt's first batch: with many prompts at once, a 2048-token batch holds four 512-token prompts and the rest
     wait; 0 when the log has no "new prompt" line), prompt ms and tokens, decode ms, output tokens and tpot_ms
-    (decode ms ÷ (output tokens − 1); None below 2 tokens). A request still running has no end: left out."""
+    (decode ms ÷ (output tokens − 1); None below 2 tokens), and graphs_reused: the context's count of compute graphs
+    reused instead of rebuilt, so far, when the request ended (recent llama.cpp; absent from older logs). A request
+    still running has no end: left out."""
     tasks: dict[int, dict] = {}
     for line in text.splitlines():
         m = LLAMA_TASK_LINE.match(line)
@@ -340,6 +343,8 @@ def request_timings(text: str) -> list[dict]:
             task["prompt_ms"], task["prompt_tokens"] = float(p[1]), int(p[2])
         elif e := _EVAL_TIME.search(rest):
             task["decode_ms"], task["output_tokens"] = float(e[1]), int(e[2])
+        elif g := _GRAPHS_REUSED.search(rest):
+            task["graphs_reused"] = int(g[1])
         elif "stop processing" in rest:
             task["end_s"] = t
     done = [d for d in tasks.values() if {"start_s", "end_s", "prompt_ms", "decode_ms"} <= d.keys()]

@@ -259,3 +259,4 @@ def test_level_rows_give_mean_sd_and_the_ratio_to_the_baseline():
     assert rows[1][out] == 210.0 and rows[1][out + " sd"] == 10.0
     assert rows[1][out + " ÷ baseline"] == 1.4 and rows[1][out + " values"] == [200.0, 210.0, 220.0]
     assert rows[0]["Decode summed over the streams (tok/s)"] is None and rows[0]["warm-up steady"] is True
+    assert rows[0]["Steady decode, all streams (tok/s)"] is None  # a point measured before the steady state was kept
