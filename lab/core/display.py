@@ -16,6 +16,7 @@ import math
 import re
 
 from lab.core import fields
+from lab.core.text import ELLIPSIS, clip  # noqa: F401 (the lab's one way to shorten text; set-up uses it too)
 
 EMPTY = "not on this profile"
 STATUS_COLOURS = {"pass": "#2ca02c", "ok": "#2ca02c", "warn": "#ff7f0e", "fail": "#d62728", "failed": "#d62728",
@@ -50,22 +51,6 @@ def lab_command(args: str = "") -> str:
     return f"{LAB_COMMAND} {args}".rstrip()
 
 
-ELLIPSIS = "…"
-
-
-def clip(text, limit: int) -> str:
-    """`text` in at most `limit` characters, cut at a word boundary with an ellipsis when it is longer: the one way
-    the lab shortens what it prints (a slice `text[:limit]` ends mid-word: "…deadli", "; v"). A single word longer
-    than the limit is cut inside it (there is no boundary to cut at)."""
-    text = str(text)
-    if len(text) <= limit:
-        return text
-    room = max(limit - len(ELLIPSIS), 0)
-    head = text[:room + 1]  # one more: a space right after the cut is a boundary too
-    cut = max(head.rfind(" "), head.rfind("\n"))
-    if cut < room // 2:  # no boundary in the second half: keep the characters (a path, a hash)
-        cut = room
-    return text[:cut].rstrip(" ,;:-—(") + ELLIPSIS
 
 
 def is_bytes_key(key) -> bool:

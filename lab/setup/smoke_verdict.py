@@ -21,6 +21,8 @@ import re
 import sys
 from pathlib import Path
 
+from lab.core.text import clip
+
 LLAMA_NOTEBOOKS = ("01_hardware_checks", "04_serve", "06_benchmarking")
 VLLM_NOTEBOOKS = ("04_serve", "05_kv_cache_math", "06_benchmarking")
 
@@ -29,7 +31,7 @@ def read_json(path: Path, what: str, fails: list[str]) -> dict | None:
     try:
         data = json.loads(path.read_text(errors="replace"))
     except (OSError, ValueError) as exc:
-        fails.append(f"{what}: unreadable ({type(exc).__name__}: {str(exc)[:100]})")
+        fails.append(f"{what}: unreadable ({type(exc).__name__}: {clip(exc, 100)})")
         return None
     if not isinstance(data, dict):
         fails.append(f"{what}: a JSON {type(data).__name__}, not an object")
@@ -78,7 +80,7 @@ def sweep_fails(r: dict, levels: list[int] | None) -> list[str]:
     fails: list[str] = []
     skipped = (r.get("summary") or {}).get("benchmark_skipped")
     if skipped:
-        fails.append(f"06 sweep: skipped ({str(skipped)[:150]})")
+        fails.append(f"06 sweep: skipped ({clip(skipped, 150)})")
     sweep = r.get("sweep")
     if not isinstance(sweep, list) or not sweep:
         return fails + ["06 sweep: no level in the record"]
@@ -91,15 +93,15 @@ def sweep_fails(r: dict, levels: list[int] | None) -> list[str]:
             fails.append(f"06 sweep level {c}: no 'failures' count")
         elif lv["failures"]:
             fails.append(f"06 sweep level {c}: {lv['failures']} of {lv.get('requests')} requests failed "
-                         f"({str(lv.get('errors'))[:150]})")
+                         f"({clip(lv.get('errors'), 150)})")
         if not lv.get("successes"):
             fails.append(f"06 sweep level {c}: no request answered")
         if lv.get("cut"):
-            fails.append(f"06 sweep level {c}: cut ({str(lv['cut'])[:150]})")
+            fails.append(f"06 sweep level {c}: cut ({clip(lv['cut'], 150)})")
         validity = lv.get("validity") or {}
         if validity.get("valid") is not True:
             why = "; ".join(map(str, validity.get("reasons") or []))
-            fails.append(f"06 sweep level {c}: not valid ({why[:150]})")
+            fails.append(f"06 sweep level {c}: not valid ({clip(why, 150)})")
     return fails
 
 
@@ -125,7 +127,7 @@ def judge(run: Path | None, rc: str = "", work: Path | None = None, engine: str 
         log = (work / "pipeline.log").read_text(errors="replace") if work and (work / "pipeline.log").exists() else ""
         errs = [line.strip() for line in log.splitlines() if re.search(r"(Error|error|failed)\b", line)]
         return fails + [f"lab run: no run folder with a manifest.json (rc={rc or '?'}"
-                        + (f"; last error line: {errs[-1][:200]}" if errs else "") + ")"]
+                        + (f"; last error line: {clip(errs[-1], 200)}" if errs else "") + ")"]
     m = read_json(run / "manifest.json", "manifest.json", fails) or {}
     by_name = {n.get("notebook"): n for n in m.get("notebooks") or [] if isinstance(n, dict)}
     for nb in notebooks:
@@ -133,7 +135,7 @@ def judge(run: Path | None, rc: str = "", work: Path | None = None, engine: str 
         if n is None:
             fails.append(f"{nb}: not run")
         elif n.get("status") != "ok":
-            fails.append(f"{nb}: {n.get('status')} ({str(n.get('error'))[:200]})")
+            fails.append(f"{nb}: {n.get('status')} ({clip(n.get('error'), 200)})")
     if m.get("mode") != "measure":
         fails.append(f"manifest: mode {m.get('mode')!r}, not 'measure' ({m.get('plan_reason')})")
     fails += engine_fails(m, engine)
@@ -156,7 +158,7 @@ def judge(run: Path | None, rc: str = "", work: Path | None = None, engine: str 
     if failed_checks:
         fails.append(f"{len(failed_checks)} failed check(s): " + ", ".join(failed_checks[:6]))
     if m.get("status") != "ok":
-        fails.append(f"manifest: status {m.get('status')!r}" + (f" ({'; '.join(map(str, m['errors']))[:150]})"
+        fails.append(f"manifest: status {m.get('status')!r}" + (f" ({clip('; '.join(map(str, m['errors'])), 150)})"
                                                                 if m.get("errors") else ""))
     if rc not in ("", "0") and not fails:
         fails.append(f"lab run: exit {rc}")
@@ -165,7 +167,7 @@ def judge(run: Path | None, rc: str = "", work: Path | None = None, engine: str 
 
 def verdict_line(fails: list[str]) -> str:
     line = "SMOKE PASS" if not fails else "SMOKE FAIL: " + "; ".join(fails)
-    return line[:600].replace("\n", " ")
+    return clip(line.replace("\n", " "), 600)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -118,9 +118,10 @@ def test_no_new_module_over_the_line_limit():
 
 def test_setup_reads_only_paths_from_core():
     """Set-up runs with the system python before any venv exists: of the layers below it, it may import only
-    lab.core.paths (standard library only at import), never a core module that needs pydantic or yaml."""
+    lab.core.paths and lab.core.text (standard library only at import), never a core module that needs pydantic or
+    yaml."""
     wrong = sorted(f"{name} imports {dep}" for name, deps in GRAPH.items() if package(name) == "setup"
-                   for dep in deps if package(dep) != "setup" and dep != "lab.core.paths")
+                   for dep in deps if package(dep) != "setup" and dep not in ("lab.core.paths", "lab.core.text"))
     assert not wrong, "set-up imports more than lab.core.paths from below: " + "; ".join(wrong)
 
 
