@@ -55,5 +55,6 @@ def test_a_profile_that_cannot_start_here_goes_through_every_step_as_skipped(tmp
     written = run_folder.read_records(tmp_path)["06_benchmark"]
     assert shown == written["summary"] and written["what_this_means"] == benchmark.closing_text(written)
     assert written["yardstick"] == yard and [c["name"] for c in written["checks"]] == [c.name for c in found]
-    assert [c["title"] for c in written["charts"]][:2] == ["Throughput and latency by concurrency vs the roofline",
-                                                          "Energy and memory by concurrency"]
+    assert [c["title"] for c in written["charts"]][:3] == [
+        "Throughput and latency by concurrency vs the roofline",
+        "Decode summed: steady state vs the whole level vs llama-batched-bench", "Energy and memory by concurrency"]
