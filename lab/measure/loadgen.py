@@ -300,6 +300,7 @@ async def _read_stream(client: httpx.AsyncClient, target: Target, prompt: str, r
             return False
         max_events, max_bytes = stream_budget(target.max_tokens)
         events = seen = 0
+        empty: list[float] = []  # arrivals of chunks with choices but no text (see below)
         async for line in deadline.lines(resp):  # each line capped: an endless `data:` line ends the request
             seen += len(line) + 1
             events += line.startswith("data:")
@@ -312,6 +313,14 @@ async def _read_stream(client: httpx.AsyncClient, target: Target, prompt: str, r
                 continue
             data = line[5:].strip()
             if data == "[DONE]":
+                if not res.chunk_times_s and empty and (res.output_tokens or 0) > 0:
+                    # Every token came as an empty delta: special tokens, which the server does not show
+                    # (vLLM's skip_special_tokens), as a random-weight stand-in draws them (vLLM on the lent H100,
+                    # 2026-12-07: 11 of 48 requests). The tokens were generated and streamed, so they are timed by
+                    # their chunks, as `vllm bench serve` times every chunk; the request says so.
+                    res.chunk_times_s, res.ttft_s = empty, empty[0]
+                    res.findings.append(f"no text: {res.output_tokens} token(s) arrived as {len(empty)} empty "
+                                        "chunk(s) (special tokens not shown); timed by those chunks")
                 return True
             now = time.perf_counter()
             try:
@@ -333,6 +342,8 @@ async def _read_stream(client: httpx.AsyncClient, target: Target, prompt: str, r
                 res.first_choice_s = now - sent if res.first_choice_s is None else res.first_choice_s
                 res.last_choice_s = now - sent
                 res.choice_chunks += 1
+            if choices and not text and not res.chunk_times_s:
+                empty.append(now - sent)
             if text:
                 if res.ttft_s is None:
                     res.ttft_s = now - sent

@@ -134,6 +134,24 @@ def test_chat_deltas_are_parsed():
     assert r.success and len(r.chunk_times_s) == 1 and r.output_tokens == 1  # the role-only chunk is not a token
 
 
+def test_tokens_streamed_as_empty_deltas_are_timed_by_their_chunks():
+    # vLLM on the lent H100 (outputs/h100-vllm/, 2026-12-07): with random weights 11 of 48 requests streamed their
+    # 128 tokens as empty deltas (special tokens, not shown); `vllm bench serve` counted them, so the lab does too
+    body = sse('{"choices":[{"text":""}]}', '{"choices":[{"text":""}]}',
+               '{"choices":[{"text":"","finish_reason":"length"}]}',
+               '{"choices":[],"usage":{"completion_tokens":3,"prompt_tokens":5}}', "[DONE]")
+    r = run_mock(lambda req: httpx.Response(200, content=body))
+    assert r.success and r.output_tokens == 3 and r.output_chars == 0
+    assert len(r.chunk_times_s) == 3 and r.ttft_s == r.chunk_times_s[0] == r.first_choice_s
+    assert r.findings == ["no text: 3 token(s) arrived as 3 empty chunk(s) (special tokens not shown); timed by those chunks"]
+    # the same empty chunks with no token counted stay a failure; a stream with text is timed by its text as before
+    no_tokens = body.replace(b'"completion_tokens":3', b'"completion_tokens":0')
+    assert run_mock(lambda req: httpx.Response(200, content=no_tokens)).error == "no generated text in the stream"
+    mixed = sse('{"choices":[{"text":""}]}', '{"choices":[{"text":"a"}]}', "[DONE]")
+    r = run_mock(lambda req: httpx.Response(200, content=mixed))
+    assert r.success and len(r.chunk_times_s) == 1 and r.findings == []
+
+
 @pytest.mark.parametrize("response,error", [
     (httpx.Response(503, content=b'{"error":"Loading model"}'), "HTTP 503"),
     (httpx.Response(200, content=sse('{"choices":[{"text":"a"}]}')), "without [DONE]"),
