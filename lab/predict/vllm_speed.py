@@ -205,10 +205,20 @@ def fit(rows: list | None = None, steps: list | None = None) -> VllmModel:
 
     plain_rows, mtp_rows = fit_rows(rows)
     steps = measured_steps() if steps is None else steps
+    # A measured card joins the plain fit once it has two loads (weight formats or depths): one load cannot tell its
+    # fraction from the fixed cost, and with a borrowed fraction it would move the fixed cost every card shares (the
+    # H100's one FP8 point, 2026-12-07, against Hopper's llama.cpp fraction, which sits at the fit's 1.00 cap). One
+    # load is a check of the model instead (`measured_checks`).
+    loads: dict = {}
+    for s_ in steps:
+        loads.setdefault(s_["arch"], set()).add(round(float(s_["bytes_per_token"]) / int(s_.get("tensor_parallel", 1)) / 1e6))
+    for r in plain_rows:
+        loads.setdefault(_arch(r.gpu_id), set()).add(round(plain_point(r)["bytes"] / plain_point(r)["n"] / 1e6))
+    plain_steps = [s_ for s_ in steps if len(loads[s_["arch"]]) >= 2]
     pts = [plain_point(r) for r in plain_rows] + [
         {"id": s["id"], "arch": s["arch"], "gpu_id": s["gpu_id"], "n": int(s.get("tensor_parallel", 1)),
          "bytes": float(s["bytes_per_token"]), "link": s.get("link"), "tok_s": 1000.0 / float(s["plain_ms"])}
-        for s in steps]
+        for s in plain_steps]
     if not pts:
         raise ValueError("the vLLM model needs at least one measured plain row (lab/data/public_speed.yaml fork rows "
                          "or calibration.yaml vllm_step_costs)")
@@ -266,6 +276,20 @@ def fit(rows: list | None = None, steps: list | None = None) -> VllmModel:
            + (f"; MTP draft {draft:.2f} ms per drafted token from {len(drafts)} point(s) "
               f"({', '.join(r.id for r in mtp_rows)})" if draft else "; MTP: no rows with tokens per step"))
     return VllmModel(round(fixed, 4), frac, draft, partial.plain_rows, tuple(r.id for r in mtp_rows), how)
+
+
+def measured_checks() -> list[dict]:
+    """The lab's measured vLLM steps the fit leaves out (one load of their card), each against the model:
+    {id, gpu_id, weights, measured_ms, predicted_ms, error_pct}."""
+    used = set(model().plain_rows)
+    out = []
+    for s in measured_steps():
+        if s["id"] in used:
+            continue
+        ms = plain(float(s["bytes_per_token"]), s["gpu_id"], int(s.get("tensor_parallel", 1)), s.get("link"))["ms"]
+        out.append({"id": s["id"], "gpu_id": s["gpu_id"], "weights": s.get("weights"), "measured_ms": s["plain_ms"],
+                    "predicted_ms": ms, "error_pct": 100.0 * (ms / float(s["plain_ms"]) - 1.0)})
+    return out
 
 
 def model_archs() -> set[str]:
@@ -329,8 +353,12 @@ def setup_speed(gpu_id: str, n_gpus: int, quant: str | None = None, depth: int |
     how = (f"{b / 1e9:.2f} GB/token ({fmt}) ÷ ({n_gpus} x {p['fraction']:.2f} x {_bw(gpu_id):g} GB/s) = "
            f"{p['weights_ms']:.2f} ms + fixed {p['fixed_ms']:.2f} ms + all-reduces {p['comm_ms']:.2f} ms")
     if p["fraction_from"].startswith("FALLBACK"):  # a card no vLLM row or measured step covers (Hopper until a run)
+        mine = [m for m in measured_checks() if m["gpu_id"] == gpu_id]
         how += (f"; {p['fraction_from']}, the fixed ms fitted on {', '.join(sorted(model_archs()))} vLLM rows: "
-                "no vLLM measurement of this card yet")
+                + (f"one measured load of this card checks it ({mine[0]['id']}: {mine[0]['measured_ms']} ms a token "
+                   f"at {mine[0]['weights']}, the model {mine[0]['predicted_ms']:.2f} ms, {mine[0]['error_pct']:+.1f} %); "
+                   "a second load would give the card its own fraction" if mine
+                   else "no vLLM measurement of this card yet"))
     out = {"tok_s": p["tok_s"], "plain_tok_s": p["tok_s"], "plain": p, "mtp": None, "bytes_per_token": b,
            "format": fmt, "tokens_from": None, "how": how}
     if mtp_k:
@@ -370,10 +398,10 @@ def check(rows: list | None = None) -> dict:
 
     rows = public_speed.load() if rows is None else rows
     m = fit(rows)
-    # the cards with vLLM figures: the public rows' and the lab's own measured steps' (a filled H100 run makes two,
-    # and every V100 row is then predicted from a fit without any V100 row: card left out)
+    # the cards with vLLM figures: the public rows' and the lab's own measured steps' that the fit uses (a card with
+    # two measured loads makes two cards, and every V100 row is then predicted from a fit without any V100 row)
     cards = {public_speed.gpu_specs()[r.gpu_id]["arch"] for r in rows if is_vllm_row(r)} | {
-        s["arch"] for s in measured_steps()}
+        s["arch"] for s in measured_steps() if s["id"] in m.plain_rows}
     out = []
     for r in rows:
         if not is_vllm_row(r) or r.outlier is not None or r.gpu_count < 2:

@@ -56,14 +56,17 @@ def test_stock_vllm_notes_follow_the_compat_rule():
     assert vllm_speed.stock_vllm_notes("volta", "FP8")[0].startswith("stock vLLM cannot load FP8")
 
 
-def test_measured_step_costs_slot_is_empty_until_a_run_fills_it():
-    from lab.core import facts
-
-    run = facts.load("calibration")["vllm_step_costs"]["runs"][0]
-    assert run["gpu_id"] == "h100-sxm" and run["plain_ms"] is None and vllm_speed.measured_steps() == []
-    filled = {**run, "plain_ms": 10.0, "bytes_per_token": 30e9, "mtp_ms_per_step": {1: 13.0, 2: None}}
-    m = vllm_speed.fit(steps=[{**filled, "arch": "hopper"}])
-    assert "h100-vllm-tp1" in m.plain_rows and m.draft_ms is not None
+def test_the_h100_run_checks_the_model_until_a_second_load_joins_the_fit():
+    # outputs/h100-vllm/20261207T232425Z_92e00066: FP8 stand-in, one stream, 12.66 ms a token (TPOT)
+    run = next(s for s in vllm_speed.measured_steps() if s["id"] == "h100-vllm-tp1")
+    assert (run["gpu_id"], run["plain_ms"], run["bytes_per_token"], run["weights"]) == ("h100-sxm", 12.66, 27090640384, "fp8")
+    assert "h100-vllm-tp1" not in vllm_speed.model().plain_rows  # one load: its fraction cannot be told from the fixed cost
+    (check,) = vllm_speed.measured_checks()
+    assert (check["id"], round(check["predicted_ms"], 2), round(check["error_pct"], 1)) == ("h100-vllm-tp1", 12.22, -3.5)
+    second = {**run, "id": "h100-second-load", "plain_ms": 8.0, "bytes_per_token": 15.39e9, "mtp_ms_per_step": {1: 10.5}}
+    m = vllm_speed.fit(steps=[run, second])
+    assert {"h100-vllm-tp1", "h100-second-load"} <= set(m.plain_rows) and "hopper" in m.fraction_by_arch
+    assert m.draft_ms is not None
 
 
 def test_validate_prints_the_vllm_rows(capsys):
