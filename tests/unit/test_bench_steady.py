@@ -41,15 +41,17 @@ def test_the_window_splits_into_full_concurrency_waiting_and_the_rest():
     assert s["prefill_fraction"] == pytest.approx(0.4) and s["window_decode_tok_s"] == pytest.approx(4.0)
 
 
-def test_a_level_that_never_had_all_streams_decoding_says_so_and_is_invalid():
-    # 2 streams, but the requests never decode at once (the second sent after the first ended)
+def test_a_level_that_never_had_all_streams_decoding_says_so():
+    # 2 streams, but the requests never decode at once (the second sent after the first ended): a warning, not an
+    # invalid level - its output throughput and latencies stand (make run's CPU default at 4 streams on 2 cores)
     run = level([ok(j, 1.1 * j, 0.5, [0.5, 0.7, 0.9, 1.1], 1.1, 4) for j in range(4)], 5.0)
     s = metrics.summarise_run(run)
     assert s["steady_decode_tok_s"] is None and s["full_concurrency_fraction"] == 0.0
-    assert not s["validity"]["valid"]
-    assert s["validity"]["reasons"] == ["never had all 2 streams decoding at once: no steady state to report (the "
-                                        "requests' prefills and ends never overlapped all their decodes); send more "
-                                        "requests per repetition or longer outputs"]
+    assert s["validity"]["valid"] and s["validity"]["reasons"] == []
+    assert s["validity"]["warnings"] == [
+        "never had all 2 streams decoding at once: no steady state to report (the requests' prefills and ends never "
+        "overlapped all their decodes); decode_tok_s_summed is not a steady figure here; send more requests per "
+        "repetition or longer outputs"]
     assert s["decode_tok_s_summed"] == pytest.approx(10.0)  # per-stream × 2: the number that would have misled
 
 
