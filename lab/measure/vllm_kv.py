@@ -109,8 +109,6 @@ def compare_hybrid(profile, arch, log_text: str, metrics_text: str) -> tuple[dic
              "reported": metrics.get("block_size")},
             {"what": "Gated DeltaNet page padding % (log)", "predicted": pred.padding_pct,
              "reported": log.get("mamba_padding_pct")}]
-    for row in rows:
-        row["match"] = row["reported"] is not None and row["reported"] == row["predicted"]
     blocks_match = isinstance(reported_blocks, int) and abs(reported_blocks - pred.num_blocks) <= slack
     rows.append({"what": f"KV blocks (/metrics num_gpu_blocks) from the logged budget {budget_gib} GiB"
                  + (f" (± {slack}: the log's 2 decimals)" if slack else ""),
@@ -123,8 +121,8 @@ def compare_hybrid(profile, arch, log_text: str, metrics_text: str) -> tuple[dic
                   "reported": kv.get("tokens")},
                  {"what": f"max concurrency at {profile.context_tokens} tokens (log, 2 decimals)",
                   "predicted": round(at.max_concurrency, 2), "reported": kv.get("max_concurrency")}]
-        for row in rows[-2:]:
-            row["match"] = row["reported"] is not None and row["reported"] == row["predicted"]
+    for row in rows:  # exact matches; the blocks row carries its own (± the log's rounding)
+        row.setdefault("match", row["reported"] is not None and row["reported"] == row["predicted"])
     return {**pred.as_dict(), "mamba_cache_mode": mode, "budget_source":
             "/metrics kv_cache_memory_bytes" if exact_bytes else "log: Available KV cache memory (GiB, 2 decimals)",
             "source": vllm_hybrid_kv.SOURCE}, rows
@@ -208,7 +206,8 @@ def arithmetic(result: dict) -> str:
     if not p:
         return "no prediction"
     if "page_bytes" in p:  # a GPU hybrid (compare_hybrid)
-        return (f"attention block = 16 · cdiv({p['state_bytes']:,} B Gated DeltaNet state, 16 × {p['token_page_bytes']:,} B "
+        a = vllm_hybrid_kv.KERNEL_BLOCK_ALIGNMENT
+        return (f"attention block = {a} · cdiv({p['state_bytes']:,} B Gated DeltaNet state, {a} × {p['token_page_bytes']:,} B "
                 f"per token) = {p['block_size']} tokens; page {p['page_bytes']:,} B (state padded "
                 f"{p['padding_pct']} %); {p['groups']} groups of {p['group_size']} layers; {p['kv_bytes']:,} B "
                 f"// {p['page_bytes']:,} // {p['group_size']} = {p['num_blocks']} blocks; a {p['max_model_len']:,}-token "

@@ -209,16 +209,15 @@ def fit(rows: list | None = None, steps: list | None = None) -> VllmModel:
     # fraction from the fixed cost, and with a borrowed fraction it would move the fixed cost every card shares (the
     # H100's one FP8 point, 2026-12-07, against Hopper's llama.cpp fraction, which sits at the fit's 1.00 cap). One
     # load is a check of the model instead (`measured_checks`).
-    loads: dict = {}
-    for s_ in steps:
-        loads.setdefault(s_["arch"], set()).add(round(float(s_["bytes_per_token"]) / int(s_.get("tensor_parallel", 1)) / 1e6))
-    for r in plain_rows:
-        loads.setdefault(_arch(r.gpu_id), set()).add(round(plain_point(r)["bytes"] / plain_point(r)["n"] / 1e6))
-    plain_steps = [s_ for s_ in steps if len(loads[s_["arch"]]) >= 2]
-    pts = [plain_point(r) for r in plain_rows] + [
-        {"id": s["id"], "arch": s["arch"], "gpu_id": s["gpu_id"], "n": int(s.get("tensor_parallel", 1)),
-         "bytes": float(s["bytes_per_token"]), "link": s.get("link"), "tok_s": 1000.0 / float(s["plain_ms"])}
-        for s in plain_steps]
+    row_pts = [plain_point(r) for r in plain_rows]
+    step_pts = [{"id": s["id"], "arch": s["arch"], "gpu_id": s["gpu_id"], "n": int(s.get("tensor_parallel", 1)),
+                 "bytes": float(s["bytes_per_token"]), "link": s.get("link"), "tok_s": 1000.0 / float(s["plain_ms"])}
+                for s in steps]
+    per_arch: dict = {}
+    for p in row_pts + step_pts:
+        per_arch.setdefault(p["arch"], set()).add(round(p["bytes"] / p["n"] / 1e6))
+    own = {a for a, sizes in per_arch.items() if len(sizes) >= 2}  # two loads per card tell fraction from fixed cost
+    pts = row_pts + [p for p in step_pts if p["arch"] in own]
     if not pts:
         raise ValueError("the vLLM model needs at least one measured plain row (lab/data/public_speed.yaml fork rows "
                          "or calibration.yaml vllm_step_costs)")
@@ -234,11 +233,6 @@ def fit(rows: list | None = None, steps: list | None = None) -> VllmModel:
             by.setdefault(p["arch"], []).append(implied(p, c))
         return {a: math.exp(sum(math.log(x) for x in v) / len(v)) if all(x < math.inf for x in v) else math.inf
                 for a, v in by.items()}
-
-    per_arch: dict = {}
-    for p in pts:
-        per_arch.setdefault(p["arch"], set()).add(round(p["bytes"] / p["n"] / 1e6))
-    own = {a for a, sizes in per_arch.items() if len(sizes) >= 2}  # two loads per card tell fraction from fixed cost
 
     def fractions_at(c):
         f = {a: v for a, v in fractions(c).items() if a in own}
